@@ -1,0 +1,213 @@
+//! Accounts: base credentials (the SDK default chain or a profile's static keys), optionally
+//! through AssumeRole, turned into SDK clients once per (base identity, role, external id,
+//! region) and reused. The SDK's identity cache holds each assumed session and refreshes it
+//! before it expires, so one role costs one AssumeRole per session lifetime however many
+//! requests arrive.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
+
+use aws_config::BehaviorVersion;
+use aws_credential_types::provider::{future, ProvideCredentials, SharedCredentialsProvider};
+use aws_config::meta::region::ProvideRegion;
+use aws_credential_types::Credentials;
+use aws_sdk_ecs::config::Region;
+use tokio::sync::OnceCell;
+
+use super::calls::CallStats;
+use crate::error::{Error, Result};
+use crate::settings::ClusterProfile;
+
+/// The clients of one account and region.
+#[derive(Debug)]
+pub struct AwsClients {
+    /// ECS.
+    pub ecs: aws_sdk_ecs::Client,
+    /// EC2 (networking lookups, EC2 capacity).
+    pub ec2: aws_sdk_ec2::Client,
+    /// The region the clients call.
+    pub region: String,
+    /// The role these clients act as, if any.
+    pub role_arn: Option<String>,
+    /// AssumeRole bookkeeping for status reports.
+    pub role: Arc<RoleStats>,
+    /// Calls made with these clients, by operation (shared by the account's profiles).
+    pub calls: Arc<CallStats>,
+}
+
+/// What we know about an assumed-role session.
+#[derive(Debug, Default)]
+pub struct RoleStats {
+    /// AssumeRole calls made (each credential refresh is one).
+    pub assume_role_calls: AtomicU64,
+    state: Mutex<RoleState>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct RoleState {
+    expires: Option<SystemTime>,
+    last_error: Option<String>,
+}
+
+impl RoleStats {
+    /// When the current session expires.
+    pub fn expires(&self) -> Option<SystemTime> {
+        self.lock().expires
+    }
+
+    /// Why the last AssumeRole failed, if it did.
+    pub fn last_error(&self) -> Option<String> {
+        self.lock().last_error.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RoleState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Wraps AssumeRole to count its calls and remember expiry and failures.
+#[derive(Debug)]
+struct ObservedRole {
+    inner: aws_config::sts::AssumeRoleProvider,
+    stats: Arc<RoleStats>,
+}
+
+impl ProvideCredentials for ObservedRole {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        future::ProvideCredentials::new(async move {
+            self.stats.assume_role_calls.fetch_add(1, Ordering::Relaxed);
+            let result = self.inner.provide_credentials().await;
+            let mut state = self.stats.lock();
+            match &result {
+                Ok(creds) => {
+                    state.expires = creds.expiry();
+                    state.last_error = None;
+                }
+                Err(e) => {
+                    state.last_error = Some(aws_smithy_types::error::display::DisplayErrorContext(e).to_string());
+                }
+            }
+            result
+        })
+    }
+}
+
+/// Identifies one set of clients.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct AccountKey {
+    base: String,
+    role_arn: Option<String>,
+    external_id: Option<String>,
+    session_name: Option<String>,
+    region: String,
+}
+
+/// The cache of clients per account.
+#[derive(Debug, Default)]
+pub struct Accounts {
+    clients: Mutex<HashMap<AccountKey, Arc<OnceCell<Arc<AwsClients>>>>>,
+    default_region: OnceCell<Option<String>>,
+}
+
+impl Accounts {
+    /// The region a profile calls: its `Region`, else the SDK's default region chain.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when neither names a region.
+    pub async fn region_of(&self, profile: &ClusterProfile) -> Result<String> {
+        if let Some(region) = &profile.region {
+            return Ok(region.clone());
+        }
+        let default = self
+            .default_region
+            .get_or_init(|| async {
+                aws_config::default_provider::region::default_provider().region().await.map(|r| r.to_string())
+            })
+            .await;
+        default.clone().ok_or_else(|| {
+            Error::Config(format!(
+                "cluster profile for cluster {} sets no Region and the AWS default region chain names none: set Region",
+                profile.cluster_name
+            ))
+        })
+    }
+
+    /// The clients for `profile`, built on first use and shared after.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when no region can be found.
+    pub async fn clients_for(&self, profile: &ClusterProfile, server_id: &str) -> Result<Arc<AwsClients>> {
+        let region = self.region_of(profile).await?;
+        let key = AccountKey {
+            base: profile
+                .static_credentials
+                .as_ref()
+                .map_or_else(|| "default-chain".to_string(), |c| format!("static:{}", c.access_key_id.expose())),
+            role_arn: profile.role_arn.clone(),
+            external_id: profile.external_id(server_id),
+            session_name: profile.role_arn.as_ref().map(|_| profile.role_session_name()),
+            region,
+        };
+        let cell = {
+            let mut map = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+            map.entry(key.clone()).or_default().clone()
+        };
+        let clients = cell.get_or_init(|| build_clients(profile, key)).await;
+        Ok(clients.clone())
+    }
+
+    /// Drops the clients built for `profile` (its credentials or role changed).
+    pub fn forget(&self, profile: &ClusterProfile) {
+        let mut map = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
+        map.retain(|k, _| {
+            !(k.role_arn == profile.role_arn
+                && profile.region.as_ref().is_none_or(|r| *r == k.region)
+                && profile.static_credentials.as_ref().is_none_or(|c| k.base == format!("static:{}", c.access_key_id.expose())))
+        });
+    }
+}
+
+async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClients> {
+    let region = Region::new(key.region.clone());
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(region.clone());
+    if let Some(creds) = &profile.static_credentials {
+        let static_creds = Credentials::new(
+            creds.access_key_id.expose().clone(),
+            creds.secret_access_key.expose().clone(),
+            None,
+            None,
+            "cluster-profile",
+        );
+        loader = loader.credentials_provider(static_creds);
+    }
+    let base = loader.load().await;
+    let role = Arc::new(RoleStats::default());
+    let config = match &key.role_arn {
+        None => base,
+        Some(role_arn) => {
+            let mut builder = aws_config::sts::AssumeRoleProvider::builder(role_arn.clone()).region(region.clone()).configure(&base);
+            if let Some(external_id) = &key.external_id {
+                builder = builder.external_id(external_id.clone());
+            }
+            if let Some(name) = &key.session_name {
+                builder = builder.session_name(name.clone());
+            }
+            let provider = ObservedRole { inner: builder.build().await, stats: role.clone() };
+            base.into_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build()
+        }
+    };
+    let calls = Arc::new(CallStats::default());
+    Arc::new(AwsClients {
+        ecs: aws_sdk_ecs::Client::new(&config),
+        ec2: aws_sdk_ec2::Client::new(&config),
+        region: key.region,
+        role_arn: key.role_arn,
+        role,
+        calls,
+    })
+}

@@ -1,0 +1,85 @@
+//! AWS access: one set of SDK clients per account (credentials, role, external id, region),
+//! built once and shared by every cluster profile of that account, and the one place that turns
+//! SDK errors into sentences for operators.
+
+pub mod accounts;
+pub mod calls;
+pub mod network;
+
+use std::fmt::Debug;
+
+use aws_sdk_ecs::error::ProvideErrorMetadata;
+use aws_smithy_runtime_api::client::result::SdkError;
+
+pub use accounts::{Accounts, AwsClients, RoleStats};
+pub use calls::CallStats;
+
+/// An AWS call that failed, described for an operator (never with a secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("AWS {operation} failed: {detail}")]
+pub struct AwsError {
+    /// The API operation, e.g. `RunTask`.
+    pub operation: &'static str,
+    /// AWS's error code, when it sent one.
+    pub code: Option<String>,
+    /// Code, message and request id, or the transport failure.
+    pub detail: String,
+    /// Whether trying again later may succeed (throttling, 5xx, network).
+    pub transient: bool,
+    /// Whether AWS said we are calling too fast.
+    pub throttled: bool,
+}
+
+const THROTTLE_CODES: &[&str] = &[
+    "ThrottlingException",
+    "Throttling",
+    "RequestLimitExceeded",
+    "TooManyRequestsException",
+    "RequestThrottled",
+    "RequestThrottledException",
+];
+
+impl AwsError {
+    /// Describes an SDK error of `operation`.
+    pub fn from_sdk<E, R>(operation: &'static str, err: &SdkError<E, R>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        let code = err.code().map(str::to_string);
+        let throttled = code.as_deref().is_some_and(|c| THROTTLE_CODES.contains(&c));
+        let (detail, transient) = match err {
+            SdkError::ServiceError(service) => {
+                let meta = service.err().meta();
+                let mut detail = format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
+                if let Some(id) = aws_sdk_ecs::operation::RequestId::request_id(meta) {
+                    detail.push_str(&format!(" (request id {id})"));
+                }
+                let status = service.raw();
+                let status = format!("{status:?}");
+                (detail, throttled || status.contains("StatusCode(5"))
+            }
+            SdkError::TimeoutError(_) => ("the call timed out".to_string(), true),
+            SdkError::DispatchFailure(f) => (
+                format!("could not reach AWS: {}", aws_smithy_types::error::display::DisplayErrorContext(err)),
+                !f.is_user() || f.is_io(),
+            ),
+            SdkError::ResponseError(_) => {
+                (format!("AWS sent an answer that could not be read: {}", aws_smithy_types::error::display::DisplayErrorContext(err)), true)
+            }
+            other => (aws_smithy_types::error::display::DisplayErrorContext(other).to_string(), false),
+        };
+        AwsError { operation, code, detail, transient, throttled }
+    }
+
+    /// An error found in an answer that AWS sent as a success (e.g. RunTask `failures`).
+    pub fn in_answer(operation: &'static str, detail: impl Into<String>) -> Self {
+        AwsError { operation, code: None, detail: detail.into(), transient: false, throttled: false }
+    }
+}
+
+impl From<AwsError> for crate::error::Error {
+    fn from(e: AwsError) -> Self {
+        crate::error::Error::Aws(e.to_string())
+    }
+}

@@ -1,0 +1,178 @@
+//! Names that mark what is ours (DESIGN.md §2): the cluster profile key, `startedBy`, the tags
+//! every task carries, and agent ids. A task is ours only when both its server-id and
+//! cluster-profile tags are.
+
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
+
+use crate::protocol::types::JobIdentifier;
+
+/// Tag: GoCD's server id.
+pub const TAG_SERVER_ID: &str = "gocd:server-id";
+/// Tag: the cluster profile key.
+pub const TAG_CLUSTER_PROFILE: &str = "gocd:cluster-profile";
+/// Tag: the elastic agent id.
+pub const TAG_AGENT_ID: &str = "gocd:elastic-agent-id";
+/// Tag: GoCD's job id.
+pub const TAG_JOB_ID: &str = "gocd:job-id";
+/// Tag: pipeline name.
+pub const TAG_PIPELINE: &str = "gocd:pipeline";
+/// Tag: pipeline counter.
+pub const TAG_PIPELINE_COUNTER: &str = "gocd:pipeline-counter";
+/// Tag: stage name.
+pub const TAG_STAGE: &str = "gocd:stage";
+/// Tag: stage counter.
+pub const TAG_STAGE_COUNTER: &str = "gocd:stage-counter";
+/// Tag: job name.
+pub const TAG_JOB: &str = "gocd:job";
+/// Tag: environment (only when the pipeline has one).
+pub const TAG_ENVIRONMENT: &str = "gocd:environment";
+/// Tag: elastic profile hash.
+pub const TAG_ELASTIC_PROFILE: &str = "gocd:elastic-profile";
+/// Tag: which launch of the job this is (1, 2, ...).
+pub const TAG_ATTEMPT: &str = "gocd:attempt";
+
+/// 12 hex chars of SHA-256 over the parts, joined by NUL.
+pub fn short_hash(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cluster profile key: a hash of (region, cluster, role), not of every property, so that
+/// editing `MaxAgents` orphans nothing.
+pub fn cluster_key(region: &str, cluster: &str, role_arn: Option<&str>) -> String {
+    short_hash(&[region, cluster, role_arn.unwrap_or("")])
+}
+
+/// `startedBy` of our tasks (at most 36 chars): this server and this cluster profile.
+pub fn started_by(server_id: &str, cluster_key: &str) -> String {
+    format!("gocd-{}-{}", &short_hash(&[server_id])[..10], cluster_key)
+}
+
+/// A fresh agent id for a job: `ea-<cluster key>-<job id>-<random>`. The cluster key in it
+/// tells, from GoCD's agent list alone, which cluster profile an agent belongs to.
+pub fn new_agent_id(cluster_key: &str, job: &JobIdentifier) -> String {
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("ea-{cluster_key}-{}-{}", job.job_id, &random[..8])
+}
+
+/// The cluster key an agent id of ours names, if it is one.
+pub fn cluster_key_of_agent(agent_id: &str) -> Option<&str> {
+    let rest = agent_id.strip_prefix("ea-")?;
+    let key = rest.get(..12)?;
+    (key.bytes().all(|b| b.is_ascii_hexdigit()) && rest[12..].starts_with('-')).then_some(key)
+}
+
+/// The tags of one task.
+pub fn task_tags(
+    server_id: &str,
+    cluster_key: &str,
+    agent_id: &str,
+    job: &JobIdentifier,
+    environment: Option<&str>,
+    elastic_profile: &str,
+    attempt: u32,
+    user_tags: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut tags: Vec<(String, String)> = user_tags.to_vec();
+    let ours = [
+        (TAG_SERVER_ID, server_id.to_string()),
+        (TAG_CLUSTER_PROFILE, cluster_key.to_string()),
+        (TAG_AGENT_ID, agent_id.to_string()),
+        (TAG_JOB_ID, job.job_id.to_string()),
+        (TAG_PIPELINE, job.pipeline_name.clone()),
+        (TAG_PIPELINE_COUNTER, job.pipeline_counter.to_string()),
+        (TAG_STAGE, job.stage_name.clone()),
+        (TAG_STAGE_COUNTER, job.stage_counter.clone()),
+        (TAG_JOB, job.job_name.clone()),
+        (TAG_ELASTIC_PROFILE, elastic_profile.to_string()),
+        (TAG_ATTEMPT, attempt.to_string()),
+    ];
+    tags.extend(ours.into_iter().map(|(k, v)| (k.to_string(), tag_value(&v))));
+    if let Some(env) = environment {
+        tags.push((TAG_ENVIRONMENT.to_string(), tag_value(env)));
+    }
+    tags
+}
+
+/// Whether tags mark a resource of this server and cluster profile.
+pub fn is_ours(tags: &HashMap<String, String>, server_id: &str, cluster_key: &str) -> bool {
+    tags.get(TAG_SERVER_ID).map(String::as_str) == Some(server_id)
+        && tags.get(TAG_CLUSTER_PROFILE).map(String::as_str) == Some(cluster_key)
+}
+
+/// The job a task was started for, read back from its tags (after a restart).
+pub fn job_from_tags(tags: &HashMap<String, String>) -> Option<JobIdentifier> {
+    let get = |k: &str| tags.get(k).cloned();
+    Some(JobIdentifier {
+        pipeline_name: get(TAG_PIPELINE)?,
+        pipeline_label: get(TAG_PIPELINE_COUNTER)?,
+        pipeline_counter: get(TAG_PIPELINE_COUNTER)?.parse().ok()?,
+        stage_name: get(TAG_STAGE)?,
+        stage_counter: get(TAG_STAGE_COUNTER)?,
+        job_name: get(TAG_JOB)?,
+        job_id: get(TAG_JOB_ID)?.parse().ok()?,
+    })
+}
+
+/// The client token of one launch: the same job and attempt always give the same token,
+/// so a retried RunTask cannot start a second task (AWS keeps tokens 24 h).
+pub fn client_token(server_id: &str, cluster_key: &str, job_id: i64, attempt: u32, variant: &str) -> String {
+    format!("gocd-{}-{job_id}-{attempt}{variant}", short_hash(&[server_id, cluster_key]))
+}
+
+/// AWS tag values allow at most 256 characters.
+fn tag_value(v: &str) -> String {
+    v.chars().take(256).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> JobIdentifier {
+        serde_json::from_str(
+            r#"{"pipeline_name":"build","pipeline_label":"14","pipeline_counter":14,"stage_name":"test","stage_counter":"2","job_name":"unit","job_id":4242}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn keys_and_started_by_fit_aws_limits() {
+        let key = cluster_key("eu-west-1", "ci", Some("arn:aws:iam::111111111111:role/gocd"));
+        assert_eq!(key.len(), 12);
+        assert_ne!(key, cluster_key("eu-west-1", "ci", None));
+        let started_by = started_by("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &key);
+        assert!(started_by.len() <= 36, "{started_by}");
+        let token = client_token("server", &key, i64::MAX, u32::MAX, "-ondemand");
+        assert!(token.len() <= 64, "{token}");
+        assert_eq!(token, client_token("server", &key, i64::MAX, u32::MAX, "-ondemand"));
+    }
+
+    #[test]
+    fn agent_ids_name_their_cluster() {
+        let id = new_agent_id("0123456789ab", &job());
+        assert!(id.starts_with("ea-0123456789ab-4242-"), "{id}");
+        assert_eq!(cluster_key_of_agent(&id), Some("0123456789ab"));
+        assert_eq!(cluster_key_of_agent("i-283432d4"), None);
+        assert_eq!(cluster_key_of_agent("ea-short-1"), None);
+    }
+
+    #[test]
+    fn tags_round_trip_the_job() {
+        let tags = task_tags("sid", "key", "agent", &job(), Some("prod"), "hash", 1, &[("team".into(), "a".into())]);
+        let map: HashMap<String, String> = tags.into_iter().collect();
+        assert!(is_ours(&map, "sid", "key"));
+        assert!(!is_ours(&map, "other", "key"));
+        assert!(!is_ours(&map, "sid", "other"));
+        assert_eq!(map["team"], "a");
+        assert_eq!(map[TAG_ENVIRONMENT], "prod");
+        let back = job_from_tags(&map).unwrap();
+        assert_eq!((back.job_id, back.locator()), (4242, job().locator()));
+    }
+}

@@ -1,0 +1,173 @@
+//! RunTask: one task for one agent, with the per-agent data as container overrides, the tags
+//! of DESIGN.md §2, a client token from the job id and attempt, awsvpc networking, and
+//! `FARGATE_SPOT` through a capacity provider strategy that falls back to `FARGATE` when spot
+//! capacity is refused. Returns as soon as ECS accepted the task.
+
+use aws_sdk_ecs::types::{
+    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair, LaunchType as EcsLaunchType,
+    NetworkConfiguration, Tag, TaskOverride,
+};
+
+use super::task_definition::TaskDefinitionRef;
+use super::tasks::TaskView;
+use crate::aws::network::Network;
+use crate::aws::{AwsClients, AwsError};
+use crate::protocol::PLUGIN_ID;
+use crate::secret::Secret;
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
+
+/// What the agent container needs to register with GoCD.
+#[derive(Debug)]
+pub struct AgentEnv<'a> {
+    /// `GO_EA_SERVER_URL`.
+    pub server_url: &'a str,
+    /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use).
+    pub auto_register_key: &'a Secret<String>,
+    /// `GO_EA_AUTO_REGISTER_ENVIRONMENT`, only when given.
+    pub environment: Option<&'a str>,
+    /// `GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`.
+    pub agent_id: &'a str,
+}
+
+/// Everything one RunTask needs.
+#[derive(Debug)]
+pub struct LaunchSpec<'a> {
+    /// ECS cluster name or ARN.
+    pub cluster: &'a ClusterProfile,
+    /// The job's elastic profile.
+    pub elastic: &'a ElasticProfile,
+    /// Task definition and agent container.
+    pub task_definition: &'a TaskDefinitionRef,
+    /// Subnets and groups.
+    pub network: &'a Network,
+    /// Our `startedBy`.
+    pub started_by: &'a str,
+    /// Every tag.
+    pub tags: Vec<(String, String)>,
+    /// The agent's registration data.
+    pub agent: AgentEnv<'a>,
+    /// Idempotency token for this job and attempt.
+    pub client_token: String,
+}
+
+/// A task ECS accepted.
+#[derive(Debug, Clone)]
+pub struct Launched {
+    /// ECS's description of it.
+    pub task: TaskView,
+    /// `FARGATE`, `FARGATE_SPOT` or `EC2`.
+    pub capacity: String,
+    /// Spot was refused and the task runs on FARGATE instead.
+    pub fell_back_from_spot: bool,
+}
+
+/// Starts the task.
+///
+/// # Errors
+/// The failed RunTask call, or its `failures` when ECS started nothing.
+pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, AwsError> {
+    match spec.cluster.launch_type {
+        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::Spot, "").await {
+            Ok(task) => Ok(Launched { task, capacity: "FARGATE_SPOT".into(), fell_back_from_spot: false }),
+            Err(e) if is_capacity_refusal(&e) => {
+                tracing::warn!(agent_id = spec.agent.agent_id, reason = %e.detail, "FARGATE_SPOT refused; launching on FARGATE");
+                let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
+                Ok(Launched { task, capacity: "FARGATE".into(), fell_back_from_spot: true })
+            }
+            Err(e) => Err(e),
+        },
+        LaunchType::Fargate => {
+            let task = run_once(aws, spec, Capacity::Fargate, "").await?;
+            Ok(Launched { task, capacity: "FARGATE".into(), fell_back_from_spot: false })
+        }
+        LaunchType::Ec2 => {
+            let task = run_once(aws, spec, Capacity::Ec2, "").await?;
+            Ok(Launched { task, capacity: "EC2".into(), fell_back_from_spot: false })
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Capacity {
+    Fargate,
+    Spot,
+    Ec2,
+}
+
+fn is_capacity_refusal(e: &AwsError) -> bool {
+    let d = e.detail.to_ascii_lowercase();
+    d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
+}
+
+async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, token_suffix: &str) -> Result<TaskView, AwsError> {
+    let mut request = aws
+        .ecs
+        .run_task()
+        .cluster(&spec.cluster.cluster_name)
+        .task_definition(&spec.task_definition.arn)
+        .count(1)
+        .started_by(spec.started_by)
+        .client_token(format!("{}{token_suffix}", spec.client_token))
+        .network_configuration(network(spec)?)
+        .overrides(overrides(spec))
+        .enable_execute_command(spec.elastic.enable_execute_command)
+        .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
+    request = match capacity {
+        Capacity::Fargate => request.launch_type(EcsLaunchType::Fargate),
+        Capacity::Ec2 => request.launch_type(EcsLaunchType::Ec2),
+        Capacity::Spot => request.capacity_provider_strategy(
+            CapacityProviderStrategyItem::builder()
+                .capacity_provider("FARGATE_SPOT")
+                .weight(1)
+                .build()
+                .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?,
+        ),
+    };
+    let out = aws.calls.call("RunTask", request.send()).await?;
+    if let Some(task) = out.tasks().first() {
+        return Ok(TaskView::from_sdk(task));
+    }
+    let reasons: Vec<String> = out
+        .failures()
+        .iter()
+        .map(|f| format!("{}{}", f.reason().unwrap_or("unknown reason"), f.detail().map(|d| format!(" ({d})")).unwrap_or_default()))
+        .collect();
+    let detail = if reasons.is_empty() { "ECS started no task and gave no reason (no capacity)".to_string() } else { reasons.join("; ") };
+    Err(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail })
+}
+
+fn network(spec: &LaunchSpec<'_>) -> Result<NetworkConfiguration, AwsError> {
+    let public_ip = if spec.cluster.assign_public_ip { AssignPublicIp::Enabled } else { AssignPublicIp::Disabled };
+    let vpc = AwsVpcConfiguration::builder()
+        .set_subnets(Some(spec.network.subnets.clone()))
+        .set_security_groups(Some(spec.network.security_groups.clone()))
+        .assign_public_ip(public_ip)
+        .build()
+        .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?;
+    Ok(NetworkConfiguration::builder().awsvpc_configuration(vpc).build())
+}
+
+/// The agent container's environment: the cluster profile's variables, the elastic profile's
+/// (which win on a clash), then the registration variables (which nothing overrides).
+fn overrides(spec: &LaunchSpec<'_>) -> TaskOverride {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut set = |k: &str, v: &str| {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v.to_string()));
+    };
+    for (k, v) in spec.cluster.environment_variables.iter().chain(spec.elastic.environment.iter()) {
+        set(k, v);
+    }
+    set("GO_EA_SERVER_URL", spec.agent.server_url);
+    set("GO_EA_AUTO_REGISTER_KEY", spec.agent.auto_register_key.expose());
+    if let Some(environment) = spec.agent.environment {
+        set("GO_EA_AUTO_REGISTER_ENVIRONMENT", environment);
+    }
+    set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", spec.agent.agent_id);
+    set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
+    let container = ContainerOverride::builder()
+        .name(&spec.task_definition.agent_container)
+        .set_environment(Some(env.into_iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build()).collect()))
+        .build();
+    TaskOverride::builder().container_overrides(container).build()
+}

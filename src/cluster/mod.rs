@@ -1,0 +1,220 @@
+//! One cluster profile at run time: its AWS clients, its agents, the task definitions and
+//! networking it resolved, and what happened to it lately. Everything here can be rebuilt from
+//! AWS (`ensure_adopted`), which a new process does before its first decision.
+
+pub mod events;
+pub mod identity;
+pub mod launch;
+pub mod reconcile;
+pub mod registry;
+pub mod task_definition;
+pub mod tasks;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::SystemTime;
+
+use tokio::sync::OnceCell;
+
+use self::events::Events;
+use self::registry::Registry;
+use self::task_definition::TaskDefinitionRef;
+use self::tasks::TaskView;
+use crate::aws::network::{self, Network};
+use crate::aws::{AwsClients, AwsError};
+use crate::protocol::host_calls::HealthKind;
+use crate::settings::{ClusterProfile, ElasticProfile};
+
+/// What one refresh saw.
+#[derive(Debug, Default)]
+pub struct Refresh {
+    /// Our running tasks.
+    pub running: Vec<TaskView>,
+    /// Tasks of records that no longer run, described one more time for their stop reason.
+    pub described: Vec<TaskView>,
+    /// Task ARNs of records that ECS no longer knows at all.
+    pub missing: Vec<String>,
+}
+
+/// One cluster profile's state.
+#[derive(Debug)]
+pub struct Cluster {
+    /// Hash of (region, cluster, role): tags and agent ids carry it.
+    pub key: String,
+    /// GoCD's server id.
+    pub server_id: String,
+    /// Our `startedBy` in this cluster.
+    pub started_by: String,
+    /// The account's clients.
+    pub aws: Arc<AwsClients>,
+    profile: RwLock<Arc<ClusterProfile>>,
+    registry: Mutex<Registry>,
+    task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
+    networks: Mutex<HashMap<(Vec<String>, Vec<String>), Arc<OnceCell<Network>>>>,
+    adopted: OnceCell<()>,
+    events: Mutex<Events>,
+    /// Held while server-ping reconciles this profile: never twice at once.
+    pub ping_lock: tokio::sync::Mutex<()>,
+}
+
+impl Cluster {
+    /// A cluster profile's state, empty until [`Cluster::ensure_adopted`].
+    pub fn new(key: String, server_id: String, aws: Arc<AwsClients>, profile: ClusterProfile) -> Self {
+        Cluster {
+            started_by: identity::started_by(&server_id, &key),
+            key,
+            server_id,
+            aws,
+            profile: RwLock::new(Arc::new(profile)),
+            registry: Mutex::new(Registry::default()),
+            task_definitions: Mutex::new(HashMap::new()),
+            networks: Mutex::new(HashMap::new()),
+            adopted: OnceCell::new(),
+            events: Mutex::new(Events::default()),
+            ping_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The profile as last sent by GoCD.
+    pub fn profile(&self) -> Arc<ClusterProfile> {
+        self.profile.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Takes the newest properties (e.g. an edited `MaxAgents`).
+    pub fn set_profile(&self, profile: ClusterProfile) {
+        *self.profile.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(profile);
+    }
+
+    /// The agents, locked. Never hold it across an `.await`.
+    pub fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Recent events, locked.
+    pub fn events(&self) -> MutexGuard<'_, Events> {
+        self.events.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records an event for reports and server health.
+    pub fn event(&self, kind: HealthKind, message: impl Into<String>) {
+        let profile = self.profile();
+        let message = format!("ECS cluster {} ({}): {}", profile.cluster_name, self.aws.region, message.into());
+        self.events().push(kind, message, SystemTime::now());
+    }
+
+    /// Rebuilds the picture from AWS once per process, before the first decision.
+    ///
+    /// # Errors
+    /// The failed refresh; the next call tries again.
+    pub async fn ensure_adopted(&self) -> Result<(), AwsError> {
+        self.adopted
+            .get_or_try_init(|| async {
+                let refresh = self.refresh().await?;
+                let mut registry = self.registry();
+                reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
+                tracing::info!(cluster = %self.profile().cluster_name, tasks = refresh.running.len(), "adopted running tasks");
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// Lists and describes our tasks (2·⌈N/100⌉ calls), and describes the tasks of records that
+    /// fell out of the running list so their stop reasons are known.
+    ///
+    /// # Errors
+    /// The first failed call: a failed read is never taken as "task gone".
+    pub async fn refresh(&self) -> Result<Refresh, AwsError> {
+        let profile = self.profile();
+        let cluster = profile.cluster_name.as_str();
+        let suffix = cluster_arn_suffix(cluster);
+        let arns = tasks::list_running(&self.aws, cluster, &self.started_by).await?;
+        let running = tasks::describe(&self.aws, cluster, &suffix, &arns, &self.server_id, &self.key).await?;
+        let running_arns: std::collections::HashSet<&str> = running.iter().map(|t| t.arn.as_str()).collect();
+        let fallen: Vec<String> = self
+            .registry()
+            .all()
+            .filter(|a| a.phase == registry::Phase::Running || a.phase == registry::Phase::Stopping)
+            .filter_map(|a| a.task_arn.clone())
+            .filter(|arn| !running_arns.contains(arn.as_str()))
+            .collect();
+        let mut described = Vec::new();
+        let mut missing = Vec::new();
+        if !fallen.is_empty() {
+            described = tasks::describe(&self.aws, cluster, &suffix, &fallen, &self.server_id, &self.key).await?;
+            let seen: std::collections::HashSet<&str> = described.iter().map(|t| t.arn.as_str()).collect();
+            missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).cloned().collect();
+            // Still listed as running elsewhere? Then it is only a task ECS described as running.
+            described.retain(|t| t.is_stopping() || !running_arns.contains(t.arn.as_str()));
+        }
+        Ok(Refresh { running, described, missing })
+    }
+
+    /// The task definition for an elastic profile: registered once, then reused.
+    ///
+    /// # Errors
+    /// The failed lookup or registration; the next launch tries again.
+    pub async fn task_definition(&self, elastic: &ElasticProfile) -> Result<TaskDefinitionRef, AwsError> {
+        let profile = self.profile();
+        let family = match &elastic.task_definition_arn {
+            Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
+            None => task_definition::family(&self.key, &profile, elastic, &self.aws.region),
+        };
+        let cell = self.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).entry(family.clone()).or_default().clone();
+        let td = cell
+            .get_or_try_init(|| async {
+                match &elastic.task_definition_arn {
+                    Some(arn) => task_definition::describe_given(&self.aws, arn, elastic.agent_container_name.as_deref()).await,
+                    None => {
+                        task_definition::find_or_register(&self.aws, &family, &profile, elastic, &self.server_id, &self.key)
+                            .await
+                    }
+                }
+            })
+            .await?;
+        Ok(td.clone())
+    }
+
+    /// Subnets and groups for a launch: the elastic profile's, else the cluster profile's,
+    /// else the default VPC's, resolved once.
+    ///
+    /// # Errors
+    /// The failed EC2 lookups; the next launch tries again.
+    pub async fn network(&self, elastic: &ElasticProfile) -> Result<Network, AwsError> {
+        let profile = self.profile();
+        let subnets = if elastic.subnet_ids.is_empty() { profile.subnet_ids.clone() } else { elastic.subnet_ids.clone() };
+        let groups = if elastic.security_group_ids.is_empty() {
+            profile.security_group_ids.clone()
+        } else {
+            elastic.security_group_ids.clone()
+        };
+        let cell = self
+            .networks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((subnets.clone(), groups.clone()))
+            .or_default()
+            .clone();
+        let net = cell.get_or_try_init(|| network::resolve(&self.aws, &subnets, &groups)).await?;
+        Ok(net.clone())
+    }
+}
+
+/// What a task's `clusterArn` ends with for a cluster named by name or ARN.
+fn cluster_arn_suffix(cluster: &str) -> String {
+    match cluster.rsplit_once(":cluster/") {
+        Some((_, name)) => format!(":cluster/{name}"),
+        None => format!(":cluster/{cluster}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cluster_arn_suffix;
+
+    #[test]
+    fn cluster_arn_suffix_from_name_or_arn() {
+        assert_eq!(cluster_arn_suffix("ci"), ":cluster/ci");
+        assert_eq!(cluster_arn_suffix("arn:aws:ecs:us-east-1:123456789012:cluster/ci"), ":cluster/ci");
+    }
+}

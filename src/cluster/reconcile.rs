@@ -1,0 +1,321 @@
+//! Server-ping's thinking, as pure functions (kube-runtime's reconcile contract): `observe`
+//! folds what ECS and GoCD said into the registry; `plan` decides what to do about it. Both
+//! are idempotent — a plan re-run after a crash or a missed ping asks for nothing new — and
+//! neither does I/O, so they are tested with tables.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::identity::job_from_tags;
+use super::registry::{AgentRecord, Phase, Registry};
+use super::tasks::TaskView;
+use crate::protocol::types::{AgentMetadata, AgentState, BuildState, JobIdentifier};
+
+/// One thing server-ping should do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Stop a task that should not run any more.
+    StopTask {
+        /// The agent.
+        agent_id: String,
+        /// Its task.
+        task_arn: String,
+        /// Why, for the stop reason, the log and the job console.
+        reason: String,
+        /// The job to tell, when it is still waiting.
+        job: Option<JobIdentifier>,
+    },
+    /// Disable and delete a GoCD agent (its task is gone or going).
+    RemoveAgent {
+        /// The agent.
+        agent_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Tell operators and the job that a task stopped before its job completed.
+    ReportUnexpectedStop {
+        /// The agent.
+        agent_id: String,
+        /// The job it ran.
+        job: JobIdentifier,
+        /// ECS's stop reason and exit codes.
+        reason: String,
+    },
+}
+
+/// Folds ECS's task descriptions and GoCD's agent list into the registry.
+///
+/// `running` are the tasks ECS lists as ours and running; `described` any task described for
+/// another reason (records whose task no longer runs); `missing` the task ARNs ECS no longer
+/// knows at all.
+pub fn observe(
+    registry: &mut Registry,
+    running: &[TaskView],
+    described: &[TaskView],
+    missing: &[String],
+    gocd: &HashMap<String, AgentMetadata>,
+    now: SystemTime,
+) {
+    for task in running.iter().chain(described) {
+        let known = registry.by_task(&task.arn).map(|a| a.agent_id.clone());
+        let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
+            Some(id) => id,
+            None => continue,
+        };
+        if registry.get(&agent_id).is_none() {
+            if let Some(record) = adopted_record(task, &agent_id, now) {
+                tracing::info!(agent_id, task = %task.arn, "adopted a task started before this process");
+                registry.adopt(record);
+            } else {
+                continue;
+            }
+        }
+        if let Some(record) = registry.get_mut(&agent_id) {
+            record.task_arn.get_or_insert_with(|| task.arn.clone());
+            record.task = Some(task.clone());
+            if record.phase == Phase::Launching {
+                record.phase = Phase::Running;
+            }
+        }
+    }
+    for arn in missing {
+        if let Some(agent_id) = registry.by_task(arn).map(|a| a.agent_id.clone()) {
+            if let Some(record) = registry.get_mut(&agent_id) {
+                if let Some(task) = &mut record.task {
+                    task.last_status = "STOPPED".into();
+                    task.desired_status = "STOPPED".into();
+                    task.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
+                }
+            }
+        }
+    }
+    for record in registry.all_mut() {
+        match gocd.get(&record.agent_id) {
+            Some(agent) => {
+                record.registered_at.get_or_insert(now);
+                let idle = agent.agent_state == AgentState::Idle && agent.build_state == BuildState::Idle;
+                if idle {
+                    record.idle_since.get_or_insert(now);
+                } else {
+                    record.idle_since = None;
+                    if agent.build_state == BuildState::Building || agent.agent_state == AgentState::Building {
+                        record.assigned_at.get_or_insert(now);
+                    }
+                }
+            }
+            None => record.idle_since = None,
+        }
+    }
+}
+
+/// Decides what server-ping does for one cluster profile.
+///
+/// `gocd` holds GoCD's agents of this cluster profile only.
+pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register_timeout: Duration, now: SystemTime) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
+    for record in registry.all() {
+        let registered = gocd.contains_key(&record.agent_id);
+        let task_stopped = record.task.as_ref().is_some_and(TaskView::is_stopping);
+        match record.phase {
+            Phase::Running if task_stopped => {
+                let reason = record.task.as_ref().map(TaskView::stop_summary).unwrap_or_default();
+                steps.push(Step::ReportUnexpectedStop { agent_id: record.agent_id.clone(), job: record.job.clone(), reason });
+                if registered {
+                    steps.push(Step::RemoveAgent {
+                        agent_id: record.agent_id.clone(),
+                        reason: "its task stopped before the job completed".into(),
+                    });
+                }
+            }
+            Phase::Running if !registered && record.registered_at.is_none() && age(record.created_at) > register_timeout => {
+                if let Some(arn) = &record.task_arn {
+                    steps.push(Step::StopTask {
+                        agent_id: record.agent_id.clone(),
+                        task_arn: arn.clone(),
+                        reason: format!(
+                            "the agent did not register with GoCD within {} minutes",
+                            register_timeout.as_secs() / 60
+                        ),
+                        job: Some(record.job.clone()),
+                    });
+                }
+            }
+            Phase::Running if registered && record.idle_since.is_some_and(|t| age(t) > register_timeout) => {
+                if let Some(arn) = &record.task_arn {
+                    steps.push(Step::StopTask {
+                        agent_id: record.agent_id.clone(),
+                        task_arn: arn.clone(),
+                        reason: format!(
+                            "the agent has been idle for over {} minutes: its job is gone",
+                            register_timeout.as_secs() / 60
+                        ),
+                        job: None,
+                    });
+                    steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: "its job is gone".into() });
+                }
+            }
+            Phase::Stopping if !task_stopped && record.task_arn.is_some() => {
+                steps.push(Step::StopTask {
+                    agent_id: record.agent_id.clone(),
+                    task_arn: record.task_arn.clone().unwrap_or_default(),
+                    reason: "GoCD job completed (retrying the stop)".into(),
+                    job: None,
+                });
+            }
+            Phase::Stopping | Phase::Stopped if registered => {
+                steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: "its task is stopped".into() });
+            }
+            Phase::Running | Phase::Launching | Phase::Stopping | Phase::Stopped => {}
+        }
+    }
+    for agent_id in gocd.keys() {
+        if registry.get(agent_id).is_none() {
+            steps.push(Step::RemoveAgent { agent_id: agent_id.clone(), reason: "it has no ECS task".into() });
+        }
+    }
+    steps
+}
+
+fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<AgentRecord> {
+    let job = job_from_tags(&task.tags)?;
+    let stopped = task.is_stopping();
+    Some(AgentRecord {
+        agent_id: agent_id.to_string(),
+        job,
+        environment: task.tags.get(super::identity::TAG_ENVIRONMENT).cloned(),
+        elastic_profile: task.tags.get(super::identity::TAG_ELASTIC_PROFILE).cloned().unwrap_or_default(),
+        image: task.containers.first().and_then(|c| c.image.clone()).unwrap_or_default(),
+        attempt: task.tags.get(super::identity::TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(1),
+        phase: if stopped { Phase::Stopped } else { Phase::Running },
+        task_arn: Some(task.arn.clone()),
+        capacity: Some(task.capacity.clone()).filter(|c| !c.is_empty()),
+        created_at: task.created_at.unwrap_or(now),
+        registered_at: None,
+        idle_since: None,
+        assigned_at: None,
+        stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
+        stop_reason: stopped.then(|| task.stop_summary()),
+        task: Some(task.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::identity::{task_tags, TAG_AGENT_ID};
+    use super::super::registry::Reservation;
+    use super::*;
+    use crate::protocol::types::ConfigState;
+
+    const T0: SystemTime = SystemTime::UNIX_EPOCH;
+    const TIMEOUT: Duration = Duration::from_secs(600);
+
+    fn job(id: i64) -> JobIdentifier {
+        JobIdentifier {
+            pipeline_name: "p".into(),
+            pipeline_label: "1".into(),
+            pipeline_counter: 1,
+            stage_name: "s".into(),
+            stage_counter: "1".into(),
+            job_name: "j".into(),
+            job_id: id,
+        }
+    }
+
+    fn task(arn: &str, agent: &str, job_id: i64, status: &str) -> TaskView {
+        TaskView {
+            arn: arn.into(),
+            cluster_arn: "arn:aws:ecs:us-east-1:1:cluster/c".into(),
+            last_status: status.into(),
+            desired_status: if status == "STOPPED" { "STOPPED".into() } else { "RUNNING".into() },
+            capacity: "FARGATE".into(),
+            task_definition: "td".into(),
+            tags: task_tags("sid", "key", agent, &job(job_id), None, "h", 1, &[]).into_iter().collect(),
+            stop_code: None,
+            stopped_reason: (status == "STOPPED").then(|| "Task stopped by user".into()),
+            containers: vec![],
+            created_at: None,
+            pull_started_at: None,
+            pull_stopped_at: None,
+            started_at: None,
+            stopped_at: None,
+            availability_zone: None,
+            cpu: None,
+            memory: None,
+        }
+    }
+
+    fn agent(id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
+        (id.into(), AgentMetadata { agent_id: id.into(), agent_state: state, build_state: build, config_state: ConfigState::Enabled })
+    }
+
+    fn launched(registry: &mut Registry, agent_id: &str, job_id: i64, arn: &str) {
+        let r = registry.reserve(&job(job_id), agent_id.into(), 10, |_| {}, T0);
+        assert!(matches!(r, Reservation::Reserved { .. }));
+        registry.launched(agent_id, task(arn, agent_id, job_id, "RUNNING"));
+    }
+
+    #[test]
+    fn a_healthy_fleet_needs_nothing() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
+        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
+        assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 3), vec![]);
+    }
+
+    #[test]
+    fn an_agent_that_never_registers_gets_its_task_stopped_after_the_timeout() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let none = HashMap::new();
+        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &none, T0 + TIMEOUT);
+        assert_eq!(plan(&reg, &none, TIMEOUT, T0 + TIMEOUT), vec![], "not before the timeout");
+        let steps = plan(&reg, &none, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
+        assert!(matches!(&steps[..], [Step::StopTask { task_arn, job: Some(_), .. }] if task_arn == "t1"), "{steps:?}");
+    }
+
+    #[test]
+    fn a_task_stopped_mid_job_is_reported_and_its_agent_removed() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
+        observe(&mut reg, &[], &[task("t1", "a", 1, "STOPPED")], &[], &gocd, T0);
+        let steps = plan(&reg, &gocd, TIMEOUT, T0);
+        assert!(matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user")));
+        assert!(matches!(&steps[1], Step::RemoveAgent { agent_id, .. } if agent_id == "a"));
+    }
+
+    #[test]
+    fn unknown_gocd_agents_are_removed_and_restarted_plugins_adopt() {
+        let mut reg = Registry::default();
+        let gocd: HashMap<_, _> =
+            [agent("b", AgentState::Building, BuildState::Building), agent("ghost", AgentState::Idle, BuildState::Idle)].into();
+        observe(&mut reg, &[task("t2", "b", 2, "RUNNING")], &[], &[], &gocd, T0);
+        assert_eq!(reg.get("b").unwrap().job.job_id, 2);
+        assert_eq!(reg.get("b").unwrap().phase, Phase::Running);
+        let steps = plan(&reg, &gocd, TIMEOUT, T0);
+        assert_eq!(steps, vec![Step::RemoveAgent { agent_id: "ghost".into(), reason: "it has no ECS task".into() }]);
+    }
+
+    #[test]
+    fn idle_agents_whose_job_is_gone_are_stopped() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
+        let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
+        assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+    }
+
+    #[test]
+    fn tasks_ecs_forgot_count_as_stopped() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        observe(&mut reg, &[], &[], &["t1".to_string()], &HashMap::new(), T0);
+        let steps = plan(&reg, &HashMap::new(), TIMEOUT, T0);
+        assert!(matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows")));
+        let _ = TAG_AGENT_ID;
+    }
+}

@@ -1,0 +1,172 @@
+//! Task definitions: one family per (cluster profile, elastic profile), registered once and
+//! reused — also after a restart, when DescribeTaskDefinition finds the family again. Nothing
+//! per agent goes here: per-agent data travels as RunTask overrides (DESIGN.md §1).
+
+use aws_sdk_ecs::types::{
+    Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, LogConfiguration,
+    LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, Volume,
+};
+
+use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use crate::aws::{AwsClients, AwsError};
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
+
+/// The name of the agent container in task definitions we register.
+pub const AGENT_CONTAINER: &str = "gocd-agent";
+
+/// The task definition a launch uses and which of its containers is the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskDefinitionRef {
+    /// ARN (or family:revision).
+    pub arn: String,
+    /// The GoCD agent container.
+    pub agent_container: String,
+}
+
+/// The family for this pair of profiles: ours, and different whenever anything that goes into
+/// the task definition differs.
+pub fn family(cluster_key: &str, cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> String {
+    let compat = if cluster.launch_type == LaunchType::Ec2 { "ec2" } else { "fargate" };
+    let hash = short_hash(&[&elastic.hash, compat, cluster.log_group.as_deref().unwrap_or(""), region]);
+    format!("gocd-{cluster_key}-{hash}")
+}
+
+/// Finds the family's active revision, or registers it.
+///
+/// # Errors
+/// The failed DescribeTaskDefinition or RegisterTaskDefinition call.
+pub async fn find_or_register(
+    aws: &AwsClients,
+    family: &str,
+    cluster: &ClusterProfile,
+    elastic: &ElasticProfile,
+    server_id: &str,
+    cluster_key: &str,
+) -> Result<TaskDefinitionRef, AwsError> {
+    let existing = aws.calls.call("DescribeTaskDefinition", aws.ecs.describe_task_definition().task_definition(family).send()).await;
+    match existing {
+        Ok(out) => {
+            if let Some(td) = out.task_definition().filter(|td| td.status().is_some_and(|s| s.as_str() == "ACTIVE")) {
+                tracing::info!(family, "reusing task definition registered before");
+                return Ok(TaskDefinitionRef {
+                    arn: td.task_definition_arn().unwrap_or(family).to_string(),
+                    agent_container: AGENT_CONTAINER.to_string(),
+                });
+            }
+        }
+        Err(e) if e.code.as_deref() == Some("ClientException") || e.code.as_deref() == Some("InvalidParameterException") => {}
+        Err(e) if e.transient => return Err(e),
+        Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
+    }
+    register(aws, family, cluster, elastic, server_id, cluster_key).await
+}
+
+/// Looks up a task definition the elastic profile names, and its agent container.
+///
+/// # Errors
+/// The failed DescribeTaskDefinition call, or a task definition without that container.
+pub async fn describe_given(aws: &AwsClients, arn: &str, container: Option<&str>) -> Result<TaskDefinitionRef, AwsError> {
+    let out = aws.calls.call("DescribeTaskDefinition", aws.ecs.describe_task_definition().task_definition(arn).send()).await?;
+    let td = out
+        .task_definition()
+        .ok_or_else(|| AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} was not found")))?;
+    let names: Vec<&str> = td.container_definitions().iter().filter_map(|c| c.name()).collect();
+    let agent_container = match container {
+        Some(wanted) if names.contains(&wanted) => wanted.to_string(),
+        Some(wanted) => {
+            return Err(AwsError::in_answer(
+                "DescribeTaskDefinition",
+                format!("task definition {arn} has no container named {wanted:?} (it has {names:?}): fix AgentContainerName"),
+            ))
+        }
+        None => names.first().map(|n| n.to_string()).ok_or_else(|| {
+            AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} has no containers"))
+        })?,
+    };
+    Ok(TaskDefinitionRef { arn: td.task_definition_arn().unwrap_or(arn).to_string(), agent_container })
+}
+
+async fn register(
+    aws: &AwsClients,
+    family: &str,
+    cluster: &ClusterProfile,
+    elastic: &ElasticProfile,
+    server_id: &str,
+    cluster_key: &str,
+) -> Result<TaskDefinitionRef, AwsError> {
+    let fargate = cluster.launch_type != LaunchType::Ec2;
+    let mut request = aws
+        .ecs
+        .register_task_definition()
+        .family(family)
+        .network_mode(NetworkMode::Awsvpc)
+        .requires_compatibilities(if fargate { Compatibility::Fargate } else { Compatibility::Ec2 })
+        .cpu(elastic.cpu.to_string())
+        .memory(elastic.memory.to_string())
+        .runtime_platform(
+            RuntimePlatform::builder()
+                .operating_system_family(OsFamily::from(elastic.operating_system_family.as_str()))
+                .cpu_architecture(CpuArchitecture::from(elastic.cpu_architecture.as_str()))
+                .build(),
+        )
+        .container_definitions(container(cluster, elastic, &aws.region)?)
+        .set_task_role_arn(elastic.task_role_arn.clone())
+        .set_execution_role_arn(elastic.execution_role_arn.clone())
+        .tags(Tag::builder().key(TAG_SERVER_ID).value(server_id).build())
+        .tags(Tag::builder().key(TAG_CLUSTER_PROFILE).value(cluster_key).build());
+    if let Some(gib) = elastic.ephemeral_storage_gib.filter(|_| fargate) {
+        request = request.ephemeral_storage(EphemeralStorage::builder().size_in_gib(gib as i32).build());
+    }
+    if elastic.mount_docker_socket && !fargate {
+        request = request.volumes(
+            Volume::builder()
+                .name("docker-socket")
+                .host(HostVolumeProperties::builder().source_path("/var/run/docker.sock").build())
+                .build(),
+        );
+    }
+    let out = aws.calls.call("RegisterTaskDefinition", request.send()).await?;
+    let arn = out
+        .task_definition()
+        .and_then(|td| td.task_definition_arn())
+        .ok_or_else(|| AwsError::in_answer("RegisterTaskDefinition", "AWS returned no task definition ARN"))?;
+    tracing::info!(family, arn, "registered task definition");
+    Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string() })
+}
+
+fn container(cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> Result<ContainerDefinition, AwsError> {
+    let mut def = ContainerDefinition::builder()
+        .name(AGENT_CONTAINER)
+        .image(&elastic.image)
+        .essential(true)
+        // Container-level cpu and memory always (moto needs them; AWS accepts them).
+        .cpu(elastic.cpu as i32)
+        .memory(elastic.memory as i32)
+        .set_memory_reservation(elastic.memory_reservation.map(|m| m as i32))
+        .set_command((!elastic.command.is_empty()).then(|| elastic.command.clone()))
+        .privileged(elastic.privileged);
+    for (name, arn) in &elastic.secrets {
+        let secret = Secret::builder()
+            .name(name)
+            .value_from(arn)
+            .build()
+            .map_err(|e| AwsError::in_answer("RegisterTaskDefinition", format!("secret {name}: {e}")))?;
+        def = def.secrets(secret);
+    }
+    if let Some(group) = &cluster.log_group {
+        let logs = LogConfiguration::builder()
+            .log_driver(LogDriver::Awslogs)
+            .options("awslogs-group", group)
+            .options("awslogs-region", region)
+            .options("awslogs-stream-prefix", "gocd")
+            .build()
+            .map_err(|e| AwsError::in_answer("RegisterTaskDefinition", format!("log configuration: {e}")))?;
+        def = def.log_configuration(logs);
+    }
+    if elastic.mount_docker_socket && cluster.launch_type == LaunchType::Ec2 {
+        def = def.mount_points(
+            MountPoint::builder().source_volume("docker-socket").container_path("/var/run/docker.sock").build(),
+        );
+    }
+    Ok(def.build())
+}

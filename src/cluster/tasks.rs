@@ -1,0 +1,229 @@
+//! Reading tasks back from ECS: one paginated ListTasks by `startedBy` and DescribeTasks in
+//! chunks of 100 with tags (DESIGN.md §2), kept only when the cluster and both ownership tags
+//! are ours. [`TaskView`] is the plain-data picture the rest of the plugin works with.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use aws_sdk_ecs::types::{DesiredStatus, Task, TaskField};
+use serde::Serialize;
+
+use super::identity::{is_ours, TAG_AGENT_ID};
+use crate::aws::{AwsClients, AwsError};
+
+/// AWS's limit of ARNs per DescribeTasks.
+pub const DESCRIBE_CHUNK: usize = 100;
+
+/// One task as ECS last described it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskView {
+    /// Task ARN.
+    pub arn: String,
+    /// Cluster ARN.
+    pub cluster_arn: String,
+    /// `lastStatus` (PROVISIONING … RUNNING … STOPPED).
+    pub last_status: String,
+    /// `desiredStatus`.
+    pub desired_status: String,
+    /// Launch type, or capacity provider when launched through one.
+    pub capacity: String,
+    /// Task definition ARN.
+    pub task_definition: String,
+    /// Tags.
+    pub tags: HashMap<String, String>,
+    /// `stopCode`.
+    pub stop_code: Option<String>,
+    /// `stoppedReason`.
+    pub stopped_reason: Option<String>,
+    /// Each container's name, image, exit code and reason.
+    pub containers: Vec<ContainerView>,
+    /// When ECS accepted the task.
+    pub created_at: Option<SystemTime>,
+    /// Image pull started.
+    pub pull_started_at: Option<SystemTime>,
+    /// Image pull finished.
+    pub pull_stopped_at: Option<SystemTime>,
+    /// Task running.
+    pub started_at: Option<SystemTime>,
+    /// Task stopped.
+    pub stopped_at: Option<SystemTime>,
+    /// Availability zone.
+    pub availability_zone: Option<String>,
+    /// Task-level CPU units.
+    pub cpu: Option<String>,
+    /// Task-level memory MiB.
+    pub memory: Option<String>,
+}
+
+/// One container of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerView {
+    /// Container name.
+    pub name: String,
+    /// Image.
+    pub image: Option<String>,
+    /// Its last status.
+    pub last_status: Option<String>,
+    /// Exit code once stopped.
+    pub exit_code: Option<i32>,
+    /// Why it stopped.
+    pub reason: Option<String>,
+}
+
+impl TaskView {
+    /// The agent id tag.
+    pub fn agent_id(&self) -> Option<&str> {
+        self.tags.get(TAG_AGENT_ID).map(String::as_str)
+    }
+
+    /// Whether ECS has stopped it, or is stopping it.
+    pub fn is_stopping(&self) -> bool {
+        self.desired_status == "STOPPED" || matches!(self.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED")
+    }
+
+    /// Why it stopped, in one line: stop code, reason and the containers' exit codes.
+    pub fn stop_summary(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(reason) = &self.stopped_reason {
+            parts.push(reason.clone());
+        }
+        if let Some(code) = &self.stop_code {
+            parts.push(format!("stop code {code}"));
+        }
+        for c in &self.containers {
+            match (c.exit_code, &c.reason) {
+                (Some(code), Some(reason)) => parts.push(format!("container {} exited {code}: {reason}", c.name)),
+                (Some(code), None) => parts.push(format!("container {} exited {code}", c.name)),
+                (None, Some(reason)) => parts.push(format!("container {}: {reason}", c.name)),
+                (None, None) => {}
+            }
+        }
+        if parts.is_empty() {
+            "ECS gave no reason".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+
+    /// Builds the view of an SDK task.
+    pub fn from_sdk(task: &Task) -> Self {
+        let time = |t: Option<&aws_smithy_types::DateTime>| t.and_then(|t| SystemTime::try_from(*t).ok());
+        let capacity = task
+            .capacity_provider_name()
+            .map(str::to_string)
+            .or_else(|| task.launch_type().map(|l| l.as_str().to_string()).filter(|s| !s.is_empty()))
+            .unwrap_or_default();
+        TaskView {
+            arn: task.task_arn().unwrap_or_default().to_string(),
+            cluster_arn: task.cluster_arn().unwrap_or_default().to_string(),
+            last_status: task.last_status().unwrap_or_default().to_string(),
+            desired_status: task.desired_status().unwrap_or_default().to_string(),
+            capacity,
+            task_definition: task.task_definition_arn().unwrap_or_default().to_string(),
+            tags: task
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+                .collect(),
+            stop_code: task.stop_code().map(|c| c.as_str().to_string()),
+            stopped_reason: task.stopped_reason().map(str::to_string),
+            containers: task
+                .containers()
+                .iter()
+                .map(|c| ContainerView {
+                    name: c.name().unwrap_or_default().to_string(),
+                    image: c.image().map(str::to_string),
+                    last_status: c.last_status().map(str::to_string),
+                    exit_code: c.exit_code(),
+                    reason: c.reason().map(str::to_string),
+                })
+                .collect(),
+            created_at: time(task.created_at()),
+            pull_started_at: time(task.pull_started_at()),
+            pull_stopped_at: time(task.pull_stopped_at()),
+            started_at: time(task.started_at()),
+            stopped_at: time(task.stopped_at()),
+            availability_zone: task.availability_zone().map(str::to_string),
+            cpu: task.cpu().map(str::to_string),
+            memory: task.memory().map(str::to_string),
+        }
+    }
+}
+
+/// Lists the ARNs of running tasks we started in `cluster` (every page).
+///
+/// # Errors
+/// The failed ListTasks call.
+pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> Result<Vec<String>, AwsError> {
+    let mut arns = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let request = aws
+            .ecs
+            .list_tasks()
+            .cluster(cluster)
+            .started_by(started_by)
+            .desired_status(DesiredStatus::Running)
+            .max_results(100)
+            .set_next_token(next.take());
+        let page = aws.calls.call("ListTasks", request.send()).await?;
+        arns.extend(page.task_arns().iter().cloned());
+        match page.next_token() {
+            Some(token) if !token.is_empty() => next = Some(token.to_string()),
+            _ => return Ok(arns),
+        }
+    }
+}
+
+/// Describes tasks by ARN in chunks of [`DESCRIBE_CHUNK`], with tags, keeping only ours.
+///
+/// # Errors
+/// The first failed DescribeTasks call.
+pub async fn describe(
+    aws: &AwsClients,
+    cluster: &str,
+    cluster_arn_suffix: &str,
+    arns: &[String],
+    server_id: &str,
+    cluster_key: &str,
+) -> Result<Vec<TaskView>, AwsError> {
+    let mut tasks = Vec::with_capacity(arns.len());
+    for chunk in arns.chunks(DESCRIBE_CHUNK) {
+        let request = aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
+        let out = aws.calls.call("DescribeTasks", request.send()).await?;
+        tasks.extend(
+            out.tasks()
+                .iter()
+                .map(TaskView::from_sdk)
+                .filter(|t| t.cluster_arn.ends_with(cluster_arn_suffix) && is_ours(&t.tags, server_id, cluster_key)),
+        );
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ecs::types::{Container, Tag};
+
+    #[test]
+    fn reads_an_sdk_task() {
+        let task = Task::builder()
+            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/abc")
+            .cluster_arn("arn:aws:ecs:us-east-1:123456789012:cluster/ci")
+            .last_status("STOPPED")
+            .desired_status("STOPPED")
+            .stopped_reason("Essential container in task exited")
+            .stop_code(aws_sdk_ecs::types::TaskStopCode::EssentialContainerExited)
+            .containers(Container::builder().name("gocd-agent").exit_code(137).reason("OutOfMemoryError").build())
+            .tags(Tag::builder().key(TAG_AGENT_ID).value("ea-1").build())
+            .build();
+        let view = TaskView::from_sdk(&task);
+        assert_eq!(view.agent_id(), Some("ea-1"));
+        assert!(view.is_stopping());
+        assert_eq!(
+            view.stop_summary(),
+            "Essential container in task exited; stop code EssentialContainerExited; container gocd-agent exited 137: OutOfMemoryError"
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! `server-ping`: every cluster profile reconciled on its own task, so a slow or broken
+//! account never stalls another. Per profile: refresh tasks, fold in GoCD's agents, plan,
+//! apply (stop tasks, remove agents, tell jobs). Then one server-health update for all.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::task::JoinSet;
+
+use super::job_completion::stop_task;
+use crate::cluster::identity::cluster_key_of_agent;
+use crate::cluster::reconcile::{self, Step};
+use crate::cluster::Cluster;
+use crate::error::Result;
+use crate::plugin::Plugin;
+use crate::protocol::host_calls::{HealthKind, HealthMessage};
+use crate::protocol::requests::ServerPingParams;
+use crate::protocol::types::AgentMetadata;
+use crate::server::host::HostClient;
+
+/// How long one cluster profile's reconcile may take before the ping moves on without it.
+const PER_CLUSTER_BUDGET: Duration = Duration::from_secs(40);
+
+/// Reconciles every cluster profile GoCD sent.
+pub async fn server_ping(plugin: Arc<Plugin>, params: ServerPingParams) -> Result<()> {
+    let mut problems = Vec::new();
+    let mut clusters = Vec::new();
+    let mut all_keys_known = true;
+    for props in &params.all_cluster_profile_properties {
+        match plugin.cluster(props).await {
+            Ok(cluster) => clusters.push(cluster),
+            Err(e) => {
+                all_keys_known &= plugin.cluster_key(props).await.is_ok();
+                problems.push(HealthMessage { kind: HealthKind::Error, message: format!("a cluster profile cannot be served: {e}") });
+            }
+        }
+    }
+    let agents = plugin.host().list_agents().await?;
+    let by_cluster = group_by_cluster(&agents);
+
+    let mut pings = JoinSet::new();
+    for cluster in &clusters {
+        let (cluster, host) = (cluster.clone(), plugin.host().clone());
+        let gocd = by_cluster.get(cluster.key.as_str()).cloned().unwrap_or_default();
+        pings.spawn(async move {
+            let outcome = tokio::time::timeout(PER_CLUSTER_BUDGET, ping_cluster(&cluster, &host, gocd)).await;
+            match outcome {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => cluster.event(HealthKind::Error, format!("server-ping could not reconcile: {e}")),
+                Err(_) => cluster.event(
+                    HealthKind::Error,
+                    format!("server-ping gave up after {} s; AWS is slow or unreachable", PER_CLUSTER_BUDGET.as_secs()),
+                ),
+            }
+        });
+    }
+    while pings.join_next().await.is_some() {}
+
+    if all_keys_known {
+        remove_agents_of_unknown_profiles(&plugin, &clusters, &agents).await;
+    }
+    let now = SystemTime::now();
+    for cluster in plugin.known_clusters() {
+        problems.extend(cluster.events().fresh(now).into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));
+        cluster.registry().prune(now);
+    }
+    plugin.host().set_health_messages(&problems).await?;
+    Ok(())
+}
+
+fn group_by_cluster(agents: &[AgentMetadata]) -> HashMap<&str, HashMap<String, AgentMetadata>> {
+    let mut by_cluster: HashMap<&str, HashMap<String, AgentMetadata>> = HashMap::new();
+    for agent in agents {
+        if let Some(key) = cluster_key_of_agent(&agent.agent_id) {
+            by_cluster.entry(key).or_default().insert(agent.agent_id.clone(), agent.clone());
+        }
+    }
+    by_cluster
+}
+
+async fn ping_cluster(cluster: &Cluster, host: &HostClient, gocd: HashMap<String, AgentMetadata>) -> Result<()> {
+    let _one_at_a_time = cluster.ping_lock.lock().await;
+    cluster.ensure_adopted().await?;
+    let refresh = cluster.refresh().await?;
+    let now = SystemTime::now();
+    let timeout = Duration::from_secs(u64::from(cluster.profile().agent_register_timeout_minutes) * 60);
+    let steps = {
+        let mut registry = cluster.registry();
+        reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &gocd, now);
+        reconcile::plan(&registry, &gocd, timeout, now)
+    };
+    apply(cluster, host, steps).await
+}
+
+async fn apply(cluster: &Cluster, host: &HostClient, steps: Vec<Step>) -> Result<()> {
+    let mut remove = Vec::new();
+    for step in steps {
+        match step {
+            Step::StopTask { agent_id, task_arn, reason, job } => {
+                tracing::info!(agent_id, task = %task_arn, %reason, "stopping task");
+                if stop_task(cluster, &task_arn, &reason).await.is_ok() {
+                    cluster.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
+                    if let Some(job) = job {
+                        cluster.event(HealthKind::Warning, format!("stopped agent {agent_id} of job {}: {reason}", job.locator()));
+                        let _ = host.console_log(&job, format!("[ecs-elastic-agent] stopped agent {agent_id}: {reason}")).await;
+                    }
+                }
+            }
+            Step::ReportUnexpectedStop { agent_id, job, reason } => {
+                cluster.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
+                let message = format!("the task of agent {agent_id} (job {}) stopped before the job completed: {reason}", job.locator());
+                cluster.event(HealthKind::Error, message.clone());
+                let _ = host.console_log(&job, format!("[ecs-elastic-agent] {message}")).await;
+            }
+            Step::RemoveAgent { agent_id, reason } => {
+                tracing::info!(agent_id, %reason, "removing agent from GoCD");
+                remove.push(agent_id);
+            }
+        }
+    }
+    remove.sort();
+    remove.dedup();
+    host.disable_agents(&remove).await?;
+    host.delete_agents(&remove).await?;
+    Ok(())
+}
+
+/// Our agents whose cluster profile no longer exists have nothing to run on: remove them.
+async fn remove_agents_of_unknown_profiles(plugin: &Plugin, clusters: &[Arc<Cluster>], agents: &[AgentMetadata]) {
+    let keys: HashSet<&str> = clusters.iter().map(|c| c.key.as_str()).collect();
+    let orphans: Vec<String> = agents
+        .iter()
+        .filter(|a| cluster_key_of_agent(&a.agent_id).is_some_and(|k| !keys.contains(k)))
+        .map(|a| a.agent_id.clone())
+        .collect();
+    if orphans.is_empty() {
+        return;
+    }
+    tracing::warn!(count = orphans.len(), "removing GoCD agents of cluster profiles that no longer exist");
+    if plugin.host().disable_agents(&orphans).await.is_ok() {
+        let _ = plugin.host().delete_agents(&orphans).await;
+    }
+}

@@ -1,0 +1,28 @@
+//! `ecs-elastic-agent`: GoCD elastic agents on AWS ECS (Fargate and EC2), as a stdio plugin.
+//!
+//! A GoCD-compatible server starts the binary and speaks the elastic-agent extension v5 to it,
+//! one JSON message a line (see `docs/` and PROTOCOL.md). For each job that needs an agent the
+//! plugin starts a GoCD agent as an ECS task in the job's cluster profile's account.
+//!
+//! # Where things live
+//! - [`protocol`]: the wire as pure data (envelopes, v5 bodies, callbacks).
+//! - [`server`]: stdio, request dispatch, calls back to the host.
+//! - [`handlers`]: one file per request family.
+//! - [`settings`]: profiles parsed and validated.
+//!
+//! # Architecture invariants
+//! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
+//! - `protocol` does no I/O and imports neither `server` nor AWS.
+//! - A secret lives in [`secret::Secret`] and is exposed only where it is handed to AWS or a task.
+//! - Bad input is answered and skipped; nothing a host sends stops the server.
+
+pub mod error;
+pub mod handlers;
+pub mod plugin;
+pub mod protocol;
+pub mod secret;
+pub mod server;
+pub mod settings;
+pub mod aws;
+pub mod cluster;
+pub mod status;

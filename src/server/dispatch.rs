@@ -1,0 +1,100 @@
+//! The request registry: one line per v5 request, mapping its name to a typed handler
+//! (rust-analyzer's `dispatch.rs`). Parsing the body into the request's params type happens
+//! here once: a body of the wrong shape is a 400 naming the field, an unknown name a 404.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::plugin::Plugin;
+use crate::protocol::requests::HostRequest;
+use crate::protocol::{check_request_version, Request, Response};
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<Value>> + Send>>;
+type Handler = Box<dyn Fn(Arc<Plugin>, Value) -> BoxFuture + Send + Sync>;
+
+/// Request name → handler.
+pub struct Dispatcher {
+    handlers: HashMap<&'static str, Handler>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher").field("requests", &self.handlers.len()).finish()
+    }
+}
+
+impl Default for Dispatcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Dispatcher {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Dispatcher { handlers: HashMap::new() }
+    }
+
+    /// Registers `handler` for request `R`.
+    pub fn on<R, F, Fut>(mut self, handler: F) -> Self
+    where
+        R: HostRequest,
+        F: Fn(Arc<Plugin>, R::Params) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R::Result>> + Send + 'static,
+    {
+        let boxed: Handler = Box::new(move |plugin, body| match parse_body::<R>(body) {
+            Ok(params) => {
+                let fut = handler(plugin, params);
+                Box::pin(async move {
+                    let result = fut.await?;
+                    serde_json::to_value(result).map_err(|e| Error::Internal(format!("could not encode the answer: {e}")))
+                })
+            }
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        });
+        self.handlers.insert(R::NAME, boxed);
+        self
+    }
+
+    /// Whether `name` has a handler.
+    pub fn knows(&self, name: &str) -> bool {
+        self.handlers.contains_key(name)
+    }
+
+    /// Answers one request. Never panics; a panicking handler is a 500.
+    pub async fn dispatch(&self, plugin: Arc<Plugin>, request: Request) -> Response {
+        let Request { id, name, version, body } = request;
+        if let Err(message) = check_request_version(&name, version.as_deref()) {
+            return Error::BadRequest(message).to_response(Some(id));
+        }
+        let Some(handler) = self.handlers.get(name.as_str()) else {
+            return Error::UnknownRequest(name.chars().take(200).collect()).to_response(Some(id));
+        };
+        let future = handler(plugin, body);
+        match tokio::spawn(future).await {
+            Ok(Ok(body)) => Response::ok(id, body),
+            Ok(Err(error)) => {
+                tracing::warn!(request = %name, code = error.code(), kind = error.metric_label(), %error, "request failed");
+                error.to_response(Some(id))
+            }
+            Err(join) => {
+                tracing::error!(request = %name, error = %join, "request handler panicked");
+                Error::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log")).to_response(Some(id))
+            }
+        }
+    }
+}
+
+fn parse_body<R: HostRequest>(body: Value) -> Result<R::Params> {
+    serde_path_to_error::deserialize::<_, R::Params>(body).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let at = if path == "." { String::new() } else { format!(" at `{path}`") };
+        Error::BadRequest(format!("the body of {} is not what GoCD sends{at}: {inner}", R::NAME))
+    })
+}

@@ -1,0 +1,144 @@
+//! The stdio server: hello first, then read host lines, answer each request on its own task
+//! (many in flight, answered in any order), route host answers to our waiting calls, and shut
+//! down on EOF or a signal after the requests in flight finish (10 s at most).
+//!
+//! `serve` is the testable core: `main` hands it stdin and stdout, tests hand it in-memory pipes.
+
+pub mod connection;
+pub mod dispatch;
+pub mod host;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::task::JoinSet;
+
+use self::connection::{read_line, Connection, Line};
+use self::dispatch::Dispatcher;
+use self::host::{HostClient, DEFAULT_CALL_TIMEOUT};
+use crate::handlers;
+use crate::plugin::{Plugin, PluginOptions};
+use crate::protocol::framing::{decode, too_long, BadLine};
+use crate::protocol::{Incoming, Outgoing, MAX_LINE_BYTES};
+
+/// How long requests in flight may take to finish after input ends.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Knobs of one server run.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Timeout of each call to the host.
+    pub call_timeout: Duration,
+    /// Grace period for requests in flight at shutdown.
+    pub shutdown_grace: Duration,
+    /// What the plugin itself needs.
+    pub plugin: PluginOptions,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions { call_timeout: DEFAULT_CALL_TIMEOUT, shutdown_grace: SHUTDOWN_GRACE, plugin: PluginOptions::default() }
+    }
+}
+
+/// Serves the protocol on `input`/`output` until EOF or `shutdown` resolves.
+///
+/// # Errors
+/// Only I/O errors of the output; bad input is answered, never fatal.
+pub async fn serve<R, W, S>(input: R, output: W, options: ServeOptions, shutdown: S) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    S: Future<Output = ()>,
+{
+    let (connection, writer) = Connection::start(output);
+    connection.send(Outgoing::hello()).await;
+    let host = HostClient::new(connection.clone(), options.call_timeout);
+    let plugin = Arc::new(Plugin::new(host, options.plugin.clone()));
+    let dispatcher = Arc::new(handlers::dispatcher());
+
+    let in_flight = read_until_done(input, &connection, &plugin, &dispatcher, shutdown).await;
+    connection.close();
+    finish_in_flight(in_flight, options.shutdown_grace).await;
+    plugin.shutdown();
+    drop(plugin);
+    drop(connection);
+    match writer.await {
+        Ok(result) => result,
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+async fn read_until_done<R, S>(
+    mut input: R,
+    connection: &Arc<Connection>,
+    plugin: &Arc<Plugin>,
+    dispatcher: &Arc<Dispatcher>,
+    shutdown: S,
+) -> JoinSet<()>
+where
+    R: AsyncBufRead + Unpin,
+    S: Future<Output = ()>,
+{
+    let mut in_flight = JoinSet::new();
+    let mut buf = Vec::with_capacity(64 * 1024);
+    tokio::pin!(shutdown);
+    loop {
+        while in_flight.try_join_next().is_some() {}
+        let line = tokio::select! {
+            line = read_line(&mut input, &mut buf, MAX_LINE_BYTES) => line,
+            () = &mut shutdown => {
+                tracing::info!("shutdown signal: finishing requests in flight");
+                return in_flight;
+            }
+        };
+        let incoming = match line {
+            Ok(Line::Text(text)) => {
+                tracing::trace!(line = %String::from_utf8_lossy(&text), "< ");
+                decode(&text)
+            }
+            Ok(Line::TooLong(len)) => Err(too_long(len)),
+            Ok(Line::Eof) => {
+                tracing::info!("stdin closed: finishing requests in flight");
+                return in_flight;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reading stdin failed: shutting down");
+                return in_flight;
+            }
+        };
+        match incoming {
+            Ok(Incoming::Request(request)) => {
+                let (plugin, dispatcher, connection) = (plugin.clone(), dispatcher.clone(), connection.clone());
+                in_flight.spawn(async move {
+                    let response = dispatcher.dispatch(plugin, request).await;
+                    connection.send(response.into()).await;
+                });
+            }
+            Ok(Incoming::Response(response)) => {
+                if !connection.complete(response.clone()) {
+                    tracing::warn!(id = ?response.id, "answer from the host to no call in flight; dropped");
+                }
+            }
+            Err(bad) => answer_bad_line(connection, bad).await,
+        }
+    }
+}
+
+async fn answer_bad_line(connection: &Connection, bad: BadLine) {
+    tracing::warn!(id = ?bad.id, problem = %bad.message, "bad line from the host");
+    if bad.was_response {
+        return; // a response is never answered; logged is all we can do.
+    }
+    connection.send(crate::protocol::Response::error(bad.id, 400, &bad.message).into()).await;
+}
+
+async fn finish_in_flight(mut in_flight: JoinSet<()>, grace: Duration) {
+    let drained = tokio::time::timeout(grace, async { while in_flight.join_next().await.is_some() {} }).await;
+    if drained.is_err() {
+        tracing::warn!(abandoned = in_flight.len(), "requests still running after the shutdown grace period");
+        in_flight.abort_all();
+    }
+}

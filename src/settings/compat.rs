@@ -1,0 +1,141 @@
+//! Rules that need both profiles, enforced at create-agent (GoCD validates an elastic profile
+//! without its cluster profile): Fargate sizes, EC2-only and Fargate-only fields, the allow-lists,
+//! and the total number of user tags.
+
+use super::cluster_profile::{ClusterProfile, LaunchType};
+use super::elastic_profile::ElasticProfile;
+use super::fields::{one_of, quote};
+use super::FieldError;
+
+/// Memory sizes Fargate allows for one CPU size.
+#[derive(Debug, Clone, Copy)]
+enum Sizes {
+    /// Exactly these values.
+    List(&'static [u32]),
+    /// From `min` to `max` in steps of `step`.
+    Steps { min: u32, max: u32, step: u32 },
+}
+
+impl Sizes {
+    fn allows(self, memory: u32) -> bool {
+        match self {
+            Sizes::List(values) => values.contains(&memory),
+            Sizes::Steps { min, max, step } => (min..=max).contains(&memory) && (memory - min) % step == 0,
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Sizes::List(values) => {
+                let values: Vec<String> = values.iter().map(u32::to_string).collect();
+                one_of(&values.iter().map(String::as_str).collect::<Vec<_>>())
+            }
+            Sizes::Steps { min, max, step } => format!("{min} to {max} in steps of {step}"),
+        }
+    }
+}
+
+/// Fargate's task sizes: CPU units and the memory (MiB) each allows.
+const FARGATE_SIZES: &[(u32, Sizes)] = &[
+    (256, Sizes::List(&[512, 1024, 2048])),
+    (512, Sizes::Steps { min: 1024, max: 4096, step: 1024 }),
+    (1024, Sizes::Steps { min: 2048, max: 8192, step: 1024 }),
+    (2048, Sizes::Steps { min: 4096, max: 16384, step: 1024 }),
+    (4096, Sizes::Steps { min: 8192, max: 30720, step: 1024 }),
+    (8192, Sizes::Steps { min: 16384, max: 61440, step: 4096 }),
+    (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
+];
+
+/// User tags allowed on a task in total (AWS allows 50; the plugin adds its own).
+const MAX_TAGS: usize = 40;
+
+/// Problems of running `elastic` in `cluster`, keyed by the elastic profile's keys; empty when
+/// the pair is fine.
+pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut error = |key: &str, message: String| errors.push(FieldError { key: key.to_string(), message });
+    let launch = cluster.launch_type.as_str();
+    if cluster.launch_type.is_fargate() {
+        if let Some((key, message)) = fargate_size_problem(elastic.cpu, elastic.memory) {
+            error(key, message);
+        }
+        let ec2_only = [
+            ("MemoryReservation", elastic.memory_reservation.is_some()),
+            ("Privileged", elastic.privileged),
+            ("MountDockerSocket", elastic.mount_docker_socket),
+        ];
+        for (key, _) in ec2_only.into_iter().filter(|(_, set)| *set) {
+            error(key, format!("{key} only applies on EC2; this cluster profile's launch type is {launch}."));
+        }
+        if cluster.launch_type == LaunchType::FargateSpot && elastic.operating_system_family != "LINUX" {
+            error(
+                "OperatingSystemFamily",
+                format!(
+                    "Windows tasks ({}) cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.",
+                    elastic.operating_system_family
+                ),
+            );
+        }
+    } else if elastic.ephemeral_storage_gib.is_some() {
+        error(
+            "EphemeralStorageGiB",
+            format!("EphemeralStorageGiB only applies on Fargate; this cluster profile's launch type is {launch}."),
+        );
+    }
+    if !allowed(&cluster.allowed_images, &elastic.image) {
+        error(
+            "Image",
+            format!(
+                "Image {} is not allowed by this cluster profile; AllowedImages are: {}.",
+                quote(&elastic.image),
+                patterns(&cluster.allowed_images)
+            ),
+        );
+    }
+    if let Some(role) = elastic.task_role_arn.as_deref().filter(|r| !allowed(&cluster.allowed_task_role_arns, r)) {
+        error(
+            "TaskRoleArn",
+            format!(
+                "TaskRoleArn {} is not allowed by this cluster profile; AllowedTaskRoleArns are: {}.",
+                quote(role),
+                patterns(&cluster.allowed_task_role_arns)
+            ),
+        );
+    }
+    let total_tags = cluster.tags.iter().filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k)).count()
+        + elastic.tags.len();
+    if total_tags > MAX_TAGS {
+        error(
+            "Tags",
+            format!(
+                "With the cluster profile's tags a task would get {total_tags} user tags; at most {MAX_TAGS} are allowed."
+            ),
+        );
+    }
+    errors
+}
+
+/// `Some((key, message))` when `cpu`/`memory` is not a Fargate size.
+fn fargate_size_problem(cpu: u32, memory: u32) -> Option<(&'static str, String)> {
+    let Some((_, sizes)) = FARGATE_SIZES.iter().find(|(c, _)| *c == cpu) else {
+        let cpus: Vec<String> = FARGATE_SIZES.iter().map(|(c, _)| c.to_string()).collect();
+        let cpus = one_of(&cpus.iter().map(String::as_str).collect::<Vec<_>>());
+        return Some(("Cpu", format!("On Fargate, Cpu must be {cpus}; {cpu} is not.")));
+    };
+    (!sizes.allows(memory)).then(|| {
+        let allowed = sizes.describe();
+        ("Memory", format!("On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."))
+    })
+}
+
+/// An empty allow-list allows everything.
+fn allowed(patterns: &[glob::Pattern], value: &str) -> bool {
+    patterns.is_empty() || patterns.iter().any(|p| p.matches(value))
+}
+
+/// The first few patterns, for a message.
+fn patterns(patterns: &[glob::Pattern]) -> String {
+    let shown: Vec<String> = patterns.iter().take(5).map(|p| quote(p.as_str())).collect();
+    let more = if patterns.len() > 5 { format!(" and {} more", patterns.len() - 5) } else { String::new() };
+    format!("{}{more}", shown.join(", "))
+}

@@ -1,0 +1,135 @@
+//! The `Ec2*` part of a cluster profile: the container instances the plugin launches and retires.
+//!
+//! These keys only apply when `LaunchType` is `EC2`; set with another launch type they are errors.
+
+use super::cluster_profile::LaunchType;
+use super::fields::{quote, Fields};
+use super::syntax;
+
+/// Largest `Ec2UserData`, in bytes.
+const USER_DATA_MAX: usize = 16 * 1024;
+
+/// EC2 capacity settings (present exactly when the launch type is EC2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ec2Capacity {
+    /// `Ec2InstanceType`, such as `c5.xlarge`.
+    pub instance_type: String,
+    /// `Ec2InstanceProfile`: an instance profile name or ARN.
+    pub instance_profile: String,
+    /// `Ec2AmiId`: an ECS-optimised AMI.
+    pub ami_id: String,
+    /// `Ec2MinInstances`, default 0.
+    pub min_instances: u32,
+    /// `Ec2MaxInstances`, default 5, never below the minimum.
+    pub max_instances: u32,
+    /// `Ec2IdleMinutes`, default 10.
+    pub idle_minutes: u32,
+    /// `Ec2RegisterTimeoutMinutes`, default 5.
+    pub register_timeout_minutes: u32,
+    /// `Ec2Spot`, default false.
+    pub spot: bool,
+    /// `Ec2KeyPair`.
+    pub key_pair: Option<String>,
+    /// `Ec2RootVolumeGiB`, default 30.
+    pub root_volume_gib: u32,
+    /// `Ec2UserData`, appended to the generated script.
+    pub user_data: Option<String>,
+}
+
+/// Every `Ec2*` key of the cluster profile table.
+fn ec2_keys() -> impl Iterator<Item = &'static str> {
+    super::keys::CLUSTER_KEYS.iter().map(|s| s.key).filter(|k| k.starts_with("Ec2"))
+}
+
+/// Reads the `Ec2*` keys. `launch_type` is `None` when `LaunchType` itself was invalid: then the
+/// keys are syntax-checked but neither required nor refused.
+pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Option<Ec2Capacity> {
+    if let Some(other) = launch_type.filter(|t| *t != LaunchType::Ec2) {
+        for key in ec2_keys() {
+            if f.is_set(key) {
+                let message = format!("{key} only applies when LaunchType is EC2 (it is {}).", other.as_str());
+                f.error(key, message);
+            }
+        }
+        return None;
+    }
+    let ec2 = launch_type == Some(LaunchType::Ec2);
+    let instance_type = required_on_ec2(f, ec2, "Ec2InstanceType", check_instance_type);
+    let instance_profile = required_on_ec2(f, ec2, "Ec2InstanceProfile", check_instance_profile);
+    let ami_id = required_on_ec2(f, ec2, "Ec2AmiId", check_ami);
+    let min_instances = f.number("Ec2MinInstances", 0..=100, 0);
+    let max_instances = f.number("Ec2MaxInstances", 1..=100, 5);
+    if min_instances > max_instances && !f.has_error("Ec2MaxInstances") {
+        let message =
+            format!("Ec2MinInstances ({min_instances}) must not be more than Ec2MaxInstances ({max_instances}).");
+        f.error("Ec2MinInstances", message);
+    }
+    let capacity = Ec2Capacity {
+        instance_type,
+        instance_profile,
+        ami_id,
+        min_instances,
+        max_instances,
+        idle_minutes: f.number("Ec2IdleMinutes", 1..=1440, 10),
+        register_timeout_minutes: f.number("Ec2RegisterTimeoutMinutes", 1..=60, 5),
+        spot: f.boolean("Ec2Spot", false),
+        key_pair: f.string("Ec2KeyPair", check_key_pair),
+        root_volume_gib: f.number("Ec2RootVolumeGiB", 8..=16384, 30),
+        user_data: f.string("Ec2UserData", check_user_data),
+    };
+    ec2.then_some(capacity)
+}
+
+/// A string that must be set when `ec2`; empty when not set or bad.
+fn required_on_ec2(f: &mut Fields<'_>, ec2: bool, key: &str, check: fn(&str) -> Result<(), String>) -> String {
+    if ec2 && !f.is_set(key) {
+        f.error(key, format!("{key} is required when LaunchType is EC2."));
+    }
+    f.string(key, check).unwrap_or_default()
+}
+
+fn check_instance_type(v: &str) -> Result<(), String> {
+    if syntax::is_instance_type(v) {
+        Ok(())
+    } else {
+        Err(format!("Ec2InstanceType {} is not an EC2 instance type; use one like c5.xlarge or t3a.medium.", quote(v)))
+    }
+}
+
+fn check_instance_profile(v: &str) -> Result<(), String> {
+    if syntax::is_iam_name(v, 128) || syntax::is_instance_profile_arn(v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "Ec2InstanceProfile {} is neither an instance profile name nor an instance profile ARN (arn:aws:iam::123456789012:instance-profile/ecsInstanceRole).",
+            quote(v)
+        ))
+    }
+}
+
+fn check_ami(v: &str) -> Result<(), String> {
+    if syntax::is_hex_id(v, "ami") {
+        Ok(())
+    } else {
+        Err(format!(
+            "Ec2AmiId {} is not an AMI id: it must be ami- followed by 8 or 17 lowercase hex digits, like ami-0abcdef1234567890.",
+            quote(v)
+        ))
+    }
+}
+
+fn check_key_pair(v: &str) -> Result<(), String> {
+    if syntax::is_key_pair_name(v) {
+        Ok(())
+    } else {
+        Err(format!("Ec2KeyPair {} is not a key pair name: use 1 to 255 ASCII characters.", quote(v)))
+    }
+}
+
+fn check_user_data(v: &str) -> Result<(), String> {
+    if v.len() <= USER_DATA_MAX {
+        Ok(())
+    } else {
+        Err(format!("Ec2UserData is {} bytes; at most {USER_DATA_MAX} (16 KiB) are allowed.", v.len()))
+    }
+}

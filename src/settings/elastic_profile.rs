@@ -1,0 +1,193 @@
+//! The elastic agent profile: what one agent container looks like (DESIGN.md §3).
+//!
+//! GoCD validates an elastic profile without its cluster profile, so this module checks only what
+//! the profile says by itself; rules that need both live in [`super::compat`].
+
+use super::fields::{check_env_name, quote, Fields, LineRule, ENV_VARIABLES, TAGS};
+use super::keys::{ProfileKind, CPU_ARCHITECTURES, OPERATING_SYSTEM_FAMILIES};
+use super::{profile_hash, syntax, FieldError, Properties};
+
+/// `Secrets`: `NAME=ARN`, the ARN a Secrets Manager secret or an SSM parameter.
+const SECRETS: LineRule = LineRule {
+    noun: "secret",
+    check_key: check_env_name,
+    check_value: |name, arn| {
+        if syntax::is_secret_source_arn(arn) {
+            Ok(())
+        } else {
+            Err(format!(
+                "{name} must be set to a Secrets Manager secret ARN (arn:aws:secretsmanager:...:secret:...) or an SSM parameter ARN (arn:aws:ssm:...:parameter/...); {} is neither",
+                quote(arn)
+            ))
+        }
+    },
+    max: None,
+};
+
+/// A parsed, valid elastic agent profile.
+#[derive(Debug, Clone)]
+pub struct ElasticProfile {
+    /// `Image`.
+    pub image: String,
+    /// `Cpu` units, default 1024.
+    pub cpu: u32,
+    /// `Memory` in MiB, default 2048.
+    pub memory: u32,
+    /// `MemoryReservation` in MiB (EC2 only), at most `memory`.
+    pub memory_reservation: Option<u32>,
+    /// `Command`, one argument per line; empty means the image's command.
+    pub command: Vec<String>,
+    /// `Environment`, in the order given.
+    pub environment: Vec<(String, String)>,
+    /// `Secrets`: environment variable name and secret or parameter ARN.
+    pub secrets: Vec<(String, String)>,
+    /// `TaskRoleArn`.
+    pub task_role_arn: Option<String>,
+    /// `ExecutionRoleArn`.
+    pub execution_role_arn: Option<String>,
+    /// `OperatingSystemFamily`, default `LINUX`.
+    pub operating_system_family: String,
+    /// `CpuArchitecture`, default `X86_64`.
+    pub cpu_architecture: String,
+    /// `EphemeralStorageGiB` (Fargate only).
+    pub ephemeral_storage_gib: Option<u32>,
+    /// `Privileged` (EC2 only).
+    pub privileged: bool,
+    /// `MountDockerSocket` (EC2 only).
+    pub mount_docker_socket: bool,
+    /// `SubnetIds`; empty means the cluster profile's.
+    pub subnet_ids: Vec<String>,
+    /// `SecurityGroupIds`; empty means the cluster profile's.
+    pub security_group_ids: Vec<String>,
+    /// `Tags`, in the order given.
+    pub tags: Vec<(String, String)>,
+    /// `EnableExecuteCommand` (ECS Exec).
+    pub enable_execute_command: bool,
+    /// `TaskDefinitionArn`: an ARN, `family:revision` or `family`, used as it is.
+    pub task_definition_arn: Option<String>,
+    /// `AgentContainerName`: the agent's container in `task_definition_arn`.
+    pub agent_container_name: Option<String>,
+    /// [`profile_hash`] of the properties this profile was parsed from.
+    pub hash: String,
+}
+
+impl ElasticProfile {
+    /// Parses and validates an elastic agent profile.
+    ///
+    /// # Errors
+    /// Every problem found, one [`FieldError`] each, keyed by the property.
+    pub fn parse(props: &Properties) -> Result<ElasticProfile, Vec<FieldError>> {
+        let mut f = Fields::new(props, ProfileKind::Elastic);
+        let image = f.required("Image", |v| {
+            syntax::check_image(v).map_err(|why| format!("Image {} is not a Docker image reference: {why}.", quote(v)))
+        });
+        let cpu = f.number("Cpu", 2..=16384, 1024);
+        let memory = f.number("Memory", 6..=122880, 2048);
+        let memory_reservation = f.optional_number("MemoryReservation", 6..=122880);
+        if let Some(reservation) = memory_reservation.filter(|r| *r > memory && !f.has_error("Memory")) {
+            let message = format!("MemoryReservation ({reservation} MiB) must not be more than Memory ({memory} MiB).");
+            f.error("MemoryReservation", message);
+        }
+        let command = f.lines("Command");
+        let environment = f.key_values("Environment", &ENV_VARIABLES);
+        let secrets = f.key_values("Secrets", &SECRETS);
+        for (name, _) in secrets.iter().filter(|(name, _)| environment.iter().any(|(env, _)| env == name)) {
+            f.error("Secrets", format!("{name} is set both in Environment and in Secrets; keep one."));
+        }
+        let task_role_arn = f.string("TaskRoleArn", |v| check_role("TaskRoleArn", v));
+        let execution_role_arn = f.string("ExecutionRoleArn", |v| check_role("ExecutionRoleArn", v));
+        let operating_system_family = f.choice("OperatingSystemFamily", OPERATING_SYSTEM_FAMILIES);
+        let cpu_architecture = f.choice("CpuArchitecture", CPU_ARCHITECTURES);
+        if cpu_architecture == Some("ARM64") && operating_system_family.is_some_and(|os| os != "LINUX") {
+            f.error("CpuArchitecture", "ARM64 is only available with OperatingSystemFamily LINUX.");
+        }
+        let profile = ElasticProfile {
+            image: image.unwrap_or_default(),
+            cpu,
+            memory,
+            memory_reservation,
+            command,
+            environment,
+            secrets,
+            task_role_arn,
+            execution_role_arn,
+            operating_system_family: operating_system_family.unwrap_or("LINUX").to_string(),
+            cpu_architecture: cpu_architecture.unwrap_or("X86_64").to_string(),
+            ephemeral_storage_gib: f.optional_number("EphemeralStorageGiB", 21..=200),
+            privileged: f.boolean("Privileged", false),
+            mount_docker_socket: f.boolean("MountDockerSocket", false),
+            subnet_ids: f.id_list("SubnetIds", "subnet", "subnet id", 16),
+            security_group_ids: f.id_list("SecurityGroupIds", "sg", "security group id", 5),
+            tags: f.key_values("Tags", &TAGS),
+            enable_execute_command: f.boolean("EnableExecuteCommand", false),
+            task_definition_arn: f.string("TaskDefinitionArn", check_task_definition),
+            agent_container_name: f.string("AgentContainerName", check_container_name),
+            hash: profile_hash(props),
+        };
+        check_task_definition_use(&mut f, &profile);
+        f.finish(profile)
+    }
+
+    /// [`profile_hash`] of the properties this profile was parsed from.
+    pub fn hash(&self) -> String {
+        self.hash.clone()
+    }
+}
+
+/// Validates an elastic agent profile on its own: every problem, or nothing when it is valid.
+pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
+    ElasticProfile::parse(props).err().unwrap_or_default()
+}
+
+/// What depends on `TaskDefinitionArn`: the agent container name needs it; secrets, privileged
+/// mode and the Docker socket cannot be added to an existing task definition; secrets need an
+/// execution role otherwise.
+fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
+    let given = f.is_set("TaskDefinitionArn");
+    if !given && f.is_set("AgentContainerName") {
+        f.error("AgentContainerName", "AgentContainerName only applies when TaskDefinitionArn is set.");
+    }
+    if !given && f.is_set("Secrets") && !f.is_set("ExecutionRoleArn") {
+        f.error("Secrets", "Secrets need ExecutionRoleArn: ECS reads them with the execution role.");
+    }
+    if given {
+        let conflicts = [
+            ("Secrets", f.is_set("Secrets")),
+            ("Privileged", profile.privileged),
+            ("MountDockerSocket", profile.mount_docker_socket),
+        ];
+        for (key, _) in conflicts.into_iter().filter(|(_, set)| *set) {
+            let message = format!(
+                "{key} cannot be added to an existing task definition; set it in the task definition named by TaskDefinitionArn instead."
+            );
+            f.error(key, message);
+        }
+    }
+}
+
+fn check_role(key: &str, v: &str) -> Result<(), String> {
+    if syntax::is_role_arn(v) {
+        Ok(())
+    } else {
+        Err(format!("{key} {} is not an IAM role ARN: it must look like arn:aws:iam::123456789012:role/gocd-build.", quote(v)))
+    }
+}
+
+fn check_task_definition(v: &str) -> Result<(), String> {
+    if syntax::is_task_definition(v) {
+        Ok(())
+    } else {
+        Err(format!(
+            "TaskDefinitionArn {} is not a task definition: give its ARN (arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-agent:3), family:revision or family.",
+            quote(v)
+        ))
+    }
+}
+
+fn check_container_name(v: &str) -> Result<(), String> {
+    if syntax::is_ecs_name(v) {
+        Ok(())
+    } else {
+        Err(format!("AgentContainerName {} is not a container name: use 1 to 255 letters, digits, '-' and '_'.", quote(v)))
+    }
+}

@@ -1,0 +1,292 @@
+//! The one table of every profile key: name, flags, form group, label, help text and input kind.
+//!
+//! Metadata, the HTML views, the unknown-key check and the parsers' key lookups are all derived
+//! from [`CLUSTER_KEYS`] and [`ELASTIC_KEYS`], so they cannot drift apart. The key names are
+//! fixed by DESIGN.md §3: users, docs and tests depend on them.
+
+/// How a key is entered in the profile form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    /// A one-line text box.
+    Text,
+    /// A one-line password box (secure keys).
+    Password,
+    /// A multi-line text area: one item per line.
+    Lines,
+    /// A drop-down of fixed values; the first one is the default, an empty choice means "default".
+    Select(&'static [&'static str]),
+    /// A checkbox that stores `true` or `false`.
+    Checkbox,
+}
+
+/// Which of the two profiles a key belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileKind {
+    /// The cluster profile: one AWS account or role, region and ECS cluster.
+    Cluster,
+    /// The elastic agent profile: what one agent container looks like.
+    Elastic,
+}
+
+impl ProfileKind {
+    /// Every key of this profile, in the stable order of metadata.
+    pub fn keys(self) -> &'static [KeySpec] {
+        match self {
+            ProfileKind::Cluster => CLUSTER_KEYS,
+            ProfileKind::Elastic => ELASTIC_KEYS,
+        }
+    }
+
+    /// The form's fieldset legends, in display order.
+    pub fn groups(self) -> &'static [&'static str] {
+        match self {
+            ProfileKind::Cluster => CLUSTER_GROUPS,
+            ProfileKind::Elastic => ELASTIC_GROUPS,
+        }
+    }
+
+    /// The other profile (used to say "that is a cluster profile setting").
+    pub fn other(self) -> ProfileKind {
+        match self {
+            ProfileKind::Cluster => ProfileKind::Elastic,
+            ProfileKind::Elastic => ProfileKind::Cluster,
+        }
+    }
+
+    /// The profile's name in messages.
+    pub fn noun(self) -> &'static str {
+        match self {
+            ProfileKind::Cluster => "cluster profile",
+            ProfileKind::Elastic => "elastic agent profile",
+        }
+    }
+
+    /// The table entry for `key`, if the key belongs to this profile (exact, case-sensitive).
+    pub fn spec(self, key: &str) -> Option<&'static KeySpec> {
+        self.keys().iter().find(|spec| spec.key == key)
+    }
+}
+
+/// Everything the plugin knows about one key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySpec {
+    /// The property key, exactly as GoCD stores it.
+    pub key: &'static str,
+    /// Marked required in metadata (and with an asterisk in the form).
+    pub required: bool,
+    /// Stored encrypted by GoCD; never echoed in messages.
+    pub secure: bool,
+    /// The fieldset legend this key is shown under.
+    pub group: &'static str,
+    /// The form label.
+    pub label: &'static str,
+    /// Help text shown under the input: what it is, the default, an example. Plain text.
+    pub help: &'static str,
+    /// How the value is entered.
+    pub input: Input,
+}
+
+const fn spec(
+    key: &'static str,
+    group: &'static str,
+    label: &'static str,
+    input: Input,
+    help: &'static str,
+) -> KeySpec {
+    KeySpec { key, required: false, secure: false, group, label, help, input }
+}
+
+const fn required(spec: KeySpec) -> KeySpec {
+    KeySpec { required: true, ..spec }
+}
+
+const fn secure(spec: KeySpec) -> KeySpec {
+    KeySpec { secure: true, input: Input::Password, ..spec }
+}
+
+/// `LaunchType` values; the first is the default.
+pub const LAUNCH_TYPES: &[&str] = &["FARGATE", "FARGATE_SPOT", "EC2"];
+
+/// `OperatingSystemFamily` values (ECS runtime platform); the first is the default.
+pub const OPERATING_SYSTEM_FAMILIES: &[&str] = &[
+    "LINUX",
+    "WINDOWS_SERVER_2019_FULL",
+    "WINDOWS_SERVER_2019_CORE",
+    "WINDOWS_SERVER_2016_FULL",
+    "WINDOWS_SERVER_2004_CORE",
+    "WINDOWS_SERVER_2022_CORE",
+    "WINDOWS_SERVER_2022_FULL",
+    "WINDOWS_SERVER_2025_CORE",
+    "WINDOWS_SERVER_2025_FULL",
+    "WINDOWS_SERVER_20H2_CORE",
+];
+
+/// `CpuArchitecture` values (ECS runtime platform); the first is the default.
+pub const CPU_ARCHITECTURES: &[&str] = &["X86_64", "ARM64"];
+
+const ACCOUNT: &str = "AWS account and role";
+const CLUSTER: &str = "Cluster and agents";
+const NETWORK: &str = "Networking";
+const LIMITS: &str = "Limits and guardrails";
+const EC2: &str = "EC2 capacity";
+
+/// Cluster profile fieldsets, in display order.
+pub const CLUSTER_GROUPS: &[&str] = &[ACCOUNT, CLUSTER, NETWORK, LIMITS, EC2];
+
+/// Every cluster profile key.
+#[rustfmt::skip]
+pub const CLUSTER_KEYS: &[KeySpec] = &[
+    required(spec("ClusterName", CLUSTER, "ECS cluster name or ARN", Input::Text,
+        "The ECS cluster the agent tasks run in, by name or ARN. Example: gocd-agents or arn:aws:ecs:us-east-1:123456789012:cluster/gocd-agents.")),
+    spec("Region", ACCOUNT, "AWS region", Input::Text,
+        "The AWS region of the cluster. Default: the region of a cluster ARN, else the AWS SDK's default (AWS_REGION, the AWS config file, instance metadata). Example: eu-west-1."),
+    spec("GoServerUrl", CLUSTER, "GoCD server URL", Input::Text,
+        "The URL agents use to reach this GoCD server, ending in /go. Default: the server's secure site URL, else its site URL. Example: https://gocd.example.com/go."),
+    secure(spec("AccessKeyId", ACCOUNT, "AWS access key id", Input::Text,
+        "Static credentials, together with the secret access key. Default: the AWS SDK's default credential chain (environment, profile, SSO, web identity, ECS or EC2 role). Leave empty where possible.")),
+    secure(spec("SecretAccessKey", ACCOUNT, "AWS secret access key", Input::Text,
+        "The secret for the access key id above; give both or neither. Stored encrypted.")),
+    spec("RoleArn", ACCOUNT, "IAM role to assume", Input::Text,
+        "Every AWS call of this cluster profile runs as this role, for example in another account. Default: none. Example: arn:aws:iam::123456789012:role/gocd-ecs-agents."),
+    spec("ExternalId", ACCOUNT, "External id", Input::Text,
+        "The external id passed when assuming the role; needs a role ARN. Default: gocd:server-id:(this GoCD server's id)."),
+    spec("RoleSessionName", ACCOUNT, "Role session name", Input::Text,
+        "The session name when assuming the role, 2 to 64 characters; needs a role ARN. Default: gocd-ecs-(cluster name)."),
+    spec("LaunchType", CLUSTER, "Launch type", Input::Select(LAUNCH_TYPES),
+        "FARGATE, FARGATE_SPOT (falls back to FARGATE when spot capacity is short) or EC2 (instances this plugin launches and retires). Default: FARGATE."),
+    spec("SubnetIds", NETWORK, "Subnet ids", Input::Text,
+        "Comma-separated subnets for the agent tasks, at most 16. Default: the default VPC's default subnets. Example: subnet-0a1b2c3d, subnet-4e5f6a7b."),
+    spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
+        "Comma-separated security groups for the agent tasks, at most 5. Default: the default VPC's default group. Example: sg-0123abcd."),
+    spec("AssignPublicIp", NETWORK, "Assign public IP", Input::Checkbox,
+        "Give each task a public IP, needed in public subnets without a NAT gateway. Default: off."),
+    spec("MaxAgents", LIMITS, "Maximum agents", Input::Text,
+        "Running plus pending agents of this cluster profile, 1 to 1000; never exceeded. Default: 10."),
+    spec("AgentRegisterTimeoutMinutes", LIMITS, "Agent register timeout (minutes)", Input::Text,
+        "A task whose agent has not registered with GoCD by then is stopped, 1 to 120. Default: 10."),
+    spec("EnvironmentVariables", CLUSTER, "Environment variables", Input::Lines,
+        "KEY=VALUE, one per line, set in every agent container; the elastic profile wins on a clash. Default: none. Example: HTTP_PROXY=http://proxy.internal:3128."),
+    spec("Tags", CLUSTER, "Tags", Input::Lines,
+        "KEY=VALUE, one per line, put on every task and instance; keys starting with aws: or gocd: are reserved. At most 40. Example: team=platform."),
+    spec("LogGroup", CLUSTER, "CloudWatch log group", Input::Text,
+        "Agent logs go to this CloudWatch log group (awslogs driver), one stream per agent. Default: no log configuration. Example: /gocd/agents."),
+    spec("AllowedImages", LIMITS, "Allowed images", Input::Lines,
+        "Glob patterns, one per line: an elastic profile whose image matches none is refused. Default: any image. Example: 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/*."),
+    spec("AllowedTaskRoleArns", LIMITS, "Allowed task role ARNs", Input::Lines,
+        "Glob patterns, one per line: an elastic profile whose task role matches none is refused. Default: any role. Example: arn:aws:iam::123456789012:role/gocd-task-*."),
+    spec("Ec2InstanceType", EC2, "Instance type", Input::Text,
+        "Required when the launch type is EC2. Example: c5.xlarge."),
+    spec("Ec2InstanceProfile", EC2, "Instance profile", Input::Text,
+        "Required when the launch type is EC2: the IAM instance profile (name or ARN) of the container instances. Example: ecsInstanceRole."),
+    spec("Ec2AmiId", EC2, "AMI id", Input::Text,
+        "Required when the launch type is EC2: an ECS-optimised AMI in the cluster's region. Example: ami-0abcdef1234567890."),
+    spec("Ec2MinInstances", EC2, "Minimum instances", Input::Text,
+        "Instances kept running even when idle, 0 to 100. Default: 0."),
+    spec("Ec2MaxInstances", EC2, "Maximum instances", Input::Text,
+        "At most this many instances, 1 to 100, not less than the minimum. Default: 5."),
+    spec("Ec2IdleMinutes", EC2, "Idle minutes", Input::Text,
+        "An instance with no task for this long is terminated (down to the minimum), 1 to 1440. Default: 10."),
+    spec("Ec2RegisterTimeoutMinutes", EC2, "Instance register timeout (minutes)", Input::Text,
+        "An instance not registered with the cluster by then is terminated, 1 to 60. Default: 5."),
+    spec("Ec2Spot", EC2, "Spot instances", Input::Checkbox,
+        "Launch spot instances, on-demand when spot capacity is short. Default: off."),
+    spec("Ec2KeyPair", EC2, "Key pair", Input::Text,
+        "An EC2 key pair name for SSH access to the instances. Default: none."),
+    spec("Ec2RootVolumeGiB", EC2, "Root volume (GiB)", Input::Text,
+        "Size of each instance's root volume, 8 to 16384 GiB. Default: 30."),
+    spec("Ec2UserData", EC2, "Extra user data", Input::Lines,
+        "Shell lines appended to the generated user data script, at most 16 KiB. Default: none."),
+];
+
+const CONTAINER: &str = "Container";
+const RESOURCES: &str = "Resources";
+const ROLES: &str = "Roles and secrets";
+const ADVANCED: &str = "Advanced";
+
+/// Elastic agent profile fieldsets, in display order.
+pub const ELASTIC_GROUPS: &[&str] = &[CONTAINER, RESOURCES, ROLES, NETWORK, ADVANCED];
+
+/// Every elastic agent profile key.
+#[rustfmt::skip]
+pub const ELASTIC_KEYS: &[KeySpec] = &[
+    required(spec("Image", CONTAINER, "Docker image", Input::Text,
+        "The GoCD agent image to run. Example: gocd/gocd-agent-ubuntu-22.04:v24.1.0 or 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd-agent:latest.")),
+    spec("Cpu", RESOURCES, "CPU units", Input::Text,
+        "CPU units for the task (1024 = 1 vCPU), 2 to 16384; on Fargate a valid Fargate size. Default: 1024."),
+    spec("Memory", RESOURCES, "Memory (MiB)", Input::Text,
+        "Memory for the task in MiB, 6 to 122880; on Fargate it must pair with the CPU units. Default: 2048."),
+    spec("MemoryReservation", RESOURCES, "Memory reservation (MiB)", Input::Text,
+        "Soft memory limit in MiB, at most the memory; EC2 only. Default: none."),
+    spec("Command", CONTAINER, "Command", Input::Lines,
+        "The container command, one argument per line. Default: the image's own command."),
+    spec("Environment", CONTAINER, "Environment variables", Input::Lines,
+        "KEY=VALUE, one per line; these win over the cluster profile's. Example: JAVA_OPTS=-Xmx1g."),
+    spec("Secrets", ROLES, "Secrets", Input::Lines,
+        "NAME=ARN, one per line: environment variables filled from Secrets Manager or SSM Parameter Store; needs an execution role. Example: NPM_TOKEN=arn:aws:ssm:us-east-1:123456789012:parameter/ci/npm-token."),
+    spec("TaskRoleArn", ROLES, "Task role ARN", Input::Text,
+        "The IAM role the build's AWS calls run as. Default: none. Example: arn:aws:iam::123456789012:role/gocd-build."),
+    spec("ExecutionRoleArn", ROLES, "Execution role ARN", Input::Text,
+        "The IAM role ECS uses to pull the image, write logs and read secrets. Default: none. Example: arn:aws:iam::123456789012:role/ecsTaskExecutionRole."),
+    spec("OperatingSystemFamily", RESOURCES, "Operating system family", Input::Select(OPERATING_SYSTEM_FAMILIES),
+        "The task's operating system. Default: LINUX."),
+    spec("CpuArchitecture", RESOURCES, "CPU architecture", Input::Select(CPU_ARCHITECTURES),
+        "X86_64 or ARM64 (Linux only). Default: X86_64."),
+    spec("EphemeralStorageGiB", RESOURCES, "Ephemeral storage (GiB)", Input::Text,
+        "Task storage on Fargate, 21 to 200 GiB. Default: Fargate's 20 GiB."),
+    spec("Privileged", ADVANCED, "Privileged", Input::Checkbox,
+        "Run the container privileged; EC2 only. Default: off."),
+    spec("MountDockerSocket", ADVANCED, "Mount Docker socket", Input::Checkbox,
+        "Mount the instance's /var/run/docker.sock into the container; EC2 only. Default: off."),
+    spec("SubnetIds", NETWORK, "Subnet ids", Input::Text,
+        "Comma-separated subnets, at most 16. Default: the cluster profile's. Example: subnet-0a1b2c3d."),
+    spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
+        "Comma-separated security groups, at most 5. Default: the cluster profile's. Example: sg-0123abcd."),
+    spec("Tags", ADVANCED, "Tags", Input::Lines,
+        "KEY=VALUE, one per line, put on the task; keys starting with aws: or gocd: are reserved. Example: cost-center=ci."),
+    spec("EnableExecuteCommand", ADVANCED, "Enable ECS Exec", Input::Checkbox,
+        "Allow ECS Exec into the agent container (the task role needs the SSM permissions). Default: off."),
+    spec("TaskDefinitionArn", ADVANCED, "Task definition", Input::Text,
+        "Use this task definition as it is instead of one generated from this profile: an ARN, family:revision or family. Default: none."),
+    spec("AgentContainerName", ADVANCED, "Agent container name", Input::Text,
+        "Which container of the task definition is the GoCD agent; needs a task definition. Default: its first container."),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_grouped_in_known_fieldsets() {
+        for kind in [ProfileKind::Cluster, ProfileKind::Elastic] {
+            let keys = kind.keys();
+            for (i, spec) in keys.iter().enumerate() {
+                assert!(keys[..i].iter().all(|s| s.key != spec.key), "{} twice", spec.key);
+                assert!(kind.groups().contains(&spec.group), "{} in unknown group", spec.key);
+                assert!(!spec.help.is_empty() && !spec.label.is_empty());
+            }
+            for group in kind.groups() {
+                assert!(keys.iter().any(|s| s.group == *group), "empty fieldset {group}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_the_documented_keys_are_required_or_secure() {
+        let required: Vec<_> =
+            CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.required).map(|s| s.key).collect();
+        assert_eq!(required, ["ClusterName", "Image"]);
+        let secure: Vec<_> =
+            CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
+        assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
+        assert_eq!(CLUSTER_KEYS.len(), 30);
+        assert_eq!(ELASTIC_KEYS.len(), 20);
+    }
+
+    #[test]
+    fn lookup_is_exact() {
+        assert!(ProfileKind::Cluster.spec("ClusterName").is_some());
+        assert!(ProfileKind::Cluster.spec("clustername").is_none());
+        assert!(ProfileKind::Elastic.spec("ClusterName").is_none());
+        assert_eq!(ProfileKind::Cluster.other(), ProfileKind::Elastic);
+    }
+}

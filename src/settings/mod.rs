@@ -1,0 +1,99 @@
+//! Profiles: the string maps GoCD sends, parsed once into typed, validated structs.
+//!
+//! - [`keys`]: the one table of every key; metadata, views and the unknown-key check derive from it.
+//! - [`ClusterProfile`] and [`ElasticProfile`]: typed profiles; `parse` reports every problem at once.
+//! - [`check_compatible`]: rules that need both profiles (enforced at create-agent).
+//! - [`cluster_profile_view`] / [`elastic_profile_view`]: the GoCD forms.
+//! - [`migrate_config`]: legacy plugin settings to a cluster profile.
+//!
+//! Validation is pure: it never calls AWS. Empty, blank and `null` values all mean "not set".
+
+mod cluster_profile;
+mod compat;
+mod ec2_capacity;
+mod elastic_profile;
+mod fields;
+pub mod keys;
+mod migrate;
+mod syntax;
+mod views;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use sha2::{Digest, Sha256};
+
+pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
+pub use compat::check_compatible;
+pub use ec2_capacity::Ec2Capacity;
+pub use elastic_profile::{validate_elastic_profile, ElasticProfile};
+pub use migrate::{
+    migrate_config, ClusterProfileInfo, ElasticProfileInfo, MigrateConfig, MIGRATED_CLUSTER_PROFILE_ID, PLUGIN_ID,
+};
+pub use views::{cluster_profile_view, elastic_profile_view};
+
+use keys::ProfileKind;
+
+/// GoCD's flat property map; validate calls may carry JSON `null` values.
+pub type Properties = BTreeMap<String, Option<String>>;
+
+/// One validation problem, keyed by the property it is about. Serializes as `{"key":..,"message":..}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FieldError {
+    /// The property key.
+    pub key: String,
+    /// A plain sentence saying what is wrong and what would be right.
+    pub message: String,
+}
+
+/// One entry of a profile metadata answer: `{"key":..,"metadata":{"required":..,"secure":..}}`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MetadataEntry {
+    /// The property key.
+    pub key: String,
+    /// Its flags.
+    pub metadata: Metadata,
+}
+
+/// The flags of one key.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Metadata {
+    /// GoCD marks the field required.
+    pub required: bool,
+    /// GoCD stores the value encrypted.
+    pub secure: bool,
+}
+
+/// Every cluster profile key, in the table's stable order.
+pub fn cluster_profile_metadata() -> Vec<MetadataEntry> {
+    metadata(ProfileKind::Cluster)
+}
+
+/// Every elastic agent profile key, in the table's stable order.
+pub fn elastic_profile_metadata() -> Vec<MetadataEntry> {
+    metadata(ProfileKind::Elastic)
+}
+
+fn metadata(kind: ProfileKind) -> Vec<MetadataEntry> {
+    kind.keys()
+        .iter()
+        .map(|spec| MetadataEntry {
+            key: spec.key.to_string(),
+            metadata: Metadata { required: spec.required, secure: spec.secure },
+        })
+        .collect()
+}
+
+/// A short, stable hash of a profile: 12 lowercase hex characters of SHA-256 over the lines
+/// `key=value\n` of the set (non-blank, trimmed) properties in key order.
+pub fn profile_hash(props: &Properties) -> String {
+    let mut hasher = Sha256::new();
+    for key in props.keys() {
+        if let Some(value) = fields::set_value(props, key) {
+            hasher.update(format!("{key}={value}\n").as_bytes());
+        }
+    }
+    hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,54 @@
+//! The end-to-end test world (DESIGN.md §7): moto as AWS, a proxy in front of it, a GoCD host
+//! simulator driving the real plugin binary over stdio, and an agent simulator playing the
+//! containers. Shared by the `tests/e2e_*.rs` crates through `mod world;`.
+//!
+//! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
+//! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.
+//! - [`host`]: `GoCdHost`, the GoCD server simulator.
+//! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
+//! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
+//! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
+
+#![allow(dead_code)]
+
+pub mod agents;
+pub mod host;
+pub mod http;
+pub mod moto;
+pub mod proxy;
+pub mod secrets;
+
+#[allow(unused_imports)]
+pub use agents::{AgentSimulator, Fleet, SimPolicy};
+#[allow(unused_imports)]
+pub use host::{props, GoCdHost, HostConfig, JobHandle, JobSpec, JobState};
+#[allow(unused_imports)]
+pub use moto::Moto;
+#[allow(unused_imports)]
+pub use proxy::{Proxy, Verdict};
+#[allow(unused_imports)]
+pub use secrets::{SecretKind, SecretScanner};
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Polls an async condition every 200 ms until it holds.
+///
+/// # Panics
+/// After `timeout`, naming `what`.
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond().await {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

@@ -1,0 +1,492 @@
+//! An HTTP/1.1 proxy on loopback between the plugin and moto, with rules that can answer, delay or
+//! drop a call instead of forwarding it, and a log of every AWS call by service and operation.
+//!
+//! The plugin is pointed at the proxy (`AWS_ENDPOINT_URL=proxy.endpoint()`), so the log is the
+//! ground truth of what the plugin asked AWS, independent of its own counters. The operation of a
+//! call comes from `X-Amz-Target` (ECS and other JSON protocols) or the `Action` form field (EC2
+//! and STS query protocols); the service from the SigV4 credential scope.
+//!
+//! Rules are plain closures `Fn(&Call) -> Verdict`, evaluated in the order added; the first verdict
+//! other than [`Verdict::Forward`] wins ([`Verdict::Delay`] sleeps and keeps evaluating). Ready-made
+//! rules live in [`rules`]; a fault proxy (throttling, 5xx, dropped connections at set rates) is
+//! just more rules.
+//!
+//! Side records kept for the tests: credentials returned by STS AssumeRole (for the secret scan,
+//! and to tell which account a call acted in), and the ECS tasks started (RunTask answers) minus
+//! those stopped (StopTask calls) through the proxy, with the high-water mark of that number.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::io::BufReader;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+use super::http::{self, HttpRequest, HttpResponse};
+use super::moto::StaticCredentials;
+
+/// One AWS call as the proxy sees it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub request: HttpRequest,
+    /// `ecs`, `ec2`, `sts`, ... (SigV4 scope), or `?`.
+    pub service: String,
+    /// `RunTask`, `AssumeRole`, ... or `?`.
+    pub operation: String,
+    /// The access key id that signed the call.
+    pub access_key_id: Option<String>,
+    /// Form fields of a query-protocol call (EC2, STS); empty otherwise.
+    pub form: Vec<(String, String)>,
+}
+
+impl Call {
+    fn new(request: HttpRequest) -> Self {
+        let auth = request.header("authorization").unwrap_or("").to_string();
+        let scope: Vec<&str> = auth
+            .split("Credential=")
+            .nth(1)
+            .map(|c| c.split([',', ' ']).next().unwrap_or("").split('/').collect())
+            .unwrap_or_default();
+        let access_key_id = scope.first().filter(|s| !s.is_empty()).map(|s| s.to_string());
+        let is_form = request
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+        let form = if is_form { http::form_decode(&request.body) } else { Vec::new() };
+        let target_op = request.header("x-amz-target").and_then(|t| t.rsplit('.').next()).map(str::to_string);
+        let form_op = form.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.clone());
+        let operation = target_op.or(form_op).unwrap_or_else(|| "?".into());
+        let mut service = scope.get(3).map(|s| s.to_string()).unwrap_or_else(|| "?".into());
+        if service == "?" {
+            if let Some(t) = request.header("x-amz-target") {
+                if t.starts_with("AmazonEC2ContainerService") {
+                    service = "ecs".into();
+                }
+            }
+        }
+        Call { request, service, operation, access_key_id, form }
+    }
+
+    /// `service:Operation`, the key of the counters (`ecs:RunTask`, `sts:AssumeRole`).
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.service, self.operation)
+    }
+
+    /// Whether this is that operation of that service.
+    pub fn is(&self, service: &str, operation: &str) -> bool {
+        self.service == service && self.operation == operation
+    }
+
+    /// The JSON body of a JSON-protocol call.
+    pub fn json(&self) -> Option<Value> {
+        serde_json::from_slice(&self.request.body).ok()
+    }
+
+    /// A form field of a query-protocol call.
+    pub fn form_param(&self, name: &str) -> Option<&str> {
+        self.form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// What a rule decides for a call.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    /// Not this rule's business: keep evaluating, then forward to moto.
+    Forward,
+    /// Answer this instead of forwarding.
+    Respond(HttpResponse),
+    /// Close the client connection without an answer.
+    Drop,
+    /// Wait, then keep evaluating.
+    Delay(Duration),
+}
+
+impl Verdict {
+    /// An ECS (awsJson1_1) error such as `{"__type":"ThrottlingException","message":"Rate exceeded"}`.
+    pub fn ecs_error(status: u16, error_type: &str, message: &str) -> Verdict {
+        Verdict::Respond(HttpResponse::aws_json(status, &json!({"__type": error_type, "message": message})))
+    }
+
+    /// An STS (awsQuery) error, e.g. `AccessDenied` with 403 or `Throttling` with 400.
+    pub fn sts_error(status: u16, code: &str, message: &str) -> Verdict {
+        let body = format!(
+            "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type><Code>{code}</Code><Message>{}</Message></Error><RequestId>{}</RequestId></ErrorResponse>",
+            xml_escape(message),
+            uuid::Uuid::new_v4()
+        );
+        Verdict::Respond(HttpResponse::xml(status, &body))
+    }
+
+    /// An EC2 (ec2Query) error, e.g. `RequestLimitExceeded` with 503.
+    pub fn ec2_error(status: u16, code: &str, message: &str) -> Verdict {
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Response><Errors><Error><Code>{code}</Code><Message>{}</Message></Error></Errors><RequestID>{}</RequestID></Response>",
+            xml_escape(message),
+            uuid::Uuid::new_v4()
+        );
+        Verdict::Respond(HttpResponse::xml(status, &body))
+    }
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A rule: decides per call.
+pub type Rule = Arc<dyn Fn(&Call) -> Verdict + Send + Sync>;
+
+/// How a call ended at the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Forwarded to moto and its answer passed back.
+    Forwarded,
+    /// Answered by a rule.
+    Answered,
+    /// Connection dropped by a rule.
+    Dropped,
+    /// moto could not be reached or answered garbage (502 to the client).
+    UpstreamFailed,
+}
+
+/// One entry of the call log.
+#[derive(Debug, Clone)]
+pub struct CallRecord {
+    pub at: Instant,
+    pub service: String,
+    pub operation: String,
+    pub access_key_id: Option<String>,
+    /// The account the call acted in, when its key came from an AssumeRole seen by the proxy.
+    pub assumed_account: Option<String>,
+    pub status: u16,
+    pub outcome: Outcome,
+    /// The rule that answered or dropped it.
+    pub rule: Option<String>,
+    /// For `sts:AssumeRole`: the `RoleArn` and `ExternalId` asked for.
+    pub role_arn: Option<String>,
+    pub external_id: Option<String>,
+}
+
+impl CallRecord {
+    /// `service:Operation`.
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.service, self.operation)
+    }
+}
+
+/// Credentials an AssumeRole answer carried through the proxy.
+#[derive(Debug, Clone)]
+pub struct CapturedCredentials {
+    pub credentials: StaticCredentials,
+    /// The account of the assumed role.
+    pub account: String,
+    pub role_arn: String,
+}
+
+#[derive(Default)]
+struct EcsLive {
+    live: HashSet<String>,
+    high_water: usize,
+    started: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    rules: RwLock<Vec<(String, Rule)>>,
+    log: Mutex<Vec<CallRecord>>,
+    captured: Mutex<Vec<CapturedCredentials>>,
+    key_accounts: Mutex<HashMap<String, String>>,
+    ecs: Mutex<EcsLive>,
+}
+
+/// The proxy; stops accepting when dropped.
+pub struct Proxy {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy").field("addr", &self.addr).field("upstream", &self.upstream).finish()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
+}
+
+impl Proxy {
+    /// Starts a proxy on a free loopback port forwarding to `upstream` (moto).
+    pub async fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        let addr = listener.local_addr().expect("proxy addr");
+        let shared = Arc::new(Shared::default());
+        let s = shared.clone();
+        let accept = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let s = s.clone();
+                conns.spawn(serve_connection(stream, upstream, s));
+                while conns.try_join_next().is_some() {}
+            }
+        });
+        Proxy { addr, upstream, shared, accept }
+    }
+
+    /// `http://127.0.0.1:PORT`: what the plugin's `AWS_ENDPOINT_URL` should be.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The proxy's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Adds a rule (evaluated after those added before it).
+    pub fn add_rule(&self, name: &str, rule: impl Fn(&Call) -> Verdict + Send + Sync + 'static) {
+        self.shared.rules.write().unwrap().push((name.to_string(), Arc::new(rule)));
+    }
+
+    /// Removes every rule of that name.
+    pub fn remove_rule(&self, name: &str) {
+        self.shared.rules.write().unwrap().retain(|(n, _)| n != name);
+    }
+
+    /// A copy of the whole call log.
+    pub fn log(&self) -> Vec<CallRecord> {
+        self.shared.log.lock().unwrap().clone()
+    }
+
+    /// A mark in the log: counts since it come from [`Proxy::counts_since`].
+    pub fn mark(&self) -> usize {
+        self.shared.log.lock().unwrap().len()
+    }
+
+    /// Calls per `service:Operation` since a mark.
+    pub fn counts_since(&self, mark: usize) -> BTreeMap<String, u64> {
+        let log = self.shared.log.lock().unwrap();
+        let mut counts = BTreeMap::new();
+        for r in log.iter().skip(mark) {
+            *counts.entry(r.key()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Calls per `service:Operation` since the start.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.counts_since(0)
+    }
+
+    /// How many calls of `service:Operation` (e.g. `"ecs:RunTask"`) the proxy saw.
+    pub fn count(&self, key: &str) -> u64 {
+        self.shared.log.lock().unwrap().iter().filter(|r| r.key() == key).count() as u64
+    }
+
+    /// How many calls the proxy saw in all.
+    pub fn total(&self) -> u64 {
+        self.shared.log.lock().unwrap().len() as u64
+    }
+
+    /// Credentials returned by every AssumeRole that went through the proxy.
+    pub fn captured_credentials(&self) -> Vec<CapturedCredentials> {
+        self.shared.captured.lock().unwrap().clone()
+    }
+
+    /// Tasks started through the proxy and not stopped through it (RunTask answers minus StopTask calls).
+    pub fn ecs_live_now(&self) -> usize {
+        self.shared.ecs.lock().unwrap().live.len()
+    }
+
+    /// The highest [`Proxy::ecs_live_now`] ever reached.
+    pub fn ecs_live_high_water(&self) -> usize {
+        self.shared.ecs.lock().unwrap().high_water
+    }
+
+    /// How many tasks RunTask answers carried.
+    pub fn ecs_tasks_started(&self) -> u64 {
+        self.shared.ecs.lock().unwrap().started
+    }
+}
+
+async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let (rd, mut wr) = stream.into_split();
+    let mut rd = BufReader::new(rd);
+    loop {
+        let request = match http::read_request(&mut rd).await {
+            Ok(Some(r)) => r,
+            _ => return,
+        };
+        let close = request.wants_close();
+        let call = Call::new(request);
+        let mut verdict = Verdict::Forward;
+        let mut rule_name = None;
+        let rules: Vec<(String, Rule)> = shared.rules.read().unwrap().clone();
+        for (name, rule) in rules {
+            match rule(&call) {
+                Verdict::Forward => {}
+                Verdict::Delay(d) => tokio::time::sleep(d).await,
+                v => {
+                    verdict = v;
+                    rule_name = Some(name);
+                    break;
+                }
+            }
+        }
+        let (response, outcome) = match verdict {
+            Verdict::Drop => {
+                record(&shared, &call, 0, Outcome::Dropped, rule_name);
+                return;
+            }
+            Verdict::Respond(r) => (r, Outcome::Answered),
+            Verdict::Forward | Verdict::Delay(_) => match http::send(upstream, &call.request).await {
+                Ok(r) => (r, Outcome::Forwarded),
+                Err(e) => {
+                    let body = format!("proxy: upstream failed: {e}");
+                    (HttpResponse::new(502, "text/plain", body), Outcome::UpstreamFailed)
+                }
+            },
+        };
+        if outcome == Outcome::Forwarded {
+            observe(&shared, &call, &response);
+        }
+        record(&shared, &call, response.status, outcome, rule_name);
+        if http::write_response(&mut wr, &response, close).await.is_err() || close {
+            return;
+        }
+    }
+}
+
+fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Option<String>) {
+    let assumed_account = call
+        .access_key_id
+        .as_ref()
+        .and_then(|k| shared.key_accounts.lock().unwrap().get(k).cloned());
+    let is_assume = call.is("sts", "AssumeRole");
+    let entry = CallRecord {
+        at: Instant::now(),
+        service: call.service.clone(),
+        operation: call.operation.clone(),
+        access_key_id: call.access_key_id.clone(),
+        assumed_account,
+        status,
+        outcome,
+        rule,
+        role_arn: is_assume.then(|| call.form_param("RoleArn").map(str::to_string)).flatten(),
+        external_id: is_assume.then(|| call.form_param("ExternalId").map(str::to_string)).flatten(),
+    };
+    shared.log.lock().unwrap().push(entry);
+}
+
+fn xml_field<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+    let open = format!("<{tag}>");
+    let close = format!("</{tag}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&close)? + start;
+    Some(&xml[start..end])
+}
+
+fn task_id(arn_or_id: &str) -> String {
+    arn_or_id.rsplit('/').next().unwrap_or(arn_or_id).to_string()
+}
+
+/// Side records from forwarded answers: AssumeRole credentials, ECS tasks started and stopped.
+fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
+    if response.status != 200 {
+        return;
+    }
+    if call.is("sts", "AssumeRole") {
+        let text = response.text();
+        let (Some(ak), Some(sk), Some(token)) = (
+            xml_field(&text, "AccessKeyId"),
+            xml_field(&text, "SecretAccessKey"),
+            xml_field(&text, "SessionToken"),
+        ) else {
+            return;
+        };
+        let role_arn = call.form_param("RoleArn").unwrap_or("").to_string();
+        let account = xml_field(&text, "Arn")
+            .and_then(|a| a.split(':').nth(4))
+            .map(str::to_string)
+            .unwrap_or_else(|| role_arn.split(':').nth(4).unwrap_or("").to_string());
+        shared.key_accounts.lock().unwrap().insert(ak.to_string(), account.clone());
+        shared.captured.lock().unwrap().push(CapturedCredentials {
+            credentials: StaticCredentials {
+                access_key_id: ak.to_string(),
+                secret_access_key: sk.to_string(),
+                session_token: Some(token.to_string()),
+            },
+            account,
+            role_arn,
+        });
+    } else if call.is("ecs", "RunTask") {
+        let Ok(v) = serde_json::from_slice::<Value>(&response.body) else { return };
+        let mut ecs = shared.ecs.lock().unwrap();
+        for t in v["tasks"].as_array().into_iter().flatten() {
+            if let Some(arn) = t["taskArn"].as_str() {
+                ecs.started += 1;
+                ecs.live.insert(task_id(arn));
+            }
+        }
+        ecs.high_water = ecs.high_water.max(ecs.live.len());
+    } else if call.is("ecs", "StopTask") {
+        if let Some(task) = call.json().and_then(|v| v["task"].as_str().map(task_id)) {
+            shared.ecs.lock().unwrap().live.remove(&task);
+        }
+    }
+}
+
+/// Ready-made rules.
+pub mod rules {
+    use super::{Call, HttpResponse, Verdict};
+    use serde_json::json;
+
+    /// The reason AWS gives when Fargate Spot has no capacity.
+    pub const SPOT_CAPACITY_REASON: &str =
+        "Capacity is unavailable at this time. Please try again later or in a different availability zone";
+
+    /// Whether a RunTask asks for FARGATE_SPOT in its capacity provider strategy.
+    pub fn asks_fargate_spot(call: &Call) -> bool {
+        call.is("ecs", "RunTask")
+            && call.json().is_some_and(|v| {
+                v["capacityProviderStrategy"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().any(|i| i["capacityProvider"] == "FARGATE_SPOT"))
+            })
+    }
+
+    /// Answers every RunTask that asks for FARGATE_SPOT with AWS's capacity failure (HTTP 200,
+    /// no task), without forwarding it.
+    pub fn fargate_spot_capacity_refused() -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        |call: &Call| {
+            if asks_fargate_spot(call) {
+                let body = json!({"tasks": [], "failures": [{"reason": SPOT_CAPACITY_REASON}]});
+                Verdict::Respond(HttpResponse::aws_json(200, &body))
+            } else {
+                Verdict::Forward
+            }
+        }
+    }
+
+    /// Refuses AssumeRole into `role_arn` with STS's `AccessDenied` (HTTP 403).
+    pub fn deny_assume_role(role_arn: &str) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        let role_arn = role_arn.to_string();
+        move |call: &Call| {
+            if call.is("sts", "AssumeRole") && call.form_param("RoleArn") == Some(role_arn.as_str()) {
+                let message = format!(
+                    "User: arn:aws:iam::123456789012:user/gocd is not authorized to perform: sts:AssumeRole on resource: {role_arn}"
+                );
+                Verdict::sts_error(403, "AccessDenied", &message)
+            } else {
+                Verdict::Forward
+            }
+        }
+    }
+}
