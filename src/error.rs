@@ -3,12 +3,12 @@
 
 use crate::protocol::{MessageId, Response};
 
-/// `Result` with this crate's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// `Result` with this crate's [`PluginError`].
+pub type Result<T, E = PluginError> = std::result::Result<T, E>;
 
 /// Anything a request handler can fail with.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum PluginError {
     /// The body is not of the shape its request needs. Host sees 400.
     #[error("{0}")]
     BadRequest(String),
@@ -29,25 +29,25 @@ pub enum Error {
     Internal(String),
 }
 
-impl Error {
+impl PluginError {
     /// The GoCD response code for this error.
     pub fn code(&self) -> u16 {
         match self {
-            Error::BadRequest(_) => 400,
-            Error::UnknownRequest(_) => 404,
-            Error::Host(_) | Error::Aws(_) | Error::Config(_) | Error::Internal(_) => 500,
+            PluginError::BadRequest(_) => 400,
+            PluginError::UnknownRequest(_) => 404,
+            PluginError::Host(_) | PluginError::Aws(_) | PluginError::Config(_) | PluginError::Internal(_) => 500,
         }
     }
 
     /// A short label for counting failures by kind.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::BadRequest(_) => "bad_request",
-            Error::UnknownRequest(_) => "unknown_request",
-            Error::Host(_) => "host_call",
-            Error::Aws(_) => "aws",
-            Error::Config(_) => "config",
-            Error::Internal(_) => "internal",
+            PluginError::BadRequest(_) => "bad_request",
+            PluginError::UnknownRequest(_) => "unknown_request",
+            PluginError::Host(_) => "host_call",
+            PluginError::Aws(_) => "aws",
+            PluginError::Config(_) => "config",
+            PluginError::Internal(_) => "internal",
         }
     }
 
@@ -106,14 +106,14 @@ mod tests {
 
     #[test]
     fn codes_and_messages() {
-        let e = Error::UnknownRequest("cd.go.elastic-agent.fly".into());
+        let e = PluginError::UnknownRequest("cd.go.elastic-agent.fly".into());
         let r = e.to_response(Some(MessageId::Int(1)));
         assert_eq!(r.code, 404);
         assert_eq!(
             r.message(),
             Some("unknown request \"cd.go.elastic-agent.fly\": this plugin answers the elastic-agent 5.0 requests only")
         );
-        let e = Error::from(HostCallError::Timeout { call: "go.processor.server-info.get", seconds: 30 });
+        let e = PluginError::from(HostCallError::Timeout { call: "go.processor.server-info.get", seconds: 30 });
         assert_eq!(e.code(), 500);
         assert_eq!(e.metric_label(), "host_call");
         assert_eq!(e.to_string(), "the GoCD server did not answer go.processor.server-info.get within 30 s");

@@ -10,7 +10,7 @@ use tokio::sync::OnceCell;
 use crate::aws::Accounts;
 use crate::cluster::identity::{cluster_key, cluster_key_of_agent};
 use crate::cluster::Cluster;
-use crate::error::{Error, Result};
+use crate::error::{PluginError, Result};
 use crate::protocol::host_calls::ServerInfo;
 use crate::server::host::HostClient;
 use crate::settings::{ClusterProfile, FieldError, Properties};
@@ -49,9 +49,9 @@ impl Plugin {
             .get_or_try_init(|| async {
                 let info = self.host.server_info().await?;
                 if info.server_id.is_empty() {
-                    return Err(Error::Internal("the GoCD server sent an empty server_id".into()));
+                    return Err(PluginError::Internal("the GoCD server sent an empty server_id".into()));
                 }
-                Ok::<_, Error>(info)
+                Ok::<_, PluginError>(info)
             })
             .await?;
         Ok(info.clone())
@@ -61,7 +61,7 @@ impl Plugin {
     /// (with its AWS clients) and updated with the newest properties on each use.
     ///
     /// # Errors
-    /// [`Error::Config`] for a profile that does not validate or has no region; host errors.
+    /// [`PluginError::Config`] for a profile that does not validate or has no region; host errors.
     pub async fn cluster(&self, props: &Properties) -> Result<Arc<Cluster>> {
         let profile = parse_cluster_profile(props)?;
         let server = self.server_info().await?;
@@ -127,9 +127,9 @@ impl Plugin {
 /// Parses a cluster profile, turning validation problems into one operator sentence.
 ///
 /// # Errors
-/// [`Error::Config`] listing every problem.
+/// [`PluginError::Config`] listing every problem.
 pub fn parse_cluster_profile(props: &Properties) -> Result<ClusterProfile> {
-    ClusterProfile::parse(props).map_err(|errors| Error::Config(format!("the cluster profile is not valid: {}", describe(&errors))))
+    ClusterProfile::parse(props).map_err(|errors| PluginError::Config(format!("the cluster profile is not valid: {}", describe(&errors))))
 }
 
 /// `Key: message; Key: message`.

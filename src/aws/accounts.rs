@@ -17,7 +17,7 @@ use aws_sdk_ecs::config::Region;
 use tokio::sync::OnceCell;
 
 use super::calls::CallStats;
-use crate::error::{Error, Result};
+use crate::error::{PluginError, Result};
 use crate::settings::ClusterProfile;
 
 /// The clients of one account and region.
@@ -118,7 +118,7 @@ impl Accounts {
     /// The region a profile calls: its `Region`, else the SDK's default region chain.
     ///
     /// # Errors
-    /// [`Error::Config`] when neither names a region.
+    /// [`PluginError::Config`] when neither names a region.
     pub async fn region_of(&self, profile: &ClusterProfile) -> Result<String> {
         if let Some(region) = &profile.region {
             return Ok(region.clone());
@@ -130,7 +130,7 @@ impl Accounts {
             })
             .await;
         default.clone().ok_or_else(|| {
-            Error::Config(format!(
+            PluginError::Config(format!(
                 "cluster profile for cluster {} sets no Region and the AWS default region chain names none: set Region",
                 profile.cluster_name
             ))
@@ -140,7 +140,7 @@ impl Accounts {
     /// The clients for `profile`, built on first use and shared after.
     ///
     /// # Errors
-    /// [`Error::Config`] when no region can be found.
+    /// [`PluginError::Config`] when no region can be found.
     pub async fn clients_for(&self, profile: &ClusterProfile, server_id: &str) -> Result<Arc<AwsClients>> {
         let region = self.region_of(profile).await?;
         let key = AccountKey {

@@ -78,8 +78,8 @@ impl AwsError {
     }
 }
 
-impl From<AwsError> for crate::error::Error {
+impl From<AwsError> for crate::error::PluginError {
     fn from(e: AwsError) -> Self {
-        crate::error::Error::Aws(e.to_string())
+        crate::error::PluginError::Aws(e.to_string())
     }
 }

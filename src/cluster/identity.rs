@@ -68,17 +68,28 @@ pub fn cluster_key_of_agent(agent_id: &str) -> Option<&str> {
     (key.bytes().all(|b| b.is_ascii_hexdigit()) && rest[12..].starts_with('-')).then_some(key)
 }
 
-/// The tags of one task.
-pub fn task_tags(
-    server_id: &str,
-    cluster_key: &str,
-    agent_id: &str,
-    job: &JobIdentifier,
-    environment: Option<&str>,
-    elastic_profile: &str,
-    attempt: u32,
-    user_tags: &[(String, String)],
-) -> Vec<(String, String)> {
+/// What one task is, for its tags.
+#[derive(Debug, Clone, Copy)]
+pub struct TaskLabels<'a> {
+    /// GoCD's server id.
+    pub server_id: &'a str,
+    /// The cluster profile key.
+    pub cluster_key: &'a str,
+    /// The agent id.
+    pub agent_id: &'a str,
+    /// The job.
+    pub job: &'a JobIdentifier,
+    /// The pipeline's environment.
+    pub environment: Option<&'a str>,
+    /// The elastic profile hash.
+    pub elastic_profile: &'a str,
+    /// Launch attempt for the job.
+    pub attempt: u32,
+}
+
+/// The tags of one task: the profiles' tags first, then ours (which win).
+pub fn task_tags(labels: &TaskLabels<'_>, user_tags: &[(String, String)]) -> Vec<(String, String)> {
+    let TaskLabels { server_id, cluster_key, agent_id, job, environment, elastic_profile, attempt } = *labels;
     let mut tags: Vec<(String, String)> = user_tags.to_vec();
     let ours = [
         (TAG_SERVER_ID, server_id.to_string()),
@@ -165,7 +176,17 @@ mod tests {
 
     #[test]
     fn tags_round_trip_the_job() {
-        let tags = task_tags("sid", "key", "agent", &job(), Some("prod"), "hash", 1, &[("team".into(), "a".into())]);
+        let job = job();
+        let labels = TaskLabels {
+            server_id: "sid",
+            cluster_key: "key",
+            agent_id: "agent",
+            job: &job,
+            environment: Some("prod"),
+            elastic_profile: "hash",
+            attempt: 1,
+        };
+        let tags = task_tags(&labels, &[("team".into(), "a".into())]);
         let map: HashMap<String, String> = tags.into_iter().collect();
         assert!(is_ours(&map, "sid", "key"));
         assert!(!is_ours(&map, "other", "key"));
@@ -173,6 +194,6 @@ mod tests {
         assert_eq!(map["team"], "a");
         assert_eq!(map[TAG_ENVIRONMENT], "prod");
         let back = job_from_tags(&map).unwrap();
-        assert_eq!((back.job_id, back.locator()), (4242, job().locator()));
+        assert_eq!((back.job_id, back.locator()), (4242, job.locator()));
     }
 }

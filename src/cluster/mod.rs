@@ -25,6 +25,9 @@ use crate::aws::{AwsClients, AwsError};
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
+/// (subnets, security groups) as configured; the resolved [`Network`] is cached under it.
+type NetworkKey = (Vec<String>, Vec<String>);
+
 /// What one refresh saw.
 #[derive(Debug, Default)]
 pub struct Refresh {
@@ -50,7 +53,7 @@ pub struct Cluster {
     profile: RwLock<Arc<ClusterProfile>>,
     registry: Mutex<Registry>,
     task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
-    networks: Mutex<HashMap<(Vec<String>, Vec<String>), Arc<OnceCell<Network>>>>,
+    networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
     /// Held while server-ping reconciles this profile: never twice at once.

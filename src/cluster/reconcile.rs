@@ -202,7 +202,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
 
 #[cfg(test)]
 mod tests {
-    use super::super::identity::{task_tags, TAG_AGENT_ID};
+    use super::super::identity::{task_tags, TaskLabels};
     use super::super::registry::Reservation;
     use super::*;
     use crate::protocol::types::ConfigState;
@@ -230,7 +230,20 @@ mod tests {
             desired_status: if status == "STOPPED" { "STOPPED".into() } else { "RUNNING".into() },
             capacity: "FARGATE".into(),
             task_definition: "td".into(),
-            tags: task_tags("sid", "key", agent, &job(job_id), None, "h", 1, &[]).into_iter().collect(),
+            tags: task_tags(
+                &TaskLabels {
+                    server_id: "sid",
+                    cluster_key: "key",
+                    agent_id: agent,
+                    job: &job(job_id),
+                    environment: None,
+                    elastic_profile: "h",
+                    attempt: 1,
+                },
+                &[],
+            )
+            .into_iter()
+            .collect(),
             stop_code: None,
             stopped_reason: (status == "STOPPED").then(|| "Task stopped by user".into()),
             containers: vec![],
@@ -316,6 +329,5 @@ mod tests {
         observe(&mut reg, &[], &[], &["t1".to_string()], &HashMap::new(), T0);
         let steps = plan(&reg, &HashMap::new(), TIMEOUT, T0);
         assert!(matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows")));
-        let _ = TAG_AGENT_ID;
     }
 }

@@ -14,11 +14,11 @@ use std::time::SystemTime;
 
 use tracing::Instrument;
 
-use crate::cluster::identity::{client_token, new_agent_id, task_tags};
+use crate::cluster::identity::{client_token, new_agent_id, task_tags, TaskLabels};
 use crate::cluster::launch::{run_task, AgentEnv, LaunchSpec};
 use crate::cluster::registry::Reservation;
 use crate::cluster::Cluster;
-use crate::error::{Error, Result};
+use crate::error::{PluginError, Result};
 use crate::plugin::{describe, Plugin};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::requests::CreateAgentParams;
@@ -37,7 +37,7 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
     let server = plugin.server_info().await?;
     let profile = cluster.profile();
     let server_url = profile.go_server_url.clone().or_else(|| server.agent_url().map(str::to_string)).ok_or_else(|| {
-        Error::Config("GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl".into())
+        PluginError::Config("GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl".into())
     })?;
 
     let reservation = cluster.registry().reserve(
@@ -97,7 +97,7 @@ async fn refuse(plugin: &Plugin, cluster: &Cluster, job: &JobIdentifier, problem
     let message = format!("no agent started for job {}: the elastic profile does not fit this cluster profile: {}", job.locator(), describe(problems));
     cluster.event(HealthKind::Warning, message.clone());
     let _ = plugin.host().console_log(job, format!("[ecs-elastic-agent] {message}")).await;
-    Err(Error::Config(message))
+    Err(PluginError::Config(message))
 }
 
 async fn launch(
@@ -121,7 +121,18 @@ async fn launch(
         task_definition: &task_definition,
         network: &network,
         started_by: &cluster.started_by,
-        tags: task_tags(server_id, &cluster.key, agent_id, job, params.environment.as_deref(), &elastic.hash, attempt, &user_tags),
+        tags: task_tags(
+            &TaskLabels {
+                server_id,
+                cluster_key: &cluster.key,
+                agent_id,
+                job,
+                environment: params.environment.as_deref(),
+                elastic_profile: &elastic.hash,
+                attempt,
+            },
+            &user_tags,
+        ),
         agent: AgentEnv {
             server_url,
             auto_register_key: &params.auto_register_key,

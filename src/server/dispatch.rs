@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{PluginError, Result};
 use crate::plugin::Plugin;
 use crate::protocol::requests::HostRequest;
 use crate::protocol::{check_request_version, Request, Response};
@@ -52,7 +52,7 @@ impl Dispatcher {
                 let fut = handler(plugin, params);
                 Box::pin(async move {
                     let result = fut.await?;
-                    serde_json::to_value(result).map_err(|e| Error::Internal(format!("could not encode the answer: {e}")))
+                    serde_json::to_value(result).map_err(|e| PluginError::Internal(format!("could not encode the answer: {e}")))
                 })
             }
             Err(e) => Box::pin(std::future::ready(Err(e))),
@@ -70,10 +70,10 @@ impl Dispatcher {
     pub async fn dispatch(&self, plugin: Arc<Plugin>, request: Request) -> Response {
         let Request { id, name, version, body } = request;
         if let Err(message) = check_request_version(&name, version.as_deref()) {
-            return Error::BadRequest(message).to_response(Some(id));
+            return PluginError::BadRequest(message).to_response(Some(id));
         }
         let Some(handler) = self.handlers.get(name.as_str()) else {
-            return Error::UnknownRequest(name.chars().take(200).collect()).to_response(Some(id));
+            return PluginError::UnknownRequest(name.chars().take(200).collect()).to_response(Some(id));
         };
         let future = handler(plugin, body);
         match tokio::spawn(future).await {
@@ -84,7 +84,7 @@ impl Dispatcher {
             }
             Err(join) => {
                 tracing::error!(request = %name, error = %join, "request handler panicked");
-                Error::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log")).to_response(Some(id))
+                PluginError::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log")).to_response(Some(id))
             }
         }
     }
@@ -95,6 +95,6 @@ fn parse_body<R: HostRequest>(body: Value) -> Result<R::Params> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let at = if path == "." { String::new() } else { format!(" at `{path}`") };
-        Error::BadRequest(format!("the body of {} is not what GoCD sends{at}: {inner}", R::NAME))
+        PluginError::BadRequest(format!("the body of {} is not what GoCD sends{at}: {inner}", R::NAME))
     })
 }

@@ -3,26 +3,10 @@
 //! GoCD validates an elastic profile without its cluster profile, so this module checks only what
 //! the profile says by itself; rules that need both live in [`super::compat`].
 
-use super::fields::{check_env_name, quote, Fields, LineRule, ENV_VARIABLES, TAGS};
+use super::fields::{quote, Fields};
 use super::keys::{ProfileKind, CPU_ARCHITECTURES, OPERATING_SYSTEM_FAMILIES};
+use super::line_rules::{ENV_VARIABLES, SECRETS, TAGS};
 use super::{profile_hash, syntax, FieldError, Properties};
-
-/// `Secrets`: `NAME=ARN`, the ARN a Secrets Manager secret or an SSM parameter.
-const SECRETS: LineRule = LineRule {
-    noun: "secret",
-    check_key: check_env_name,
-    check_value: |name, arn| {
-        if syntax::is_secret_source_arn(arn) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{name} must be set to a Secrets Manager secret ARN (arn:aws:secretsmanager:...:secret:...) or an SSM parameter ARN (arn:aws:ssm:...:parameter/...); {} is neither",
-                quote(arn)
-            ))
-        }
-    },
-    max: None,
-};
 
 /// A parsed, valid elastic agent profile.
 #[derive(Debug, Clone)]
@@ -79,27 +63,43 @@ impl ElasticProfile {
     pub fn parse(props: &Properties) -> Result<ElasticProfile, Vec<FieldError>> {
         let mut f = Fields::new(props, ProfileKind::Elastic);
         let image = f.required("Image", |v| {
-            syntax::check_image(v).map_err(|why| format!("Image {} is not a Docker image reference: {why}.", quote(v)))
+            syntax::check_image(v).map_err(|why| {
+                format!("Image {} is not a Docker image reference: {why}.", quote(v))
+            })
         });
         let cpu = f.number("Cpu", 2..=16384, 1024);
-        let memory = f.number("Memory", 6..=122880, 2048);
-        let memory_reservation = f.optional_number("MemoryReservation", 6..=122880);
-        if let Some(reservation) = memory_reservation.filter(|r| *r > memory && !f.has_error("Memory")) {
+        let memory = f.number("Memory", 6..=122_880, 2048);
+        let memory_reservation = f.optional_number("MemoryReservation", 6..=122_880);
+        if let Some(reservation) =
+            memory_reservation.filter(|r| *r > memory && !f.has_error("Memory"))
+        {
             let message = format!("MemoryReservation ({reservation} MiB) must not be more than Memory ({memory} MiB).");
             f.error("MemoryReservation", message);
         }
         let command = f.lines("Command");
         let environment = f.key_values("Environment", &ENV_VARIABLES);
         let secrets = f.key_values("Secrets", &SECRETS);
-        for (name, _) in secrets.iter().filter(|(name, _)| environment.iter().any(|(env, _)| env == name)) {
-            f.error("Secrets", format!("{name} is set both in Environment and in Secrets; keep one."));
+        for (name, _) in secrets
+            .iter()
+            .filter(|(name, _)| environment.iter().any(|(env, _)| env == name))
+        {
+            f.error(
+                "Secrets",
+                format!("{name} is set both in Environment and in Secrets; keep one."),
+            );
         }
         let task_role_arn = f.string("TaskRoleArn", |v| check_role("TaskRoleArn", v));
-        let execution_role_arn = f.string("ExecutionRoleArn", |v| check_role("ExecutionRoleArn", v));
+        let execution_role_arn =
+            f.string("ExecutionRoleArn", |v| check_role("ExecutionRoleArn", v));
         let operating_system_family = f.choice("OperatingSystemFamily", OPERATING_SYSTEM_FAMILIES);
         let cpu_architecture = f.choice("CpuArchitecture", CPU_ARCHITECTURES);
-        if cpu_architecture == Some("ARM64") && operating_system_family.is_some_and(|os| os != "LINUX") {
-            f.error("CpuArchitecture", "ARM64 is only available with OperatingSystemFamily LINUX.");
+        if cpu_architecture == Some("ARM64")
+            && operating_system_family.is_some_and(|os| os != "LINUX")
+        {
+            f.error(
+                "CpuArchitecture",
+                "ARM64 is only available with OperatingSystemFamily LINUX.",
+            );
         }
         let profile = ElasticProfile {
             image: image.unwrap_or_default(),
@@ -145,10 +145,16 @@ pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
 fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
     let given = f.is_set("TaskDefinitionArn");
     if !given && f.is_set("AgentContainerName") {
-        f.error("AgentContainerName", "AgentContainerName only applies when TaskDefinitionArn is set.");
+        f.error(
+            "AgentContainerName",
+            "AgentContainerName only applies when TaskDefinitionArn is set.",
+        );
     }
     if !given && f.is_set("Secrets") && !f.is_set("ExecutionRoleArn") {
-        f.error("Secrets", "Secrets need ExecutionRoleArn: ECS reads them with the execution role.");
+        f.error(
+            "Secrets",
+            "Secrets need ExecutionRoleArn: ECS reads them with the execution role.",
+        );
     }
     if given {
         let conflicts = [

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 use super::keys::ProfileKind;
+use super::unknown_keys::unknown_key_message;
 use super::{FieldError, Properties};
 
 /// The longest user value quoted in a message, in characters.
@@ -36,7 +37,11 @@ pub(crate) fn one_of(items: &[&str]) -> String {
 
 /// The trimmed value of `key`, or `None` when it is missing, `null`, empty or blank.
 pub(crate) fn set_value<'a>(props: &'a Properties, key: &str) -> Option<&'a str> {
-    props.get(key)?.as_deref().map(str::trim).filter(|v| !v.is_empty())
+    props
+        .get(key)?
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
 }
 
 /// How to read a `KEY=VALUE`-per-line field.
@@ -63,10 +68,17 @@ pub(crate) struct Fields<'a> {
 impl<'a> Fields<'a> {
     /// Starts reading; keys that are not in the profile's table are reported right away.
     pub(crate) fn new(props: &'a Properties, kind: ProfileKind) -> Self {
-        let mut fields = Fields { props, kind, errors: Vec::new() };
+        let mut fields = Fields {
+            props,
+            kind,
+            errors: Vec::new(),
+        };
         for key in props.keys() {
             if kind.spec(key).is_none() && set_value(props, key).is_some() {
-                fields.errors.push(FieldError { key: key.clone(), message: unknown_key_message(kind, key) });
+                fields.errors.push(FieldError {
+                    key: key.clone(),
+                    message: unknown_key_message(kind, key),
+                });
             }
         }
         fields
@@ -74,7 +86,10 @@ impl<'a> Fields<'a> {
 
     /// The trimmed value of `key`, `None` when not set. `key` must be in the profile's table.
     pub(crate) fn raw(&self, key: &str) -> Option<&'a str> {
-        debug_assert!(self.kind.spec(key).is_some(), "{key} is missing from the key table");
+        debug_assert!(
+            self.kind.spec(key).is_some(),
+            "{key} is missing from the key table"
+        );
         set_value(self.props, key)
     }
 
@@ -85,7 +100,10 @@ impl<'a> Fields<'a> {
 
     /// Records a problem with `key`.
     pub(crate) fn error(&mut self, key: &str, message: impl Into<String>) {
-        self.errors.push(FieldError { key: key.to_string(), message: message.into() });
+        self.errors.push(FieldError {
+            key: key.to_string(),
+            message: message.into(),
+        });
     }
 
     /// Whether a problem with `key` was recorded already.
@@ -103,7 +121,11 @@ impl<'a> Fields<'a> {
     }
 
     /// An optional string; `check` returns the whole message when the value is not acceptable.
-    pub(crate) fn string(&mut self, key: &str, check: impl FnOnce(&str) -> Result<(), String>) -> Option<String> {
+    pub(crate) fn string(
+        &mut self,
+        key: &str,
+        check: impl FnOnce(&str) -> Result<(), String>,
+    ) -> Option<String> {
         let value = self.raw(key)?;
         match check(value) {
             Ok(()) => Some(value.to_string()),
@@ -115,7 +137,11 @@ impl<'a> Fields<'a> {
     }
 
     /// A required string: `{key} is required.` when not set.
-    pub(crate) fn required(&mut self, key: &str, check: impl FnOnce(&str) -> Result<(), String>) -> Option<String> {
+    pub(crate) fn required(
+        &mut self,
+        key: &str,
+        check: impl FnOnce(&str) -> Result<(), String>,
+    ) -> Option<String> {
         if !self.is_set(key) {
             self.error(key, format!("{key} is required."));
             return None;
@@ -135,9 +161,14 @@ impl<'a> Fields<'a> {
         let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
         let message = match value.parse::<u32>() {
             Ok(n) if digits && range.contains(&n) => return Some(n),
-            Ok(n) if digits && n < low => format!("{key} must be at least {low}; {n} is too small."),
+            Ok(n) if digits && n < low => {
+                format!("{key} must be at least {low}; {n} is too small.")
+            }
             _ if digits => format!("{key} must be at most {high}; {value} is too large."),
-            _ => format!("{key} must be a whole number from {low} to {high}{}.", self.is_not(key, value)),
+            _ => format!(
+                "{key} must be a whole number from {low} to {high}{}.",
+                self.is_not(key, value)
+            ),
         };
         self.error(key, message);
         None
@@ -145,7 +176,9 @@ impl<'a> Fields<'a> {
 
     /// `true` or `false` in any case, `default` when not set or bad.
     pub(crate) fn boolean(&mut self, key: &str, default: bool) -> bool {
-        let Some(value) = self.raw(key) else { return default };
+        let Some(value) = self.raw(key) else {
+            return default;
+        };
         match value.to_ascii_lowercase().as_str() {
             "true" => true,
             "false" => false,
@@ -158,8 +191,14 @@ impl<'a> Fields<'a> {
     }
 
     /// One of `choices` (case-sensitive); the first choice when not set, `None` when bad.
-    pub(crate) fn choice(&mut self, key: &str, choices: &'static [&'static str]) -> Option<&'static str> {
-        let Some(value) = self.raw(key) else { return choices.first().copied() };
+    pub(crate) fn choice(
+        &mut self,
+        key: &str,
+        choices: &'static [&'static str],
+    ) -> Option<&'static str> {
+        let Some(value) = self.raw(key) else {
+            return choices.first().copied();
+        };
         if let Some(choice) = choices.iter().find(|c| **c == value) {
             return Some(choice);
         }
@@ -167,17 +206,32 @@ impl<'a> Fields<'a> {
             Some(c) => format!(" (in capitals: did you mean {c}?)"),
             None => String::new(),
         };
-        let message = format!("{key} must be one of {}{}{hint}.", one_of(choices), self.is_not(key, value));
+        let message = format!(
+            "{key} must be one of {}{}{hint}.",
+            one_of(choices),
+            self.is_not(key, value)
+        );
         self.error(key, message);
         None
     }
 
     /// Ids separated by commas (spaces allowed): each `<prefix>-` and 8 or 17 hex digits,
     /// no duplicates, at most `max`.
-    pub(crate) fn id_list(&mut self, key: &str, prefix: &str, noun: &str, max: usize) -> Vec<String> {
-        let Some(value) = self.raw(key) else { return Vec::new() };
+    pub(crate) fn id_list(
+        &mut self,
+        key: &str,
+        prefix: &str,
+        noun: &str,
+        max: usize,
+    ) -> Vec<String> {
+        let Some(value) = self.raw(key) else {
+            return Vec::new();
+        };
         let mut ids: Vec<String> = Vec::new();
-        for item in value.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
+        for item in value
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty())
+        {
             if !super::syntax::is_hex_id(item, prefix) {
                 let message = format!(
                     "{} is not a {noun}: it must be {prefix}- followed by 8 or 17 lowercase hex digits, like {prefix}-0a1b2c3d.",
@@ -191,20 +245,35 @@ impl<'a> Fields<'a> {
             }
         }
         if ids.len() > max {
-            self.error(key, format!("{key} lists {} {noun}s; at most {max} are allowed.", ids.len()));
+            self.error(
+                key,
+                format!(
+                    "{key} lists {} {noun}s; at most {max} are allowed.",
+                    ids.len()
+                ),
+            );
         }
         ids
     }
 
     /// Non-empty trimmed lines.
     pub(crate) fn lines(&self, key: &str) -> Vec<String> {
-        let Some(value) = self.raw(key) else { return Vec::new() };
-        value.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
+        let Some(value) = self.raw(key) else {
+            return Vec::new();
+        };
+        value
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
     }
 
     /// `KEY=VALUE` per line: blank lines skipped, keys and values trimmed, each key once.
     pub(crate) fn key_values(&mut self, key: &str, rule: &LineRule) -> Vec<(String, String)> {
-        let Some(value) = self.raw(key) else { return Vec::new() };
+        let Some(value) = self.raw(key) else {
+            return Vec::new();
+        };
         let mut pairs: Vec<(String, String)> = Vec::new();
         let mut first_line: BTreeMap<&str, usize> = BTreeMap::new();
         for (n, line) in value.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
@@ -212,7 +281,10 @@ impl<'a> Fields<'a> {
                 continue;
             }
             let Some((k, v)) = line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) else {
-                self.error(key, format!("Line {n} must look like KEY=VALUE but has no '='."));
+                self.error(
+                    key,
+                    format!("Line {n} must look like KEY=VALUE but has no '='."),
+                );
                 continue;
             };
             let problem = if let Err(reason) = (rule.check_key)(k) {
@@ -231,7 +303,11 @@ impl<'a> Fields<'a> {
             }
         }
         if let Some(max) = rule.max.filter(|max| pairs.len() > *max) {
-            let message = format!("{key} has {} {}s; at most {max} are allowed.", pairs.len(), rule.noun);
+            let message = format!(
+                "{key} has {} {}s; at most {max} are allowed.",
+                pairs.len(),
+                rule.noun
+            );
             self.error(key, message);
         }
         pairs
@@ -239,7 +315,9 @@ impl<'a> Fields<'a> {
 
     /// One glob pattern per line, each compiled.
     pub(crate) fn globs(&mut self, key: &str) -> Vec<glob::Pattern> {
-        let Some(value) = self.raw(key) else { return Vec::new() };
+        let Some(value) = self.raw(key) else {
+            return Vec::new();
+        };
         let mut patterns = Vec::new();
         for (n, line) in value.lines().enumerate().map(|(i, l)| (i + 1, l.trim())) {
             if line.is_empty() {
@@ -248,7 +326,11 @@ impl<'a> Fields<'a> {
             match glob::Pattern::new(line) {
                 Ok(pattern) => patterns.push(pattern),
                 Err(e) => {
-                    let message = format!("Line {n}: {} is not a valid glob pattern: {}.", quote(line), e.msg);
+                    let message = format!(
+                        "Line {n}: {} is not a valid glob pattern: {}.",
+                        quote(line),
+                        e.msg
+                    );
                     self.error(key, message);
                 }
             }
@@ -266,105 +348,25 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// Environment variables: `NAME=value`, any value.
-pub(crate) const ENV_VARIABLES: LineRule = LineRule {
-    noun: "variable",
-    check_key: check_env_name,
-    check_value: |_, _| Ok(()),
-    max: None,
-};
-
-/// User tags: key 1 to 128 characters, value at most 256, AWS's tag characters, no reserved prefix.
-pub(crate) const TAGS: LineRule = LineRule {
-    noun: "tag",
-    check_key: |key| {
-        let lower = key.to_lowercase();
-        if let Some(prefix) = ["aws:", "gocd:"].into_iter().find(|p| lower.starts_with(p)) {
-            Err(format!("tag keys starting with {prefix} are reserved; {} cannot be used", quote(key)))
-        } else if key.is_empty() || key.chars().count() > 128 {
-            Err("a tag key must have 1 to 128 characters".to_string())
-        } else if !super::syntax::is_tag_text(key) {
-            Err(format!("{} may use only letters, digits, spaces and _ . : / + - @", quote(key)))
-        } else {
-            Ok(())
-        }
-    },
-    check_value: |key, value| {
-        if value.chars().count() > 256 {
-            Err(format!("the value of tag {key} is longer than 256 characters"))
-        } else if !super::syntax::is_tag_text(value) {
-            Err(format!("the value of tag {key} may use only letters, digits, spaces and _ . : / = + - @"))
-        } else {
-            Ok(())
-        }
-    },
-    max: Some(40),
-};
-
-/// `Err` unless `name` is a valid environment variable name.
-pub(crate) fn check_env_name(name: &str) -> Result<(), String> {
-    if super::syntax::is_env_name(name) {
-        Ok(())
-    } else {
-        Err(format!("{} is not a valid variable name: use letters, digits and _, not starting with a digit", quote(name)))
-    }
-}
-
-/// `'Foo' is not a setting of this plugin.`, with a suggestion where one is close.
-fn unknown_key_message(kind: ProfileKind, key: &str) -> String {
-    let quoted = quote(key);
-    if let Some(close) = closest_key(kind, key) {
-        return format!("{quoted} is not a setting of this plugin. Did you mean {close}?");
-    }
-    if kind.other().spec(key).is_some() {
-        return format!(
-            "{quoted} is not a setting of this plugin's {}s; it belongs in the {}.",
-            kind.noun(),
-            kind.other().noun()
-        );
-    }
-    format!("{quoted} is not a setting of this plugin.")
-}
-
-/// The known key equal to `key` ignoring case, else the nearest within edit distance 2.
-fn closest_key(kind: ProfileKind, key: &str) -> Option<&'static str> {
-    let lower = key.to_lowercase();
-    let keys = kind.keys().iter().map(|s| s.key);
-    if let Some(exact) = keys.clone().find(|k| k.to_lowercase() == lower) {
-        return Some(exact);
-    }
-    keys.map(|k| (edit_distance(&k.to_lowercase(), &lower), k))
-        .filter(|(d, _)| *d <= 2)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn props(pairs: &[(&str, Option<&str>)]) -> Properties {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.map(String::from))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(String::from)))
+            .collect()
     }
 
     fn messages(fields: Fields<'_>) -> Vec<String> {
-        fields.finish(()).err().unwrap_or_default().into_iter().map(|e| e.message).collect()
+        fields
+            .finish(())
+            .err()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.message)
+            .collect()
     }
 
     #[test]
@@ -384,7 +386,11 @@ mod tests {
 
     #[test]
     fn blank_and_null_mean_not_set() {
-        let p = props(&[("MaxAgents", Some("  ")), ("Region", None), ("LogGroup", Some(" /x "))]);
+        let p = props(&[
+            ("MaxAgents", Some("  ")),
+            ("Region", None),
+            ("LogGroup", Some(" /x ")),
+        ]);
         let f = Fields::new(&p, ProfileKind::Cluster);
         assert_eq!(f.raw("MaxAgents"), None);
         assert_eq!(f.raw("Region"), None);
@@ -393,7 +399,11 @@ mod tests {
 
     #[test]
     fn numbers_say_the_range() {
-        let p = props(&[("MaxAgents", Some("0")), ("Ec2MaxInstances", Some("ten")), ("Ec2IdleMinutes", Some("99999999999"))]);
+        let p = props(&[
+            ("MaxAgents", Some("0")),
+            ("Ec2MaxInstances", Some("ten")),
+            ("Ec2IdleMinutes", Some("99999999999")),
+        ]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         assert_eq!(f.number("MaxAgents", 1..=1000, 10), 10);
         assert_eq!(f.number("Ec2MaxInstances", 1..=100, 5), 5);
@@ -411,7 +421,11 @@ mod tests {
 
     #[test]
     fn booleans_and_choices() {
-        let p = props(&[("AssignPublicIp", Some("TRUE")), ("Ec2Spot", Some("yes")), ("LaunchType", Some("fargate"))]);
+        let p = props(&[
+            ("AssignPublicIp", Some("TRUE")),
+            ("Ec2Spot", Some("yes")),
+            ("LaunchType", Some("fargate")),
+        ]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         assert!(f.boolean("AssignPublicIp", false));
         assert!(!f.boolean("Ec2Spot", false));
@@ -427,9 +441,15 @@ mod tests {
 
     #[test]
     fn id_lists_report_each_bad_item_duplicates_and_length() {
-        let p = props(&[("SubnetIds", Some("subnet-0a1b2c3d, subnet-0a1b2c3d,,subnet-xyz subnet-1a1b2c3d"))]);
+        let p = props(&[(
+            "SubnetIds",
+            Some("subnet-0a1b2c3d, subnet-0a1b2c3d,,subnet-xyz subnet-1a1b2c3d"),
+        )]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
-        assert_eq!(f.id_list("SubnetIds", "subnet", "subnet id", 1), ["subnet-0a1b2c3d", "subnet-1a1b2c3d"]);
+        assert_eq!(
+            f.id_list("SubnetIds", "subnet", "subnet id", 1),
+            ["subnet-0a1b2c3d", "subnet-1a1b2c3d"]
+        );
         let m = messages(f);
         assert_eq!(m.len(), 3, "{m:?}");
         assert!(m[0].contains("more than once"));
@@ -441,16 +461,30 @@ mod tests {
     fn key_value_lines_name_the_line() {
         let rule = LineRule {
             noun: "variable",
-            check_key: |k| if super::super::syntax::is_env_name(k) { Ok(()) } else { Err(format!("{} is not a name", quote(k))) },
+            check_key: |k| {
+                if super::super::syntax::is_env_name(k) {
+                    Ok(())
+                } else {
+                    Err(format!("{} is not a name", quote(k)))
+                }
+            },
             check_value: |_, _| Ok(()),
             max: Some(2),
         };
-        let p = props(&[("EnvironmentVariables", Some("A=1\n\n B = two words \nA=3\nnoequals\n1X=2\nC=\nD=4"))]);
+        let p = props(&[(
+            "EnvironmentVariables",
+            Some("A=1\n\n B = two words \nA=3\nnoequals\n1X=2\nC=\nD=4"),
+        )]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         let pairs = f.key_values("EnvironmentVariables", &rule);
         assert_eq!(
             pairs,
-            [("A".into(), "1".into()), ("B".into(), "two words".into()), ("C".into(), String::new()), ("D".into(), "4".into())]
+            [
+                ("A".into(), "1".into()),
+                ("B".into(), "two words".into()),
+                ("C".into(), String::new()),
+                ("D".into(), "4".into())
+            ]
         );
         assert_eq!(
             messages(f),
@@ -470,7 +504,10 @@ mod tests {
         assert_eq!(f.globs("AllowedImages").len(), 1);
         let m = messages(f);
         assert_eq!(m.len(), 1);
-        assert!(m[0].starts_with("Line 3: '[unclosed' is not a valid glob pattern"), "{m:?}");
+        assert!(
+            m[0].starts_with("Line 3: '[unclosed' is not a valid glob pattern"),
+            "{m:?}"
+        );
     }
 
     #[test]
@@ -492,12 +529,5 @@ mod tests {
                 "'clustername' is not a setting of this plugin. Did you mean ClusterName?",
             ]
         );
-    }
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "ab"), 2);
-        assert_eq!(edit_distance("region", "regoin"), 2);
     }
 }

@@ -130,7 +130,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let console_url = format!("https://{region}.console.aws.amazon.com/ecs/v2/clusters/{name_only}/tasks?region={region}");
     let registry = cluster.registry().clone();
     let mut agents: Vec<&AgentRecord> = registry.all().collect();
-    agents.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+    agents.sort_by_key(|a| std::cmp::Reverse(a.created_at));
     let rows: Vec<AgentRow> = agents.iter().map(|a| agent_row(a, &region, &name_only, profile.log_group.as_deref())).collect();
     let mut by_phase = BTreeMap::new();
     for a in &agents {

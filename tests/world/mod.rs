@@ -8,6 +8,10 @@
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
 //! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
+//!
+//! Environment: `MOTO_SERVER` (required: path of `moto_server`, see `scripts/moto.sh`);
+//! `WORLD_ECHO_PLUGIN_STDERR=1` echoes the plugin's stderr live; `WORLD_MOTO_LOG=1` writes each
+//! moto's log to `$TMPDIR/ecs-ea-moto-<port>.log`.
 
 #![allow(dead_code)]
 

@@ -34,7 +34,9 @@ pub const TEST_SECRET_ACCESS_KEY: &str = "wOrLdE2eSecret/ecsEA+9f3b7c1d2e4a6b8c0
 /// Where moto's server is: `$MOTO_SERVER`, or a panic that says how to get it. Never a skip.
 pub fn moto_server_path() -> PathBuf {
     let Some(path) = std::env::var_os("MOTO_SERVER").filter(|p| !p.is_empty()) else {
-        panic!("MOTO_SERVER is not set: run scripts/test, which installs moto (or: export MOTO_SERVER=$(scripts/moto.sh))");
+        panic!(
+            "MOTO_SERVER is not set: run scripts/test, which installs moto (or: export MOTO_SERVER=$(scripts/moto.sh))"
+        );
     };
     let path = PathBuf::from(path);
     assert!(
@@ -98,7 +100,9 @@ impl Moto {
             } else {
                 cmd.stdout(Stdio::null()).stderr(Stdio::null());
             }
-            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
+            let child = cmd
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
             let mut moto = Moto { child, addr };
             match moto.wait_ready(Duration::from_secs(20)).await {
                 Ok(()) => {
@@ -132,7 +136,9 @@ impl Moto {
     /// Keeps ECS tasks RUNNING until StopTask (moto otherwise advances them on every DescribeTasks).
     async fn manual_task_transitions(&self) {
         let body = r#"{"model_name":"ecs::task","transition":{"progression":"manual","times":1000000000}}"#;
-        let r = self.api("POST", "/moto-api/state-manager/set-transition", Some(body)).await;
+        let r = self
+            .api("POST", "/moto-api/state-manager/set-transition", Some(body))
+            .await;
         assert!(r.status < 300, "set-transition answered {}: {}", r.status, r.text());
     }
 
@@ -171,7 +177,8 @@ impl Moto {
 
     /// The base account (`123456789012`) with the test keys.
     pub async fn base_config(&self) -> SdkConfig {
-        self.sdk_config(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, REGION).await
+        self.sdk_config(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, REGION)
+            .await
     }
 
     /// AssumeRole (with the base keys) and an SDK config acting in the role's account.
@@ -193,7 +200,12 @@ impl Moto {
         };
         let config = sdk_config_for(&self.endpoint(), &credentials, REGION).await;
         let account = role_arn.split(':').nth(4).unwrap_or_default().to_string();
-        AssumedRole { config, credentials, account, role_arn: role_arn.to_string() }
+        AssumedRole {
+            config,
+            credentials,
+            account,
+            role_arn: role_arn.to_string(),
+        }
     }
 }
 
@@ -235,7 +247,10 @@ pub async fn create_cluster(cfg: &SdkConfig, name: &str) -> String {
         .send()
         .await
         .unwrap_or_else(|e| panic!("CreateCluster {name}: {}", aws_error_text(&e)));
-    out.cluster().and_then(|c| c.cluster_arn()).expect("cluster ARN").to_string()
+    out.cluster()
+        .and_then(|c| c.cluster_arn())
+        .expect("cluster ARN")
+        .to_string()
 }
 
 /// The default VPC of an account, its default-for-AZ subnets and its `default` security group.
@@ -256,7 +271,12 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeVpcs: {}", aws_error_text(&e)));
-    let vpc_id = vpcs.vpcs().first().and_then(|v| v.vpc_id()).expect("a default VPC").to_string();
+    let vpc_id = vpcs
+        .vpcs()
+        .first()
+        .and_then(|v| v.vpc_id())
+        .expect("a default VPC")
+        .to_string();
     let subnets = ec2
         .describe_subnets()
         .filters(filter("vpc-id", &vpc_id))
@@ -264,7 +284,12 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeSubnets: {}", aws_error_text(&e)));
-    let subnet_ids = subnets.subnets().iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
+    let subnet_ids = subnets
+        .subnets()
+        .iter()
+        .filter_map(|s| s.subnet_id())
+        .map(str::to_string)
+        .collect();
     let groups = ec2
         .describe_security_groups()
         .filters(filter("vpc-id", &vpc_id))
@@ -272,8 +297,17 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeSecurityGroups: {}", aws_error_text(&e)));
-    let security_group_id = groups.security_groups().first().and_then(|g| g.group_id()).expect("a default group").to_string();
-    DefaultNetwork { vpc_id, subnet_ids, security_group_id }
+    let security_group_id = groups
+        .security_groups()
+        .first()
+        .and_then(|g| g.group_id())
+        .expect("a default group")
+        .to_string();
+    DefaultNetwork {
+        vpc_id,
+        subnet_ids,
+        security_group_id,
+    }
 }
 
 /// Whether a task belongs to the named cluster (moto's ListTasks/DescribeTasks ignore the cluster).
@@ -329,7 +363,10 @@ pub async fn all_tasks(cfg: &SdkConfig, cluster: &str) -> Vec<Task> {
 
 /// The value of a task tag.
 pub fn task_tag<'a>(task: &'a Task, key: &str) -> Option<&'a str> {
-    task.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
+    task.tags()
+        .iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
 }
 
 /// The value of an environment variable in a task's container overrides.

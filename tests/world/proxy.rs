@@ -54,8 +54,15 @@ impl Call {
         let is_form = request
             .header("content-type")
             .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
-        let form = if is_form { http::form_decode(&request.body) } else { Vec::new() };
-        let target_op = request.header("x-amz-target").and_then(|t| t.rsplit('.').next()).map(str::to_string);
+        let form = if is_form {
+            http::form_decode(&request.body)
+        } else {
+            Vec::new()
+        };
+        let target_op = request
+            .header("x-amz-target")
+            .and_then(|t| t.rsplit('.').next())
+            .map(str::to_string);
         let form_op = form.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.clone());
         let operation = target_op.or(form_op).unwrap_or_else(|| "?".into());
         let mut service = scope.get(3).map(|s| s.to_string()).unwrap_or_else(|| "?".into());
@@ -66,7 +73,13 @@ impl Call {
                 }
             }
         }
-        Call { request, service, operation, access_key_id, form }
+        Call {
+            request,
+            service,
+            operation,
+            access_key_id,
+            form,
+        }
     }
 
     /// `service:Operation`, the key of the counters (`ecs:RunTask`, `sts:AssumeRole`).
@@ -106,7 +119,10 @@ pub enum Verdict {
 impl Verdict {
     /// An ECS (awsJson1_1) error such as `{"__type":"ThrottlingException","message":"Rate exceeded"}`.
     pub fn ecs_error(status: u16, error_type: &str, message: &str) -> Verdict {
-        Verdict::Respond(HttpResponse::aws_json(status, &json!({"__type": error_type, "message": message})))
+        Verdict::Respond(HttpResponse::aws_json(
+            status,
+            &json!({"__type": error_type, "message": message}),
+        ))
     }
 
     /// An STS (awsQuery) error, e.g. `AccessDenied` with 403 or `Throttling` with 400.
@@ -131,7 +147,10 @@ impl Verdict {
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A rule: decides per call.
@@ -210,7 +229,10 @@ pub struct Proxy {
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Proxy").field("addr", &self.addr).field("upstream", &self.upstream).finish()
+        f.debug_struct("Proxy")
+            .field("addr", &self.addr)
+            .field("upstream", &self.upstream)
+            .finish()
     }
 }
 
@@ -230,13 +252,20 @@ impl Proxy {
         let accept = tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
             loop {
-                let Ok((stream, _)) = listener.accept().await else { continue };
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
                 let s = s.clone();
                 conns.spawn(serve_connection(stream, upstream, s));
                 while conns.try_join_next().is_some() {}
             }
         });
-        Proxy { addr, upstream, shared, accept }
+        Proxy {
+            addr,
+            upstream,
+            shared,
+            accept,
+        }
     }
 
     /// `http://127.0.0.1:PORT`: what the plugin's `AWS_ENDPOINT_URL` should be.
@@ -251,7 +280,11 @@ impl Proxy {
 
     /// Adds a rule (evaluated after those added before it).
     pub fn add_rule(&self, name: &str, rule: impl Fn(&Call) -> Verdict + Send + Sync + 'static) {
-        self.shared.rules.write().unwrap().push((name.to_string(), Arc::new(rule)));
+        self.shared
+            .rules
+            .write()
+            .unwrap()
+            .push((name.to_string(), Arc::new(rule)));
     }
 
     /// Removes every rule of that name.
@@ -286,7 +319,13 @@ impl Proxy {
 
     /// How many calls of `service:Operation` (e.g. `"ecs:RunTask"`) the proxy saw.
     pub fn count(&self, key: &str) -> u64 {
-        self.shared.log.lock().unwrap().iter().filter(|r| r.key() == key).count() as u64
+        self.shared
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.key() == key)
+            .count() as u64
     }
 
     /// How many calls the proxy saw in all.
@@ -379,8 +418,12 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
         status,
         outcome,
         rule,
-        role_arn: is_assume.then(|| call.form_param("RoleArn").map(str::to_string)).flatten(),
-        external_id: is_assume.then(|| call.form_param("ExternalId").map(str::to_string)).flatten(),
+        role_arn: is_assume
+            .then(|| call.form_param("RoleArn").map(str::to_string))
+            .flatten(),
+        external_id: is_assume
+            .then(|| call.form_param("ExternalId").map(str::to_string))
+            .flatten(),
     };
     shared.log.lock().unwrap().push(entry);
 }
@@ -416,7 +459,11 @@ fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
             .and_then(|a| a.split(':').nth(4))
             .map(str::to_string)
             .unwrap_or_else(|| role_arn.split(':').nth(4).unwrap_or("").to_string());
-        shared.key_accounts.lock().unwrap().insert(ak.to_string(), account.clone());
+        shared
+            .key_accounts
+            .lock()
+            .unwrap()
+            .insert(ak.to_string(), account.clone());
         shared.captured.lock().unwrap().push(CapturedCredentials {
             credentials: StaticCredentials {
                 access_key_id: ak.to_string(),
@@ -427,7 +474,9 @@ fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
             role_arn,
         });
     } else if call.is("ecs", "RunTask") {
-        let Ok(v) = serde_json::from_slice::<Value>(&response.body) else { return };
+        let Ok(v) = serde_json::from_slice::<Value>(&response.body) else {
+            return;
+        };
         let mut ecs = shared.ecs.lock().unwrap();
         for t in v["tasks"].as_array().into_iter().flatten() {
             if let Some(arn) = t["taskArn"].as_str() {
