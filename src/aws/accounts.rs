@@ -7,8 +7,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::{future, ProvideCredentials, SharedCredentialsProvider};
 use aws_config::meta::region::ProvideRegion;
@@ -202,9 +204,17 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClie
         }
     };
     let calls = Arc::new(CallStats::default());
+    // Our own retry loop paces and counts every attempt (aws::calls); the SDK's is off.
+    let retry = RetryConfig::disabled();
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .operation_attempt_timeout(Duration::from_secs(20))
+        .build();
+    let ecs = aws_sdk_ecs::config::Builder::from(&config).retry_config(retry.clone()).timeout_config(timeouts.clone()).build();
+    let ec2 = aws_sdk_ec2::config::Builder::from(&config).retry_config(retry).timeout_config(timeouts).build();
     Arc::new(AwsClients {
-        ecs: aws_sdk_ecs::Client::new(&config),
-        ec2: aws_sdk_ec2::Client::new(&config),
+        ecs: aws_sdk_ecs::Client::from_conf(ecs),
+        ec2: aws_sdk_ec2::Client::from_conf(ec2),
         region: key.region,
         role_arn: key.role_arn,
         role,

@@ -1,67 +1,149 @@
-//! Counting AWS calls: every call the plugin makes goes through [`CallStats::call`], which
-//! counts it by operation (and its throttles and failures) and turns SDK errors into
-//! [`AwsError`]s. The counts feed the cluster status report.
+//! Every AWS call the plugin makes goes through [`CallStats::call`]: it waits for the
+//! account's budget ([`Budget`]), sends, retries throttling, 5xx and dropped connections with
+//! jittered exponential backoff (the SDK's own retries are off, so each attempt is counted and
+//! paced), pauses the whole category while AWS throttles, and counts calls, throttles and
+//! retries by operation for the status report. A retried RunTask carries the same client token.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;
 use serde::Serialize;
 
+use super::budget::{Budget, Category};
 use super::AwsError;
+
+/// Attempts per call before the error is returned (the caller or the next ping tries again).
+pub const MAX_ATTEMPTS: u32 = 6;
+/// First backoff; doubles per attempt, with full jitter.
+const BASE_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest single backoff.
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
 /// Counts for one operation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct OpCounts {
-    /// Calls made.
+    /// Attempts sent to AWS (retries included).
     pub calls: u64,
-    /// Calls AWS throttled (after the SDK's own retries).
+    /// Attempts AWS throttled.
     pub throttled: u64,
-    /// Calls that failed for any reason.
+    /// Attempts that were retries.
+    pub retries: u64,
+    /// Calls that failed for good (after retries).
     pub failed: u64,
 }
 
-/// Calls by operation.
+/// Calls by operation, and the account's budget.
 #[derive(Debug, Default)]
 pub struct CallStats {
     ops: Mutex<BTreeMap<&'static str, OpCounts>>,
+    budget: Budget,
 }
 
 impl CallStats {
-    /// Runs one AWS call, counting it.
+    /// Runs one AWS call (`send` builds and sends it; it is called again for each retry).
     ///
     /// # Errors
-    /// The call's error, described.
-    pub async fn call<T, E, R, F>(&self, operation: &'static str, call: F) -> Result<T, AwsError>
+    /// The last attempt's error, described, when it is not transient or attempts ran out.
+    pub async fn call<T, E, R, F, Fut>(&self, operation: &'static str, mut send: F) -> Result<T, AwsError>
     where
-        F: Future<Output = Result<T, SdkError<E, R>>>,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: Debug,
     {
-        let result = call.await.map_err(|e| AwsError::from_sdk(operation, &e));
-        let mut ops = self.ops.lock().unwrap_or_else(PoisonError::into_inner);
-        let counts = ops.entry(operation).or_default();
-        counts.calls += 1;
-        if let Err(e) = &result {
-            counts.failed += 1;
-            if e.throttled {
-                counts.throttled += 1;
+        let category = Category::of(operation);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.budget.acquire(category).await;
+            let result = send().await.map_err(|e| AwsError::from_sdk(operation, &e));
+            self.count(operation, &result, attempt > 1);
+            match result {
+                Ok(value) => return Ok(value),
+                Err(e) if e.transient && attempt < MAX_ATTEMPTS => {
+                    let backoff = backoff(attempt);
+                    if e.throttled {
+                        self.budget.throttled(category, backoff);
+                    }
+                    tracing::info!(operation, attempt, backoff_ms = backoff.as_millis() as u64, error = %e.detail, "AWS call will be retried");
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(e) => {
+                    self.lock().entry(operation).or_default().failed += 1;
+                    tracing::warn!(operation, attempt, code = e.code.as_deref().unwrap_or(""), error = %e.detail, "AWS call failed");
+                    return Err(e);
+                }
             }
-            tracing::warn!(operation, code = e.code.as_deref().unwrap_or(""), error = %e.detail, "AWS call failed");
         }
-        result
+    }
+
+    /// Whether calls of this operation's category are paused by throttling right now.
+    pub fn is_throttled(&self, operation: &str) -> bool {
+        self.budget.is_paused(Category::of(operation))
     }
 
     /// A copy of the counts.
     pub fn snapshot(&self) -> BTreeMap<&'static str, OpCounts> {
-        self.ops.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.lock().clone()
     }
 
-    /// Total calls of all operations.
+    /// Counts summed by category.
+    pub fn by_category(&self) -> BTreeMap<Category, OpCounts> {
+        let mut out: BTreeMap<Category, OpCounts> = BTreeMap::new();
+        for (op, c) in self.snapshot() {
+            let e = out.entry(Category::of(op)).or_default();
+            e.calls += c.calls;
+            e.throttled += c.throttled;
+            e.retries += c.retries;
+            e.failed += c.failed;
+        }
+        out
+    }
+
+    /// Total attempts of all operations.
     pub fn total(&self) -> u64 {
         self.snapshot().values().map(|c| c.calls).sum()
+    }
+
+    fn count<T>(&self, operation: &'static str, result: &Result<T, AwsError>, retry: bool) {
+        let mut ops = self.lock();
+        let counts = ops.entry(operation).or_default();
+        counts.calls += 1;
+        if retry {
+            counts.retries += 1;
+        }
+        if matches!(result, Err(e) if e.throttled) {
+            counts.throttled += 1;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<&'static str, OpCounts>> {
+        self.ops.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Full-jitter exponential backoff: uniform in [base·2^(n-1) / 2, base·2^(n-1)], capped.
+fn backoff(attempt: u32) -> Duration {
+    let ceiling = BASE_BACKOFF.saturating_mul(1 << attempt.min(10).saturating_sub(1)).min(MAX_BACKOFF);
+    let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as f64 / 1000.0;
+    ceiling.mul_f64(0.5 + jitter / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let first = backoff(1);
+        assert!(first >= Duration::from_millis(100) && first <= Duration::from_millis(200), "{first:?}");
+        let fifth = backoff(5);
+        assert!(fifth >= Duration::from_millis(1600) && fifth <= Duration::from_millis(3200), "{fifth:?}");
+        assert!(backoff(30) <= MAX_BACKOFF);
     }
 }

@@ -3,6 +3,7 @@
 //! SDK errors into sentences for operators.
 
 pub mod accounts;
+pub mod budget;
 pub mod calls;
 pub mod network;
 

@@ -35,7 +35,7 @@ fn filter(name: &str, value: &str) -> Filter {
 }
 
 async fn default_vpc(aws: &AwsClients) -> Result<String, AwsError> {
-    let out = aws.calls.call("DescribeVpcs", aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send()).await?;
+    let out = aws.calls.call("DescribeVpcs", || aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send()).await?;
     out.vpcs().iter().find_map(|v| v.vpc_id().map(str::to_string)).ok_or_else(|| {
         AwsError::in_answer(
             "DescribeVpcs",
@@ -45,7 +45,7 @@ async fn default_vpc(aws: &AwsClients) -> Result<String, AwsError> {
 }
 
 async fn vpc_of_subnet(aws: &AwsClients, subnet: &str) -> Result<String, AwsError> {
-    let out = aws.calls.call("DescribeSubnets", aws.ec2.describe_subnets().subnet_ids(subnet).send()).await?;
+    let out = aws.calls.call("DescribeSubnets", || aws.ec2.describe_subnets().subnet_ids(subnet).send()).await?;
     out.subnets()
         .iter()
         .find_map(|s| s.vpc_id().map(str::to_string))
@@ -54,7 +54,7 @@ async fn vpc_of_subnet(aws: &AwsClients, subnet: &str) -> Result<String, AwsErro
 
 async fn default_subnets(aws: &AwsClients, vpc_id: &str) -> Result<Vec<String>, AwsError> {
     let request = aws.ec2.describe_subnets().filters(filter("vpc-id", vpc_id)).filters(filter("default-for-az", "true"));
-    let out = aws.calls.call("DescribeSubnets", request.send()).await?;
+    let out = aws.calls.call("DescribeSubnets", || request.clone().send()).await?;
     let mut subnets: Vec<String> = out.subnets().iter().filter_map(|s| s.subnet_id().map(str::to_string)).collect();
     subnets.sort();
     if subnets.is_empty() {
@@ -69,7 +69,7 @@ async fn default_subnets(aws: &AwsClients, vpc_id: &str) -> Result<Vec<String>, 
 async fn default_group(aws: &AwsClients, vpc_id: &str) -> Result<String, AwsError> {
     let request =
         aws.ec2.describe_security_groups().filters(filter("vpc-id", vpc_id)).filters(filter("group-name", "default"));
-    let out = aws.calls.call("DescribeSecurityGroups", request.send()).await?;
+    let out = aws.calls.call("DescribeSecurityGroups", || request.clone().send()).await?;
     out.security_groups().iter().find_map(|g| g.group_id().map(str::to_string)).ok_or_else(|| {
         AwsError::in_answer(
             "DescribeSecurityGroups",
