@@ -7,6 +7,7 @@ pub mod identity;
 pub mod launch;
 pub mod reconcile;
 pub mod registry;
+pub mod sweep;
 pub mod task_definition;
 pub mod tasks;
 
@@ -56,6 +57,10 @@ pub struct Cluster {
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
+    /// Orphan tasks stopped by the sweep so far.
+    pub swept_orphans: std::sync::atomic::AtomicU64,
+    /// Task ARNs the last orphan sweep marked (see `sweep`).
+    pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     pub ping_lock: tokio::sync::Mutex<()>,
 }
@@ -74,6 +79,8 @@ impl Cluster {
             networks: Mutex::new(HashMap::new()),
             adopted: OnceCell::new(),
             events: Mutex::new(Events::default()),
+            orphan_marks: Mutex::new(std::collections::HashSet::new()),
+            swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
         }
     }

@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use super::job_completion::stop_task;
 use crate::cluster::identity::cluster_key_of_agent;
 use crate::cluster::reconcile::{self, Step};
+use crate::cluster::sweep;
 use crate::cluster::Cluster;
 use crate::error::Result;
 use crate::plugin::Plugin;
@@ -85,11 +86,20 @@ async fn ping_cluster(cluster: &Cluster, host: &HostClient, gocd: HashMap<String
     let refresh = cluster.refresh().await?;
     let now = SystemTime::now();
     let timeout = Duration::from_secs(u64::from(cluster.profile().agent_register_timeout_minutes) * 60);
-    let steps = {
+    let (steps, orphans) = {
         let mut registry = cluster.registry();
         reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &gocd, now);
-        reconcile::plan(&registry, &gocd, timeout, now)
+        let mut marks = cluster.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let swept = sweep::sweep(&registry, &refresh.running, &marks);
+        *marks = swept.marks;
+        (reconcile::plan(&registry, &gocd, timeout, now), swept.stop)
     };
+    for (task_arn, reason) in orphans {
+        if stop_task(cluster, &task_arn, &reason).await.is_ok() {
+            cluster.swept_orphans.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            cluster.event(HealthKind::Warning, format!("stopped task {task_arn}: {reason}"));
+        }
+    }
     apply(cluster, host, steps).await
 }
 

@@ -1,0 +1,124 @@
+//! The orphan sweep, two-phase: a task of ours that nothing explains (no agent record we can
+//! adopt it into, or a record we already consider stopped while ECS still runs it) is marked on
+//! one pass and stopped on the next if it is still unexplained — so a task that is merely
+//! between RunTask and its record (or between our StopTask and ECS acting on it) is never
+//! stopped by mistake. Pure: the marks are passed in and out.
+
+use std::collections::HashSet;
+
+use super::identity::job_from_tags;
+use super::registry::{Phase, Registry};
+use super::tasks::TaskView;
+
+/// What one sweep pass decided.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Sweep {
+    /// Task ARNs to stop now (unexplained on two passes in a row), with the reason.
+    pub stop: Vec<(String, String)>,
+    /// The marks to keep for the next pass.
+    pub marks: HashSet<String>,
+}
+
+/// Finds unexplained tasks among `running` (our running tasks, as refreshed).
+pub fn sweep(registry: &Registry, running: &[TaskView], previous_marks: &HashSet<String>) -> Sweep {
+    let mut out = Sweep::default();
+    for task in running.iter().filter(|t| !t.is_stopping()) {
+        let Some(reason) = unexplained(registry, task) else { continue };
+        if previous_marks.contains(&task.arn) {
+            out.stop.push((task.arn.clone(), reason));
+        } else {
+            out.marks.insert(task.arn.clone());
+        }
+    }
+    out
+}
+
+fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
+    match registry.by_task(&task.arn) {
+        Some(record) if record.phase == Phase::Stopped => {
+            Some(format!("orphan: agent {} is finished but its task still runs", record.agent_id))
+        }
+        Some(_) => None,
+        None if task.agent_id().is_none() || job_from_tags(&task.tags).is_none() => {
+            Some("orphan: a task of ours whose tags name no agent or job".to_string())
+        }
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::identity::{task_tags, TaskLabels, TAG_AGENT_ID};
+    use crate::protocol::types::JobIdentifier;
+    use std::time::SystemTime;
+
+    fn job() -> JobIdentifier {
+        JobIdentifier {
+            pipeline_name: "p".into(),
+            pipeline_label: "1".into(),
+            pipeline_counter: 1,
+            stage_name: "s".into(),
+            stage_counter: "1".into(),
+            job_name: "j".into(),
+            job_id: 7,
+        }
+    }
+
+    fn task(arn: &str, tags: Vec<(String, String)>) -> TaskView {
+        TaskView {
+            arn: arn.into(),
+            cluster_arn: "c".into(),
+            last_status: "RUNNING".into(),
+            desired_status: "RUNNING".into(),
+            capacity: "FARGATE".into(),
+            task_definition: "td".into(),
+            tags: tags.into_iter().collect(),
+            stop_code: None,
+            stopped_reason: None,
+            containers: vec![],
+            created_at: None,
+            pull_started_at: None,
+            pull_stopped_at: None,
+            started_at: None,
+            stopped_at: None,
+            availability_zone: None,
+            cpu: None,
+            memory: None,
+        }
+    }
+
+    fn labels(job: &JobIdentifier) -> Vec<(String, String)> {
+        let l = TaskLabels { server_id: "s", cluster_key: "k", agent_id: "a", job, environment: None, elastic_profile: "h", attempt: 1 };
+        task_tags(&l, &[])
+    }
+
+    #[test]
+    fn unexplained_tasks_are_marked_then_stopped() {
+        let registry = Registry::default();
+        let stray = task("t-stray", vec![("gocd:server-id".into(), "s".into())]);
+        let first = sweep(&registry, std::slice::from_ref(&stray), &HashSet::new());
+        assert!(first.stop.is_empty());
+        assert!(first.marks.contains("t-stray"));
+        let second = sweep(&registry, &[stray], &first.marks);
+        assert_eq!(second.stop.len(), 1);
+    }
+
+    #[test]
+    fn tasks_with_a_live_record_or_adoptable_tags_are_explained() {
+        let mut registry = Registry::default();
+        let j = job();
+        registry.reserve(&j, "a".into(), 5, |_| {}, SystemTime::UNIX_EPOCH);
+        let t = task("t1", labels(&j));
+        registry.launched("a", t.clone());
+        let marks: HashSet<String> = ["t1".to_string()].into();
+        assert_eq!(sweep(&registry, std::slice::from_ref(&t), &marks), Sweep::default());
+        let adoptable = task("t2", labels(&j));
+        assert_eq!(sweep(&Registry::default(), &[adoptable], &marks), Sweep::default());
+        registry.stopped("a", "job completed", SystemTime::UNIX_EPOCH);
+        let s = sweep(&registry, &[t], &marks);
+        assert_eq!(s.stop.len(), 1, "a finished agent's task still running is stopped on the second pass");
+        assert!(s.stop[0].1.contains("finished"));
+        let _ = TAG_AGENT_ID;
+    }
+}
