@@ -123,7 +123,7 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
                 .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?,
         ),
     };
-    let out = aws.calls.call("RunTask", request.send()).await?;
+    let out = aws.calls.call("RunTask", || request.clone().send()).await?;
     if let Some(task) = out.tasks().first() {
         return Ok(TaskView::from_sdk(task));
     }

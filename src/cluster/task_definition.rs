@@ -43,7 +43,7 @@ pub async fn find_or_register(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<TaskDefinitionRef, AwsError> {
-    let existing = aws.calls.call("DescribeTaskDefinition", aws.ecs.describe_task_definition().task_definition(family).send()).await;
+    let existing = aws.calls.call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(family).send()).await;
     match existing {
         Ok(out) => {
             if let Some(td) = out.task_definition().filter(|td| td.status().is_some_and(|s| s.as_str() == "ACTIVE")) {
@@ -66,7 +66,7 @@ pub async fn find_or_register(
 /// # Errors
 /// The failed DescribeTaskDefinition call, or a task definition without that container.
 pub async fn describe_given(aws: &AwsClients, arn: &str, container: Option<&str>) -> Result<TaskDefinitionRef, AwsError> {
-    let out = aws.calls.call("DescribeTaskDefinition", aws.ecs.describe_task_definition().task_definition(arn).send()).await?;
+    let out = aws.calls.call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(arn).send()).await?;
     let td = out
         .task_definition()
         .ok_or_else(|| AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} was not found")))?;
@@ -125,7 +125,7 @@ async fn register(
                 .build(),
         );
     }
-    let out = aws.calls.call("RegisterTaskDefinition", request.send()).await?;
+    let out = aws.calls.call("RegisterTaskDefinition", || request.clone().send()).await?;
     let arn = out
         .task_definition()
         .and_then(|td| td.task_definition_arn())

@@ -166,7 +166,7 @@ pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> 
             .desired_status(DesiredStatus::Running)
             .max_results(100)
             .set_next_token(next.take());
-        let page = aws.calls.call("ListTasks", request.send()).await?;
+        let page = aws.calls.call("ListTasks", || request.clone().send()).await?;
         arns.extend(page.task_arns().iter().cloned());
         match page.next_token() {
             Some(token) if !token.is_empty() => next = Some(token.to_string()),
@@ -190,7 +190,7 @@ pub async fn describe(
     let mut tasks = Vec::with_capacity(arns.len());
     for chunk in arns.chunks(DESCRIBE_CHUNK) {
         let request = aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
-        let out = aws.calls.call("DescribeTasks", request.send()).await?;
+        let out = aws.calls.call("DescribeTasks", || request.clone().send()).await?;
         tasks.extend(
             out.tasks()
                 .iter()

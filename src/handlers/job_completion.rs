@@ -50,7 +50,7 @@ pub async fn stop_task(cluster: &Cluster, task_arn: &str, reason: &str) -> Resul
     let cluster_name = cluster.profile().cluster_name.clone();
     let reason: String = reason.chars().take(255).collect();
     let request = cluster.aws.ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
-    match cluster.aws.calls.call("StopTask", request.send()).await {
+    match cluster.aws.calls.call("StopTask", || request.clone().send()).await {
         Ok(_) => Ok(()),
         Err(e) => {
             cluster.event(HealthKind::Warning, format!("could not stop task {task_arn}: {e}"));
