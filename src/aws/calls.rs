@@ -56,30 +56,49 @@ impl CallStats {
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: Debug,
     {
-        let category = Category::of(operation);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            self.budget.acquire(category).await;
-            let result = send().await.map_err(|e| AwsError::from_sdk(operation, &e));
-            self.count(operation, &result, attempt > 1);
-            match result {
+            match self.attempt(operation, attempt, send()).await {
                 Ok(value) => return Ok(value),
-                Err(e) if e.transient && attempt < MAX_ATTEMPTS => {
-                    let backoff = backoff(attempt);
-                    if e.throttled {
-                        self.budget.throttled(category, backoff);
-                    }
-                    tracing::info!(operation, attempt, backoff_ms = backoff.as_millis() as u64, error = %e.detail, "AWS call will be retried");
-                    tokio::time::sleep(backoff).await;
-                }
-                Err(e) => {
-                    self.lock().entry(operation).or_default().failed += 1;
-                    tracing::warn!(operation, attempt, code = e.code.as_deref().unwrap_or(""), error = %e.detail, "AWS call failed");
-                    return Err(e);
-                }
+                Err(e) if e.transient && attempt < MAX_ATTEMPTS => self.back_off(operation, attempt, &e).await,
+                Err(e) => return Err(self.give_up(operation, attempt, e)),
             }
         }
+    }
+
+    /// One attempt: waits for the budget, sends, counts. `attempt` is 1 for the first.
+    ///
+    /// # Errors
+    /// The attempt's error, described (not retried here).
+    pub async fn attempt<T, E, R, Fut>(&self, operation: &'static str, attempt: u32, send: Fut) -> Result<T, AwsError>
+    where
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        self.budget.acquire(Category::of(operation)).await;
+        let result = send.await.map_err(|e| AwsError::from_sdk(operation, &e));
+        self.count(operation, &result, attempt > 1);
+        result
+    }
+
+    /// Sleeps a jittered exponential backoff after a transient failure; a throttle also pauses
+    /// the whole category for that long.
+    pub async fn back_off(&self, operation: &'static str, attempt: u32, error: &AwsError) {
+        let backoff = backoff(attempt);
+        if error.throttled {
+            self.budget.throttled(Category::of(operation), backoff);
+        }
+        tracing::info!(operation, attempt, backoff_ms = backoff.as_millis() as u64, error = %error.detail, "AWS call will be retried");
+        tokio::time::sleep(backoff).await;
+    }
+
+    /// Records a call that failed for good and hands its error back.
+    pub fn give_up(&self, operation: &'static str, attempt: u32, error: AwsError) -> AwsError {
+        self.lock().entry(operation).or_default().failed += 1;
+        tracing::warn!(operation, attempt, code = error.code.as_deref().unwrap_or(""), error = %error.detail, "AWS call failed");
+        error
     }
 
     /// Whether calls of this operation's category are paused by throttling right now.

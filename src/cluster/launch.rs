@@ -123,7 +123,11 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
                 .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?,
         ),
     };
-    let out = aws.calls.call("RunTask", || request.clone().send()).await?;
+    let out = run_task_idempotently(aws, spec, &request).await?;
+    let out = match out {
+        RunOutcome::Answer(out) => out,
+        RunOutcome::AlreadyStarted(task) => return Ok(*task),
+    };
     if let Some(task) = out.tasks().first() {
         return Ok(TaskView::from_sdk(task));
     }
@@ -134,6 +138,57 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
         .collect();
     let detail = if reasons.is_empty() { "ECS started no task and gave no reason (no capacity)".to_string() } else { reasons.join("; ") };
     Err(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail })
+}
+
+enum RunOutcome {
+    Answer(aws_sdk_ecs::operation::run_task::RunTaskOutput),
+    AlreadyStarted(Box<TaskView>),
+}
+
+/// RunTask with retries that cannot start a second task: the client token makes AWS return
+/// the first task on a retry; and where an answer was lost (dropped connection, timeout, 5xx)
+/// we look for the agent's task before trying again, which also holds where a token is not
+/// honoured (moto).
+async fn run_task_idempotently(
+    aws: &AwsClients,
+    spec: &LaunchSpec<'_>,
+    request: &aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder,
+) -> Result<RunOutcome, AwsError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match aws.calls.attempt("RunTask", attempt, request.clone().send()).await {
+            Ok(out) => return Ok(RunOutcome::Answer(out)),
+            Err(e) if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS => {
+                if !e.throttled {
+                    if let Some(task) = find_started(aws, spec).await? {
+                        tracing::info!(task = %task.arn, "RunTask's answer was lost, but the task started: using it");
+                        return Ok(RunOutcome::AlreadyStarted(Box::new(task)));
+                    }
+                }
+                aws.calls.back_off("RunTask", attempt, &e).await;
+            }
+            Err(e) => return Err(aws.calls.give_up("RunTask", attempt, e)),
+        }
+    }
+}
+
+/// The running task of this launch's agent, if one exists.
+async fn find_started(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Option<TaskView>, AwsError> {
+    let cluster = spec.cluster.cluster_name.as_str();
+    let arns = super::tasks::list_running(aws, cluster, spec.started_by).await?;
+    let server_id = tag(spec, super::identity::TAG_SERVER_ID);
+    let key = tag(spec, super::identity::TAG_CLUSTER_PROFILE);
+    let suffix = match cluster.rsplit_once(":cluster/") {
+        Some((_, name)) => format!(":cluster/{name}"),
+        None => format!(":cluster/{cluster}"),
+    };
+    let tasks = super::tasks::describe(aws, cluster, &suffix, &arns, &server_id, &key).await?;
+    Ok(tasks.into_iter().find(|t| t.agent_id() == Some(spec.agent.agent_id)))
+}
+
+fn tag(spec: &LaunchSpec<'_>, key: &str) -> String {
+    spec.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
 }
 
 fn network(spec: &LaunchSpec<'_>) -> Result<NetworkConfiguration, AwsError> {

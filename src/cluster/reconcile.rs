@@ -47,7 +47,8 @@ pub enum Step {
 ///
 /// `running` are the tasks ECS lists as ours and running; `described` any task described for
 /// another reason (records whose task no longer runs); `missing` the task ARNs ECS no longer
-/// knows at all.
+/// knows at all. Returns how long each agent GoCD lists for the first time took from
+/// create-agent to now (the launch-to-register metric).
 pub fn observe(
     registry: &mut Registry,
     running: &[TaskView],
@@ -55,7 +56,8 @@ pub fn observe(
     missing: &[String],
     gocd: &HashMap<String, AgentMetadata>,
     now: SystemTime,
-) {
+) -> Vec<Duration> {
+    let mut registered = Vec::new();
     for task in running.iter().chain(described) {
         let known = registry.by_task(&task.arn).map(|a| a.agent_id.clone());
         let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
@@ -71,6 +73,9 @@ pub fn observe(
             }
         }
         if let Some(record) = registry.get_mut(&agent_id) {
+            if record.task_arn.as_deref().is_some_and(|own| own != task.arn) {
+                continue; // a duplicate task of this agent: the orphan sweep deals with it
+            }
             record.task_arn.get_or_insert_with(|| task.arn.clone());
             record.task = Some(task.clone());
             if record.phase == Phase::Launching {
@@ -92,6 +97,9 @@ pub fn observe(
     for record in registry.all_mut() {
         match gocd.get(&record.agent_id) {
             Some(agent) => {
+                if record.registered_at.is_none() {
+                    registered.push(now.duration_since(record.created_at).unwrap_or_default());
+                }
                 record.registered_at.get_or_insert(now);
                 let idle = agent.agent_state == AgentState::Idle && agent.build_state == BuildState::Idle;
                 if idle {
@@ -106,6 +114,7 @@ pub fn observe(
             None => record.idle_since = None,
         }
     }
+    registered
 }
 
 /// Decides what server-ping does for one cluster profile.
@@ -273,7 +282,8 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
+        let registered = observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
+        assert_eq!(registered, vec![TIMEOUT * 3], "launch to register, once");
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 3), vec![]);
     }
 

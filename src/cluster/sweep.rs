@@ -39,10 +39,15 @@ fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
             Some(format!("orphan: agent {} is finished but its task still runs", record.agent_id))
         }
         Some(_) => None,
-        None if task.agent_id().is_none() || job_from_tags(&task.tags).is_none() => {
-            Some("orphan: a task of ours whose tags name no agent or job".to_string())
-        }
-        None => None,
+        None => match task.agent_id().and_then(|id| registry.get(id)) {
+            Some(record) if record.task_arn.is_some() => {
+                Some(format!("orphan: a second task of agent {}, which runs in another task", record.agent_id))
+            }
+            _ if task.agent_id().is_none() || job_from_tags(&task.tags).is_none() => {
+                Some("orphan: a task of ours whose tags name no agent or job".to_string())
+            }
+            _ => None,
+        },
     }
 }
 
