@@ -142,10 +142,7 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
                         task_arn: arn.clone(),
-                        reason: format!(
-                            "the agent did not register with GoCD within {} minutes",
-                            register_timeout.as_secs() / 60
-                        ),
+                        reason: format!("the agent did not register with GoCD within {}", minutes(register_timeout)),
                         job: Some(record.job.clone()),
                     });
                 }
@@ -155,10 +152,7 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
                         task_arn: arn.clone(),
-                        reason: format!(
-                            "the agent has been idle for over {} minutes: its job is gone",
-                            register_timeout.as_secs() / 60
-                        ),
+                        reason: format!("the agent has been idle for over {}: its job is gone", minutes(register_timeout)),
                         job: None,
                     });
                     steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: "its job is gone".into() });
@@ -184,6 +178,13 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
         }
     }
     steps
+}
+
+fn minutes(d: Duration) -> String {
+    match d.as_secs() / 60 {
+        1 => "1 minute".to_string(),
+        n => format!("{n} minutes"),
+    }
 }
 
 fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<AgentRecord> {

@@ -27,9 +27,14 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// Counts against `MaxAgents` and dedupes create-agent.
+    /// Serves its job: dedupes create-agent.
     pub fn is_live(self) -> bool {
         matches!(self, Phase::Launching | Phase::Running)
+    }
+
+    /// Has (or may have) a task that is not stopped yet: counts against `MaxAgents`.
+    pub fn occupies_capacity(self) -> bool {
+        matches!(self, Phase::Launching | Phase::Running | Phase::Stopping)
     }
 }
 
@@ -144,7 +149,7 @@ impl Registry {
         if let Some(existing) = self.live_for_job(job.job_id) {
             return Reservation::Existing(existing.agent_id.clone());
         }
-        let live = self.live_count();
+        let live = self.agents.values().filter(|a| a.phase.occupies_capacity()).count();
         if live >= max_agents {
             return Reservation::Full { live };
         }
