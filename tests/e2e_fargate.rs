@@ -112,6 +112,23 @@ impl Scenario {
     async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(60)).await;
 
+        if std::env::var_os("WORLD_DUMP_CALLS").is_some() {
+            let t0 = self.started;
+            for r in self.proxy.log() {
+                eprintln!(
+                    "CALL {:>7}ms {} {} {:?} key={:?} account={:?} role={:?} rule={:?}",
+                    (r.at - t0).as_millis(),
+                    r.key(),
+                    r.status,
+                    r.outcome,
+                    r.access_key_id,
+                    r.assumed_account,
+                    r.role_arn,
+                    r.rule
+                );
+            }
+        }
+
         // AWS calls inside the timed pings of the run (approximate: other calls may overlap).
         let windows = host.with_state(|s| {
             s.pings

@@ -128,7 +128,7 @@ async fn moto_starts_answers_and_keeps_accounts_apart() {
     let listed = aws_sdk_ecs::Client::new(&base).list_clusters().send().await.unwrap();
     assert_eq!(
         listed.cluster_arns(),
-        [a.clone()],
+        std::slice::from_ref(&a),
         "the base account sees only its own cluster"
     );
 
@@ -272,7 +272,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
         .send()
         .await
         .expect_err("AssumeRole must be denied");
-    let text = format!("{}", aws_error_text(&denied));
+    let text = aws_error_text(&denied);
     assert!(
         text.contains("AccessDenied")
             || denied.as_service_error().and_then(|e| e.meta().code()) == Some("AccessDenied"),
@@ -520,6 +520,9 @@ async fn host_loads_the_real_plugin_and_stdout_holds_only_protocol_lines() {
 async fn the_real_plugin_exits_zero_on_sigterm() {
     let host = GoCdHost::start(HostConfig::new("http://127.0.0.1:9")).await;
     let status = host.terminate().await.expect("the plugin exits within 15 s of SIGTERM");
-    assert!(status.success(), "exit status {status} after SIGTERM (PROTOCOL.md A.5 wants 0)");
+    assert!(
+        status.success(),
+        "exit status {status} after SIGTERM (PROTOCOL.md A.5 wants 0)"
+    );
     host.assert_no_violations();
 }

@@ -539,3 +539,174 @@ pub mod rules {
         }
     }
 }
+
+/// Rules that make moto answer as AWS does where it does not (AWS-EMULATOR.md, "Differs from
+/// AWS"): ListTasks in pages with a `nextToken`, AWS's request-size limits, and ECS's per-action
+/// rate limits. With them, the proxy's call counts are the counts AWS would see.
+pub mod aws_like {
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    use serde_json::{json, Value};
+
+    use super::{http, Call, HttpResponse, Verdict};
+
+    /// AWS's largest (and default) ListTasks page.
+    pub const LIST_TASKS_PAGE: usize = 100;
+    /// AWS's most task ARNs per DescribeTasks.
+    pub const DESCRIBE_TASKS_MAX: usize = 100;
+    /// AWS's most tasks per RunTask.
+    pub const RUN_TASK_MAX_COUNT: u64 = 10;
+
+    /// ListTasks as AWS pages it (moto returns every ARN at once and never a `nextToken`): a call
+    /// without `nextToken` fetches moto's whole answer, answers its first `maxResults` (at most
+    /// 100) ARNs and keeps the rest under a fresh `nextToken`; a call with a token answers the next
+    /// page from what was kept. Every page is one ListTasks call in the log, as in AWS.
+    pub fn list_tasks_paging(
+        upstream: SocketAddr,
+    ) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        let kept: Arc<Mutex<HashMap<String, Vec<Value>>>> = Arc::default();
+        move |call: &Call| {
+            if !call.is("ecs", "ListTasks") {
+                return Verdict::Forward;
+            }
+            let body = call.json().unwrap_or(Value::Null);
+            let size = body["maxResults"]
+                .as_u64()
+                .map_or(LIST_TASKS_PAGE, |n| (n as usize).clamp(1, LIST_TASKS_PAGE));
+            let mut arns = match body["nextToken"].as_str() {
+                Some(token) => match kept.lock().unwrap().remove(token) {
+                    Some(rest) => rest,
+                    None => {
+                        return Verdict::ecs_error(
+                            400,
+                            "InvalidParameterException",
+                            "The specified nextToken is not valid.",
+                        )
+                    }
+                },
+                None => {
+                    let answer = match fetch_blocking(upstream, call) {
+                        Ok(answer) => answer,
+                        Err(e) => {
+                            let text = format!("proxy: upstream failed: {e}");
+                            return Verdict::Respond(HttpResponse::new(502, "text/plain", text));
+                        }
+                    };
+                    let all = serde_json::from_slice::<Value>(&answer.body)
+                        .ok()
+                        .and_then(|v| v["taskArns"].as_array().cloned());
+                    match all {
+                        Some(all) if answer.status == 200 => all,
+                        _ => return Verdict::Respond(answer),
+                    }
+                }
+            };
+            let rest = if arns.len() > size {
+                arns.split_off(size)
+            } else {
+                Vec::new()
+            };
+            let mut page = json!({ "taskArns": arns });
+            if !rest.is_empty() {
+                let token = uuid::Uuid::new_v4().simple().to_string();
+                kept.lock().unwrap().insert(token.clone(), rest);
+                page["nextToken"] = json!(token);
+            }
+            Verdict::Respond(HttpResponse::aws_json(200, &page))
+        }
+    }
+
+    /// Refuses what AWS refuses and moto accepts: DescribeTasks with more than 100 ARNs, RunTask
+    /// with a `count` above 10 (both `InvalidParameterException`, HTTP 400).
+    pub fn ecs_request_limits() -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        |call: &Call| {
+            let Some(body) = (call.service == "ecs").then(|| call.json()).flatten() else {
+                return Verdict::Forward;
+            };
+            match call.operation.as_str() {
+                "DescribeTasks"
+                    if body["tasks"]
+                        .as_array()
+                        .is_some_and(|t| t.len() > DESCRIBE_TASKS_MAX) =>
+                {
+                    Verdict::ecs_error(
+                        400,
+                        "InvalidParameterException",
+                        "Tasks cannot be longer than 100.",
+                    )
+                }
+                "RunTask"
+                    if body["count"]
+                        .as_u64()
+                        .is_some_and(|c| c > RUN_TASK_MAX_COUNT) =>
+                {
+                    Verdict::ecs_error(
+                        400,
+                        "InvalidParameterException",
+                        "count must be between 1 and 10.",
+                    )
+                }
+                _ => Verdict::Forward,
+            }
+        }
+    }
+
+    /// ECS's rate limit for `operations` (one token bucket shared by them): `burst` calls at once,
+    /// refilled at `per_second`; a call over it is answered `ThrottlingException` "Rate exceeded"
+    /// with HTTP 400, as AWS does, and never reaches moto.
+    pub fn ecs_rate_limit(
+        operations: &[&str],
+        burst: f64,
+        per_second: f64,
+    ) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        let operations: Vec<String> = operations.iter().map(|o| o.to_string()).collect();
+        let bucket = Mutex::new((burst, Instant::now()));
+        move |call: &Call| {
+            if call.service != "ecs" || !operations.contains(&call.operation) {
+                return Verdict::Forward;
+            }
+            let mut bucket = bucket.lock().unwrap();
+            let now = Instant::now();
+            let (tokens, at) = *bucket;
+            let tokens = (tokens + now.duration_since(at).as_secs_f64() * per_second).min(burst);
+            if tokens >= 1.0 {
+                *bucket = (tokens - 1.0, now);
+                Verdict::Forward
+            } else {
+                *bucket = (tokens, now);
+                Verdict::ecs_error(400, "ThrottlingException", "Rate exceeded")
+            }
+        }
+    }
+
+    /// AWS's RunTask budget: burst 100, 40 calls a second (DESIGN.md §5).
+    pub fn run_task_budget() -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        ecs_rate_limit(&["RunTask"], 100.0, 40.0)
+    }
+
+    /// One request to moto from inside a (synchronous) rule: on its own thread and runtime, so it
+    /// works under either tokio flavor; a multi-thread runtime moves its other tasks off this
+    /// worker meanwhile.
+    fn fetch_blocking(upstream: SocketAddr, call: &Call) -> std::io::Result<HttpResponse> {
+        let request = &call.request;
+        let run = || {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()?
+                        .block_on(http::send(upstream, request))
+                })
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the fetch thread panicked")))
+            })
+        };
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(run),
+            _ => run(),
+        }
+    }
+}
