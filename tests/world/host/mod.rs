@@ -186,10 +186,7 @@ impl GoCdHost {
         let cfg = &self.inner.config;
         let (program, args) = match &cfg.program {
             Some((p, a)) => (p.clone(), a.clone()),
-            None => (
-                PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")),
-                vec!["serve".to_string()],
-            ),
+            None => (plugin_binary(), vec!["serve".to_string()]),
         };
         let mut cmd = Command::new(&program);
         cmd.args(&args);
@@ -545,4 +542,17 @@ impl std::fmt::Display for HostError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self, f)
     }
+}
+
+/// The plugin binary: cargo names it for integration tests; examples and benches (which cargo
+/// does not tell) find it through `ECS_EA_PLUGIN_BIN` or the target directory.
+pub fn plugin_binary() -> PathBuf {
+    if let Some(path) = option_env!("CARGO_BIN_EXE_ecs-elastic-agent") {
+        return PathBuf::from(path);
+    }
+    if let Some(path) = std::env::var_os("ECS_EA_PLUGIN_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target"));
+    target.join("debug").join("ecs-elastic-agent")
 }
