@@ -32,6 +32,7 @@ pub enum CallFailure {
 pub struct Connection {
     outbox: mpsc::Sender<Outgoing>,
     pending: Mutex<Pending>,
+    stop_writer: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, Default)]
@@ -49,8 +50,15 @@ impl Connection {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let (outbox, inbox) = mpsc::channel(OUTBOX_DEPTH);
-        let writer = tokio::spawn(write_lines(inbox, output));
-        (Arc::new(Connection { outbox, pending: Mutex::new(Pending::default()) }), writer)
+        let stop_writer = Arc::new(tokio::sync::Notify::new());
+        let writer = tokio::spawn(write_lines(inbox, output, stop_writer.clone()));
+        (Arc::new(Connection { outbox, pending: Mutex::new(Pending::default()), stop_writer }), writer)
+    }
+
+    /// Makes the writer write what is queued, flush and end, even while background work still
+    /// holds a handle on the connection (shutdown).
+    pub fn stop_writer(&self) {
+        self.stop_writer.notify_one();
     }
 
     /// Queues one line for stdout. Returns false when the writer is gone.
@@ -123,14 +131,26 @@ impl Connection {
     }
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(mut inbox: mpsc::Receiver<Outgoing>, mut output: W) -> io::Result<()> {
-    while let Some(message) = inbox.recv().await {
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut inbox: mpsc::Receiver<Outgoing>,
+    mut output: W,
+    stop: Arc<tokio::sync::Notify>,
+) -> io::Result<()> {
+    loop {
+        let message = tokio::select! {
+            message = inbox.recv() => message,
+            () = stop.notified() => None,
+        };
+        let Some(message) = message else { break };
         write_one(&mut output, &message).await?;
         // Drain what is already queued before paying for a flush.
         while let Ok(message) = inbox.try_recv() {
             write_one(&mut output, &message).await?;
         }
         output.flush().await?;
+    }
+    while let Ok(message) = inbox.try_recv() {
+        write_one(&mut output, &message).await?;
     }
     output.flush().await
 }
