@@ -1,21 +1,82 @@
 #!/usr/bin/env bash
-# Builds the release archive: dist/ecs-elastic-agent-<version>-<target>.tar.gz holding the
-# binary, the host manifest (plugin.json), the example profiles and the docs.
+# Builds the release archive dist/ecs-elastic-agent-<version>-<target>.tar.gz:
+#   bin/ecs-elastic-agent     the plugin (and the operators' tools)
+#   plugin.json               the host manifest: id, version, extension and versions, command
+#   INSTALL.md README.md      how to install it beside a GoCD-compatible server
+#   profiles/                 example cluster and elastic profiles
+#   iam/                      the IAM policies of those examples, printed by `iam-policy` at build time
+#   docs/                     wire protocol and operators' guide
+#
+#   packaging/build.sh                    # release build (cargo build --release --locked)
+#   PROFILE=debug packaging/build.sh      # package the debug build instead (fast; for tests)
+#   BINARY=/path/to/ecs-elastic-agent packaging/build.sh   # package this binary, build nothing
+#   DIST_DIR=/tmp/out packaging/build.sh  # where the archive goes (default dist/)
+#   packaging/build.sh iam                # only regenerate packaging/iam/*.json from profiles/
+# Prints the archive's path on stdout, nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/ecs-elastic-agent-target}"
+profile="${PROFILE:-release}"
+case "$profile" in release|debug) ;; *) echo "PROFILE must be release or debug, not $profile" >&2; exit 2 ;; esac
+
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 manifest_version=$(sed -n 's/.*"version": "\(.*\)".*/\1/p' packaging/plugin.json)
 [ "$version" = "$manifest_version" ] || { echo "packaging/plugin.json says $manifest_version, Cargo.toml $version" >&2; exit 1; }
+
+binary="${BINARY:-}"
+if [ -z "$binary" ]; then
+  if [ "$profile" = release ]; then
+    cargo build --release --locked --bin ecs-elastic-agent >&2
+  else
+    cargo build --locked --bin ecs-elastic-agent >&2
+  fi
+  binary="$CARGO_TARGET_DIR/$profile/ecs-elastic-agent"
+fi
+[ -x "$binary" ] || { echo "no binary at $binary" >&2; exit 1; }
+
+# Each example cluster profile with the elastic profiles meant for it (tests/cli_validate.rs
+# checks the same pairs).
+iam_policies() {
+  local out="$1"
+  mkdir -p "$out"
+  local pairs=(
+    "cluster-fargate:elastic-small"
+    "cluster-fargate-spot-assume-role:elastic-small"
+    "cluster-ec2:elastic-ec2-docker"
+  )
+  for pair in "${pairs[@]}"; do
+    local cluster="${pair%%:*}" elastic="${pair##*:}"
+    "$binary" validate --cluster-profile "profiles/$cluster.json" --elastic-profile "profiles/$elastic.json" >/dev/null \
+      || { echo "profiles/$cluster.json with profiles/$elastic.json does not validate" >&2; exit 1; }
+    "$binary" iam-policy --cluster-profile "profiles/$cluster.json" --elastic-profile "profiles/$elastic.json" \
+      >"$out/$cluster.json" 2>/dev/null
+  done
+}
+
+if [ "${1:-}" = iam ]; then
+  iam_policies packaging/iam
+  ls packaging/iam/*.json
+  exit 0
+fi
+
 target=$(rustc -vV | sed -n 's/^host: //p')
-cargo build --release --locked
-stage=$(mktemp -d)
 name="ecs-elastic-agent-$version-$target"
-mkdir -p "$stage/$name/bin"
-cp "$CARGO_TARGET_DIR/release/ecs-elastic-agent" "$stage/$name/bin/"
-cp packaging/plugin.json README.md "$stage/$name/"
-cp -r profiles docs "$stage/$name/"
-mkdir -p dist
-tar -C "$stage" -czf "dist/$name.tar.gz" "$name"
-rm -rf "$stage"
-echo "dist/$name.tar.gz"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+root="$stage/$name"
+mkdir -p "$root/bin" "$root/docs"
+cp "$binary" "$root/bin/ecs-elastic-agent"
+chmod 755 "$root/bin/ecs-elastic-agent"
+cp packaging/plugin.json packaging/INSTALL.md README.md "$root/"
+cp -r profiles "$root/"
+cp docs/*.md "$root/docs/"
+iam_policies "$root/iam"
+# The archive's policies are the ones committed under packaging/iam (tests/packaging.rs too).
+for f in "$root"/iam/*.json; do
+  cmp -s "$f" "packaging/iam/$(basename "$f")" \
+    || { echo "packaging/iam/$(basename "$f") is stale: run packaging/build.sh iam" >&2; exit 1; }
+done
+dist="${DIST_DIR:-dist}"
+mkdir -p "$dist"
+tar -C "$stage" -czf "$dist/$name.tar.gz" --owner=0 --group=0 "$name"
+echo "$dist/$name.tar.gz"

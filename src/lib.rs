@@ -9,6 +9,8 @@
 //! - [`server`]: stdio, request dispatch, calls back to the host.
 //! - [`handlers`]: one file per request family.
 //! - [`settings`]: profiles parsed and validated.
+//! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor).
+//! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
 //!
 //! # Architecture invariants
 //! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
@@ -25,4 +27,7 @@ pub mod server;
 pub mod settings;
 pub mod aws;
 pub mod cluster;
+pub mod ec2;
 pub mod status;
+pub mod cli;
+pub mod metrics;

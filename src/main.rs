@@ -1,57 +1,99 @@
-//! The process shell: argv → logging on stderr → `server::serve(stdin, stdout)`. Exit codes
-//! live here only.
+//! The process shell: argv → logging on stderr → `server::serve(stdin, stdout)` or one of the
+//! operators' tools (`cli`). Exit codes live here only: 0 success, 1 a problem found or a failure,
+//! 2 bad arguments (clap).
 
+use std::io::Write;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::Parser;
+use ecs_elastic_agent::cli::{self, Cli, Command, LogFormat, ServeArgs};
+use ecs_elastic_agent::metrics::{self, Metrics};
+use ecs_elastic_agent::plugin::PluginOptions;
 use ecs_elastic_agent::server::{serve, ServeOptions};
 use tokio::io::BufReader;
 
-/// GoCD elastic agents on AWS ECS (Fargate and EC2).
-///
-/// A GoCD-compatible server starts this binary as a child process and speaks the elastic-agent
-/// extension v5 to it over stdio, one JSON message a line. Logs go to stderr.
-#[derive(Debug, Parser)]
-#[command(version, about, long_about, after_help = "Examples:\n  ecs-elastic-agent serve\n  RUST_LOG=debug ecs-elastic-agent --log-format json serve")]
-struct Cli {
-    /// Log format on stderr; levels come from RUST_LOG (default `info`).
-    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
-    log_format: LogFormat,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Speak the plugin protocol on stdin/stdout (what runs when no command is given).
-    #[command(after_help = "Example:\n  ecs-elastic-agent serve < requests.jsonl")]
-    Serve,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            tracing::error!(error = %e, "could not start the async runtime");
-            return ExitCode::FAILURE;
+    let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
+    // The tools answer on stdout; their logs stay quiet unless RUST_LOG asks.
+    init_logging(
+        cli.log_format,
+        if matches!(command, Command::Serve(_)) {
+            "info"
+        } else {
+            "warn"
+        },
+    );
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let result = match command {
+        Command::Serve(args) => return with_runtime(|rt| rt.block_on(run_server(args))),
+        Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
+        Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
+        Command::Doctor(args) => {
+            return with_runtime(|rt| {
+                exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock())))
+            });
         }
     };
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(run_server()),
+    exit_code(result)
+}
+
+fn exit_code(result: std::io::Result<bool>) -> ExitCode {
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "ecs-elastic-agent: could not write the answer: {e}"
+            );
+            ExitCode::FAILURE
+        }
     }
 }
 
-async fn run_server() -> ExitCode {
+fn with_runtime(run: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            let code = run(&rt);
+            // A blocked stdin read lives on a blocking thread that would hold a plain drop of the
+            // runtime forever (after SIGTERM stdin is still open): everything that matters is
+            // done and flushed by now, so do not wait for it.
+            rt.shutdown_timeout(std::time::Duration::from_millis(100));
+            code
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not start the async runtime");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_server(args: ServeArgs) -> ExitCode {
+    let metrics = Arc::new(Metrics::default());
+    if let Some(addr) = args.metrics_addr {
+        match start_metrics(addr, metrics.clone()).await {
+            Ok(bound) => {
+                tracing::info!(address = %format!("http://{bound}/metrics"), "serving metrics")
+            }
+            Err(e) => {
+                tracing::error!(%addr, error = %e, "could not listen for metrics");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let options = ServeOptions {
+        plugin: PluginOptions { metrics },
+        ..ServeOptions::default()
+    };
     let input = BufReader::with_capacity(256 * 1024, tokio::io::stdin());
-    let result = serve(input, tokio::io::stdout(), ServeOptions::default(), shutdown_signal()).await;
+    let result = serve(input, tokio::io::stdout(), options, shutdown_signal()).await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -61,9 +103,19 @@ async fn run_server() -> ExitCode {
     }
 }
 
+async fn start_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(metrics::serve_http(listener, metrics));
+    Ok(bound)
+}
+
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         tracing::warn!("could not install signal handlers; only EOF on stdin stops the plugin");
         return std::future::pending().await;
     };
@@ -73,10 +125,16 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // Colours only on a terminal: a host keeps the plugin's stderr in a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().with_current_span(true).init(),

@@ -17,7 +17,10 @@ use crate::settings::{ClusterProfile, FieldError, Properties};
 
 /// Knobs of the plugin itself (not of the wire).
 #[derive(Debug, Clone, Default)]
-pub struct PluginOptions {}
+pub struct PluginOptions {
+    /// Counters and histograms the plugin feeds (served by `serve --metrics-addr`).
+    pub metrics: Arc<crate::metrics::Metrics>,
+}
 
 /// Shared by every request handler.
 #[derive(Debug)]
@@ -26,12 +29,24 @@ pub struct Plugin {
     server: OnceCell<ServerInfo>,
     accounts: Accounts,
     clusters: Mutex<HashMap<String, Arc<Cluster>>>,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Plugin {
     /// A plugin talking back to the host through `host`.
-    pub fn new(host: HostClient, _options: PluginOptions) -> Self {
-        Plugin { host, server: OnceCell::new(), accounts: Accounts::default(), clusters: Mutex::new(HashMap::new()) }
+    pub fn new(host: HostClient, options: PluginOptions) -> Self {
+        Plugin {
+            host,
+            server: OnceCell::new(),
+            accounts: Accounts::default(),
+            clusters: Mutex::new(HashMap::new()),
+            metrics: options.metrics,
+        }
+    }
+
+    /// The plugin's metrics.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     /// The GoCD server's callbacks.
@@ -116,8 +131,10 @@ impl Plugin {
         });
     }
 
-    /// Stops background work at shutdown.
-    pub fn shutdown(&self) {}
+    /// Stops background work at shutdown (the EC2 capacity loops).
+    pub fn shutdown(&self) {
+        self.known_clusters().iter().for_each(|c| c.ec2.stop());
+    }
 
     fn clusters(&self) -> MutexGuard<'_, HashMap<String, Arc<Cluster>>> {
         self.clusters.lock().unwrap_or_else(PoisonError::into_inner)

@@ -61,11 +61,12 @@ impl AwsError {
                 (detail, throttled || status.contains("StatusCode(5"))
             }
             SdkError::TimeoutError(_) => ("the call timed out".to_string(), true),
-            // Only I/O failures and timeouts are worth retrying here: a credentials failure (a
+            // Only I/O failures, timeouts and what the connector calls transient (a connection
+            // closed before the answer came) are worth retrying here: a credentials failure (a
             // role that cannot be assumed) stays a failure until the profile changes.
             SdkError::DispatchFailure(f) => (
                 format!("could not reach AWS: {}", aws_smithy_types::error::display::DisplayErrorContext(err)),
-                f.is_io() || f.is_timeout(),
+                f.is_io() || f.is_timeout() || f.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError),
             ),
             SdkError::ResponseError(_) => {
                 (format!("AWS sent an answer that could not be read: {}", aws_smithy_types::error::display::DisplayErrorContext(err)), true)

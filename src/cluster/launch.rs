@@ -61,16 +61,32 @@ pub struct Launched {
     pub fell_back_from_spot: bool,
 }
 
+/// A launch that failed.
+#[derive(Debug)]
+pub struct LaunchError {
+    /// Why.
+    pub error: AwsError,
+    /// A RunTask whose answer was lost may have started the task, and we could not look: the
+    /// agent must keep its slot (and its job) until a refresh tells whether the task exists.
+    pub outcome_unknown: bool,
+}
+
+impl LaunchError {
+    fn known(error: AwsError) -> Self {
+        LaunchError { error, outcome_unknown: false }
+    }
+}
+
 /// Starts the task.
 ///
 /// # Errors
 /// The failed RunTask call, or its `failures` when ECS started nothing.
-pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, AwsError> {
+pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     match spec.cluster.launch_type {
         LaunchType::FargateSpot => match run_once(aws, spec, Capacity::Spot, "").await {
             Ok(task) => Ok(Launched { task, capacity: "FARGATE_SPOT".into(), fell_back_from_spot: false }),
-            Err(e) if is_capacity_refusal(&e) => {
-                tracing::warn!(agent_id = spec.agent.agent_id, reason = %e.detail, "FARGATE_SPOT refused; launching on FARGATE");
+            Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
+                tracing::warn!(agent_id = spec.agent.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
                 let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
                 Ok(Launched { task, capacity: "FARGATE".into(), fell_back_from_spot: true })
             }
@@ -87,6 +103,33 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
     }
 }
 
+/// Starts the task on one EC2 container instance the plugin chose (StartTask, with the same
+/// `startedBy`, tags and overrides as RunTask; `spec.network` is unused: EC2 tasks use bridge
+/// networking). `Ok(None)` when ECS started nothing (no room after all): the work waits on.
+///
+/// # Errors
+/// The failed StartTask call.
+pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_instance: &str) -> Result<Option<TaskView>, AwsError> {
+    let request = aws
+        .ecs
+        .start_task()
+        .cluster(&spec.cluster.cluster_name)
+        .task_definition(&spec.task_definition.arn)
+        .container_instances(container_instance)
+        .started_by(spec.started_by)
+        .overrides(overrides(spec))
+        .enable_execute_command(spec.elastic.enable_execute_command)
+        .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
+    let out = aws.calls.call("StartTask", || request.clone().send()).await?;
+    if let Some(task) = out.tasks().first() {
+        return Ok(Some(TaskView::from_sdk(task)));
+    }
+    for f in out.failures() {
+        tracing::warn!(agent_id = spec.agent.agent_id, reason = f.reason().unwrap_or(""), detail = f.detail().unwrap_or(""), "StartTask started nothing");
+    }
+    Ok(None)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Capacity {
     Fargate,
@@ -99,7 +142,7 @@ fn is_capacity_refusal(e: &AwsError) -> bool {
     d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
 }
 
-async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, token_suffix: &str) -> Result<TaskView, AwsError> {
+async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, token_suffix: &str) -> Result<TaskView, LaunchError> {
     let mut request = aws
         .ecs
         .run_task()
@@ -108,7 +151,7 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
         .count(1)
         .started_by(spec.started_by)
         .client_token(format!("{}{token_suffix}", spec.client_token))
-        .network_configuration(network(spec)?)
+        .network_configuration(network(spec).map_err(LaunchError::known)?)
         .overrides(overrides(spec))
         .enable_execute_command(spec.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
@@ -120,7 +163,7 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
                 .capacity_provider("FARGATE_SPOT")
                 .weight(1)
                 .build()
-                .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?,
+                .map_err(|e| LaunchError::known(AwsError::in_answer("RunTask", e.to_string())))?,
         ),
     };
     let out = run_task_idempotently(aws, spec, &request).await?;
@@ -137,7 +180,7 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
         .map(|f| format!("{}{}", f.reason().unwrap_or("unknown reason"), f.detail().map(|d| format!(" ({d})")).unwrap_or_default()))
         .collect();
     let detail = if reasons.is_empty() { "ECS started no task and gave no reason (no capacity)".to_string() } else { reasons.join("; ") };
-    Err(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail })
+    Err(LaunchError::known(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail }))
 }
 
 enum RunOutcome {
@@ -148,27 +191,39 @@ enum RunOutcome {
 /// RunTask with retries that cannot start a second task: the client token makes AWS return
 /// the first task on a retry; and where an answer was lost (dropped connection, timeout, 5xx)
 /// we look for the agent's task before trying again, which also holds where a token is not
-/// honoured (moto).
+/// honoured (moto). When that look fails too, we stop trying: the caller learns that the
+/// outcome is unknown and keeps the agent's slot until a refresh settles it.
 async fn run_task_idempotently(
     aws: &AwsClients,
     spec: &LaunchSpec<'_>,
     request: &aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder,
-) -> Result<RunOutcome, AwsError> {
+) -> Result<RunOutcome, LaunchError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         match aws.calls.attempt("RunTask", attempt, request.clone().send()).await {
             Ok(out) => return Ok(RunOutcome::Answer(out)),
-            Err(e) if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS => {
-                if !e.throttled {
-                    if let Some(task) = find_started(aws, spec).await? {
-                        tracing::info!(task = %task.arn, "RunTask's answer was lost, but the task started: using it");
-                        return Ok(RunOutcome::AlreadyStarted(Box::new(task)));
-                    }
+            // Throttled, or refused outright: AWS did not act on it.
+            Err(e) if e.throttled || !e.transient => {
+                if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS {
+                    aws.calls.back_off("RunTask", attempt, &e).await;
+                } else {
+                    return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e)));
                 }
-                aws.calls.back_off("RunTask", attempt, &e).await;
             }
-            Err(e) => return Err(aws.calls.give_up("RunTask", attempt, e)),
+            // The answer was lost: AWS may have started the task.
+            Err(e) => match find_started(aws, spec).await {
+                Ok(Some(task)) => {
+                    tracing::info!(task = %task.arn, "RunTask's answer was lost, but the task started: using it");
+                    return Ok(RunOutcome::AlreadyStarted(Box::new(task)));
+                }
+                Ok(None) if attempt < crate::aws::calls::MAX_ATTEMPTS => aws.calls.back_off("RunTask", attempt, &e).await,
+                Ok(None) => return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e))),
+                Err(look) => {
+                    tracing::warn!(error = %look, "RunTask's answer was lost and the task could not be looked for: its outcome is unknown");
+                    return Err(LaunchError { error: aws.calls.give_up("RunTask", attempt, e), outcome_unknown: true });
+                }
+            },
         }
     }
 }

@@ -3,12 +3,15 @@
 //! AWS (`ensure_adopted`), which a new process does before its first decision.
 
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod identity;
 pub mod launch;
 pub mod reconcile;
 pub mod registry;
 pub mod sweep;
 pub mod task_definition;
+pub mod task_definition_sweep;
 pub mod tasks;
 
 use std::collections::HashMap;
@@ -54,6 +57,7 @@ pub struct Cluster {
     profile: RwLock<Arc<ClusterProfile>>,
     registry: Mutex<Registry>,
     task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
+    task_definition_sweep: task_definition_sweep::SweepState,
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
@@ -63,6 +67,8 @@ pub struct Cluster {
     pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     pub ping_lock: tokio::sync::Mutex<()>,
+    /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
+    pub ec2: crate::ec2::Pool,
 }
 
 impl Cluster {
@@ -76,12 +82,14 @@ impl Cluster {
             profile: RwLock::new(Arc::new(profile)),
             registry: Mutex::new(Registry::default()),
             task_definitions: Mutex::new(HashMap::new()),
+            task_definition_sweep: task_definition_sweep::SweepState::default(),
             networks: Mutex::new(HashMap::new()),
             adopted: OnceCell::new(),
             events: Mutex::new(Events::default()),
             orphan_marks: Mutex::new(std::collections::HashSet::new()),
             swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
+            ec2: crate::ec2::Pool::default(),
         }
     }
 
@@ -117,16 +125,29 @@ impl Cluster {
     /// # Errors
     /// The failed refresh; the next call tries again.
     pub async fn ensure_adopted(&self) -> Result<(), AwsError> {
+        self.adopt().await.map(|_| ())
+    }
+
+    /// [`Cluster::ensure_adopted`], handing back the refresh it made when this call was the one
+    /// that adopted, so a caller about to refresh anyway (server-ping) need not read AWS twice.
+    ///
+    /// # Errors
+    /// The failed refresh; the next call tries again.
+    pub async fn adopt(&self) -> Result<Option<Refresh>, AwsError> {
+        let mut fresh = None;
         self.adopted
             .get_or_try_init(|| async {
                 let refresh = self.refresh().await?;
-                let mut registry = self.registry();
-                reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
+                {
+                    let mut registry = self.registry();
+                    reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
+                }
                 tracing::info!(cluster = %self.profile().cluster_name, tasks = refresh.running.len(), "adopted running tasks");
+                fresh = Some(refresh);
                 Ok(())
             })
-            .await
-            .map(|_| ())
+            .await?;
+        Ok(fresh)
     }
 
     /// Lists and describes our tasks (2·⌈N/100⌉ calls), and describes the tasks of records that
@@ -170,6 +191,7 @@ impl Cluster {
             Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
             None => task_definition::family(&self.key, &profile, elastic, &self.aws.region),
         };
+        self.task_definition_sweep.saw(&family, SystemTime::now());
         let cell = self.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).entry(family.clone()).or_default().clone();
         let td = cell
             .get_or_try_init(|| async {

@@ -212,7 +212,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
 
 #[cfg(test)]
 mod tests {
-    use super::super::identity::{task_tags, TaskLabels};
+    use super::super::fixtures::{self, job};
     use super::super::registry::Reservation;
     use super::*;
     use crate::protocol::types::ConfigState;
@@ -220,52 +220,8 @@ mod tests {
     const T0: SystemTime = SystemTime::UNIX_EPOCH;
     const TIMEOUT: Duration = Duration::from_secs(600);
 
-    fn job(id: i64) -> JobIdentifier {
-        JobIdentifier {
-            pipeline_name: "p".into(),
-            pipeline_label: "1".into(),
-            pipeline_counter: 1,
-            stage_name: "s".into(),
-            stage_counter: "1".into(),
-            job_name: "j".into(),
-            job_id: id,
-        }
-    }
-
     fn task(arn: &str, agent: &str, job_id: i64, status: &str) -> TaskView {
-        TaskView {
-            arn: arn.into(),
-            cluster_arn: "arn:aws:ecs:us-east-1:1:cluster/c".into(),
-            last_status: status.into(),
-            desired_status: if status == "STOPPED" { "STOPPED".into() } else { "RUNNING".into() },
-            capacity: "FARGATE".into(),
-            task_definition: "td".into(),
-            tags: task_tags(
-                &TaskLabels {
-                    server_id: "sid",
-                    cluster_key: "key",
-                    agent_id: agent,
-                    job: &job(job_id),
-                    environment: None,
-                    elastic_profile: "h",
-                    attempt: 1,
-                },
-                &[],
-            )
-            .into_iter()
-            .collect(),
-            stop_code: None,
-            stopped_reason: (status == "STOPPED").then(|| "Task stopped by user".into()),
-            containers: vec![],
-            created_at: None,
-            pull_started_at: None,
-            pull_stopped_at: None,
-            started_at: None,
-            stopped_at: None,
-            availability_zone: None,
-            cpu: None,
-            memory: None,
-        }
+        fixtures::task(arn, fixtures::tags(agent, job_id), status)
     }
 
     fn agent(id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {

@@ -80,6 +80,9 @@ pub struct AgentRecord {
 pub enum Reservation {
     /// A live agent already serves this job.
     Existing(String),
+    /// This job already ran to completion (GoCD sent job-completion for it): a create-agent
+    /// that arrives late, queued behind others, must not start an agent nobody will use.
+    Finished,
     /// `MaxAgents` live agents exist.
     Full {
         /// Live agents now.
@@ -94,10 +97,18 @@ pub enum Reservation {
     },
 }
 
+/// How long after a launch whose outcome is unknown a refresh must have started before a task
+/// it does not list is taken as never started (ECS lists new tasks within seconds).
+pub const LAUNCH_SETTLE: Duration = Duration::from_secs(5);
+
 /// All agents of one cluster profile.
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
     agents: BTreeMap<String, AgentRecord>,
+    /// Job ids GoCD reported completed, and when.
+    finished_jobs: BTreeMap<i64, SystemTime>,
+    /// Agents whose RunTask may have started a task whose answer was lost: (since, why).
+    unknown_launches: BTreeMap<String, (SystemTime, String)>,
 }
 
 impl Registry {
@@ -149,6 +160,9 @@ impl Registry {
         if let Some(existing) = self.live_for_job(job.job_id) {
             return Reservation::Existing(existing.agent_id.clone());
         }
+        if self.finished_jobs.contains_key(&job.job_id) {
+            return Reservation::Finished;
+        }
         let live = self.agents.values().filter(|a| a.phase.occupies_capacity()).count();
         if live >= max_agents {
             return Reservation::Full { live };
@@ -179,6 +193,7 @@ impl Registry {
 
     /// Records RunTask's answer.
     pub fn launched(&mut self, agent_id: &str, task: TaskView) {
+        self.unknown_launches.remove(agent_id);
         if let Some(a) = self.agents.get_mut(agent_id) {
             a.task_arn = Some(task.arn.clone());
             a.capacity = Some(task.capacity.clone()).filter(|c| !c.is_empty()).or(a.capacity.take());
@@ -198,6 +213,50 @@ impl Registry {
         }
     }
 
+    /// A launch failed: the agent is stopped, unless its RunTask may have started a task whose
+    /// answer was lost ([`Registry::launch_unknown`]); that one stays launching (it still serves
+    /// its job and counts against `MaxAgents`) until a refresh settles it.
+    pub fn launch_failed(&mut self, agent_id: &str, reason: impl Into<String>, now: SystemTime) {
+        match self.unknown_launches.get_mut(agent_id) {
+            Some((_, why)) => *why = reason.into(),
+            None => self.stopped(agent_id, reason, now),
+        }
+    }
+
+    /// The RunTask of a launching agent may have started a task that we could not see.
+    pub fn launch_unknown(&mut self, agent_id: &str, now: SystemTime) {
+        if self.agents.get(agent_id).is_some_and(|a| a.phase == Phase::Launching && a.task_arn.is_none()) {
+            self.unknown_launches.insert(agent_id.to_string(), (now, "launch failed".to_string()));
+        }
+    }
+
+    /// After a refresh (started at `refreshed_at`, folded in by `reconcile::observe`): a launch of
+    /// unknown outcome whose task the refresh found is running; one it did not find, though it
+    /// started [`LAUNCH_SETTLE`] after the launch failed, never started and is stopped. Returns
+    /// how many were settled either way.
+    pub fn settle_unknown_launches(&mut self, refreshed_at: SystemTime) -> usize {
+        let mut settled = 0;
+        let unknown: Vec<(String, (SystemTime, String))> =
+            self.unknown_launches.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (agent_id, (since, why)) in unknown {
+            let found = self.agents.get(&agent_id).is_none_or(|a| a.task_arn.is_some() || a.phase != Phase::Launching);
+            if found {
+                self.unknown_launches.remove(&agent_id);
+                settled += 1;
+            } else if refreshed_at >= since + LAUNCH_SETTLE {
+                self.unknown_launches.remove(&agent_id);
+                self.stopped(&agent_id, format!("{why} (no task was started)"), refreshed_at);
+                settled += 1;
+            }
+        }
+        settled
+    }
+
+    /// GoCD reported `job_id` completed: no new agent is started for it from now on.
+    pub fn job_finished(&mut self, job_id: i64, now: SystemTime) {
+        self.finished_jobs.entry(job_id).or_insert(now);
+    }
+
     /// Inserts an agent found in AWS that we do not know (adoption after a restart).
     pub fn adopt(&mut self, record: AgentRecord) {
         self.agents.entry(record.agent_id.clone()).or_insert(record);
@@ -205,6 +264,7 @@ impl Registry {
 
     /// Forgets agents stopped longer than [`KEEP_STOPPED`] ago.
     pub fn prune(&mut self, now: SystemTime) {
+        self.finished_jobs.retain(|_, t| now.duration_since(*t).unwrap_or_default() < KEEP_STOPPED);
         self.agents.retain(|_, a| {
             a.phase != Phase::Stopped
                 || a.stopped_at.is_none_or(|t| now.duration_since(t).unwrap_or_default() < KEEP_STOPPED)
@@ -214,19 +274,8 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::job;
     use super::*;
-
-    fn job(id: i64) -> JobIdentifier {
-        JobIdentifier {
-            pipeline_name: "p".into(),
-            pipeline_label: "1".into(),
-            pipeline_counter: 1,
-            stage_name: "s".into(),
-            stage_counter: "1".into(),
-            job_name: "j".into(),
-            job_id: id,
-        }
-    }
 
     #[test]
     fn reserve_dedupes_by_job_and_caps_live_agents() {
@@ -253,5 +302,49 @@ mod tests {
         assert!(r.get("a").is_some());
         r.prune(now + KEEP_STOPPED + Duration::from_secs(1));
         assert!(r.get("a").is_none());
+    }
+
+    #[test]
+    fn a_completed_job_gets_no_new_agent_from_a_late_create_agent() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
+        let mut r = Registry::default();
+        r.reserve(&job(1), "a".into(), 5, |_| {}, now);
+        r.job_finished(1, now);
+        r.stopped("a", "job completed", now);
+        assert_eq!(r.reserve(&job(1), "b".into(), 5, |_| {}, now), Reservation::Finished);
+        assert!(matches!(r.reserve(&job(2), "c".into(), 5, |_| {}, now), Reservation::Reserved { .. }));
+        r.prune(now + KEEP_STOPPED + Duration::from_secs(1));
+        assert!(matches!(r.reserve(&job(1), "d".into(), 5, |_| {}, now), Reservation::Reserved { .. }));
+    }
+
+    #[test]
+    fn a_launch_of_unknown_outcome_keeps_its_slot_until_a_refresh_settles_it() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
+        let mut r = Registry::default();
+        r.reserve(&job(1), "a".into(), 5, |_| {}, t0);
+        r.reserve(&job(2), "b".into(), 5, |_| {}, t0);
+        r.launch_unknown("a", t0);
+        r.launch_failed("a", "launch failed: the answer was lost", t0);
+        r.launch_failed("b", "launch failed: refused", t0);
+        assert_eq!(r.get("a").unwrap().phase, Phase::Launching, "may run: keeps serving its job");
+        assert_eq!(r.get("b").unwrap().phase, Phase::Stopped);
+        assert_eq!(r.reserve(&job(1), "a2".into(), 5, |_| {}, t0), Reservation::Existing("a".into()));
+        // A refresh from before the launch settled cannot tell.
+        assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE - Duration::from_secs(1)), 0);
+        assert_eq!(r.get("a").unwrap().phase, Phase::Launching);
+        // One after it that did not list the task: it never started.
+        assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE), 1);
+        assert_eq!(r.get("a").unwrap().phase, Phase::Stopped);
+        assert!(r.get("a").unwrap().stop_reason.as_deref().unwrap().contains("answer was lost"));
+        // Found by a refresh (observe attached the task): it runs.
+        r.reserve(&job(3), "c".into(), 5, |_| {}, t0);
+        r.launch_unknown("c", t0);
+        r.launch_failed("c", "launch failed", t0);
+        if let Some(c) = r.get_mut("c") {
+            c.task_arn = Some("t-c".into());
+            c.phase = Phase::Running;
+        }
+        assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE * 2), 1);
+        assert_eq!(r.get("c").unwrap().phase, Phase::Running);
     }
 }

@@ -53,55 +53,18 @@ fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::{job, tags, task};
     use super::*;
-    use crate::cluster::identity::{task_tags, TaskLabels, TAG_AGENT_ID};
-    use crate::protocol::types::JobIdentifier;
     use std::time::SystemTime;
 
-    fn job() -> JobIdentifier {
-        JobIdentifier {
-            pipeline_name: "p".into(),
-            pipeline_label: "1".into(),
-            pipeline_counter: 1,
-            stage_name: "s".into(),
-            stage_counter: "1".into(),
-            job_name: "j".into(),
-            job_id: 7,
-        }
-    }
-
-    fn task(arn: &str, tags: Vec<(String, String)>) -> TaskView {
-        TaskView {
-            arn: arn.into(),
-            cluster_arn: "c".into(),
-            last_status: "RUNNING".into(),
-            desired_status: "RUNNING".into(),
-            capacity: "FARGATE".into(),
-            task_definition: "td".into(),
-            tags: tags.into_iter().collect(),
-            stop_code: None,
-            stopped_reason: None,
-            containers: vec![],
-            created_at: None,
-            pull_started_at: None,
-            pull_stopped_at: None,
-            started_at: None,
-            stopped_at: None,
-            availability_zone: None,
-            cpu: None,
-            memory: None,
-        }
-    }
-
-    fn labels(job: &JobIdentifier) -> Vec<(String, String)> {
-        let l = TaskLabels { server_id: "s", cluster_key: "k", agent_id: "a", job, environment: None, elastic_profile: "h", attempt: 1 };
-        task_tags(&l, &[])
+    fn running(arn: &str, tags: Vec<(String, String)>) -> TaskView {
+        task(arn, tags, "RUNNING")
     }
 
     #[test]
     fn unexplained_tasks_are_marked_then_stopped() {
         let registry = Registry::default();
-        let stray = task("t-stray", vec![("gocd:server-id".into(), "s".into())]);
+        let stray = running("t-stray", vec![("gocd:server-id".into(), "s".into())]);
         let first = sweep(&registry, std::slice::from_ref(&stray), &HashSet::new());
         assert!(first.stop.is_empty());
         assert!(first.marks.contains("t-stray"));
@@ -112,18 +75,19 @@ mod tests {
     #[test]
     fn tasks_with_a_live_record_or_adoptable_tags_are_explained() {
         let mut registry = Registry::default();
-        let j = job();
-        registry.reserve(&j, "a".into(), 5, |_| {}, SystemTime::UNIX_EPOCH);
-        let t = task("t1", labels(&j));
+        registry.reserve(&job(7), "a".into(), 5, |_| {}, SystemTime::UNIX_EPOCH);
+        let t = running("t1", tags("a", 7));
         registry.launched("a", t.clone());
-        let marks: HashSet<String> = ["t1".to_string()].into();
+        let marks: HashSet<String> = ["t1".to_string(), "t2".to_string()].into();
         assert_eq!(sweep(&registry, std::slice::from_ref(&t), &marks), Sweep::default());
-        let adoptable = task("t2", labels(&j));
+        let adoptable = running("t2", tags("b", 8));
         assert_eq!(sweep(&Registry::default(), &[adoptable], &marks), Sweep::default());
+        let second_task_of_a = running("t2", tags("a", 7));
+        let s = sweep(&registry, &[second_task_of_a], &marks);
+        assert!(s.stop[0].1.contains("second task"), "{s:?}");
         registry.stopped("a", "job completed", SystemTime::UNIX_EPOCH);
         let s = sweep(&registry, &[t], &marks);
         assert_eq!(s.stop.len(), 1, "a finished agent's task still running is stopped on the second pass");
         assert!(s.stop[0].1.contains("finished"));
-        let _ = TAG_AGENT_ID;
     }
 }

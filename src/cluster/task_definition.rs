@@ -4,7 +4,7 @@
 
 use aws_sdk_ecs::types::{
     Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, LogConfiguration,
-    LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, Volume,
+    LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
 };
 
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -43,10 +43,14 @@ pub async fn find_or_register(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<TaskDefinitionRef, AwsError> {
-    let existing = aws.calls.call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(family).send()).await;
+    let describe = aws.ecs.describe_task_definition().task_definition(family).include(TaskDefinitionField::Tags);
+    let existing = aws.calls.call("DescribeTaskDefinition", || describe.clone().send()).await;
     match existing {
         Ok(out) => {
-            if let Some(td) = out.task_definition().filter(|td| td.status().is_some_and(|s| s.as_str() == "ACTIVE")) {
+            // Only a revision this server registered: another GoCD server on the same cluster has
+            // the same family names, and may deregister its revisions when it stops using them.
+            let ours = out.tags().iter().any(|t| t.key() == Some(TAG_SERVER_ID) && t.value() == Some(server_id));
+            if let Some(td) = out.task_definition().filter(|td| ours && td.status().is_some_and(|s| s.as_str() == "ACTIVE")) {
                 tracing::info!(family, "reusing task definition registered before");
                 return Ok(TaskDefinitionRef {
                     arn: td.task_definition_arn().unwrap_or(family).to_string(),
@@ -99,10 +103,13 @@ async fn register(
         .ecs
         .register_task_definition()
         .family(family)
-        .network_mode(NetworkMode::Awsvpc)
+        // EC2 tasks share their instance's network (bridge): no ENI per task, no awsvpc limits.
+        .network_mode(if fargate { NetworkMode::Awsvpc } else { NetworkMode::Bridge })
         .requires_compatibilities(if fargate { Compatibility::Fargate } else { Compatibility::Ec2 })
-        .cpu(elastic.cpu.to_string())
-        .memory(elastic.memory.to_string())
+        // Fargate needs task-level sizes; on EC2 the container's cpu, memory and memoryReservation
+        // are what ECS reserves on the instance (a task-level memory would reserve the hard limit).
+        .set_cpu(fargate.then(|| elastic.cpu.to_string()))
+        .set_memory(fargate.then(|| elastic.memory.to_string()))
         .runtime_platform(
             RuntimePlatform::builder()
                 .operating_system_family(OsFamily::from(elastic.operating_system_family.as_str()))

@@ -8,6 +8,8 @@
 //! 4. task definition (registered once) and networking (resolved once),
 //! 5. RunTask with the agent's registration data as overrides and a client token from the job
 //!    id and attempt; the reservation becomes the agent's record, or is released on failure.
+//!    On EC2 the work is queued instead (`ec2::driver::enqueue`): the cluster's loop starts it
+//!    on an instance with room, launching instances as needed.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -19,11 +21,13 @@ use crate::cluster::launch::{run_task, AgentEnv, LaunchSpec};
 use crate::cluster::registry::Reservation;
 use crate::cluster::Cluster;
 use crate::error::{PluginError, Result};
+use crate::metrics::LaunchResult;
 use crate::plugin::{describe, Plugin};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::requests::CreateAgentParams;
 use crate::protocol::types::JobIdentifier;
-use crate::settings::{check_compatible, ElasticProfile, FieldError};
+use crate::ec2;
+use crate::settings::{check_compatible, ElasticProfile, FieldError, LaunchType};
 
 /// Starts an agent for the job unless one already serves it.
 pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
@@ -31,8 +35,12 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
     let cluster = plugin.cluster(&params.cluster_profile_properties).await?;
     let elastic = match checked_elastic_profile(&cluster, &params) {
         Ok(elastic) => elastic,
-        Err(problems) => return refuse(&plugin, &cluster, &job, &problems).await,
+        Err(problems) => {
+            plugin.metrics().launch(LaunchResult::Refused);
+            return refuse(&plugin, &cluster, &job, &problems).await;
+        }
     };
+    cluster.saw_elastic_profile(&elastic);
     cluster.ensure_adopted().await?;
     let server = plugin.server_info().await?;
     let profile = cluster.profile();
@@ -54,27 +62,46 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
     let (agent_id, attempt) = match reservation {
         Reservation::Existing(agent_id) => {
             tracing::info!(job = %job.locator(), agent_id, "an agent already serves this job; nothing to start");
+            if profile.launch_type == LaunchType::Ec2 {
+                // Still waiting for room? It registers with the newest key GoCD sent.
+                cluster.ec2.renew(&agent_id, &params.auto_register_key, SystemTime::now());
+            }
+            plugin.metrics().launch(LaunchResult::Deduplicated);
+            return Ok(());
+        }
+        Reservation::Finished => {
+            tracing::info!(job = %job.locator(), "this job already completed; a late create-agent starts nothing");
+            plugin.metrics().launch(LaunchResult::Deduplicated);
             return Ok(());
         }
         Reservation::Full { live } => {
             let message = format!("{live} agents are running or starting, the MaxAgents of this cluster profile: the job waits");
             tracing::info!(job = %job.locator(), "{message}");
+            plugin.metrics().launch(LaunchResult::MaxAgentsReached);
             let _ = plugin.host().console_log(&job, format!("[ecs-elastic-agent] {message}")).await;
             return Ok(());
         }
         Reservation::Reserved { agent_id, attempt } => (agent_id, attempt),
     };
 
-    let span = tracing::info_span!("launch", agent_id = %agent_id, job = %job.locator());
-    let started =
-        launch(&cluster, &elastic, &params, &server.server_id, &server_url, &agent_id, attempt).instrument(span).await;
+    let span = tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %job.locator());
+    let started = if profile.launch_type == LaunchType::Ec2 {
+        // EC2: the work waits for room on an instance of ours; this call never waits for it.
+        let work = ec2::driver::Work { elastic: &elastic, params: &params, server_url: &server_url, agent_id: &agent_id, attempt };
+        ec2::driver::enqueue(&cluster, plugin.host(), work).instrument(span).await
+    } else {
+        launch(&cluster, &elastic, &params, &server.server_id, &server_url, &agent_id, attempt).instrument(span).await
+    };
     match started {
         Ok(line) => {
+            let capacity = cluster.registry().get(&agent_id).and_then(|a| a.capacity.clone());
+            plugin.metrics().launch(LaunchResult::started_on(profile.launch_type, capacity.as_deref()));
             let _ = plugin.host().console_log(&job, format!("[ecs-elastic-agent] {line}")).await;
             Ok(())
         }
         Err(error) => {
-            cluster.registry().stopped(&agent_id, format!("launch failed: {error}"), SystemTime::now());
+            plugin.metrics().launch(LaunchResult::Failed);
+            cluster.registry().launch_failed(&agent_id, format!("launch failed: {error}"), SystemTime::now());
             cluster.event(HealthKind::Error, format!("could not start an agent for job {}: {error}", job.locator()));
             let _ = plugin.host().console_log(&job, format!("[ecs-elastic-agent] could not start an agent: {error}")).await;
             Err(error)
@@ -141,7 +168,12 @@ async fn launch(
         },
         client_token: client_token(server_id, &cluster.key, job.job_id, attempt, ""),
     };
-    let launched = run_task(&cluster.aws, &spec).await?;
+    let launched = run_task(&cluster.aws, &spec).await.map_err(|failure| {
+        if failure.outcome_unknown {
+            cluster.registry().launch_unknown(agent_id, SystemTime::now());
+        }
+        failure.error
+    })?;
     let arn = launched.task.arn.clone();
     if launched.fell_back_from_spot {
         cluster.event(HealthKind::Warning, format!("FARGATE_SPOT capacity was refused; agent {agent_id} runs on FARGATE"));

@@ -21,6 +21,8 @@ pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) ->
             return Ok(());
         }
     };
+    // First, so that a create-agent for this job arriving late never starts another agent.
+    cluster.registry().job_finished(params.job_identifier.job_id, SystemTime::now());
     cluster.ensure_adopted().await?;
     let task_arn = {
         let mut registry = cluster.registry();

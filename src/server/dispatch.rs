@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::{PluginError, Result};
 use crate::plugin::Plugin;
 use crate::protocol::requests::HostRequest;
-use crate::protocol::{check_request_version, Request, Response};
+use crate::protocol::{check_request_version, MessageId, Request, Response};
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Value>> + Send>>;
 type Handler = Box<dyn Fn(Arc<Plugin>, Value) -> BoxFuture + Send + Sync>;
@@ -72,17 +72,32 @@ impl Dispatcher {
         if let Err(message) = check_request_version(&name, version.as_deref()) {
             return PluginError::BadRequest(message).to_response(Some(id));
         }
+        let metrics = plugin.metrics().clone();
         let Some(handler) = self.handlers.get(name.as_str()) else {
+            metrics.request("unknown", "unknown_request");
             return PluginError::UnknownRequest(name.chars().take(200).collect()).to_response(Some(id));
         };
-        let future = handler(plugin, body);
-        match tokio::spawn(future).await {
-            Ok(Ok(body)) => Response::ok(id, body),
+        // `request`, not `name`: JSON logs put the span's own name under "name".
+        let id_text = match &id {
+            MessageId::Int(n) => n.to_string(),
+            MessageId::Str(s) => s.clone(),
+        };
+        let span = tracing::info_span!("request", request = %name, id = %id_text);
+        let future = span.in_scope(|| handler(plugin, body));
+        let outcome = tokio::spawn(tracing::Instrument::instrument(future, span.clone())).await;
+        let _in_request = span.enter();
+        match outcome {
+            Ok(Ok(body)) => {
+                metrics.request(&name, "ok");
+                Response::ok(id, body)
+            }
             Ok(Err(error)) => {
+                metrics.request(&name, error.metric_label());
                 tracing::warn!(request = %name, code = error.code(), kind = error.metric_label(), %error, "request failed");
                 error.to_response(Some(id))
             }
             Err(join) => {
+                metrics.request(&name, "panic");
                 tracing::error!(request = %name, error = %join, "request handler panicked");
                 PluginError::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log")).to_response(Some(id))
             }

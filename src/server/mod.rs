@@ -57,6 +57,7 @@ where
     connection.send(Outgoing::hello()).await;
     let host = HostClient::new(connection.clone(), options.call_timeout);
     let plugin = Arc::new(Plugin::new(host, options.plugin.clone()));
+    plugin.metrics().attach(&plugin);
     let dispatcher = Arc::new(handlers::dispatcher());
 
     let in_flight = read_until_done(input, &connection, &plugin, &dispatcher, shutdown).await;
@@ -64,6 +65,7 @@ where
     finish_in_flight(in_flight, options.shutdown_grace).await;
     plugin.shutdown();
     drop(plugin);
+    connection.stop_writer();
     drop(connection);
     match writer.await {
         Ok(result) => result,

@@ -1,19 +1,31 @@
-//! Status reports: plain snapshots of what the plugin knows, rendered to HTML by minijinja
-//! with HTML auto-escaping (every value a user or AWS controls is escaped). No remote assets;
-//! no secret is ever put into a snapshot.
+//! Status reports: plain snapshots of what the plugin knows, rendered to HTML by minijinja with
+//! HTML auto-escaping (every value a user, GoCD or AWS controls is escaped; links are built from
+//! percent-encoded parts). Laid out like GoCD's own pages: summary counts first, then tables.
+//! No remote assets (one inline `<style>`, no scripts, no fonts, no images); no secret is ever
+//! put into a snapshot (no credentials, no auto-register key, no environment values).
+//!
+//! [`ClusterFacts`] is what a snapshot is built from, so tests can build one without AWS.
+
+pub mod links;
+mod render;
+pub mod time;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use minijinja::{context, Environment};
 use serde::Serialize;
 
+pub use render::{render_agent, render_cluster, render_plugin};
+pub use time::When;
+
+use crate::aws::budget::Category;
+use crate::aws::calls::OpCounts;
 use crate::cluster::events::Event;
 use crate::cluster::registry::{AgentRecord, Phase};
 use crate::cluster::tasks::ContainerView;
 use crate::cluster::Cluster;
-use crate::aws::calls::OpCounts;
+use crate::protocol::host_calls::HealthKind;
+use crate::settings::ClusterProfile;
 
 /// One cluster profile, as the reports show it.
 #[derive(Debug, Clone, Serialize)]
@@ -29,52 +41,108 @@ pub struct ClusterSnapshot {
     /// Role, if any.
     pub role_arn: Option<String>,
     /// Assumed session expiry.
-    pub role_expires: Option<String>,
+    pub role_expires: Option<When>,
     /// Why AssumeRole last failed.
     pub role_error: Option<String>,
     /// AssumeRole calls so far.
     pub assume_role_calls: u64,
-    /// Live agents.
+    /// Live agents (launching plus running).
     pub live: usize,
     /// MaxAgents.
     pub max_agents: u32,
+    /// `live` as a percentage of `max_agents` (0 to 100).
+    pub capacity_percent: u32,
     /// AgentRegisterTimeoutMinutes.
     pub register_timeout_minutes: u32,
-    /// Agents by phase.
-    pub by_phase: BTreeMap<String, usize>,
+    /// LogGroup.
+    pub log_group: Option<String>,
+    /// CloudWatch link to the log group.
+    pub log_group_url: Option<String>,
+    /// Agents by state, every state in a fixed order.
+    pub states: Vec<StateCount>,
     /// Agents, newest first.
     pub agents: Vec<AgentRow>,
     /// Recent events, newest first.
     pub events: Vec<EventRow>,
+    /// Errors among `events`.
+    pub errors: usize,
+    /// Warnings among `events`.
+    pub warnings: usize,
     /// Newest problem, if any.
     pub last_problem: Option<EventRow>,
     /// Calls by operation.
-    pub calls: BTreeMap<String, OpCounts>,
-    /// All calls.
+    pub calls: Vec<CallRow>,
+    /// All call attempts.
     pub calls_total: u64,
-    /// All throttled calls.
+    /// All throttled attempts.
     pub throttled_total: u64,
+    /// All retries.
+    pub retries_total: u64,
+    /// Calls that failed for good.
+    pub failed_total: u64,
+    /// Tasks stopped by the orphan sweep.
+    pub swept_orphans: u64,
     /// ECS console link.
     pub console_url: String,
+    /// EC2 capacity (instances against min and max, waiting work) when `LaunchType` is EC2.
+    pub ec2: Option<crate::ec2::pool::PoolSnapshot<When>>,
 }
 
-/// One agent row.
+/// How many agents are in one state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateCount {
+    /// State name.
+    pub label: &'static str,
+    /// CSS class of its badge.
+    pub class: &'static str,
+    /// Agents in it.
+    pub count: usize,
+}
+
+/// The job an agent serves.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobView {
+    /// `pipeline/counter/stage/counter/job`.
+    pub locator: String,
+    /// Pipeline name.
+    pub pipeline: String,
+    /// Pipeline counter.
+    pub pipeline_counter: i64,
+    /// Stage name.
+    pub stage: String,
+    /// Stage counter.
+    pub stage_counter: String,
+    /// Job name.
+    pub job: String,
+    /// GoCD's job id.
+    pub job_id: i64,
+    /// GoCD's job page (relative to the GoCD server).
+    pub url: String,
+}
+
+/// One agent.
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentRow {
     /// Agent id.
     pub agent_id: String,
-    /// Job locator.
-    pub job: String,
-    /// Phase name.
-    pub phase: String,
+    /// Its job.
+    pub job: JobView,
+    /// State for people: launching, starting, idle, building, stopping, stopped.
+    pub state: &'static str,
+    /// CSS class of the state badge.
+    pub state_class: &'static str,
     /// Whether GoCD listed it.
     pub registered: bool,
+    /// Whether it stopped because something failed (exit code, failed start, launch error).
+    pub failed: bool,
     /// Capacity used.
     pub capacity: String,
     /// Image.
     pub image: String,
+    /// Hash of its elastic profile.
+    pub elastic_profile: String,
     /// Creation time.
-    pub created: String,
+    pub created: When,
     /// Task id (last ARN segment).
     pub task_id: Option<String>,
     /// Task ARN.
@@ -83,7 +151,7 @@ pub struct AgentRow {
     pub task_url: Option<String>,
     /// Why it stopped.
     pub stop_reason: Option<String>,
-    /// ECS statuses.
+    /// ECS status.
     pub last_status: String,
     /// Desired status.
     pub desired_status: String,
@@ -92,9 +160,15 @@ pub struct AgentRow {
     /// Containers.
     pub containers: Vec<ContainerView>,
     /// The pipeline's environment.
-    pub environment: String,
+    pub environment: Option<String>,
     /// Launch attempt.
     pub attempt: u32,
+    /// Task CPU units and memory, as ECS reports them.
+    pub size: Option<String>,
+    /// Availability zone.
+    pub availability_zone: Option<String>,
+    /// The task's tags, by key.
+    pub tags: Vec<(String, String)>,
     /// Created, image pulled, started, registered, stopped.
     pub timeline: Vec<TimelineStep>,
     /// CloudWatch logs link.
@@ -107,182 +181,396 @@ pub struct TimelineStep {
     /// Step name.
     pub name: &'static str,
     /// When, if it happened.
-    pub at: Option<String>,
+    pub at: Option<When>,
+    /// Time since the previous step that happened (`12 s`).
+    pub after: Option<String>,
+    /// `done`, `pending`, `failed` or `skipped` (a later step happened, this one not seen).
+    pub state: &'static str,
 }
 
-/// One event row.
+/// One event (the same message seen again counts as a repeat of its newest occurrence).
 #[derive(Debug, Clone, Serialize)]
 pub struct EventRow {
     /// `warning` or `error`.
-    pub kind: String,
-    /// When.
-    pub at: String,
+    pub kind: &'static str,
+    /// When (the newest occurrence).
+    pub at: When,
     /// What.
     pub message: String,
+    /// How many times it happened among the kept events.
+    pub repeats: usize,
+}
+
+/// Calls of one operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallRow {
+    /// Operation.
+    pub operation: String,
+    /// API budget category.
+    pub category: String,
+    /// Counts.
+    pub counts: OpCounts,
+}
+
+/// What a cluster snapshot is made of (read from a [`Cluster`], or built by a test).
+#[derive(Debug, Clone)]
+pub struct ClusterFacts<'a> {
+    /// Profile key.
+    pub key: &'a str,
+    /// The profile.
+    pub profile: &'a ClusterProfile,
+    /// Region the clients call.
+    pub region: &'a str,
+    /// Every agent record.
+    pub agents: Vec<AgentRecord>,
+    /// Recent events, newest first.
+    pub events: Vec<Event>,
+    /// Calls by operation.
+    pub calls: BTreeMap<&'static str, OpCounts>,
+    /// Session expiry of the assumed role.
+    pub role_expires: Option<SystemTime>,
+    /// Last AssumeRole failure.
+    pub role_error: Option<String>,
+    /// AssumeRole calls.
+    pub assume_role_calls: u64,
+    /// Tasks stopped by the orphan sweep.
+    pub swept_orphans: u64,
 }
 
 /// Takes a snapshot of a cluster from memory.
 pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let profile = cluster.profile();
-    let region = cluster.aws.region.clone();
-    let cluster_name = profile.cluster_name.clone();
-    let name_only = cluster_name.rsplit('/').next().unwrap_or(&cluster_name).to_string();
-    let console_url = format!("https://{region}.console.aws.amazon.com/ecs/v2/clusters/{name_only}/tasks?region={region}");
-    let registry = cluster.registry().clone();
-    let mut agents: Vec<&AgentRecord> = registry.all().collect();
+    let facts = ClusterFacts {
+        key: &cluster.key,
+        profile: &profile,
+        region: &cluster.aws.region,
+        agents: cluster.registry().all().cloned().collect(),
+        events: cluster.events().recent(),
+        calls: cluster.aws.calls.snapshot(),
+        role_expires: cluster.aws.role.expires(),
+        role_error: cluster.aws.role.last_error(),
+        assume_role_calls: cluster
+            .aws
+            .role
+            .assume_role_calls
+            .load(std::sync::atomic::Ordering::Relaxed),
+        swept_orphans: cluster
+            .swept_orphans
+            .load(std::sync::atomic::Ordering::Relaxed),
+    };
+    let now = SystemTime::now();
+    let mut snapshot = build_snapshot(&facts, now);
+    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot
+}
+
+/// Builds a snapshot as of `now`.
+pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnapshot {
+    let profile = facts.profile;
+    let region = facts.region.to_string();
+    let name_only = profile.cluster_short_name().to_string();
+    let mut agents: Vec<&AgentRecord> = facts.agents.iter().collect();
     agents.sort_by_key(|a| std::cmp::Reverse(a.created_at));
-    let rows: Vec<AgentRow> = agents.iter().map(|a| agent_row(a, &region, &name_only, profile.log_group.as_deref())).collect();
-    let mut by_phase = BTreeMap::new();
-    for a in &agents {
-        *by_phase.entry(format!("{:?}", a.phase)).or_insert(0) += 1;
-    }
-    let events: Vec<EventRow> = cluster.events().recent().iter().take(30).map(event_row).collect();
-    let calls: BTreeMap<String, OpCounts> = cluster.aws.calls.snapshot().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let rows: Vec<AgentRow> = agents
+        .iter()
+        .map(|a| agent_row(a, &region, &name_only, profile.log_group.as_deref(), now))
+        .collect();
+    let live = agents.iter().filter(|a| a.phase.is_live()).count();
+    let prefix = format!("ECS cluster {} ({region}): ", profile.cluster_name);
+    let events = event_rows(&facts.events, &prefix, now);
+    let calls: Vec<CallRow> = facts
+        .calls
+        .iter()
+        .map(|(op, counts)| CallRow {
+            operation: op.to_string(),
+            category: category_label(Category::of(op)),
+            counts: *counts,
+        })
+        .collect();
+    let sum = |f: fn(&OpCounts) -> u64| calls.iter().map(|c| f(&c.counts)).sum::<u64>();
+    let max = profile.max_agents.max(1) as usize;
     ClusterSnapshot {
-        key: cluster.key.clone(),
+        key: facts.key.to_string(),
         launch_type: profile.launch_type.as_str().to_string(),
         role_arn: profile.role_arn.clone(),
-        role_expires: cluster.aws.role.expires().map(when),
-        role_error: cluster.aws.role.last_error(),
-        assume_role_calls: cluster.aws.role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
-        live: registry.live_count(),
+        role_expires: facts.role_expires.map(|t| When::at(t, now)),
+        role_error: facts.role_error.clone(),
+        assume_role_calls: facts.assume_role_calls,
+        live,
         max_agents: profile.max_agents,
+        capacity_percent: (live.min(max) * 100 / max) as u32,
         register_timeout_minutes: profile.agent_register_timeout_minutes,
-        by_phase,
+        log_group_url: profile
+            .log_group
+            .as_deref()
+            .map(|g| links::log_group(&region, g)),
+        log_group: profile.log_group.clone(),
+        states: count_states(&rows),
         agents: rows,
+        errors: events.iter().filter(|e| e.kind == "error").count(),
+        warnings: events.iter().filter(|e| e.kind == "warning").count(),
         last_problem: events.first().cloned(),
         events,
-        calls_total: calls.values().map(|c| c.calls).sum(),
-        throttled_total: calls.values().map(|c| c.throttled).sum(),
+        calls_total: sum(|c| c.calls),
+        throttled_total: sum(|c| c.throttled),
+        retries_total: sum(|c| c.retries),
+        failed_total: sum(|c| c.failed),
         calls,
-        console_url,
+        swept_orphans: facts.swept_orphans,
+        console_url: links::ecs_cluster(&region, &name_only),
+        ec2: None,
         region,
-        cluster_name,
+        cluster_name: profile.cluster_name.clone(),
     }
 }
 
 /// Finds an agent by id, or by the job it serves (newest first).
-pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>) -> Option<AgentRow> {
+pub fn find_agent(
+    cluster: &Cluster,
+    agent_id: Option<&str>,
+    job_id: Option<i64>,
+) -> Option<AgentRow> {
     let profile = cluster.profile();
     let registry = cluster.registry();
     let record = match (agent_id, job_id) {
         (Some(id), _) => registry.get(id),
-        (None, Some(job)) => registry.all().filter(|a| a.job.job_id == job).max_by_key(|a| a.created_at),
+        (None, Some(job)) => registry
+            .all()
+            .filter(|a| a.job.job_id == job)
+            .max_by_key(|a| a.created_at),
         (None, None) => None,
     }?;
-    let name_only = profile.cluster_name.rsplit('/').next().unwrap_or(&profile.cluster_name).to_string();
-    Some(agent_row(record, &cluster.aws.region, &name_only, profile.log_group.as_deref()))
+    Some(agent_row(
+        record,
+        &cluster.aws.region,
+        profile.cluster_short_name(),
+        profile.log_group.as_deref(),
+        SystemTime::now(),
+    ))
 }
 
-fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option<&str>) -> AgentRow {
+/// The states of the reports, in display order: (label, badge class).
+const STATES: [(&str, &str); 6] = [
+    ("launching", "st-launching"),
+    ("starting", "st-starting"),
+    ("idle", "st-idle"),
+    ("building", "st-building"),
+    ("stopping", "st-stopping"),
+    ("stopped", "st-stopped"),
+];
+
+fn count_states(rows: &[AgentRow]) -> Vec<StateCount> {
+    STATES
+        .iter()
+        .map(|(label, class)| StateCount {
+            label,
+            class,
+            count: rows.iter().filter(|r| r.state == *label).count(),
+        })
+        .collect()
+}
+
+/// The state people want to see: the phase, refined by what GoCD said.
+fn state_of(a: &AgentRecord) -> (&'static str, &'static str) {
+    let label = match a.phase {
+        Phase::Launching => "launching",
+        Phase::Running if a.registered_at.is_none() => "starting",
+        Phase::Running if a.idle_since.is_some() || a.assigned_at.is_none() => "idle",
+        Phase::Running => "building",
+        Phase::Stopping => "stopping",
+        Phase::Stopped => "stopped",
+    };
+    STATES
+        .iter()
+        .copied()
+        .find(|(l, _)| *l == label)
+        .unwrap_or(("stopped", "st-stopped"))
+}
+
+/// One agent as of `now`; `cluster` is the cluster's short name.
+pub fn agent_row(
+    a: &AgentRecord,
+    region: &str,
+    cluster: &str,
+    log_group: Option<&str>,
+    now: SystemTime,
+) -> AgentRow {
     let task = a.task.as_ref();
-    let task_id = a.task_arn.as_ref().and_then(|arn| arn.rsplit('/').next()).map(str::to_string);
+    let task_id = a
+        .task_arn
+        .as_ref()
+        .and_then(|arn| arn.rsplit('/').next())
+        .map(str::to_string);
     let task_url = task_id
         .as_ref()
-        .map(|id| format!("https://{region}.console.aws.amazon.com/ecs/v2/clusters/{cluster}/tasks/{id}/configuration?region={region}"));
+        .map(|id| links::ecs_task(region, cluster, id));
+    let container = task
+        .and_then(|t| t.containers.first())
+        .map_or("gocd-agent", |c| c.name.as_str());
     let logs_url = match (log_group, &task_id) {
-        (Some(group), Some(id)) => Some(format!(
-            "https://{region}.console.aws.amazon.com/cloudwatch/home?region={region}#logsV2:log-groups/log-group/{}/log-events/{}",
-            group.replace('/', "$252F"),
-            format!("gocd/gocd-agent/{id}").replace('/', "$252F")
+        (Some(group), Some(id)) => Some(links::log_stream(
+            region,
+            group,
+            &format!("gocd/{container}/{id}"),
         )),
         _ => None,
     };
-    let stopped = a.stopped_at.or(task.and_then(|t| t.stopped_at));
+    let containers = task.map(|t| t.containers.clone()).unwrap_or_default();
+    let stop_code = task.and_then(|t| t.stop_code.clone());
+    let failed = a.phase == Phase::Stopped
+        && (containers
+            .iter()
+            .any(|c| c.exit_code.is_some_and(|code| code != 0))
+            || matches!(
+                stop_code.as_deref(),
+                Some("TaskFailedToStart" | "EssentialContainerExited")
+            )
+            || a.stop_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("launch failed")));
+    let (state, state_class) = state_of(a);
+    let mut tags: Vec<(String, String)> = task
+        .map(|t| t.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    tags.sort();
+    let job = &a.job;
     AgentRow {
         agent_id: a.agent_id.clone(),
-        job: a.job.locator(),
-        phase: format!("{:?}", a.phase),
+        job: JobView {
+            locator: job.locator(),
+            pipeline: job.pipeline_name.clone(),
+            pipeline_counter: job.pipeline_counter,
+            stage: job.stage_name.clone(),
+            stage_counter: job.stage_counter.clone(),
+            job: job.job_name.clone(),
+            job_id: job.job_id,
+            url: links::gocd_job(
+                &job.pipeline_name,
+                job.pipeline_counter,
+                &job.stage_name,
+                &job.stage_counter,
+                &job.job_name,
+            ),
+        },
+        state,
+        state_class,
         registered: a.registered_at.is_some(),
+        failed,
         capacity: a.capacity.clone().unwrap_or_default(),
         image: a.image.clone(),
-        created: when(a.created_at),
+        elastic_profile: a.elastic_profile.clone(),
+        created: When::at(a.created_at, now),
         task_id,
         task_arn: a.task_arn.clone(),
         task_url,
         stop_reason: a.stop_reason.clone(),
-        last_status: task.map(|t| t.last_status.clone()).unwrap_or_else(|| "—".into()),
-        desired_status: task.map(|t| t.desired_status.clone()).unwrap_or_else(|| "—".into()),
-        stop_code: task.and_then(|t| t.stop_code.clone()),
-        containers: task.map(|t| t.containers.clone()).unwrap_or_default(),
-        environment: a.environment.clone().unwrap_or_else(|| "none".into()),
+        last_status: task
+            .map(|t| t.last_status.clone())
+            .unwrap_or_else(|| "—".into()),
+        desired_status: task
+            .map(|t| t.desired_status.clone())
+            .unwrap_or_else(|| "—".into()),
+        stop_code,
+        containers,
+        environment: a.environment.clone(),
         attempt: a.attempt,
-        timeline: vec![
-            TimelineStep { name: "created", at: Some(when(task.and_then(|t| t.created_at).unwrap_or(a.created_at))) },
-            TimelineStep { name: "image pulled", at: task.and_then(|t| t.pull_stopped_at).map(when) },
-            TimelineStep { name: "started", at: task.and_then(|t| t.started_at).map(when) },
-            TimelineStep { name: "registered", at: a.registered_at.map(when) },
-            TimelineStep { name: "stopped", at: if a.phase == Phase::Stopped { stopped.map(when) } else { None } },
-        ],
+        size: task.and_then(|t| {
+            Some(format!(
+                "{} CPU units, {} MiB",
+                t.cpu.as_ref()?,
+                t.memory.as_ref()?
+            ))
+        }),
+        availability_zone: task.and_then(|t| t.availability_zone.clone()),
+        tags,
+        timeline: timeline(a, failed, now),
         logs_url,
     }
 }
 
-fn event_row(e: &Event) -> EventRow {
-    let kind = match e.kind {
-        crate::protocol::host_calls::HealthKind::Warning => "warning",
-        crate::protocol::host_calls::HealthKind::Error => "error",
+/// Created, image pulled, started, registered, stopped.
+fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep> {
+    let task = a.task.as_ref();
+    let stopped = if a.phase == Phase::Stopped {
+        a.stopped_at.or(task.and_then(|t| t.stopped_at))
+    } else {
+        None
     };
-    EventRow { kind: kind.into(), at: when(e.at), message: e.message.clone() }
-}
-
-/// `2026-11-30T13:04:11Z (3 min ago)`.
-pub fn when(t: SystemTime) -> String {
-    let absolute = humantime::format_rfc3339_seconds(t).to_string();
-    let relative = match SystemTime::now().duration_since(t) {
-        Ok(d) if d.as_secs() < 60 => format!("{} s ago", d.as_secs()),
-        Ok(d) if d.as_secs() < 3600 => format!("{} min ago", d.as_secs() / 60),
-        Ok(d) => format!("{} h ago", d.as_secs() / 3600),
-        Err(e) => format!("in {} min", e.duration().as_secs() / 60),
-    };
-    format!("{absolute} ({relative})")
-}
-
-fn env() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        for (name, source) in [
-            ("base.html", include_str!("templates/base.html")),
-            ("plugin.html", include_str!("templates/plugin.html")),
-            ("cluster.html", include_str!("templates/cluster.html")),
-            ("agent.html", include_str!("templates/agent.html")),
-        ] {
-            if let Err(e) = env.add_template(name, source) {
-                tracing::error!(template = name, error = %e, "status template does not compile");
+    let points: [(&'static str, Option<SystemTime>); 5] = [
+        (
+            "created",
+            Some(task.and_then(|t| t.created_at).unwrap_or(a.created_at)),
+        ),
+        ("image pulled", task.and_then(|t| t.pull_stopped_at)),
+        ("started", task.and_then(|t| t.started_at)),
+        ("registered", a.registered_at),
+        ("stopped", stopped),
+    ];
+    let last_done = points.iter().rposition(|(_, t)| t.is_some()).unwrap_or(0);
+    let mut previous: Option<SystemTime> = None;
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, (name, at))| {
+            let after = match (previous, at) {
+                (Some(p), Some(t)) => Some(time::span(t.duration_since(p).unwrap_or_default())),
+                _ => None,
+            };
+            if at.is_some() {
+                previous = *at;
             }
+            let state = match at {
+                Some(_) if *name == "stopped" && failed => "failed",
+                Some(_) => "done",
+                None if i < last_done => "skipped",
+                None => "pending",
+            };
+            TimelineStep {
+                name,
+                at: at.map(|t| When::at(t, now)),
+                after,
+                state,
+            }
+        })
+        .collect()
+}
+
+/// Events newest first, repeats folded into their newest occurrence, at most 30 rows; the
+/// `ECS cluster NAME (REGION): ` prefix of server-health messages is left out (the report says
+/// which cluster).
+fn event_rows(events: &[Event], prefix: &str, now: SystemTime) -> Vec<EventRow> {
+    let mut rows: Vec<EventRow> = Vec::new();
+    for e in events {
+        let message = e.message.strip_prefix(prefix).unwrap_or(&e.message);
+        let kind = match e.kind {
+            HealthKind::Warning => "warning",
+            HealthKind::Error => "error",
+        };
+        if let Some(row) = rows
+            .iter_mut()
+            .find(|r| r.message == message && r.kind == kind)
+        {
+            row.repeats += 1;
+        } else if rows.len() < 30 {
+            rows.push(EventRow {
+                kind,
+                at: When::at(e.at, now),
+                message: message.to_string(),
+                repeats: 1,
+            });
         }
-        env
-    })
+    }
+    rows
 }
 
-fn render(name: &str, ctx: minijinja::Value) -> String {
-    env()
-        .get_template(name)
-        .and_then(|t| t.render(ctx))
-        .unwrap_or_else(|e| format!("<div>The {name} status report could not be rendered: {}</div>", escape(&e.to_string())))
-}
-
-/// The plugin report: every cluster profile at a glance.
-pub fn render_plugin(server_id: &str, clusters: &[ClusterSnapshot], broken: &[String]) -> String {
-    let totals = context! {
-        live => clusters.iter().map(|c| c.live).sum::<usize>(),
-        max => clusters.iter().map(|c| c.max_agents as usize).sum::<usize>(),
-        errors => clusters.iter().map(|c| c.events.iter().filter(|e| e.kind == "error").count()).sum::<usize>() + broken.len(),
-    };
-    render("plugin.html", context! { version => env!("CARGO_PKG_VERSION"), server_id, clusters, broken, totals })
-}
-
-/// The cluster report.
-pub fn render_cluster(c: &ClusterSnapshot) -> String {
-    render("cluster.html", context! { c })
-}
-
-/// The agent report (`a` is `None` when the agent is unknown).
-pub fn render_agent(a: Option<&AgentRow>, cluster_name: &str, region: &str, asked_agent: Option<&str>, asked_job: Option<&str>) -> String {
-    render("agent.html", context! { a, cluster_name, region, asked_agent, asked_job })
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+/// `EcsRead` → `ecs read`.
+fn category_label(category: Category) -> String {
+    let mut label = String::new();
+    for (i, ch) in format!("{category:?}").chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            label.push(' ');
+        }
+        label.push(ch.to_ascii_lowercase());
+    }
+    label
 }

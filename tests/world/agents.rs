@@ -50,6 +50,9 @@ pub struct SimPolicy {
     pub never_register: HashSet<String>,
     /// Job ids or agent ids whose agents wait until released ([`AgentSimulator::release`]).
     pub hold: HashSet<String>,
+    /// Only tasks tagged with this `gocd:server-id` are this simulator's (several GoCD servers on
+    /// one cluster: each host gets its own simulator). `None`: every task of the fleets.
+    pub only_server_id: Option<String>,
 }
 
 /// A task the simulator has seen.
@@ -316,8 +319,12 @@ impl SimInner {
         }
         let mut live = 0;
         let mut st = self.state.lock().unwrap();
+        let only = st.policy.only_server_id.clone();
         for t in &tasks {
             let Some(arn) = t.task_arn() else { continue };
+            if only.as_deref().is_some_and(|id| task_tag(t, "gocd:server-id") != Some(id)) {
+                continue;
+            }
             let last = t.last_status().unwrap_or("").to_string();
             let stopped = last == "STOPPED" || t.desired_status() == Some("STOPPED");
             if !stopped {

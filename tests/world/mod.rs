@@ -6,6 +6,7 @@
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
+//! - [`ec2`]: `InstanceSimulator`, the ECS agent of every EC2 instance the plugin launches.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
 //! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
 //!
@@ -16,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod agents;
+pub mod ec2;
 pub mod host;
 pub mod http;
 pub mod moto;

@@ -114,6 +114,12 @@ pub enum Verdict {
     Drop,
     /// Wait, then keep evaluating.
     Delay(Duration),
+    /// Forward to moto (the call takes effect), then close the client connection without its
+    /// answer: the answer is lost on the way back.
+    DropAnswer,
+    /// Forward to moto, then hold its answer this long before passing it back (while held,
+    /// [`Proxy::answers_held`] counts it).
+    DelayAnswer(Duration),
 }
 
 impl Verdict {
@@ -165,6 +171,8 @@ pub enum Outcome {
     Answered,
     /// Connection dropped by a rule.
     Dropped,
+    /// Forwarded to moto, then the connection was dropped instead of answering (answer lost).
+    DroppedAfterForward,
     /// moto could not be reached or answered garbage (502 to the client).
     UpstreamFailed,
 }
@@ -185,6 +193,8 @@ pub struct CallRecord {
     /// For `sts:AssumeRole`: the `RoleArn` and `ExternalId` asked for.
     pub role_arn: Option<String>,
     pub external_id: Option<String>,
+    /// The JSON body of a JSON-protocol call (ECS), as sent.
+    pub json: Option<Value>,
 }
 
 impl CallRecord {
@@ -217,6 +227,7 @@ struct Shared {
     captured: Mutex<Vec<CapturedCredentials>>,
     key_accounts: Mutex<HashMap<String, String>>,
     ecs: Mutex<EcsLive>,
+    held: std::sync::atomic::AtomicUsize,
 }
 
 /// The proxy; stops accepting when dropped.
@@ -328,6 +339,18 @@ impl Proxy {
             .count() as u64
     }
 
+    /// The JSON bodies of every call of that service and operation (ECS), in order.
+    pub fn requests(&self, service: &str, operation: &str) -> Vec<Value> {
+        self.shared
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.service == service && r.operation == operation)
+            .filter_map(|r| r.json.clone())
+            .collect()
+    }
+
     /// How many calls the proxy saw in all.
     pub fn total(&self) -> u64 {
         self.shared.log.lock().unwrap().len() as u64
@@ -351,6 +374,11 @@ impl Proxy {
     /// How many tasks RunTask answers carried.
     pub fn ecs_tasks_started(&self) -> u64 {
         self.shared.ecs.lock().unwrap().started
+    }
+
+    /// Answers forwarded by moto and held right now by a [`Verdict::DelayAnswer`].
+    pub fn answers_held(&self) -> usize {
+        self.shared.held.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
@@ -379,22 +407,41 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
                 }
             }
         }
+        let after = match &verdict {
+            Verdict::DropAnswer => Some(Verdict::DropAnswer),
+            Verdict::DelayAnswer(d) => Some(Verdict::DelayAnswer(*d)),
+            _ => None,
+        };
         let (response, outcome) = match verdict {
             Verdict::Drop => {
                 record(&shared, &call, 0, Outcome::Dropped, rule_name);
                 return;
             }
             Verdict::Respond(r) => (r, Outcome::Answered),
-            Verdict::Forward | Verdict::Delay(_) => match http::send(upstream, &call.request).await {
-                Ok(r) => (r, Outcome::Forwarded),
-                Err(e) => {
-                    let body = format!("proxy: upstream failed: {e}");
-                    (HttpResponse::new(502, "text/plain", body), Outcome::UpstreamFailed)
+            Verdict::Forward | Verdict::Delay(_) | Verdict::DropAnswer | Verdict::DelayAnswer(_) => {
+                match http::send(upstream, &call.request).await {
+                    Ok(r) => (r, Outcome::Forwarded),
+                    Err(e) => {
+                        let body = format!("proxy: upstream failed: {e}");
+                        (HttpResponse::new(502, "text/plain", body), Outcome::UpstreamFailed)
+                    }
                 }
-            },
+            }
         };
         if outcome == Outcome::Forwarded {
             observe(&shared, &call, &response);
+            match after {
+                Some(Verdict::DropAnswer) => {
+                    record(&shared, &call, response.status, Outcome::DroppedAfterForward, rule_name);
+                    return;
+                }
+                Some(Verdict::DelayAnswer(d)) => {
+                    shared.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    tokio::time::sleep(d).await;
+                    shared.held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                _ => {}
+            }
         }
         record(&shared, &call, response.status, outcome, rule_name);
         if http::write_response(&mut wr, &response, close).await.is_err() || close {
@@ -424,6 +471,7 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
         external_id: is_assume
             .then(|| call.form_param("ExternalId").map(str::to_string))
             .flatten(),
+        json: (call.service == "ecs").then(|| call.json()).flatten(),
     };
     shared.log.lock().unwrap().push(entry);
 }
@@ -707,6 +755,293 @@ pub mod aws_like {
         match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
             Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(run),
             _ => run(),
+        }
+    }
+}
+
+/// A fault-injection rule (DESIGN.md §7): at set rates, per call, AWS's throttling errors in their
+/// wire formats (ECS `ThrottlingException` HTTP 400, EC2 `RequestLimitExceeded` XML HTTP 503,
+/// STS `Throttling` HTTP 400), HTTP 500/503 server errors in each service's format, added
+/// latency, and dropped connections (closed without an answer, before forwarding or after it, so
+/// the call took effect but its answer is lost).
+///
+/// Deterministic given a seed: the n-th call the rule sees gets the same decision in every run
+/// (SplitMix64 of seed and n). Switchable at run time through the [`Faults`] handle:
+/// `faults.set(FaultRates::all(1.0))`, a minute later `faults.set(FaultRates::NONE)`.
+pub mod faults {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::{Call, HttpResponse, Verdict};
+
+    /// Per-call probabilities (each 0.0 to 1.0; the faults are exclusive and tried in this order).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct FaultRates {
+        /// Answer with the service's throttling error.
+        pub throttle: f64,
+        /// Answer HTTP 500 or 503 (half each) in the service's error format.
+        pub server_error: f64,
+        /// Close the connection without an answer.
+        pub drop: f64,
+        /// Of the drops, the share that happen after forwarding (the call took effect).
+        pub drop_after_forward: f64,
+        /// Of the calls not faulted, the share delayed by up to `latency_max` before forwarding.
+        pub latency: f64,
+        /// The longest added latency.
+        pub latency_max: Duration,
+    }
+
+    impl FaultRates {
+        /// No faults.
+        pub const NONE: FaultRates = FaultRates {
+            throttle: 0.0,
+            server_error: 0.0,
+            drop: 0.0,
+            drop_after_forward: 0.0,
+            latency: 0.0,
+            latency_max: Duration::ZERO,
+        };
+
+        /// Throttling, 5xx and drops at these rates, half the drops after forwarding, no latency.
+        pub fn new(throttle: f64, server_error: f64, drop: f64) -> FaultRates {
+            FaultRates {
+                throttle,
+                server_error,
+                drop,
+                drop_after_forward: 0.5,
+                ..FaultRates::NONE
+            }
+        }
+
+        /// Every call faulted: `throttle` share throttled, the rest split between 5xx and drops.
+        pub fn all(throttle: f64) -> FaultRates {
+            let rest = (1.0 - throttle).max(0.0);
+            FaultRates::new(throttle, rest * 0.6, rest * 0.4)
+        }
+
+        /// The same rates plus latency on `rate` of the other calls, up to `max`.
+        pub fn with_latency(mut self, rate: f64, max: Duration) -> FaultRates {
+            self.latency = rate;
+            self.latency_max = max;
+            self
+        }
+
+        /// The same rates with this share of drops after forwarding.
+        pub fn with_drop_after_forward(mut self, share: f64) -> FaultRates {
+            self.drop_after_forward = share;
+            self
+        }
+    }
+
+    /// What the rule did, by kind.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct FaultCounts {
+        /// Calls the rule saw (in scope).
+        pub calls: u64,
+        /// Answered with a throttling error.
+        pub throttled: u64,
+        /// Answered 500 or 503.
+        pub server_errors: u64,
+        /// Dropped before reaching moto.
+        pub dropped: u64,
+        /// Forwarded, then their answer dropped.
+        pub dropped_after_forward: u64,
+        /// Delayed before forwarding.
+        pub delayed: u64,
+    }
+
+    impl FaultCounts {
+        /// Every call that failed because of the rule.
+        pub fn faulted(&self) -> u64 {
+            self.throttled + self.server_errors + self.dropped + self.dropped_after_forward
+        }
+
+        /// What happened since `earlier` (a snapshot of the same rule).
+        pub fn since(&self, earlier: &FaultCounts) -> FaultCounts {
+            FaultCounts {
+                calls: self.calls - earlier.calls,
+                throttled: self.throttled - earlier.throttled,
+                server_errors: self.server_errors - earlier.server_errors,
+                dropped: self.dropped - earlier.dropped,
+                dropped_after_forward: self.dropped_after_forward - earlier.dropped_after_forward,
+                delayed: self.delayed - earlier.delayed,
+            }
+        }
+    }
+
+    struct State {
+        rates: FaultRates,
+        seed: u64,
+        n: u64,
+        counts: FaultCounts,
+        by_operation: std::collections::BTreeMap<String, FaultCounts>,
+        services: Vec<String>,
+        operations: Vec<String>,
+    }
+
+    /// The handle of one fault rule: change its rates at run time, read what it did.
+    #[derive(Clone)]
+    pub struct Faults {
+        state: Arc<Mutex<State>>,
+    }
+
+    impl std::fmt::Debug for Faults {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let s = self.state.lock().unwrap();
+            f.debug_struct("Faults")
+                .field("rates", &s.rates)
+                .field("seed", &s.seed)
+                .field("counts", &s.counts)
+                .finish()
+        }
+    }
+
+    /// SplitMix64: a tiny, good-enough deterministic mixer.
+    pub fn splitmix64(mut x: u64) -> u64 {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn unit(x: u64) -> f64 {
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    impl Faults {
+        /// A fault rule with these rates and seed, for every call.
+        pub fn new(seed: u64, rates: FaultRates) -> Faults {
+            Faults {
+                state: Arc::new(Mutex::new(State {
+                    rates,
+                    seed,
+                    n: 0,
+                    counts: FaultCounts::default(),
+                    by_operation: Default::default(),
+                    services: Vec::new(),
+                    operations: Vec::new(),
+                })),
+            }
+        }
+
+        /// Only calls of these services (`ecs`, `ec2`, `sts`) are faulted.
+        pub fn only_services(self, services: &[&str]) -> Faults {
+            self.state.lock().unwrap().services = services.iter().map(|s| s.to_string()).collect();
+            self
+        }
+
+        /// Only calls of these operations (`RunTask`, ...) are faulted.
+        pub fn only_operations(self, operations: &[&str]) -> Faults {
+            self.state.lock().unwrap().operations = operations.iter().map(|s| s.to_string()).collect();
+            self
+        }
+
+        /// New rates from the next call on.
+        pub fn set(&self, rates: FaultRates) {
+            self.state.lock().unwrap().rates = rates;
+        }
+
+        /// The rates now.
+        pub fn rates(&self) -> FaultRates {
+            self.state.lock().unwrap().rates
+        }
+
+        /// What the rule did so far.
+        pub fn counts(&self) -> FaultCounts {
+            self.state.lock().unwrap().counts
+        }
+
+        /// What the rule did so far, by `service:Operation`.
+        pub fn counts_by_operation(&self) -> std::collections::BTreeMap<String, FaultCounts> {
+            self.state.lock().unwrap().by_operation.clone()
+        }
+
+        /// The rule to add to a proxy (`proxy.add_rule("faults", faults.rule())`).
+        pub fn rule(&self) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+            let state = self.state.clone();
+            move |call: &Call| {
+                let mut s = state.lock().unwrap();
+                let in_scope = (s.services.is_empty() || s.services.contains(&call.service))
+                    && (s.operations.is_empty() || s.operations.contains(&call.operation));
+                if !in_scope {
+                    return Verdict::Forward;
+                }
+                let n = s.n;
+                s.n += 1;
+                let base = splitmix64(s.seed ^ splitmix64(n));
+                let (pick, variant, wait) = (unit(base), unit(splitmix64(base)), unit(splitmix64(base ^ 0x5555)));
+                let r = s.rates;
+                let (verdict, kind) = if pick < r.throttle {
+                    (throttle(&call.service), Kind::Throttled)
+                } else if pick < r.throttle + r.server_error {
+                    (server_error(&call.service, variant < 0.5), Kind::ServerError)
+                } else if pick < r.throttle + r.server_error + r.drop {
+                    if variant < r.drop_after_forward {
+                        (Verdict::DropAnswer, Kind::DroppedAfterForward)
+                    } else {
+                        (Verdict::Drop, Kind::Dropped)
+                    }
+                } else if r.latency > 0.0 && variant < r.latency && !r.latency_max.is_zero() {
+                    (Verdict::Delay(r.latency_max.mul_f64(wait)), Kind::Delayed)
+                } else {
+                    (Verdict::Forward, Kind::None)
+                };
+                count(&mut s.counts, kind);
+                count(s.by_operation.entry(call.key()).or_default(), kind);
+                verdict
+            }
+        }
+    }
+
+    #[derive(Clone, Copy)]
+    enum Kind {
+        None,
+        Throttled,
+        ServerError,
+        Dropped,
+        DroppedAfterForward,
+        Delayed,
+    }
+
+    fn count(c: &mut FaultCounts, kind: Kind) {
+        c.calls += 1;
+        match kind {
+            Kind::None => {}
+            Kind::Throttled => c.throttled += 1,
+            Kind::ServerError => c.server_errors += 1,
+            Kind::Dropped => c.dropped += 1,
+            Kind::DroppedAfterForward => c.dropped_after_forward += 1,
+            Kind::Delayed => c.delayed += 1,
+        }
+    }
+
+    /// The service's throttling answer, as AWS sends it.
+    pub fn throttle(service: &str) -> Verdict {
+        match service {
+            "ec2" => Verdict::ec2_error(503, "RequestLimitExceeded", "Request limit exceeded."),
+            "sts" => Verdict::sts_error(400, "Throttling", "Rate exceeded"),
+            _ => Verdict::ecs_error(400, "ThrottlingException", "Rate exceeded"),
+        }
+    }
+
+    /// The service's 500 (or 503) answer, as AWS sends it.
+    pub fn server_error(service: &str, unavailable: bool) -> Verdict {
+        match (service, unavailable) {
+            ("ec2", false) => Verdict::ec2_error(500, "InternalError", "An internal error has occurred"),
+            ("ec2", true) => Verdict::ec2_error(503, "Unavailable", "The server is overloaded and can't handle the request"),
+            ("sts", false) => Verdict::sts_error(500, "InternalFailure", "An internal error occurred"),
+            ("sts", true) => Verdict::sts_error(503, "ServiceUnavailable", "Service is unavailable"),
+            (_, false) => Verdict::Respond(HttpResponse::aws_json(
+                500,
+                &json!({"__type": "ServerException", "message": "Service encountered an internal error"}),
+            )),
+            (_, true) => Verdict::Respond(HttpResponse::aws_json(
+                503,
+                &json!({"__type": "ServiceUnavailableException", "message": "Service Unavailable"}),
+            )),
         }
     }
 }

@@ -1,0 +1,240 @@
+//! `cargo bench --bench ec2_cost`: what the EC2 placement and retirement rules cost on a
+//! reference CI day, in instance-hours, against the lower bound for the same jobs.
+//!
+//! The trace (`tests/data/ec2_trace.csv`: arrival, duration, CPU units and MiB per job) is played
+//! against a simulated clock through the plugin's own rules — `ec2::plan::plan` (placement,
+//! launches, retirement) and `ec2::plan::idle_since` (the idle clock) — with instances that
+//! register `BOOT` after their launch and a pass every `TICK`, as the plugin's loop does while
+//! work waits. Instance-hours run from each launch to its termination, idle tails included.
+//!
+//! The lower bound is the trace's task CPU-seconds or memory-seconds, whichever is larger, over
+//! one instance's capacity: no packing, launch or idle time could do better. The ratio of the two
+//! is the number to watch; the table also shows how long jobs waited for room.
+//!
+//! Runs in well under a second; no AWS, no moto. Prints one table on stdout.
+
+#![allow(clippy::print_stdout)]
+
+use std::time::{Duration, SystemTime};
+
+use ecs_elastic_agent::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Slot};
+use ecs_elastic_agent::ec2::pool::PLACEMENT_GRACE;
+use ecs_elastic_agent::ec2::{capacity, OsClass, Resources};
+
+/// Time from RunInstances to the container instance registering (boot, ECS agent start).
+const BOOT: u64 = 90;
+/// Seconds between passes.
+const TICK: u64 = 2;
+
+/// One job of the trace.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    arrival: u64,
+    duration: u64,
+    need: Resources,
+}
+
+/// One simulated instance.
+#[derive(Debug)]
+struct Instance {
+    id: String,
+    launched_at: u64,
+    retired_at: Option<u64>,
+    remaining: Resources,
+    /// (end, need) of the tasks on it.
+    tasks: Vec<(u64, Resources)>,
+    idle_since: Option<SystemTime>,
+    last_placed: Option<SystemTime>,
+}
+
+/// One configuration to play.
+#[derive(Debug)]
+struct Setup {
+    name: &'static str,
+    instance_type: &'static str,
+    min: u32,
+    max: u32,
+    idle_minutes: u64,
+}
+
+/// What one play cost.
+#[derive(Debug)]
+struct Outcome {
+    instance_hours: f64,
+    launches: usize,
+    peak: usize,
+    waits: Vec<u64>,
+}
+
+fn at(t: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(t)
+}
+
+fn load_trace() -> Vec<Job> {
+    let text = include_str!("../tests/data/ec2_trace.csv");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("arrival"))
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<u64> = l.split(',').map(|x| x.trim().parse().expect("a number")).collect();
+            Job { arrival: f[0], duration: f[1], need: Resources::new(f[2] as u32, f[3] as u32) }
+        })
+        .collect()
+}
+
+fn play(jobs: &[Job], setup: &Setup) -> Outcome {
+    let cap = capacity::estimate(setup.instance_type).expect("a known instance type");
+    let policy = Policy {
+        min: setup.min,
+        max: setup.max,
+        idle: Duration::from_secs(setup.idle_minutes * 60),
+        register_timeout: Duration::from_secs(300),
+        capacity: cap,
+        capacity_known: true,
+    };
+    let mut instances: Vec<Instance> = Vec::new();
+    let mut waiting: Vec<(usize, Job)> = Vec::new();
+    let mut next_job = 0;
+    let mut waits = Vec::new();
+    let mut peak = 0;
+    let mut t = 0;
+    loop {
+        let now = at(t);
+        for i in instances.iter_mut().filter(|i| i.retired_at.is_none()) {
+            let (done, left): (Vec<_>, Vec<_>) = i.tasks.iter().partition(|(end, _)| *end <= t);
+            i.tasks = left;
+            for (_, need) in done {
+                i.remaining = i.remaining.plus(need);
+            }
+            if i.launched_at + BOOT <= t {
+                i.idle_since = idle_since(i.idle_since, i.tasks.len() as u32, i.last_placed, PLACEMENT_GRACE, now);
+            }
+        }
+        while next_job < jobs.len() && jobs[next_job].arrival <= t {
+            waiting.push((next_job, jobs[next_job]));
+            next_job += 1;
+        }
+        let alive: Vec<usize> = (0..instances.len()).filter(|i| instances[*i].retired_at.is_none()).collect();
+        peak = peak.max(alive.len());
+        if next_job == jobs.len() && waiting.is_empty() && alive.iter().all(|i| instances[*i].tasks.is_empty()) && alive.len() <= setup.min as usize {
+            break;
+        }
+        let slots: Vec<Slot> = alive
+            .iter()
+            .map(|i| {
+                let inst = &instances[*i];
+                let registered = inst.launched_at + BOOT <= t;
+                Slot {
+                    id: inst.id.clone(),
+                    os: OsClass::Linux,
+                    launched_at: at(inst.launched_at),
+                    running: true,
+                    registered: registered.then(|| Registered {
+                        usable: true,
+                        total: cap,
+                        remaining: inst.remaining,
+                        tasks: inst.tasks.len() as u32,
+                    }),
+                    idle_since: inst.idle_since,
+                    retiring: false,
+                }
+            })
+            .collect();
+        let demands: Vec<Demand> = waiting
+            .iter()
+            .map(|(n, j)| Demand { id: n.to_string(), need: j.need, os: OsClass::Linux, since: at(j.arrival) })
+            .collect();
+        let decided = plan(&slots, &demands, &policy, now);
+        assert!(decided.too_big.is_empty(), "every job of the trace fits an instance");
+        for r in &decided.retire {
+            let inst = instances.iter_mut().find(|i| i.id == r.instance).expect("a known instance");
+            assert!(inst.tasks.is_empty(), "an instance with a task is never retired");
+            inst.retired_at = Some(t);
+        }
+        for p in &decided.start {
+            let n: usize = p.demand.parse().expect("a job index");
+            let job = jobs[n];
+            let inst = instances.iter_mut().find(|i| i.id == p.instance).expect("a known instance");
+            assert!(inst.remaining.fits(job.need), "placement overcommitted {}", inst.id);
+            inst.remaining = inst.remaining.minus(job.need);
+            inst.tasks.push((t + job.duration, job.need));
+            inst.last_placed = Some(now);
+            inst.idle_since = None;
+            waiting.retain(|(m, _)| *m != n);
+            waits.push(t - job.arrival);
+        }
+        for _ in &decided.launch {
+            let id = format!("i-{:05}", instances.len());
+            instances.push(Instance {
+                id,
+                launched_at: t,
+                retired_at: None,
+                remaining: cap,
+                tasks: Vec::new(),
+                idle_since: None,
+                last_placed: None,
+            });
+        }
+        t += TICK;
+    }
+    let end = t;
+    let seconds: u64 = instances.iter().map(|i| i.retired_at.unwrap_or(end) - i.launched_at).sum();
+    Outcome { instance_hours: seconds as f64 / 3600.0, launches: instances.len(), peak, waits }
+}
+
+/// Task CPU-seconds or memory-seconds, whichever is larger, over one instance's capacity.
+fn lower_bound_hours(jobs: &[Job], instance_type: &str) -> f64 {
+    let cap = capacity::estimate(instance_type).expect("a known instance type");
+    let cpu: f64 = jobs.iter().map(|j| f64::from(j.need.cpu) * j.duration as f64).sum::<f64>() / f64::from(cap.cpu);
+    let mem: f64 = jobs.iter().map(|j| f64::from(j.need.memory) * j.duration as f64).sum::<f64>() / f64::from(cap.memory);
+    cpu.max(mem) / 3600.0
+}
+
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let jobs = load_trace();
+    let task_hours: f64 = jobs.iter().map(|j| j.duration as f64).sum::<f64>() / 3600.0;
+    println!(
+        "EC2 cost on the reference CI day (tests/data/ec2_trace.csv): {} jobs, {:.1} task-hours; instances register {} s after launch, a pass every {} s",
+        jobs.len(),
+        task_hours,
+        BOOT,
+        TICK
+    );
+    println!();
+    println!(
+        "{:<44} {:>10} {:>11} {:>6} {:>8} {:>6} {:>9} {:>9}",
+        "setup", "inst-hours", "lower bound", "ratio", "launches", "peak", "wait p50", "wait p95"
+    );
+    let setups = [
+        Setup { name: "c5.xlarge, defaults (idle 10 min), max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 10 },
+        Setup { name: "c5.xlarge, idle 3 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 3 },
+        Setup { name: "c5.xlarge, idle 30 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 30 },
+        Setup { name: "c5.xlarge, idle 10 min, 2 kept warm, max 50", instance_type: "c5.xlarge", min: 2, max: 50, idle_minutes: 10 },
+        Setup { name: "c5.2xlarge, defaults (idle 10 min), max 25", instance_type: "c5.2xlarge", min: 0, max: 25, idle_minutes: 10 },
+    ];
+    for setup in &setups {
+        let outcome = play(&jobs, setup);
+        let bound = lower_bound_hours(&jobs, setup.instance_type);
+        let mut waits = outcome.waits.clone();
+        waits.sort_unstable();
+        assert_eq!(waits.len(), jobs.len(), "every job ran");
+        println!(
+            "{:<44} {:>10.1} {:>11.1} {:>6.2} {:>8} {:>6} {:>8}s {:>8}s",
+            setup.name,
+            outcome.instance_hours,
+            bound,
+            outcome.instance_hours / bound,
+            outcome.launches,
+            outcome.peak,
+            percentile(&waits, 0.5),
+            percentile(&waits, 0.95),
+        );
+    }
+}

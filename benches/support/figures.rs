@@ -1,0 +1,561 @@
+//! The figures of README "Performance", one function each. Every figure runs in its own world:
+//! a fresh moto, the counting proxy between the plugin and moto with the AWS-like rules of
+//! `world::proxy::aws_like` (ListTasks paged by 100, DescribeTasks and RunTask limits as AWS
+//! enforces them), and the real plugin binary. AWS calls are counted by the proxy, never by the
+//! plugin's own counters.
+//!
+//! Count figures are deterministic; time figures depend on the machine and on moto, and are
+//! only checked when asked (`check_time`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_config::SdkConfig;
+use ecs_elastic_agent::cluster::identity;
+use serde_json::{json, Value};
+use tokio::task::JoinSet;
+
+use super::seed::{self, Owner, Seeded};
+use super::stdio::{percentile, Launch, StdioProcess};
+use super::table::{ratio, Row};
+use crate::world::host::{props, GoCdHost, HostConfig, Props};
+use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::proxy::{aws_like, Outcome, Proxy};
+
+/// The role of the AssumeRole figure (moto lets the base account assume it).
+pub const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-bench";
+const ROLE_ACCOUNT: &str = "111111111111";
+const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
+const SERVER_PING: &str = "cd.go.elastic-agent.server-ping";
+const SHOULD_ASSIGN_WORK: &str = "cd.go.elastic-agent.should-assign-work";
+/// Name of the proxy rule that plays ECS's RunTask budget.
+const RUN_TASK_BUDGET_RULE: &str = "aws-run-task-budget";
+
+/// The plugin binary: `ECS_EA_PLUGIN_BIN` when set, else the one cargo built with this crate
+/// (release under `cargo bench`, debug under `cargo test`).
+pub fn plugin_binary() -> PathBuf {
+    std::env::var_os("ECS_EA_PLUGIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")))
+}
+
+/// The plugin's environment, as the host simulator sets it: AWS is `endpoint`, with test keys.
+pub fn plugin_env(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID),
+        ("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY),
+        ("AWS_REGION", REGION),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-bench/config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-bench/credentials"),
+        ("RUST_LOG", "info"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// A fresh moto and the counting proxy in front of it, answering as AWS would.
+pub struct Aws {
+    /// moto.
+    pub moto: Moto,
+    /// The proxy the plugin talks to.
+    pub proxy: Proxy,
+    /// The base account, for the benchmark's own calls (straight to moto, not counted).
+    pub base: SdkConfig,
+}
+
+impl Aws {
+    /// Starts both.
+    pub async fn start() -> Aws {
+        let moto = Moto::start().await;
+        let proxy = Proxy::start(moto.addr()).await;
+        proxy.add_rule("aws-request-limits", aws_like::ecs_request_limits());
+        proxy.add_rule("aws-list-tasks-paging", aws_like::list_tasks_paging(moto.addr()));
+        let base = moto.base_config().await;
+        Aws { moto, proxy, base }
+    }
+
+    /// A host simulator config for the plugin binary, pointed at the proxy.
+    pub fn host_config(&self) -> HostConfig {
+        let mut cfg = HostConfig::new(&self.proxy.endpoint());
+        cfg.program = Some((plugin_binary(), vec!["serve".into()]));
+        cfg
+    }
+}
+
+/// A Fargate cluster profile for a benchmark: room for every agent, and agents that never
+/// register (nothing plays the containers here) are left alone for the whole run.
+pub fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
+    let mut p = props(&[
+        ("ClusterName", cluster),
+        ("Region", REGION),
+        ("MaxAgents", "1000"),
+        ("AgentRegisterTimeoutMinutes", "120"),
+    ]);
+    p.extend(props(extra));
+    p
+}
+
+/// One small Fargate elastic profile.
+pub fn elastic_props() -> Props {
+    props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
+}
+
+fn ceil_div(n: usize, d: usize) -> u64 {
+    n.div_ceil(d) as u64
+}
+
+fn is_ecs_read(key: &str) -> bool {
+    key.strip_prefix("ecs:").is_some_and(|op| op.starts_with("List") || op.starts_with("Describe") || op.starts_with("Get"))
+}
+
+fn sum(counts: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
+    counts.iter().filter(|(k, _)| keep(k)).map(|(_, v)| v).sum()
+}
+
+fn job_json(job_id: i64) -> Value {
+    serde_json::to_value(seed::job(job_id)).expect("a job identifier as JSON")
+}
+
+fn create_agent_body(host: &GoCdHost, cluster: &Props, elastic: &Props, job_id: i64) -> Value {
+    json!({
+        "auto_register_key": host.issue_key(None),
+        "elastic_agent_profile_properties": elastic,
+        "cluster_profile_properties": cluster,
+        "job_identifier": job_json(job_id),
+    })
+}
+
+fn should_assign_work_body(agent_id: &str, job: &Value, cluster: &Props) -> Value {
+    json!({
+        "agent": {"agent_id": agent_id, "agent_state": "Idle", "build_state": "Idle", "config_state": "Enabled"},
+        "job_identifier": job,
+        "elastic_agent_profile_properties": elastic_props(),
+        "cluster_profile_properties": cluster,
+    })
+}
+
+/// Sends requests from the host simulator, `at_once` in flight; panics on any non-200 answer.
+async fn send_all(host: &GoCdHost, requests: Vec<(&'static str, Value)>, at_once: usize) {
+    let mut pending = requests.into_iter();
+    let mut in_flight = JoinSet::new();
+    loop {
+        while in_flight.len() < at_once {
+            let Some((name, body)) = pending.next() else { break };
+            let host = host.clone();
+            in_flight.spawn(async move { (name, host.request(name, body).await) });
+        }
+        let Some(done) = in_flight.join_next().await else { break };
+        let (name, reply) = done.expect("a request task panicked");
+        match reply {
+            Ok(r) if r.code == 200 => {}
+            Ok(r) => panic!("{name} answered {}: {}", r.code, r.body),
+            Err(e) => panic!("{name} got no answer: {e:?}\n{}", host.with_state(|s| s.summary())),
+        }
+    }
+}
+
+/// A stdio call from async code (the driver blocks; the proxy keeps running on other workers).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn server_ping(plugin: &mut StdioProcess, cluster: &Props) {
+    let body = json!({"all_cluster_profile_properties": [cluster]});
+    let (_, answer) = blocking(|| plugin.call(SERVER_PING, &body, Duration::from_secs(300))).expect("server-ping answered");
+    assert_eq!(answer["code"], 200, "server-ping answered {answer}");
+}
+
+/// Sizes of the stdio timing figures (run on the plugin that tracks the largest N).
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// should-assign-work calls timed one at a time (after a warm-up of a tenth as many).
+    pub latency_samples: usize,
+    /// should-assign-work calls pipelined per throughput round.
+    pub throughput_requests: usize,
+    /// Rounds of it (the best counts, for the plugin and the echo alike).
+    pub throughput_rounds: usize,
+}
+
+/// What [`reads_per_ping`] found.
+#[derive(Debug, Default)]
+pub struct ReadsOutcome {
+    /// Rows for the table.
+    pub rows: Vec<Row>,
+    /// Notes for the table.
+    pub notes: Vec<String>,
+}
+
+/// ECS read calls per server-ping with N of our tasks running in one cluster, for each N in
+/// `ns` (ascending): moto is seeded up to N, one ping adopts the new tasks, two more are
+/// counted. With `timing`, the stdio figures are then measured on the same plugin process,
+/// which tracks the largest N agents: should-assign-work latency, throughput against the bare
+/// echo, and resident memory.
+pub async fn reads_per_ping(ns: &[usize], timing: Option<Timing>) -> ReadsOutcome {
+    const CLUSTER: &str = "bench-reads";
+    const COUNTED_PINGS: usize = 2;
+    let aws = Aws::start().await;
+    moto::create_cluster(&aws.base, CLUSTER).await;
+    let server_id = format!("gocd-bench-{}", uuid::Uuid::new_v4());
+    let owner = Owner::new(&server_id, REGION, CLUSTER);
+    let cluster = cluster_props(CLUSTER, &[]);
+    let launch = Launch::plugin(&plugin_binary(), plugin_env(&aws.proxy.endpoint()), &server_id);
+    let mut plugin = blocking(|| StdioProcess::spawn(&launch)).expect("the plugin starts");
+    let mut out = ReadsOutcome::default();
+    let mut seeded: Vec<Seeded> = Vec::new();
+    let mut seed_secs = 0.0;
+    for &n in ns {
+        let more = n.saturating_sub(seeded.len());
+        eprintln!("floors: seeding {more} tasks in moto (N = {n})");
+        let t = Instant::now();
+        seeded.extend(seed::seed_tasks(&aws.base, &owner, 100_000 + seeded.len() as i64, more).await);
+        seed_secs += t.elapsed().as_secs_f64();
+        server_ping(&mut plugin, &cluster); // adopts the new tasks
+        let mut per_ping = Vec::new();
+        let mut ping_secs = Vec::new();
+        for _ in 0..COUNTED_PINGS {
+            let mark = aws.proxy.mark();
+            let t = Instant::now();
+            server_ping(&mut plugin, &cluster);
+            ping_secs.push(t.elapsed().as_secs_f64());
+            let counts = aws.proxy.counts_since(mark);
+            let reads = sum(&counts, is_ecs_read);
+            let others: BTreeMap<&String, &u64> = counts.iter().filter(|(k, _)| !is_ecs_read(k)).collect();
+            if !others.is_empty() {
+                out.notes.push(format!("N = {n}: a server-ping also made {others:?}"));
+            }
+            per_ping.push((reads, counts));
+        }
+        let worst = per_ping.iter().map(|(r, _)| *r).max().unwrap_or(0);
+        let floor = 2 * ceil_div(n, 100);
+        out.rows.push(Row::count(
+            format!("ECS read calls per server-ping, N = {n} running agents"),
+            floor,
+            floor + 2,
+            format!("≤ {}", floor + 2),
+            worst,
+        ));
+        let by_op = &per_ping[0].1;
+        eprintln!(
+            "floors: N = {n}: {worst} ECS reads per ping ({by_op:?}), {:.1} s per ping on moto",
+            ping_secs.iter().sum::<f64>() / ping_secs.len() as f64
+        );
+    }
+    out.notes.push(format!(
+        "ECS reads per ping: moto seeded through its own API (RunTask count 1 per task, {} tasks in {seed_secs:.0} s, \
+         tagged and startedBy as the plugin would; not counted); one ping adopts them, the worst of the next \
+         {COUNTED_PINGS} is shown; ListTasks paged by 100 and DescribeTasks capped at 100 by the proxy, as in AWS",
+        seeded.len()
+    ));
+    if let Some(timing) = timing {
+        stdio_figures(&mut plugin, &seeded, &cluster, timing, &mut out);
+    }
+    blocking(|| plugin.close());
+    out
+}
+
+fn stdio_figures(plugin: &mut StdioProcess, seeded: &[Seeded], cluster: &Props, timing: Timing, out: &mut ReadsOutcome) {
+    let n = seeded.len();
+    let bodies: Vec<Value> =
+        seeded.iter().map(|s| should_assign_work_body(&s.agent_id, &job_json(s.job.job_id), cluster)).collect();
+    // Latency, one request at a time (GoCD asks under a global lock): warm-up, then timed.
+    let (mut plugin_lat, yes) = blocking(|| latencies(plugin, &bodies, timing.latency_samples));
+    assert_eq!(yes, timing.latency_samples, "should-assign-work said no for agents the plugin tracks");
+    let rss_kib = plugin.status_kib("VmRSS").unwrap_or(0);
+    let hwm_kib = plugin.status_kib("VmHWM").unwrap_or(0);
+    let mut echo = blocking(|| StdioProcess::spawn(&Launch::echo())).expect("the echo starts");
+    let (mut echo_lat, _) = blocking(|| latencies(&mut echo, &bodies, timing.latency_samples));
+    plugin_lat.sort();
+    echo_lat.sort();
+    let (p50, p99, max) = (percentile(&plugin_lat, 50.0), percentile(&plugin_lat, 99.0), percentile(&plugin_lat, 100.0));
+    let echo_p99 = percentile(&echo_lat, 99.0);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    out.rows.push(Row {
+        figure: format!("should-assign-work latency, {n} tracked agents, at the stdio boundary"),
+        floor: format!("memory lookup (bare echo p99 {:.0} µs)", us(echo_p99)),
+        goal: "p99 < 1 ms".into(),
+        measured: format!("p50 {:.0} µs, p99 {:.0} µs", us(p50), us(p99)),
+        ratio: ratio(us(p99), us(echo_p99), "× echo p99"),
+        met: p99 < Duration::from_millis(1),
+    });
+    out.notes.push(format!(
+        "Latency: {} should-assign-work calls, one at a time, each for a different adopted agent and its own job \
+         (all answered true), after {} warm-up calls; timed from writing the line to reading the answer; max {:.0} µs",
+        timing.latency_samples,
+        timing.latency_samples / 10,
+        us(max)
+    ));
+    // Throughput, pipelined: the same lines to the plugin and to the echo; best round of each.
+    let rate = |p: &mut StdioProcess| -> f64 {
+        let mut best = 0.0f64;
+        for _ in 0..timing.throughput_rounds {
+            let lines: Vec<String> =
+                (0..timing.throughput_requests).map(|i| p.request_line(SHOULD_ASSIGN_WORK, &bodies[i % bodies.len()]).1).collect();
+            let took = blocking(|| p.pipelined(Arc::new(lines), Duration::from_secs(60))).expect("every answer");
+            best = best.max(timing.throughput_requests as f64 / took.as_secs_f64());
+        }
+        best
+    };
+    let plugin_rate = rate(plugin);
+    let echo_rate = rate(&mut echo);
+    blocking(|| echo.close());
+    out.rows.push(Row {
+        figure: "cheap requests per second through stdio (should-assign-work, pipelined)".into(),
+        floor: format!("bare NDJSON echo, same run: {echo_rate:.0}/s"),
+        goal: "≥ 50% of the echo".into(),
+        measured: format!("{plugin_rate:.0}/s"),
+        ratio: ratio(plugin_rate, echo_rate, " of echo"),
+        met: plugin_rate >= 0.5 * echo_rate,
+    });
+    out.notes.push(format!(
+        "Throughput: {} should-assign-work lines written as fast as the pipe takes them while the answers are read; \
+         best of {} rounds, for the plugin and for the echo (this executable with {}=1: read a line, parse it, \
+         write the answer, flush when the input is drained)",
+        timing.throughput_requests,
+        timing.throughput_rounds,
+        super::stdio::ECHO_ENV
+    ));
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    out.rows.push(Row {
+        figure: format!("resident memory, {n} tracked agents"),
+        floor: "—".into(),
+        goal: "< 40 MiB".into(),
+        measured: format!("{:.1} MiB", mib(rss_kib)),
+        ratio: ratio(mib(rss_kib), 40.0, " of goal"),
+        met: rss_kib > 0 && mib(rss_kib) < 40.0,
+    });
+    out.notes.push(format!(
+        "Memory: VmRSS of the plugin process from /proc/<pid>/status after adoption, pings and the latency run \
+         (peak VmHWM {:.1} MiB)",
+        mib(hwm_kib)
+    ));
+}
+
+/// `samples` calls one at a time (after samples/10 not timed), cycling through `bodies`: the
+/// times, and how many answered `true`.
+fn latencies(p: &mut StdioProcess, bodies: &[Value], samples: usize) -> (Vec<Duration>, usize) {
+    let warm = samples / 10;
+    let mut times = Vec::with_capacity(samples);
+    let mut yes = 0;
+    for i in 0..warm + samples {
+        // A stride through the agents, so consecutive calls touch different records.
+        let body = &bodies[(i * 7919) % bodies.len()];
+        let (id, line) = p.request_line(SHOULD_ASSIGN_WORK, body);
+        let (took, answer) = p.call_line(id, &line, Duration::from_secs(10)).expect("an answer");
+        if i >= warm {
+            times.push(took);
+            yes += usize::from(answer["body"] == true);
+        }
+    }
+    (times, yes)
+}
+
+/// Time from starting the plugin to reading its hello line, `starts` times.
+pub fn hello_times(starts: usize) -> Row {
+    let launch = Launch::plugin(&plugin_binary(), plugin_env("http://127.0.0.1:9"), "bench");
+    let mut times: Vec<Duration> = (0..starts)
+        .map(|_| {
+            let p = StdioProcess::spawn(&launch).expect("the plugin starts");
+            let took = p.hello_after;
+            p.close();
+            took
+        })
+        .collect();
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (p50, max) = (percentile(&times, 50.0), percentile(&times, 100.0));
+    Row {
+        figure: "time from start to the hello line".into(),
+        floor: "—".into(),
+        goal: "< 20 ms".into(),
+        measured: format!("p50 {:.1} ms, max {:.1} ms ({starts} starts)", ms(p50), ms(max)),
+        ratio: ratio(ms(p50), 20.0, " of goal"),
+        met: p50 < Duration::from_millis(20),
+    }
+}
+
+/// AssumeRole calls over `requests` requests to one role-based cluster profile: a GoCD-like mix
+/// (create-agent for new jobs, re-sent create-agent, server-ping, should-assign-work, cluster and
+/// agent status reports), 25 in flight at a time, through the host simulator.
+pub async fn assume_role(requests: usize) -> (Row, String) {
+    const CLUSTER: &str = "bench-role";
+    let aws = Aws::start().await;
+    let role = aws.moto.assume_role_config(ROLE_ARN).await; // the benchmark's own, straight to moto
+    moto::create_cluster(&role.config, CLUSTER).await;
+    let cluster = cluster_props(CLUSTER, &[("RoleArn", ROLE_ARN)]);
+    let elastic = elastic_props();
+    let cfg = aws.host_config().cluster_profile("role", cluster.clone()).elastic_profile("small", "role", elastic.clone());
+    let host = GoCdHost::start(cfg).await;
+    host.load().await;
+    let key = identity::cluster_key(REGION, CLUSTER, Some(ROLE_ARN));
+    let mark = aws.proxy.mark();
+    let mut batch = Vec::with_capacity(requests);
+    for i in 0..requests {
+        let job_id = 50_000 + i as i64;
+        let request = match i % 20 {
+            0 | 2 | 4 | 6 | 10 | 12 | 14 | 16 => ("create-agent", create_agent_body(&host, &cluster, &elastic, job_id)),
+            8 | 18 => ("create-agent", create_agent_body(&host, &cluster, &elastic, job_id - 2)),
+            1 => ("server-ping", json!({"all_cluster_profile_properties": [cluster]})),
+            11 => ("plugin-status-report", json!({"all_cluster_profiles_properties": [cluster]})),
+            3 | 5 | 13 | 15 => {
+                let agent = format!("ea-{key}-{}-00000000", job_id - 3);
+                ("should-assign-work", should_assign_work_body(&agent, &job_json(job_id - 3), &cluster))
+            }
+            7 | 17 => ("cluster-status-report", json!({"cluster_profile_properties": cluster})),
+            _ => ("agent-status-report", json!({"cluster_profile_properties": cluster, "job_identifier": job_json(job_id - 9)})),
+        };
+        batch.push(request);
+    }
+    let t = Instant::now();
+    send_all(&host, batch, 25).await;
+    let secs = t.elapsed().as_secs_f64();
+    let log = aws.proxy.log();
+    let since = &log[mark..];
+    let assumes = since.iter().filter(|r| r.key() == "sts:AssumeRole").count() as u64;
+    let as_role = since.iter().filter(|r| r.assumed_account.as_deref() == Some(ROLE_ACCOUNT)).count();
+    let counts = aws.proxy.counts_since(mark);
+    host.shutdown().await;
+    let row = Row::count(format!("AssumeRole calls over {requests} requests to one role-based profile"), 1, 1, "1", assumes);
+    let note = format!(
+        "AssumeRole: {requests} requests (in every 20: 8 create-agent for a new job, 2 re-sent create-agent, \
+         1 server-ping, 4 should-assign-work, 2 cluster, 2 agent and 1 plugin status report), 25 in flight, in \
+         {secs:.1} s; {as_role} AWS calls were made as the role ({} RunTask, {} ListTasks, {} DescribeTasks)",
+        counts.get("ecs:RunTask").unwrap_or(&0),
+        counts.get("ecs:ListTasks").unwrap_or(&0),
+        counts.get("ecs:DescribeTasks").unwrap_or(&0)
+    );
+    (row, note)
+}
+
+/// RegisterTaskDefinition calls for `launches` create-agent calls of one elastic profile, all
+/// sent at once.
+pub async fn task_definitions(launches: usize) -> (Row, String) {
+    const CLUSTER: &str = "bench-td";
+    let aws = Aws::start().await;
+    moto::create_cluster(&aws.base, CLUSTER).await;
+    let cluster = cluster_props(CLUSTER, &[]);
+    let elastic = elastic_props();
+    let cfg = aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
+    let host = GoCdHost::start(cfg).await;
+    host.load().await;
+    let mark = aws.proxy.mark();
+    let batch = (0..launches).map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 60_000 + i as i64))).collect();
+    send_all(&host, batch, launches).await;
+    let counts = aws.proxy.counts_since(mark);
+    host.shutdown().await;
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let row = Row::count(
+        format!("RegisterTaskDefinition calls for {launches} launches of one elastic profile"),
+        1,
+        1,
+        "1",
+        count("ecs:RegisterTaskDefinition"),
+    );
+    let note = format!(
+        "Task definitions: {launches} create-agent calls for distinct jobs sent at once: {} RunTask, {} \
+         DescribeTaskDefinition (the family looked up once), {} RegisterTaskDefinition",
+        count("ecs:RunTask"),
+        count("ecs:DescribeTaskDefinition"),
+        count("ecs:RegisterTaskDefinition")
+    );
+    (row, note)
+}
+
+/// `n` create-agent calls at once against a proxy that enforces ECS's RunTask budget (burst 100,
+/// 40 a second, `ThrottlingException` beyond): every task launched, none throttled, and (when
+/// `check_time`) within 1.2× the floor (n-100)/40 s, timed from the first create-agent sent to
+/// the last RunTask answered.
+pub async fn launch_burst(n: usize, check_time: bool) -> (Row, String) {
+    const CLUSTER: &str = "bench-burst";
+    let aws = Aws::start().await;
+    aws.proxy.add_rule(RUN_TASK_BUDGET_RULE, aws_like::run_task_budget());
+    moto::create_cluster(&aws.base, CLUSTER).await;
+    let cluster = cluster_props(CLUSTER, &[]);
+    let elastic = elastic_props();
+    let cfg = aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
+    let host = GoCdHost::start(cfg).await;
+    host.load().await;
+    let mark = aws.proxy.mark();
+    let batch = (0..n).map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 70_000 + i as i64))).collect();
+    let started = Instant::now();
+    send_all(&host, batch, n).await;
+    let answered = started.elapsed();
+    let log = aws.proxy.log();
+    let run_tasks: Vec<_> = log[mark..].iter().filter(|r| r.key() == "ecs:RunTask").collect();
+    let throttled = run_tasks.iter().filter(|r| r.rule.as_deref() == Some(RUN_TASK_BUDGET_RULE)).count();
+    let launched = aws.proxy.ecs_tasks_started() as usize;
+    let last = run_tasks.iter().filter(|r| r.outcome == Outcome::Forwarded).map(|r| r.at).max().unwrap_or(started);
+    let secs = last.saturating_duration_since(started).as_secs_f64();
+    host.shutdown().await;
+    let floor = n.saturating_sub(100) as f64 / 40.0;
+    let in_time = !check_time || secs <= 1.2 * floor.max(0.1);
+    let row = Row {
+        figure: format!("{n} create-agent calls in a burst, ECS RunTask budget enforced (burst 100, 40/s)"),
+        floor: format!("{floor:.2} s"),
+        goal: format!("all launched, 0 throttled, ≤ {:.2} s", 1.2 * floor),
+        measured: format!("{launched} launched, {throttled} throttled, {secs:.2} s"),
+        ratio: ratio(secs, floor, "× floor"),
+        met: launched == n && throttled == 0 && in_time,
+    };
+    let note = format!(
+        "Burst: {n} create-agent calls for distinct jobs sent at once (MaxAgents 1000); timed from the first sent to \
+         the last RunTask answered; every create-agent answered after {:.2} s; {} RunTask calls reached the proxy",
+        answered.as_secs_f64(),
+        run_tasks.len()
+    );
+    (row, note)
+}
+
+/// A plugin restarted (kill -9, new process, GoCD's load sequence, first server-ping) with `n`
+/// of its tasks running: AWS calls of the new process and the time until that ping answers.
+/// Floor 2·⌈n/100⌉ calls; goal floor + 5 calls and (when `check_time`) under 5 s on moto.
+pub async fn restart_adoption(n: usize, check_time: bool) -> (Row, String) {
+    const CLUSTER: &str = "bench-adopt";
+    let aws = Aws::start().await;
+    moto::create_cluster(&aws.base, CLUSTER).await;
+    let cluster = cluster_props(CLUSTER, &[]);
+    let cfg = aws.host_config().cluster_profile("base", cluster).elastic_profile("small", "base", elastic_props());
+    let host = GoCdHost::new(cfg);
+    let owner = Owner::new(host.server_id(), REGION, CLUSTER);
+    eprintln!("floors: seeding {n} tasks in moto for the restart");
+    let seeded = seed::seed_tasks(&aws.base, &owner, 200_000, n).await;
+    host.spawn_plugin().await.expect("the plugin starts");
+    host.load().await;
+    let first = host.server_ping().await.expect("the first process adopts");
+    assert_eq!(first.code, 200);
+    let mark = aws.proxy.mark();
+    let started = Instant::now();
+    host.restart().await;
+    let reply = host.server_ping().await.expect("the first ping after the restart");
+    let secs = started.elapsed().as_secs_f64();
+    assert_eq!(reply.code, 200, "server-ping answered {}", reply.body);
+    let counts = aws.proxy.counts_since(mark);
+    let calls: u64 = counts.values().sum();
+    // Adopted: GoCD's next question about any of these agents is answered from memory.
+    let probe = &seeded[seeded.len() / 2];
+    let yes = host
+        .request("should-assign-work", should_assign_work_body(&probe.agent_id, &job_json(probe.job.job_id), &cluster_props(CLUSTER, &[])))
+        .await
+        .expect("should-assign-work answered");
+    assert_eq!(yes.body, true, "the restarted plugin does not know agent {}", probe.agent_id);
+    host.shutdown().await;
+    let floor = 2 * ceil_div(n, 100);
+    let in_time = !check_time || secs < 5.0;
+    let row = Row {
+        figure: format!("restart adoption of {n} live tasks"),
+        floor: format!("{floor} calls"),
+        goal: format!("≤ {} calls, under 5 s on moto", floor + 5),
+        measured: format!("{calls} calls, {secs:.2} s"),
+        ratio: ratio(calls as f64, floor as f64, "× floor"),
+        met: calls <= floor + 5 && in_time,
+    };
+    let note = format!(
+        "Restart: {n} tasks seeded through moto's API; the plugin is killed (-9) and started again; counted and timed \
+         from the kill to the answer of the new process's first server-ping (load sequence included): {counts:?}"
+    );
+    (row, note)
+}

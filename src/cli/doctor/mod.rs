@@ -1,0 +1,441 @@
+//! `doctor`: a cluster profile checked against AWS with the credentials the plugin would use,
+//! one line per check — `ok`, `warn` or `FAIL` — saying what was found and how to fix it.
+//!
+//! The credentials are built as the plugin builds them (`aws::accounts`): the profile's static
+//! keys or the SDK's default chain, then AssumeRole into `RoleArn` with the external id and
+//! session name of the profile. Every call goes through the SDK, so `AWS_ENDPOINT_URL` (and the
+//! rest of the SDK's environment) applies as it does to the plugin. Nothing is created, changed
+//! or started: reads, and one EC2 `DryRun` for EC2 profiles.
+//!
+//! Order: profile, region, credentials, role (a failure there stops the rest), then cluster,
+//! networking, capacity, EC2 (image, instance profile, key pair, dry run), log group, tasks.
+
+mod checks;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use aws_config::meta::region::ProvideRegion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
+use aws_credential_types::Credentials;
+
+use super::files::load_cluster;
+use super::DoctorArgs;
+use aws_sdk_ecs::error::ProvideErrorMetadata;
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_types::error::ErrorMetadata;
+
+use crate::aws::AwsError;
+use crate::settings::ClusterProfile;
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Fine.
+    Ok,
+    /// Works, but worth a look (or could not be checked).
+    Warn,
+    /// The plugin would fail here.
+    Fail,
+}
+
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Warn => "warn",
+            Verdict::Fail => "FAIL",
+        }
+    }
+}
+
+/// Writes the lines and remembers whether anything failed.
+struct Report<'a> {
+    out: &'a mut dyn Write,
+    failed: bool,
+}
+
+impl Report<'_> {
+    /// `VERDICT check: finding; fix: ...` on one line.
+    fn line(
+        &mut self,
+        verdict: Verdict,
+        check: &str,
+        finding: impl Display,
+        fix: Option<String>,
+    ) -> io::Result<()> {
+        self.failed |= verdict == Verdict::Fail;
+        let finding = one_line(&finding.to_string());
+        match fix {
+            Some(fix) => writeln!(
+                self.out,
+                "{:<4} {check}: {finding}; fix: {}",
+                verdict.label(),
+                one_line(&fix)
+            )?,
+            None => writeln!(self.out, "{:<4} {check}: {finding}", verdict.label())?,
+        }
+        self.out.flush()
+    }
+
+    fn ok(&mut self, check: &str, finding: impl Display) -> io::Result<()> {
+        self.line(Verdict::Ok, check, finding, None)
+    }
+
+    fn warn(
+        &mut self,
+        check: &str,
+        finding: impl Display,
+        fix: impl Into<Option<String>>,
+    ) -> io::Result<()> {
+        self.line(Verdict::Warn, check, finding, fix.into())
+    }
+
+    fn fail(
+        &mut self,
+        check: &str,
+        finding: impl Display,
+        fix: impl Into<String>,
+    ) -> io::Result<()> {
+        self.line(Verdict::Fail, check, finding, Some(fix.into()))
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+/// The SDK clients of the checks, acting as the plugin would.
+struct Aws {
+    region: String,
+    /// The account the calls act in.
+    account: String,
+    /// The cluster's short name.
+    cluster_name: String,
+    timeout: Duration,
+    ecs: aws_sdk_ecs::Client,
+    ec2: aws_sdk_ec2::Client,
+    iam: aws_sdk_iam::Client,
+}
+
+impl Aws {
+    /// Runs one call with the check's time limit.
+    async fn call<T, F>(&self, operation: &'static str, call: F) -> Result<T, AwsError>
+    where
+        F: Future<Output = Result<T, AwsError>>,
+    {
+        within(self.timeout, operation, call).await
+    }
+}
+
+async fn within<T, F>(timeout: Duration, operation: &'static str, call: F) -> Result<T, AwsError>
+where
+    F: Future<Output = Result<T, AwsError>>,
+{
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(AwsError {
+                operation,
+                code: None,
+                detail: format!("no answer within {} s", timeout.as_secs()),
+                transient: true,
+                throttled: false,
+            })
+        })
+}
+
+/// Runs every check; `Ok(true)` when none failed.
+///
+/// # Errors
+/// Only when writing to `out` fails.
+pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
+    let mut r = Report { out, failed: false };
+    let timeout = Duration::from_secs(args.timeout.max(1));
+    let Some(profile) = profile(args, &mut r)? else {
+        return Ok(false);
+    };
+    let Some(region) = region(&profile, &mut r).await? else {
+        return Ok(false);
+    };
+    let base = base_config(&profile, &region, timeout).await;
+    let Some(account) = credentials(&profile, &base, timeout, &mut r).await? else {
+        r.warn(
+            "other checks",
+            "skipped: they need working credentials",
+            None,
+        )?;
+        return Ok(false);
+    };
+    let Some((config, account)) = role(
+        &profile,
+        args.server_id.as_deref(),
+        base,
+        account,
+        timeout,
+        &mut r,
+    )
+    .await?
+    else {
+        r.warn("other checks", "skipped: they need the role", None)?;
+        return Ok(false);
+    };
+    let aws = Aws {
+        account,
+        cluster_name: profile.cluster_short_name().to_string(),
+        timeout,
+        ecs: aws_sdk_ecs::Client::new(&config),
+        ec2: aws_sdk_ec2::Client::new(&config),
+        iam: aws_sdk_iam::Client::new(&config),
+        region,
+    };
+    checks::all(&aws, &profile, &mut r).await?;
+    Ok(!r.failed)
+}
+
+fn profile(args: &DoctorArgs, r: &mut Report<'_>) -> io::Result<Option<ClusterProfile>> {
+    let path = args.cluster_profile.display();
+    match load_cluster(&args.cluster_profile) {
+        Err(why) => r
+            .fail(
+                "profile",
+                format!("{path}: {why}"),
+                "give a JSON object of key to string, like profiles/cluster-fargate.json",
+            )
+            .map(|_| None),
+        Ok(loaded) => match loaded.parsed {
+            Ok(profile) => {
+                r.ok(
+                    "profile",
+                    format!(
+                        "{path} is a valid cluster profile ({}, cluster {})",
+                        profile.launch_type.as_str(),
+                        profile.cluster_name
+                    ),
+                )?;
+                Ok(Some(profile))
+            }
+            Err(problems) => {
+                for p in problems {
+                    r.fail("profile", format!("{path}: {}: {}", p.key, p.message), "correct the profile (`ecs-elastic-agent validate` lists the same problems)")?;
+                }
+                Ok(None)
+            }
+        },
+    }
+}
+
+async fn region(profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<String>> {
+    if let Some(region) = &profile.region {
+        r.ok("region", format!("{region} (from the cluster profile)"))?;
+        return Ok(Some(region.clone()));
+    }
+    match aws_config::default_provider::region::default_provider()
+        .region()
+        .await
+    {
+        Some(region) => {
+            r.ok(
+                "region",
+                format!(
+                    "{region} (from the SDK's default region chain: the profile sets no Region)"
+                ),
+            )?;
+            Ok(Some(region.to_string()))
+        }
+        None => {
+            r.fail(
+                "region",
+                "the profile sets no Region and the SDK's default region chain names none",
+                "set Region in the cluster profile",
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// Base credentials as the plugin loads them: the profile's keys, else the SDK's default chain.
+async fn base_config(profile: &ClusterProfile, region: &str, timeout: Duration) -> SdkConfig {
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .operation_timeout(timeout)
+        .build();
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(region.to_string()))
+        .timeout_config(timeouts)
+        .retry_config(RetryConfig::standard().with_max_attempts(2));
+    if let Some(creds) = &profile.static_credentials {
+        loader = loader.credentials_provider(Credentials::new(
+            creds.access_key_id.expose().clone(),
+            creds.secret_access_key.expose().clone(),
+            None,
+            None,
+            "cluster-profile",
+        ));
+    }
+    loader.load().await
+}
+
+/// sts:GetCallerIdentity with the base credentials; the account on success.
+async fn credentials(
+    profile: &ClusterProfile,
+    base: &SdkConfig,
+    timeout: Duration,
+    r: &mut Report<'_>,
+) -> io::Result<Option<String>> {
+    let source = if profile.static_credentials.is_some() {
+        "the profile's AccessKeyId"
+    } else {
+        "the SDK's default credential chain"
+    };
+    match caller_identity(base, timeout).await {
+        Ok((arn, account)) => {
+            r.ok(
+                "credentials",
+                format!("{source} resolves to {arn} (account {account})"),
+            )?;
+            Ok(Some(account))
+        }
+        Err(e) => {
+            let fix = if profile.static_credentials.is_some() {
+                "check AccessKeyId and SecretAccessKey (is the key deleted or inactive?)"
+            } else {
+                "give the GoCD server's process AWS credentials (environment, ~/.aws, an instance or task role), or set AccessKeyId and SecretAccessKey"
+            };
+            r.fail(
+                "credentials",
+                format!("{source} does not work: {}", e.detail),
+                fix,
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// With `RoleArn`: AssumeRole as the plugin does it (external id, session name); the config to
+/// use from here on and the account it acts in.
+async fn role(
+    profile: &ClusterProfile,
+    server_id: Option<&str>,
+    base: SdkConfig,
+    account: String,
+    timeout: Duration,
+    r: &mut Report<'_>,
+) -> io::Result<Option<(SdkConfig, String)>> {
+    let Some(role_arn) = &profile.role_arn else {
+        r.ok(
+            "role",
+            "no RoleArn: the plugin calls AWS with these credentials",
+        )?;
+        return Ok(Some((base, account)));
+    };
+    let (external_id, described) = match (&profile.external_id, server_id) {
+        (Some(id), _) => (id.expose().clone(), "the profile's ExternalId".to_string()),
+        (None, Some(server)) => {
+            let id = format!("gocd:server-id:{server}");
+            (id.clone(), id)
+        }
+        (None, None) => {
+            let id = "gocd:server-id:unknown".to_string();
+            r.warn(
+                "external id",
+                "ExternalId is not set, so the plugin uses gocd:server-id:<GoCD's server id>; checking with gocd:server-id:unknown",
+                "pass --server-id (Admin > Server Details in GoCD) to check with the external id the plugin uses".to_string(),
+            )?;
+            (id.clone(), id)
+        }
+    };
+    let provider = aws_config::sts::AssumeRoleProvider::builder(role_arn.clone())
+        .region(Region::new(
+            base.region().map(|r| r.to_string()).unwrap_or_default(),
+        ))
+        .configure(&base)
+        .external_id(external_id)
+        .session_name(profile.role_session_name())
+        .build()
+        .await;
+    let config = base
+        .clone()
+        .into_builder()
+        .credentials_provider(SharedCredentialsProvider::new(provider))
+        .build();
+    match caller_identity(&config, timeout).await {
+        Ok((arn, role_account)) => {
+            r.ok(
+                "role",
+                format!(
+                    "assumed {role_arn} as {arn} (external id {described}, session name {})",
+                    profile.role_session_name()
+                ),
+            )?;
+            Ok(Some((config, role_account)))
+        }
+        Err(e) => {
+            r.fail(
+                "role",
+                format!("account {account} cannot assume {role_arn}: {}", e.detail),
+                format!(
+                    "the role's trust policy must allow account {account} with sts:ExternalId = {described}, and the caller needs sts:AssumeRole on the role (`ecs-elastic-agent iam-policy` prints both)"
+                ),
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// An SDK error described in one sentence. Credential and AssumeRole failures arrive wrapped in
+/// a dispatch failure; their AWS error code and message are dug out of the cause chain.
+fn described<E, R>(operation: &'static str, err: &SdkError<E, R>) -> AwsError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    let mut e = AwsError::from_sdk(operation, err);
+    if e.code.is_some() {
+        return e;
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(s) = source {
+        if let Some(meta) = s.downcast_ref::<ErrorMetadata>() {
+            e.code = meta.code().map(str::to_string);
+            e.detail = format!(
+                "{}: {}",
+                meta.code().unwrap_or("error"),
+                meta.message().unwrap_or("no message")
+            );
+            return e;
+        }
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    e.detail = parts.join(": ");
+    e
+}
+
+/// (caller ARN, account) from sts:GetCallerIdentity.
+async fn caller_identity(
+    config: &SdkConfig,
+    timeout: Duration,
+) -> Result<(String, String), AwsError> {
+    let sts = aws_sdk_sts::Client::new(config);
+    let out = within(timeout, "GetCallerIdentity", async {
+        sts.get_caller_identity()
+            .send()
+            .await
+            .map_err(|e| described("GetCallerIdentity", &e))
+    })
+    .await?;
+    Ok((
+        out.arn().unwrap_or("?").to_string(),
+        out.account().unwrap_or("?").to_string(),
+    ))
+}

@@ -1,0 +1,151 @@
+//! The command line: `serve` (what a GoCD-compatible server runs) and the operators' tools beside
+//! it — `validate`, `iam-policy` and `doctor` — for profiles kept in JSON files (flat maps of key
+//! to string, exactly what GoCD's validate calls send; see `profiles/`).
+//!
+//! Each tool writes its answer to the `out` it is given (main hands it a locked stdout) and
+//! returns whether everything was fine; `main` alone turns that into an exit code.
+
+pub mod doctor;
+pub mod files;
+pub mod iam;
+pub mod validate;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent serve
+  RUST_LOG=debug ecs-elastic-agent --log-format json serve --metrics-addr 127.0.0.1:9464
+  ecs-elastic-agent validate --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
+
+Exit codes: 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
+
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent serve < requests.jsonl
+  ecs-elastic-agent serve --metrics-addr 127.0.0.1:9464     # Prometheus text at http://127.0.0.1:9464/metrics
+  RUST_LOG=ecs_elastic_agent=debug ecs-elastic-agent --log-format json serve
+
+stdin carries host→plugin lines and stdout plugin→host lines (one JSON object a line); logs go to
+stderr. EOF on stdin, SIGTERM or SIGINT end it after the requests in flight (10 s at most).";
+
+const VALIDATE_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent validate --cluster-profile profiles/cluster-fargate.json
+  ecs-elastic-agent validate --cluster-profile profiles/cluster-ec2.json --elastic-profile profiles/elastic-ec2-docker.json
+
+Output: `FILE: ok`, or one line `FILE: Key: message` per problem — the messages GoCD shows for
+the v5 validate calls. Each elastic profile is also checked against the cluster profile (Fargate
+sizes, EC2-only keys, AllowedImages, AllowedTaskRoleArns), as create-agent does.
+Exit code 0 when every file is ok, 1 otherwise.";
+
+const IAM_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate-spot-assume-role.json > policy.json
+
+Output (JSON): {\"policy\": ..., \"trust_policy\": ..., \"caller_policy\": ...}. `policy` is what the
+plugin's identity needs (the role of RoleArn when it is set). `trust_policy` (RoleArn only) is the
+role's trust policy with the sts:ExternalId condition; `caller_policy` (RoleArn only) lets the GoCD
+server's own identity assume the role. Placeholders look like <GOCD_ACCOUNT_ID>. Notes about
+assumptions go to stderr. Pass every elastic profile of the cluster profile so that iam:PassRole
+covers their task and execution roles.";
+
+const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
+  AWS_PROFILE=ci ecs-elastic-agent doctor --cluster-profile prod.json --server-id 6f1c2a3e-...
+
+Checks against AWS, with the credentials the plugin would use (the profile's keys or the SDK's
+default chain, then RoleArn): credentials, role, cluster, subnets and security groups, capacity,
+EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`,
+what was found and how to fix it. Exit code 0 when nothing FAILed, 1 otherwise.";
+
+/// GoCD elastic agents on AWS ECS (Fargate and EC2).
+///
+/// A GoCD-compatible server starts this binary as a child process and speaks the elastic-agent
+/// extension v5 to it over stdio, one JSON message a line. Logs go to stderr. Beside `serve`,
+/// operators' tools check profiles (`validate`), print the IAM policy they need (`iam-policy`) and
+/// check an AWS account against a cluster profile (`doctor`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "ecs-elastic-agent",
+    version,
+    about,
+    long_about,
+    after_help = EXAMPLES,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Log format on stderr; levels come from RUST_LOG (default `info` for serve, `warn` for the tools).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// What to do (`serve` when none is given).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object a line, with the current span (request name and id).
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Speak the plugin protocol on stdin/stdout (what runs when no command is given).
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(ServeArgs),
+    /// Validate profiles kept in JSON files, with the messages of GoCD's validate calls.
+    #[command(after_help = VALIDATE_EXAMPLES)]
+    Validate(ProfileFiles),
+    /// Print the least-privilege IAM policy (and trust policy) a cluster profile needs.
+    #[command(name = "iam-policy", after_help = IAM_EXAMPLES)]
+    IamPolicy(ProfileFiles),
+    /// Check a cluster profile against AWS: credentials, role, cluster, networking, capacity.
+    #[command(after_help = DOCTOR_EXAMPLES)]
+    Doctor(DoctorArgs),
+}
+
+/// Options of `serve`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Serve Prometheus metrics (text format) at http://ADDR/metrics; off when not given.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// A cluster profile file and the elastic profile files that point at it.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileFiles {
+    /// The cluster profile: a JSON object of key to string (see profiles/).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_profile: PathBuf,
+    /// An elastic profile of that cluster profile (repeat for several).
+    #[arg(long = "elastic-profile", value_name = "FILE")]
+    pub elastic_profiles: Vec<PathBuf>,
+}
+
+/// Options of `doctor`.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// The cluster profile: a JSON object of key to string (see profiles/).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_profile: PathBuf,
+    /// GoCD's server id (Admin > Server Details): with RoleArn and no ExternalId, the external
+    /// id is `gocd:server-id:<this>`.
+    #[arg(long, value_name = "ID")]
+    pub server_id: Option<String>,
+    /// Seconds each check may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
+}

@@ -1,0 +1,324 @@
+//! The EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
+//! (`aws.calls.call`). Reads are filtered to what carries both our tags; writes only ever name
+//! instances and container instances that such a read returned.
+
+use std::time::SystemTime;
+
+use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::types::{
+    BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification, InstanceInterruptionBehavior,
+    InstanceMarketOptionsRequest, InstanceMetadataEndpointState, InstanceMetadataOptionsRequest, InstanceType, MarketType,
+    ResourceType, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
+};
+use aws_sdk_ecs::types::ContainerInstanceStatus;
+
+use super::pool::{ContainerInstance, Ec2Instance};
+use super::{OsClass, Resources};
+use crate::aws::{AwsClients, AwsError};
+use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+
+/// Tag naming the OS an instance was launched for (`linux` or `windows`).
+pub const TAG_OS: &str = "gocd:os";
+/// AWS's limit of container instances per DescribeContainerInstances.
+const DESCRIBE_CHUNK: usize = 100;
+/// Error codes by which EC2 refuses capacity (rather than the request).
+pub const CAPACITY_CODES: &[&str] = &[
+    "InsufficientInstanceCapacity",
+    "InsufficientCapacity",
+    "InsufficientHostCapacity",
+    "SpotMaxPriceTooLow",
+    "MaxSpotInstanceCountExceeded",
+    "capacity-not-available",
+    "capacity-oversubscribed",
+];
+
+/// EC2 said it has no capacity for this request (spot or the instance type in that zone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The error code.
+    pub code: String,
+    /// EC2's message.
+    pub message: String,
+}
+
+/// One RunInstances.
+#[derive(Debug, Clone)]
+pub struct LaunchRequest<'a> {
+    /// `Ec2AmiId`.
+    pub ami_id: &'a str,
+    /// `Ec2InstanceType`.
+    pub instance_type: &'a str,
+    /// `Ec2InstanceProfile`, a name or an ARN.
+    pub instance_profile: &'a str,
+    /// One subnet.
+    pub subnet: &'a str,
+    /// Security groups.
+    pub security_groups: &'a [String],
+    /// `Ec2KeyPair`.
+    pub key_pair: Option<&'a str>,
+    /// `Ec2RootVolumeGiB`.
+    pub root_volume_gib: u32,
+    /// Base64 user data.
+    pub user_data: String,
+    /// The OS (root device name, `gocd:os` tag).
+    pub os: OsClass,
+    /// Every tag (ours win).
+    pub tags: Vec<(String, String)>,
+    /// How many.
+    pub count: u32,
+    /// Spot or on-demand.
+    pub spot: bool,
+    /// Idempotency token of this launch.
+    pub client_token: String,
+}
+
+fn filter(name: &str, value: &str) -> Filter {
+    Filter::builder().name(name).values(value).build()
+}
+
+fn ours(server_id: &str, cluster_key: &str) -> [Filter; 2] {
+    [filter(&format!("tag:{TAG_SERVER_ID}"), server_id), filter(&format!("tag:{TAG_CLUSTER_PROFILE}"), cluster_key)]
+}
+
+fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
+    let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value());
+    Some(Ec2Instance {
+        id: i.instance_id()?.to_string(),
+        instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+        launched_at: i.launch_time().and_then(|t| SystemTime::try_from(*t).ok()),
+        spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
+        os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
+    })
+}
+
+/// Our instances that are pending or running (every page).
+///
+/// # Errors
+/// The failed DescribeInstances call.
+pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str) -> Result<Vec<Ec2Instance>, AwsError> {
+    let mut found = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let request = aws
+            .ec2
+            .describe_instances()
+            .set_filters(Some(ours(server_id, cluster_key).to_vec()))
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+            .max_results(1000)
+            .set_next_token(next.take());
+        let page = aws.calls.call("DescribeInstances", || request.clone().send()).await?;
+        found.extend(page.reservations().iter().flat_map(|r| r.instances()).filter_map(instance_view));
+        match page.next_token() {
+            Some(token) if !token.is_empty() => next = Some(token.to_string()),
+            _ => return Ok(found),
+        }
+    }
+}
+
+/// Which of these instance ids are ours, in any state: (id, state).
+///
+/// # Errors
+/// The failed DescribeInstances call.
+pub async fn states_of_ours(
+    aws: &AwsClients,
+    ids: &[String],
+    server_id: &str,
+    cluster_key: &str,
+) -> Result<Vec<(String, String)>, AwsError> {
+    let request = aws.ec2.describe_instances().set_filters(Some(ours(server_id, cluster_key).to_vec())).set_instance_ids(Some(ids.to_vec()));
+    let out = match aws.calls.call("DescribeInstances", || request.clone().send()).await {
+        Ok(out) => out,
+        // An id EC2 no longer knows at all makes the whole call fail: none of them is ours to touch.
+        Err(e) if e.code.as_deref() == Some("InvalidInstanceID.NotFound") => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    Ok(out.reservations().iter().flat_map(|r| r.instances()).filter_map(instance_view).map(|i| (i.id, i.state)).collect())
+}
+
+/// Every container instance of the cluster (ACTIVE and DRAINING).
+///
+/// # Errors
+/// The failed ListContainerInstances or DescribeContainerInstances call.
+pub async fn container_instances(aws: &AwsClients, cluster: &str) -> Result<Vec<ContainerInstance>, AwsError> {
+    let mut arns = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let request = aws.ecs.list_container_instances().cluster(cluster).max_results(100).set_next_token(next.take());
+        let page = aws.calls.call("ListContainerInstances", || request.clone().send()).await?;
+        arns.extend(page.container_instance_arns().iter().cloned());
+        match page.next_token() {
+            Some(token) if !token.is_empty() => next = Some(token.to_string()),
+            _ => break,
+        }
+    }
+    let mut found = Vec::with_capacity(arns.len());
+    for chunk in arns.chunks(DESCRIBE_CHUNK) {
+        let request = aws.ecs.describe_container_instances().cluster(cluster).set_container_instances(Some(chunk.to_vec()));
+        let out = aws.calls.call("DescribeContainerInstances", || request.clone().send()).await?;
+        found.extend(out.container_instances().iter().map(|c| {
+            let resources = |list: &[aws_sdk_ecs::types::Resource]| {
+                let get = |name: &str| {
+                    list.iter().find(|r| r.name() == Some(name)).map_or(0, |r| u32::try_from(r.integer_value()).unwrap_or(0))
+                };
+                Resources::new(get("CPU"), get("MEMORY"))
+            };
+            let total = resources(c.registered_resources());
+            // Never more room than the instance has (moto frees a task's resources again on a
+            // repeated StopTask).
+            let remaining = resources(c.remaining_resources());
+            let remaining = Resources::new(remaining.cpu.min(total.cpu), remaining.memory.min(total.memory));
+            ContainerInstance {
+                arn: c.container_instance_arn().unwrap_or_default().to_string(),
+                ec2_id: c.ec2_instance_id().map(str::to_string),
+                status: c.status().unwrap_or_default().to_string(),
+                connected: c.agent_connected(),
+                total,
+                remaining,
+                tasks: u32::try_from(c.running_tasks_count().max(0) + c.pending_tasks_count().max(0)).unwrap_or(0),
+            }
+        }));
+    }
+    Ok(found)
+}
+
+/// Sets a container instance DRAINING (or ACTIVE again).
+///
+/// # Errors
+/// The failed UpdateContainerInstancesState call.
+pub async fn set_state(aws: &AwsClients, cluster: &str, arn: &str, status: ContainerInstanceStatus) -> Result<(), AwsError> {
+    let request = aws.ecs.update_container_instances_state().cluster(cluster).container_instances(arn).status(status);
+    aws.calls.call("UpdateContainerInstancesState", || request.clone().send()).await.map(|_| ())
+}
+
+/// Deregisters a container instance; refused (by ECS) while tasks run on it.
+///
+/// # Errors
+/// The failed DeregisterContainerInstance call.
+pub async fn deregister(aws: &AwsClients, cluster: &str, arn: &str) -> Result<(), AwsError> {
+    let request = aws.ecs.deregister_container_instance().cluster(cluster).container_instance(arn).force(false);
+    aws.calls.call("DeregisterContainerInstance", || request.clone().send()).await.map(|_| ())
+}
+
+/// Terminates instances of ours.
+///
+/// # Errors
+/// The failed TerminateInstances call.
+pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError> {
+    let request = aws.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec()));
+    aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
+}
+
+/// RunInstances: `Ok(Err(refusal))` when EC2 has no capacity for it (not retried: asking again
+/// at once does not make capacity appear; the caller falls back to on-demand or another zone).
+///
+/// # Errors
+/// Any other failure of the call.
+pub async fn run_instances(aws: &AwsClients, launch: &LaunchRequest<'_>) -> Result<Result<Vec<Ec2Instance>, Refusal>, AwsError> {
+    let tags: Vec<Tag> = launch.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
+    let profile = if launch.instance_profile.starts_with("arn:") {
+        IamInstanceProfileSpecification::builder().arn(launch.instance_profile).build()
+    } else {
+        IamInstanceProfileSpecification::builder().name(launch.instance_profile).build()
+    };
+    let root_device = match launch.os {
+        OsClass::Linux => "/dev/xvda",
+        OsClass::Windows => "/dev/sda1",
+    };
+    let count = i32::try_from(launch.count).unwrap_or(1).max(1);
+    let mut request = aws
+        .ec2
+        .run_instances()
+        .image_id(launch.ami_id)
+        .instance_type(InstanceType::from(launch.instance_type))
+        .min_count(1)
+        .max_count(count)
+        .iam_instance_profile(profile)
+        .subnet_id(launch.subnet)
+        .set_security_group_ids(Some(launch.security_groups.to_vec()))
+        .set_key_name(launch.key_pair.map(str::to_string))
+        .block_device_mappings(
+            BlockDeviceMapping::builder()
+                .device_name(root_device)
+                .ebs(
+                    EbsBlockDevice::builder()
+                        .volume_size(i32::try_from(launch.root_volume_gib).unwrap_or(30))
+                        .volume_type(VolumeType::Gp3)
+                        .delete_on_termination(true)
+                        .build(),
+                )
+                .build(),
+        )
+        .metadata_options(
+            InstanceMetadataOptionsRequest::builder()
+                .http_tokens(HttpTokensState::Required)
+                .http_endpoint(InstanceMetadataEndpointState::Enabled)
+                .http_put_response_hop_limit(2)
+                .build(),
+        )
+        .tag_specifications(TagSpecification::builder().resource_type(ResourceType::Instance).set_tags(Some(tags.clone())).build())
+        .tag_specifications(TagSpecification::builder().resource_type(ResourceType::Volume).set_tags(Some(tags)).build())
+        .user_data(&launch.user_data)
+        .client_token(&launch.client_token);
+    if launch.spot {
+        request = request.instance_market_options(
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::Spot)
+                .spot_options(
+                    SpotMarketOptions::builder()
+                        .spot_instance_type(SpotInstanceType::OneTime)
+                        .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                        .build(),
+                )
+                .build(),
+        );
+    }
+    let answer = aws
+        .calls
+        .call("RunInstances", || {
+            let request = request.clone();
+            async move {
+                match request.send().await {
+                    Ok(out) => Ok(Ok(out)),
+                    Err(e) => match e.code().filter(|c| CAPACITY_CODES.contains(c)) {
+                        Some(code) => Ok(Err(Refusal { code: code.to_string(), message: e.message().unwrap_or_default().to_string() })),
+                        None => Err(e),
+                    },
+                }
+            }
+        })
+        .await?;
+    Ok(answer.map(|out| {
+        out.instances()
+            .iter()
+            .filter_map(instance_view)
+            .map(|mut i| {
+                if i.state.is_empty() {
+                    i.state = "pending".into();
+                }
+                i.os = launch.os;
+                i
+            })
+            .collect()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_an_sdk_instance() {
+        let i = aws_sdk_ec2::types::Instance::builder()
+            .instance_id("i-0abc")
+            .instance_type(InstanceType::C5Xlarge)
+            .instance_lifecycle(aws_sdk_ec2::types::InstanceLifecycleType::Spot)
+            .state(aws_sdk_ec2::types::InstanceState::builder().name(aws_sdk_ec2::types::InstanceStateName::Running).build())
+            .tags(Tag::builder().key(TAG_OS).value("windows").build())
+            .build();
+        let v = instance_view(&i).unwrap();
+        assert_eq!((v.id.as_str(), v.instance_type.as_str(), v.state.as_str()), ("i-0abc", "c5.xlarge", "running"));
+        assert!(v.spot);
+        assert_eq!(v.os, OsClass::Windows);
+    }
+}

@@ -1,0 +1,131 @@
+//! EC2 capacity: the container instances the plugin launches into a cluster profile's account,
+//! packs with agent tasks and retires when idle (`LaunchType` `EC2`).
+//!
+//! - [`plan`]: the pure decisions — where each waiting task goes, how many instances to
+//!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
+//!   the cost benchmark (`benches/ec2_cost.rs`).
+//! - [`capacity`]: CPU units and MiB an instance type registers with ECS.
+//! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
+//! - [`pool`]: one cluster profile's instances and waiting work, in memory (rebuilt from AWS
+//!   after a restart: instances from their tags, waiting work from GoCD's re-sent create-agent).
+//! - [`api`]: the EC2 and ECS calls (RunInstances with spot fallback, DescribeInstances by our
+//!   tags, container instances, drain, deregister, terminate).
+//! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per cluster
+//!   profile that observes, plans and applies every few seconds while there is work.
+//!
+//! # Invariants
+//! - Only instances carrying both our `gocd:server-id` and `gocd:cluster-profile` tags are
+//!   described, drained, deregistered or terminated.
+//! - An instance with a task on it (ECS's count or one we placed in the last minute) is never
+//!   retired; `Ec2MaxInstances` counts instances still starting.
+//! - create-agent never waits for capacity: the work waits here, in memory, with its
+//!   auto-register key in a [`crate::secret::Secret`].
+
+pub mod api;
+pub mod capacity;
+pub mod driver;
+pub mod plan;
+pub mod pool;
+pub mod user_data;
+
+use serde::Serialize;
+
+pub use pool::Pool;
+
+/// CPU units (1024 a vCPU) and memory in MiB, as ECS counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Resources {
+    /// CPU units.
+    pub cpu: u32,
+    /// MiB.
+    pub memory: u32,
+}
+
+impl Resources {
+    /// `cpu` units and `memory` MiB.
+    pub const fn new(cpu: u32, memory: u32) -> Self {
+        Resources { cpu, memory }
+    }
+
+    /// Whether `need` fits into this much room.
+    pub fn fits(self, need: Resources) -> bool {
+        need.cpu <= self.cpu && need.memory <= self.memory
+    }
+
+    /// What is left after taking `used` (never below zero).
+    pub fn minus(self, used: Resources) -> Resources {
+        Resources { cpu: self.cpu.saturating_sub(used.cpu), memory: self.memory.saturating_sub(used.memory) }
+    }
+
+    /// The sum.
+    pub fn plus(self, more: Resources) -> Resources {
+        Resources { cpu: self.cpu.saturating_add(more.cpu), memory: self.memory.saturating_add(more.memory) }
+    }
+
+    /// The larger of this amount's CPU and memory shares of `whole` (0.0 to 1.0 when it fits):
+    /// the dominant share, by which tasks are sorted and bins compared.
+    pub fn share_of(self, whole: Resources) -> f64 {
+        let part = |a: u32, b: u32| if b == 0 { f64::from(a.min(1)) } else { f64::from(a) / f64::from(b) };
+        part(self.cpu, whole.cpu).max(part(self.memory, whole.memory))
+    }
+}
+
+/// Which kind of instance a task needs: ECS runs Linux tasks on Linux instances and Windows
+/// tasks on Windows instances only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum OsClass {
+    /// Linux (any `OperatingSystemFamily` not starting with `WINDOWS`).
+    Linux,
+    /// Windows Server (`WINDOWS_SERVER_*`).
+    Windows,
+}
+
+impl OsClass {
+    /// The class of an elastic profile's `OperatingSystemFamily`.
+    pub fn of_family(family: &str) -> OsClass {
+        if family.to_ascii_uppercase().starts_with("WINDOWS") {
+            OsClass::Windows
+        } else {
+            OsClass::Linux
+        }
+    }
+
+    /// `linux` or `windows`: the value of the instance's `gocd:os` tag.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OsClass::Linux => "linux",
+            OsClass::Windows => "windows",
+        }
+    }
+
+    /// The class a `gocd:os` tag (or EC2's `platform`) names; Linux when unknown.
+    pub fn from_tag(value: Option<&str>) -> OsClass {
+        match value {
+            Some(v) if v.eq_ignore_ascii_case("windows") => OsClass::Windows,
+            _ => OsClass::Linux,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resources_fit_subtract_and_share() {
+        let room = Resources::new(4096, 7482);
+        assert!(room.fits(Resources::new(1024, 1800)));
+        assert!(!room.fits(Resources::new(1024, 8000)));
+        assert_eq!(room.minus(Resources::new(5000, 1800)), Resources::new(0, 5682));
+        assert_eq!(Resources::new(1024, 3741).share_of(room), 0.5);
+        assert_eq!(Resources::new(2048, 100).share_of(room), 0.5);
+    }
+
+    #[test]
+    fn os_classes() {
+        assert_eq!(OsClass::of_family("LINUX"), OsClass::Linux);
+        assert_eq!(OsClass::of_family("WINDOWS_SERVER_2022_CORE"), OsClass::Windows);
+        assert_eq!(OsClass::from_tag(Some("windows")), OsClass::Windows);
+        assert_eq!(OsClass::from_tag(None), OsClass::Linux);
+    }
+}

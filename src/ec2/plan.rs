@@ -1,0 +1,487 @@
+//! The EC2 decisions as pure functions of a snapshot and a clock (kube-runtime's reconcile
+//! contract: idempotent, no I/O), so the plugin and the cost benchmark run the very same rules.
+//!
+//! One [`plan`] call decides, in this order:
+//! 1. **Retire the broken**: an instance that has not registered with the cluster within the
+//!    register timeout, or that is registered but unusable (not ACTIVE, agent disconnected, EC2
+//!    not running) with no task for that long.
+//! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
+//!    instance of its OS where it fits most tightly (best fit keeps other instances empty, so they
+//!    can retire).
+//! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
+//!    type's capacity), then into new instances; the new ones are launched up to
+//!    `Ec2MaxInstances` (starting instances count), then more to keep `Ec2MinInstances` warm.
+//! 4. **Retire the idle**: instances with no task for `Ec2IdleMinutes`, longest idle first, down
+//!    to `Ec2MinInstances`. An instance with a task, or given one in step 2, is never retired.
+
+use std::cmp::Ordering;
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::{OsClass, Resources};
+
+/// The cluster profile's `Ec2*` limits and what one instance of its type offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    /// `Ec2MinInstances`.
+    pub min: u32,
+    /// `Ec2MaxInstances`.
+    pub max: u32,
+    /// `Ec2IdleMinutes`.
+    pub idle: Duration,
+    /// `Ec2RegisterTimeoutMinutes`.
+    pub register_timeout: Duration,
+    /// What one new instance offers.
+    pub capacity: Resources,
+    /// Whether `capacity` is known (registered or estimated from the type), so a task larger
+    /// than it can never run and is refused rather than launched for.
+    pub capacity_known: bool,
+}
+
+/// A task waiting for room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Demand {
+    /// Its agent id.
+    pub id: String,
+    /// CPU and memory it reserves.
+    pub need: Resources,
+    /// The instances it can run on.
+    pub os: OsClass,
+    /// Since when it waits (older first among equals).
+    pub since: SystemTime,
+}
+
+/// An instance as the planner sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slot {
+    /// EC2 instance id.
+    pub id: String,
+    /// Its OS.
+    pub os: OsClass,
+    /// When EC2 launched it.
+    pub launched_at: SystemTime,
+    /// EC2 says `running` (not `pending`, not shutting down).
+    pub running: bool,
+    /// Its container instance, once registered with the cluster.
+    pub registered: Option<Registered>,
+    /// Since when it has had no task (registered instances only).
+    pub idle_since: Option<SystemTime>,
+    /// Already being retired: neither placed on nor counted.
+    pub retiring: bool,
+}
+
+/// A registered container instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// ACTIVE with its agent connected.
+    pub usable: bool,
+    /// Registered CPU and memory.
+    pub total: Resources,
+    /// What is left for new tasks (ECS's figure less what we placed since).
+    pub remaining: Resources,
+    /// Tasks on it (running and pending, ours or not).
+    pub tasks: u32,
+}
+
+/// Why an instance goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RetireReason {
+    /// Not registered with the cluster within `Ec2RegisterTimeoutMinutes`.
+    NeverRegistered,
+    /// Registered, but not ACTIVE or not connected (or not running in EC2), with no task, for
+    /// `Ec2RegisterTimeoutMinutes`.
+    Unhealthy,
+    /// No task for `Ec2IdleMinutes`, and more instances than `Ec2MinInstances`.
+    Idle,
+}
+
+impl RetireReason {
+    /// For operators: why the plugin terminated the instance.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RetireReason::NeverRegistered => "it did not register with the ECS cluster within Ec2RegisterTimeoutMinutes",
+            RetireReason::Unhealthy => "its ECS agent was disconnected or not ACTIVE, with no task, for Ec2RegisterTimeoutMinutes",
+            RetireReason::Idle => "it ran no task for Ec2IdleMinutes",
+        }
+    }
+}
+
+/// A waiting task to start on an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The demand (agent id).
+    pub demand: String,
+    /// The instance.
+    pub instance: String,
+}
+
+/// An instance to drain, deregister and terminate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retirement {
+    /// The instance.
+    pub instance: String,
+    /// Why.
+    pub reason: RetireReason,
+}
+
+/// What one pass should do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Tasks to start now.
+    pub start: Vec<Placement>,
+    /// New instances, one entry each, by OS.
+    pub launch: Vec<OsClass>,
+    /// Instances to retire.
+    pub retire: Vec<Retirement>,
+    /// Demands larger than any instance of the type: they can never run.
+    pub too_big: Vec<String>,
+    /// Demands still waiting after this pass (for room on starting or future instances).
+    pub waiting: usize,
+}
+
+/// Decides one pass. `slots` are our instances, `demands` the waiting tasks.
+pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime) -> Plan {
+    let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
+    let mut out = Plan::default();
+    let mut gone = vec![false; slots.len()];
+
+    // 1. The broken.
+    for (i, s) in slots.iter().enumerate().filter(|(_, s)| !s.retiring) {
+        let reason = match &s.registered {
+            None if age(s.launched_at) > policy.register_timeout => Some(RetireReason::NeverRegistered),
+            Some(r)
+                if !(r.usable && s.running)
+                    && r.tasks == 0
+                    && s.idle_since.is_some_and(|t| age(t) > policy.register_timeout) =>
+            {
+                Some(RetireReason::Unhealthy)
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            gone[i] = true;
+            out.retire.push(Retirement { instance: s.id.clone(), reason });
+        }
+    }
+
+    // 2. Place, largest first, best fit.
+    let mut rooms: Vec<Option<(Resources, u32)>> = slots
+        .iter()
+        .zip(&gone)
+        .map(|(s, gone)| match &s.registered {
+            Some(r) if r.usable && s.running && !s.retiring && !gone => Some((r.remaining, r.tasks)),
+            _ => None,
+        })
+        .collect();
+    let mut order: Vec<&Demand> = demands.iter().collect();
+    order.sort_by(|a, b| larger_first(a, b, policy.capacity));
+    let mut unplaced = Vec::new();
+    for d in order {
+        let best = rooms
+            .iter()
+            .enumerate()
+            .filter_map(|(i, room)| room.map(|(left, tasks)| (i, left, tasks)))
+            .filter(|(i, left, _)| slots[*i].os == d.os && left.fits(d.need))
+            .min_by(|a, b| tighter(a, b, d.need, slots));
+        match best {
+            Some((i, left, tasks)) => {
+                rooms[i] = Some((left.minus(d.need), tasks + 1));
+                out.start.push(Placement { demand: d.id.clone(), instance: slots[i].id.clone() });
+            }
+            None if policy.capacity_known && !policy.capacity.fits(d.need) => out.too_big.push(d.id.clone()),
+            None => unplaced.push(d),
+        }
+    }
+    out.waiting = unplaced.len();
+
+    // 3. Launch for the rest: first into instances still starting, then into new ones.
+    let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
+    let mut bins: Vec<(OsClass, Resources, bool)> = slots
+        .iter()
+        .zip(&gone)
+        .filter(|(s, gone)| s.registered.is_none() && !s.retiring && !**gone)
+        .map(|(s, _)| (s.os, policy.capacity, false))
+        .collect();
+    for d in unplaced {
+        match bins.iter_mut().find(|(os, left, _)| *os == d.os && left.fits(d.need)) {
+            Some(bin) => bin.1 = bin.1.minus(d.need),
+            None => bins.push((d.os, policy.capacity.minus(d.need), true)),
+        }
+    }
+    let allowed = policy.max.saturating_sub(alive) as usize;
+    out.launch = bins.iter().filter(|(_, _, new)| *new).map(|(os, _, _)| *os).take(allowed).collect();
+    while alive + (out.launch.len() as u32) < policy.min.min(policy.max) {
+        out.launch.push(OsClass::Linux);
+    }
+
+    // 4. The idle, longest idle first, down to the minimum.
+    let mut idle: Vec<(usize, SystemTime)> = slots
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some())
+        .filter(|(i, _)| rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
+        .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
+        .filter_map(|(i, s)| s.idle_since.filter(|t| age(*t) >= policy.idle).map(|t| (i, t)))
+        .collect();
+    idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
+    let mut keep = alive + out.launch.len() as u32;
+    for (i, _) in idle {
+        if keep <= policy.min {
+            break;
+        }
+        keep -= 1;
+        out.retire.push(Retirement { instance: slots[i].id.clone(), reason: RetireReason::Idle });
+    }
+    out
+}
+
+/// Larger dominant share first, then older, then by id (a total order: plans are repeatable).
+fn larger_first(a: &Demand, b: &Demand, capacity: Resources) -> Ordering {
+    b.need
+        .share_of(capacity)
+        .partial_cmp(&a.need.share_of(capacity))
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| a.since.cmp(&b.since))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// The tighter fit first: less left over (as a share of the instance), then the busier, then id.
+fn tighter(a: &(usize, Resources, u32), b: &(usize, Resources, u32), need: Resources, slots: &[Slot]) -> Ordering {
+    let leftover = |(i, left, _): &(usize, Resources, u32)| {
+        let total = slots[*i].registered.as_ref().map_or(*left, |r| r.total);
+        left.minus(need).share_of(total)
+    };
+    leftover(a)
+        .partial_cmp(&leftover(b))
+        .unwrap_or(Ordering::Equal)
+        .then_with(|| b.2.cmp(&a.2))
+        .then_with(|| slots[a.0].id.cmp(&slots[b.0].id))
+}
+
+/// Whether an instance's idle clock runs: registered, no task by ECS's count, and nothing we
+/// placed on it within `grace` (ECS may not count a task it just accepted yet).
+pub fn idle_since(
+    previous: Option<SystemTime>,
+    tasks: u32,
+    last_placed: Option<SystemTime>,
+    grace: Duration,
+    now: SystemTime,
+) -> Option<SystemTime> {
+    let placed_recently = last_placed.is_some_and(|t| now.duration_since(t).unwrap_or_default() < grace);
+    if tasks > 0 || placed_recently {
+        None
+    } else {
+        Some(previous.unwrap_or(now))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: SystemTime = SystemTime::UNIX_EPOCH;
+    const BOX: Resources = Resources::new(4096, 7482);
+    const JOB: Resources = Resources::new(1024, 1800);
+
+    fn policy() -> Policy {
+        Policy {
+            min: 0,
+            max: 8,
+            idle: Duration::from_secs(600),
+            register_timeout: Duration::from_secs(300),
+            capacity: BOX,
+            capacity_known: true,
+        }
+    }
+
+    fn at(secs: u64) -> SystemTime {
+        T0 + Duration::from_secs(secs)
+    }
+
+    fn demand(id: &str, need: Resources) -> Demand {
+        Demand { id: id.into(), need, os: OsClass::Linux, since: T0 }
+    }
+
+    fn demands(n: usize) -> Vec<Demand> {
+        (0..n).map(|i| demand(&format!("d{i:02}"), JOB)).collect()
+    }
+
+    fn starting(id: &str, launched: u64) -> Slot {
+        Slot {
+            id: id.into(),
+            os: OsClass::Linux,
+            launched_at: at(launched),
+            running: false,
+            registered: None,
+            idle_since: None,
+            retiring: false,
+        }
+    }
+
+    fn registered(id: &str, remaining: Resources, tasks: u32, idle_since: Option<u64>) -> Slot {
+        Slot {
+            id: id.into(),
+            os: OsClass::Linux,
+            launched_at: T0,
+            running: true,
+            registered: Some(Registered { usable: true, total: BOX, remaining, tasks }),
+            idle_since: idle_since.map(at),
+            retiring: false,
+        }
+    }
+
+    #[test]
+    fn thirty_tasks_four_to_an_instance_launch_eight() {
+        let p = plan(&[], &demands(30), &policy(), T0);
+        assert_eq!(p.launch.len(), 8);
+        assert_eq!((p.start.len(), p.waiting), (0, 30));
+    }
+
+    #[test]
+    fn instances_still_starting_absorb_waiting_work_before_new_launches() {
+        let slots: Vec<Slot> = (0..3).map(|i| starting(&format!("i-{i}"), 0)).collect();
+        let p = plan(&slots, &demands(14), &policy(), at(10));
+        assert_eq!(p.launch.len(), 1, "12 fit the 3 starting instances, 2 need one more");
+        let p = plan(&slots, &demands(12), &policy(), at(10));
+        assert!(p.launch.is_empty());
+    }
+
+    #[test]
+    fn never_more_than_max_counting_starting_instances() {
+        let slots: Vec<Slot> = (0..7).map(|i| starting(&format!("i-{i}"), 0)).collect();
+        let p = plan(&slots, &demands(60), &policy(), at(10));
+        assert_eq!(p.launch.len(), 1);
+        let mut full = policy();
+        full.max = 7;
+        assert!(plan(&slots, &demands(60), &full, at(10)).launch.is_empty());
+    }
+
+    #[test]
+    fn places_largest_first_on_the_tightest_fit() {
+        let slots = vec![
+            registered("i-empty", BOX, 0, Some(0)),
+            registered("i-half", Resources::new(2048, 3700), 2, None),
+        ];
+        let big = demand("big", Resources::new(3072, 3000));
+        let small = demand("small", Resources::new(1024, 1800));
+        let p = plan(&slots, &[small, big], &policy(), at(1));
+        assert_eq!(
+            p.start,
+            vec![
+                Placement { demand: "big".into(), instance: "i-empty".into() },
+                Placement { demand: "small".into(), instance: "i-half".into() },
+            ]
+        );
+        assert!(p.launch.is_empty() && p.retire.is_empty());
+    }
+
+    #[test]
+    fn placements_use_up_room_within_one_pass() {
+        let slots = vec![registered("i-a", BOX, 0, None)];
+        let p = plan(&slots, &demands(5), &policy(), at(1));
+        assert_eq!(p.start.len(), 4);
+        assert_eq!((p.waiting, p.launch.len()), (1, 1));
+    }
+
+    #[test]
+    fn os_must_match() {
+        let slots = vec![registered("i-linux", BOX, 0, None)];
+        let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
+        let p = plan(&slots, &[win], &policy(), at(1));
+        assert!(p.start.is_empty());
+        assert_eq!(p.launch, vec![OsClass::Windows]);
+    }
+
+    #[test]
+    fn a_task_larger_than_an_instance_is_refused_not_launched_for() {
+        let p = plan(&[], &[demand("huge", Resources::new(8192, 1000))], &policy(), T0);
+        assert_eq!(p.too_big, vec!["huge".to_string()]);
+        assert!(p.launch.is_empty());
+        let mut unknown = policy();
+        unknown.capacity_known = false;
+        let p = plan(&[], &[demand("huge", Resources::new(8192, 1000))], &unknown, T0);
+        assert_eq!((p.too_big.len(), p.launch.len()), (0, 1), "unknown capacity: try one instance");
+    }
+
+    #[test]
+    fn an_instance_that_never_registers_is_retired_after_the_timeout_and_replaced() {
+        let slots = vec![starting("i-stuck", 0)];
+        let p = plan(&slots, &demands(2), &policy(), at(300));
+        assert!(p.retire.is_empty() && p.launch.is_empty(), "not before the timeout");
+        let p = plan(&slots, &demands(2), &policy(), at(301));
+        assert_eq!(p.retire, vec![Retirement { instance: "i-stuck".into(), reason: RetireReason::NeverRegistered }]);
+        assert_eq!(p.launch.len(), 1, "its waiting work gets a new instance");
+    }
+
+    #[test]
+    fn idle_instances_retire_after_the_idle_time_down_to_the_minimum() {
+        let slots = vec![
+            registered("i-a", BOX, 0, Some(0)),
+            registered("i-b", BOX, 0, Some(100)),
+            registered("i-busy", Resources::new(3072, 5682), 1, None),
+        ];
+        assert!(plan(&slots, &[], &policy(), at(599)).retire.is_empty());
+        let p = plan(&slots, &[], &policy(), at(700));
+        assert_eq!(p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(), ["i-a", "i-b"]);
+        let mut warm = policy();
+        warm.min = 2;
+        let p = plan(&slots, &[], &warm, at(700));
+        assert_eq!(p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(), ["i-a"], "longest idle goes first");
+    }
+
+    #[test]
+    fn an_idle_instance_given_work_in_this_pass_stays() {
+        let slots = vec![registered("i-a", BOX, 0, Some(0))];
+        let p = plan(&slots, &demands(1), &policy(), at(10_000));
+        assert_eq!(p.start.len(), 1);
+        assert!(p.retire.is_empty());
+    }
+
+    #[test]
+    fn the_minimum_is_kept_warm() {
+        let mut warm = policy();
+        warm.min = 2;
+        assert_eq!(plan(&[], &[], &warm, T0).launch, vec![OsClass::Linux, OsClass::Linux]);
+        assert_eq!(plan(&[starting("i-a", 0)], &[], &warm, T0).launch.len(), 1);
+    }
+
+    #[test]
+    fn unusable_instances_get_no_work_and_retire_when_empty_long_enough() {
+        let mut drained = registered("i-d", BOX, 0, Some(0));
+        drained.registered.as_mut().unwrap().usable = false;
+        let p = plan(std::slice::from_ref(&drained), &demands(1), &policy(), at(10));
+        assert!(p.start.is_empty());
+        assert_eq!(p.launch.len(), 1);
+        let p = plan(&[drained], &[], &policy(), at(301));
+        assert_eq!(p.retire[0].reason, RetireReason::Unhealthy);
+    }
+
+    #[test]
+    fn instances_being_retired_are_not_counted_or_used() {
+        let mut going = registered("i-going", BOX, 0, Some(0));
+        going.retiring = true;
+        let mut tight = policy();
+        tight.max = 1;
+        let p = plan(&[going], &demands(1), &tight, at(10));
+        assert!(p.start.is_empty() && p.retire.is_empty());
+        assert_eq!(p.launch.len(), 1);
+    }
+
+    #[test]
+    fn plans_are_idempotent() {
+        let slots = vec![registered("i-a", BOX, 0, Some(0)), starting("i-b", 5)];
+        let d = demands(6);
+        assert_eq!(plan(&slots, &d, &policy(), at(20)), plan(&slots, &d, &policy(), at(20)));
+    }
+
+    #[test]
+    fn the_idle_clock() {
+        let grace = Duration::from_secs(60);
+        assert_eq!(idle_since(None, 0, None, grace, at(5)), Some(at(5)));
+        assert_eq!(idle_since(Some(at(1)), 0, None, grace, at(5)), Some(at(1)));
+        assert_eq!(idle_since(Some(at(1)), 1, None, grace, at(5)), None);
+        assert_eq!(idle_since(None, 0, Some(at(0)), grace, at(30)), None, "just placed: ECS may not count it yet");
+        assert_eq!(idle_since(None, 0, Some(at(0)), grace, at(61)), Some(at(61)));
+    }
+}

@@ -1,0 +1,642 @@
+//! One EC2 cluster profile's capacity in memory: our instances (as EC2 and ECS last described
+//! them, plus what we placed since), the work waiting for room, and the background loop's
+//! handle. Rebuilt from AWS after a restart: instances from their tags, waiting work from GoCD's
+//! re-sent create-agent. [`PoolState::observe`] folds a description in; [`PoolState::slots`] and
+//! [`PoolState::demands`] turn the state into the planner's input.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot};
+use super::{capacity, OsClass, Resources};
+use crate::aws::network::Network;
+use crate::cluster::task_definition::TaskDefinitionRef;
+use crate::protocol::types::JobIdentifier;
+use crate::secret::Secret;
+use crate::settings::{ElasticProfile, Ec2Capacity};
+
+/// How long a task we placed keeps its instance from counting as idle, whatever ECS says (ECS
+/// may not count a task in the first description after StartTask).
+pub const PLACEMENT_GRACE: Duration = Duration::from_secs(15);
+/// How long an instance we launched may be missing from DescribeInstances (eventual
+/// consistency) before it counts as gone.
+const JUST_LAUNCHED: Duration = Duration::from_secs(120);
+/// How long a gone instance is remembered, to deregister a container instance it left behind.
+const REMEMBER_GONE: Duration = Duration::from_secs(3600);
+
+/// One instance as DescribeInstances shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ec2Instance {
+    /// Instance id.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// `pending`, `running`, ...
+    pub state: String,
+    /// When EC2 launched it.
+    pub launched_at: Option<SystemTime>,
+    /// Spot (else on-demand).
+    pub spot: bool,
+    /// Its OS (our `gocd:os` tag, else EC2's platform).
+    pub os: OsClass,
+}
+
+/// One container instance as DescribeContainerInstances shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerInstance {
+    /// Container instance ARN.
+    pub arn: String,
+    /// The EC2 instance behind it.
+    pub ec2_id: Option<String>,
+    /// `ACTIVE`, `DRAINING`, ...
+    pub status: String,
+    /// Whether its ECS agent is connected.
+    pub connected: bool,
+    /// Registered CPU and memory.
+    pub total: Resources,
+    /// Remaining CPU and memory.
+    pub remaining: Resources,
+    /// Running plus pending tasks.
+    pub tasks: u32,
+}
+
+/// One instance of ours.
+#[derive(Debug, Clone)]
+pub struct InstanceRecord {
+    /// Instance id.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Spot (else on-demand).
+    pub spot: bool,
+    /// Its OS.
+    pub os: OsClass,
+    /// EC2's state name.
+    pub ec2_state: String,
+    /// When EC2 launched it.
+    pub launched_at: SystemTime,
+    /// Seen in a DescribeInstances since we launched it.
+    pub seen: bool,
+    /// Its container instance, once registered.
+    pub container: Option<ContainerInstance>,
+    /// When we first saw it registered.
+    pub registered_at: Option<SystemTime>,
+    /// Since when it has had no task.
+    pub idle_since: Option<SystemTime>,
+    /// When we last started a task on it.
+    pub last_placed_at: Option<SystemTime>,
+    /// What we placed on it after the last description began.
+    pub placed: Vec<(Resources, SystemTime)>,
+    /// Being retired, and why.
+    pub retiring: Option<RetireReason>,
+}
+
+/// A task waiting for room, with everything needed to start it later.
+#[derive(Debug, Clone)]
+pub struct WaitingTask {
+    /// The agent id (reserved in the registry, phase Launching).
+    pub agent_id: String,
+    /// Its job.
+    pub job: JobIdentifier,
+    /// The pipeline's environment.
+    pub environment: Option<String>,
+    /// Launch attempt of the job.
+    pub attempt: u32,
+    /// The elastic profile.
+    pub elastic: Arc<ElasticProfile>,
+    /// Its task definition (registered at create-agent).
+    pub task_definition: TaskDefinitionRef,
+    /// `GO_EA_SERVER_URL`.
+    pub server_url: String,
+    /// The newest auto-register key GoCD sent for the job.
+    pub key: Secret<String>,
+    /// CPU and memory it reserves.
+    pub need: Resources,
+    /// The instances it can run on.
+    pub os: OsClass,
+    /// Since when it waits.
+    pub since: SystemTime,
+    /// When GoCD last asked for it (create-agent, first or re-sent).
+    pub last_asked: SystemTime,
+}
+
+/// Counters for the status report.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Counters {
+    /// Instances launched.
+    pub launched: u64,
+    /// Of which after spot was refused.
+    pub spot_fallbacks: u64,
+    /// Instances terminated.
+    pub terminated: u64,
+    /// Tasks started on instances.
+    pub placed: u64,
+}
+
+/// What [`PoolState::observe`] found to clean up.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Container instances whose EC2 instance is gone: deregister them.
+    pub deregister: Vec<String>,
+    /// Container instances of EC2 instances we do not know: (EC2 id, container instance ARN).
+    pub unknown: Vec<(String, String)>,
+}
+
+/// Everything mutable of one pool.
+#[derive(Debug, Default)]
+pub struct PoolState {
+    /// Our instances by id.
+    pub instances: BTreeMap<String, InstanceRecord>,
+    /// Work waiting for room, oldest first.
+    pub waiting: Vec<WaitingTask>,
+    /// Instances that went (retired by us or vanished), and when.
+    pub gone: BTreeMap<String, SystemTime>,
+    /// EC2 ids of container instances in the cluster that are not ours.
+    pub foreign: BTreeSet<String>,
+    /// What instances of each type registered (the truth beats the estimate).
+    pub registered_capacity: BTreeMap<String, Resources>,
+    /// No launch before this time (after a failed RunInstances), and the current backoff.
+    pub launch_backoff: Option<(SystemTime, Duration)>,
+    /// Totals.
+    pub counters: Counters,
+    /// When the last pass finished, and its error if it failed.
+    pub last_pass: Option<(SystemTime, Option<String>)>,
+}
+
+/// One cluster profile's EC2 capacity: state, loop and wake-up.
+#[derive(Debug, Default)]
+pub struct Pool {
+    state: Mutex<PoolState>,
+    /// Wakes the loop (new work). Shared with the loop, which holds no strong cluster reference
+    /// while it sleeps.
+    pub(crate) wake: Arc<Notify>,
+    /// Held for one pass: passes never overlap, so placements never overcommit an instance.
+    pub(crate) pass_lock: tokio::sync::Mutex<()>,
+    pub(crate) task: Mutex<Option<JoinHandle<()>>>,
+    pub(crate) network: tokio::sync::Mutex<Option<((Vec<String>, Vec<String>), Network)>>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Pool {
+    /// The state, locked. Never hold it across an `.await`.
+    pub fn state(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops the background loop (plugin shutdown, or the cluster forgotten).
+    pub fn stop(&self) {
+        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            task.abort();
+        }
+    }
+
+    /// Wakes the loop for a pass now.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
+    pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
+        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.agent_id == agent_id) {
+            w.key = key.clone();
+            w.last_asked = now;
+        }
+    }
+
+    /// The status report's view of the pool.
+    pub fn snapshot<T>(&self, cfg: &Ec2Capacity, when: impl Fn(SystemTime) -> T) -> PoolSnapshot<T> {
+        let st = self.state();
+        let alive: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.retiring.is_none()).collect();
+        let instances = st
+            .instances
+            .values()
+            .map(|r| {
+                let c = r.container.as_ref();
+                InstanceRow {
+                    id: r.id.clone(),
+                    instance_type: r.instance_type.clone(),
+                    market: if r.spot { "spot" } else { "on-demand" },
+                    state: instance_state(r),
+                    ec2_state: r.ec2_state.clone(),
+                    launched: when(r.launched_at),
+                    registered: c.is_some(),
+                    registered_cpu: c.map(|c| c.total.cpu),
+                    registered_memory: c.map(|c| c.total.memory),
+                    remaining_cpu: c.map(|c| c.remaining.cpu),
+                    remaining_memory: c.map(|c| c.remaining.memory),
+                    tasks: c.map_or(0, |c| c.tasks),
+                    idle_since: r.idle_since.map(&when),
+                }
+            })
+            .collect();
+        PoolSnapshot {
+            instance_type: cfg.instance_type.clone(),
+            spot: cfg.spot,
+            min: cfg.min_instances,
+            max: cfg.max_instances,
+            idle_minutes: cfg.idle_minutes,
+            register_timeout_minutes: cfg.register_timeout_minutes,
+            counted: alive.len(),
+            starting: alive.iter().filter(|r| r.container.is_none()).count(),
+            registered: alive.iter().filter(|r| r.container.is_some()).count(),
+            waiting: st.waiting.len(),
+            instances,
+            counters: st.counters,
+            last_pass: st.last_pass.as_ref().map(|(t, _)| when(*t)),
+            last_error: st.last_pass.as_ref().and_then(|(_, e)| e.clone()),
+        }
+    }
+}
+
+fn instance_state(r: &InstanceRecord) -> String {
+    match (&r.retiring, &r.container) {
+        (Some(reason), _) => format!("retiring: {}", reason.describe()),
+        (None, None) => "starting (not registered yet)".into(),
+        (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
+            format!("registered, {}{}", c.status, if c.connected { "" } else { ", agent disconnected" })
+        }
+        (None, Some(c)) if c.tasks == 0 => "registered, idle".into(),
+        (None, Some(_)) => "registered, running tasks".into(),
+    }
+}
+
+impl PoolState {
+    /// Folds a description in: EC2's instances of ours (pending or running), the cluster's
+    /// container instances; `described_at` is when the description began.
+    pub fn observe(
+        &mut self,
+        ec2: Vec<Ec2Instance>,
+        containers: Vec<ContainerInstance>,
+        described_at: SystemTime,
+        now: SystemTime,
+    ) -> Observed {
+        let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
+        let mut out = Observed::default();
+        let live: BTreeSet<String> = ec2.iter().map(|i| i.id.clone()).collect();
+        for i in ec2 {
+            let record = self.instances.entry(i.id.clone()).or_insert_with(|| {
+                tracing::info!(instance = %i.id, state = %i.state, "adopted an EC2 instance of this cluster profile");
+                new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now))
+            });
+            record.instance_type = i.instance_type;
+            record.spot = i.spot;
+            record.os = i.os;
+            record.ec2_state = i.state;
+            if let Some(t) = i.launched_at {
+                record.launched_at = t;
+            }
+            record.seen = true;
+        }
+        let vanished: Vec<String> = self
+            .instances
+            .values()
+            .filter(|r| !live.contains(&r.id) && (r.seen || age(r.launched_at) >= JUST_LAUNCHED))
+            .map(|r| r.id.clone())
+            .collect();
+        for id in vanished {
+            if let Some(r) = self.instances.remove(&id) {
+                if r.retiring.is_none() {
+                    tracing::warn!(instance = %id, "an EC2 instance of ours is no longer pending or running (terminated outside the plugin?)");
+                }
+                out.deregister.extend(r.container.map(|c| c.arn));
+                self.gone.insert(id, now);
+            }
+        }
+        let mut by_instance: BTreeMap<String, ContainerInstance> = BTreeMap::new();
+        for c in containers {
+            let Some(ec2_id) = c.ec2_id.clone() else { continue };
+            if self.instances.contains_key(&ec2_id) {
+                by_instance.insert(ec2_id, c);
+            } else if self.gone.contains_key(&ec2_id) {
+                if c.status != "INACTIVE" && !out.deregister.contains(&c.arn) {
+                    out.deregister.push(c.arn);
+                }
+            } else if !self.foreign.contains(&ec2_id) {
+                out.unknown.push((ec2_id, c.arn));
+            }
+        }
+        for record in self.instances.values_mut() {
+            record.placed.retain(|(_, t)| *t >= described_at);
+            record.container = by_instance.remove(&record.id).map(|mut c| {
+                let placed = record.placed.iter().fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
+                c.remaining = c.remaining.minus(placed);
+                c.tasks += record.placed.len() as u32;
+                c
+            });
+            match &record.container {
+                Some(c) => {
+                    record.registered_at.get_or_insert(now);
+                    self.registered_capacity.insert(record.instance_type.clone(), c.total);
+                    record.idle_since =
+                        plan::idle_since(record.idle_since, c.tasks, record.last_placed_at, PLACEMENT_GRACE, now);
+                }
+                None => record.idle_since = None,
+            }
+        }
+        self.gone.retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
+        out
+    }
+
+    /// Records instances RunInstances answered (before any description shows them).
+    pub fn launched(&mut self, instances: &[Ec2Instance], now: SystemTime) {
+        for i in instances {
+            self.instances.entry(i.id.clone()).or_insert_with(|| {
+                let mut r = new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now));
+                r.ec2_state = i.state.clone();
+                r
+            });
+        }
+    }
+
+    /// Records a task we started on an instance.
+    pub fn placed(&mut self, instance: &str, agent_id: &str, need: Resources, now: SystemTime) {
+        if let Some(r) = self.instances.get_mut(instance) {
+            r.placed.push((need, now));
+            r.last_placed_at = Some(now);
+            r.idle_since = None;
+            if let Some(c) = &mut r.container {
+                c.remaining = c.remaining.minus(need);
+                c.tasks += 1;
+            }
+        }
+        self.waiting.retain(|w| w.agent_id != agent_id);
+        self.counters.placed += 1;
+    }
+
+    /// What one new instance of the profile's type offers: what one registered, else the
+    /// estimate from the type's name, else (unknown) a c5.large's worth.
+    pub fn policy(&self, cfg: &Ec2Capacity) -> Policy {
+        let (capacity, known) = match self.capacity(&cfg.instance_type) {
+            Some(c) => (c, true),
+            None => (Resources::new(2048, 3741), false),
+        };
+        Policy {
+            min: cfg.min_instances,
+            max: cfg.max_instances,
+            idle: Duration::from_secs(u64::from(cfg.idle_minutes) * 60),
+            register_timeout: Duration::from_secs(u64::from(cfg.register_timeout_minutes) * 60),
+            capacity,
+            capacity_known: known,
+        }
+    }
+
+    /// What an instance of this type registers, if known.
+    pub fn capacity(&self, instance_type: &str) -> Option<Resources> {
+        self.registered_capacity.get(instance_type).copied().or_else(|| capacity::estimate(instance_type))
+    }
+
+    /// The planner's view of the instances.
+    pub fn slots(&self) -> Vec<Slot> {
+        self.instances
+            .values()
+            .map(|r| Slot {
+                id: r.id.clone(),
+                os: r.os,
+                launched_at: r.launched_at,
+                running: r.ec2_state == "running",
+                registered: r.container.as_ref().map(|c| Registered {
+                    usable: c.status == "ACTIVE" && c.connected,
+                    total: c.total,
+                    remaining: c.remaining,
+                    tasks: c.tasks,
+                }),
+                idle_since: r.idle_since,
+                retiring: r.retiring.is_some(),
+            })
+            .collect()
+    }
+
+    /// The planner's view of the waiting work.
+    pub fn demands(&self) -> Vec<Demand> {
+        self.waiting.iter().map(|w| Demand { id: w.agent_id.clone(), need: w.need, os: w.os, since: w.since }).collect()
+    }
+
+    /// How long until the next idle or register deadline of an instance passes, if any: the loop
+    /// comes back then rather than on its steady beat, so instances retire on time.
+    pub fn next_deadline(&self, policy: &Policy, now: SystemTime) -> Option<Duration> {
+        self.instances
+            .values()
+            .filter(|r| r.retiring.is_none())
+            .filter_map(|r| match (&r.container, r.idle_since) {
+                (Some(_), Some(idle)) => Some(idle + policy.idle),
+                (None, _) => Some(r.launched_at + policy.register_timeout),
+                (Some(_), None) => None,
+            })
+            .map(|deadline| deadline.duration_since(now).unwrap_or_default())
+            .min()
+    }
+
+    /// Whether the loop should come back soon: work waits, or instances are starting or going.
+    pub fn busy(&self) -> bool {
+        !self.waiting.is_empty() || self.instances.values().any(|r| r.container.is_none() || r.retiring.is_some())
+    }
+}
+
+fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_at: SystemTime) -> InstanceRecord {
+    InstanceRecord {
+        id: id.to_string(),
+        instance_type: instance_type.to_string(),
+        spot,
+        os,
+        ec2_state: "pending".into(),
+        launched_at,
+        seen: false,
+        container: None,
+        registered_at: None,
+        idle_since: None,
+        last_placed_at: None,
+        placed: Vec::new(),
+        retiring: None,
+    }
+}
+
+/// The status report's EC2 section (`T`: how times are shown).
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolSnapshot<T> {
+    /// `Ec2InstanceType`.
+    pub instance_type: String,
+    /// `Ec2Spot`.
+    pub spot: bool,
+    /// `Ec2MinInstances`.
+    pub min: u32,
+    /// `Ec2MaxInstances`.
+    pub max: u32,
+    /// `Ec2IdleMinutes`.
+    pub idle_minutes: u32,
+    /// `Ec2RegisterTimeoutMinutes`.
+    pub register_timeout_minutes: u32,
+    /// Instances counted against the limits (starting or registered, not retiring).
+    pub counted: usize,
+    /// Of which not registered yet.
+    pub starting: usize,
+    /// Of which registered.
+    pub registered: usize,
+    /// Tasks waiting for room.
+    pub waiting: usize,
+    /// Every instance.
+    pub instances: Vec<InstanceRow<T>>,
+    /// Totals.
+    pub counters: Counters,
+    /// When the last pass ran.
+    pub last_pass: Option<T>,
+    /// Its error, if it failed.
+    pub last_error: Option<String>,
+}
+
+/// One instance row.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceRow<T> {
+    /// Instance id.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// `spot` or `on-demand`.
+    pub market: &'static str,
+    /// Where it is in its life.
+    pub state: String,
+    /// EC2's state.
+    pub ec2_state: String,
+    /// Launch time.
+    pub launched: T,
+    /// Registered with the cluster.
+    pub registered: bool,
+    /// Registered CPU units.
+    pub registered_cpu: Option<u32>,
+    /// Registered MiB.
+    pub registered_memory: Option<u32>,
+    /// Remaining CPU units.
+    pub remaining_cpu: Option<u32>,
+    /// Remaining MiB.
+    pub remaining_memory: Option<u32>,
+    /// Tasks on it.
+    pub tasks: u32,
+    /// Idle since.
+    pub idle_since: Option<T>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: SystemTime = SystemTime::UNIX_EPOCH;
+
+    fn at(s: u64) -> SystemTime {
+        T0 + Duration::from_secs(s)
+    }
+
+    fn ec2(id: &str, state: &str) -> Ec2Instance {
+        Ec2Instance {
+            id: id.into(),
+            instance_type: "c5.xlarge".into(),
+            state: state.into(),
+            launched_at: Some(T0),
+            spot: false,
+            os: OsClass::Linux,
+        }
+    }
+
+    fn ci(ec2_id: &str, tasks: u32) -> ContainerInstance {
+        ContainerInstance {
+            arn: format!("arn:ci/{ec2_id}"),
+            ec2_id: Some(ec2_id.into()),
+            status: "ACTIVE".into(),
+            connected: true,
+            total: Resources::new(4096, 7482),
+            remaining: Resources::new(4096 - 1024 * tasks, 7482 - 1800 * tasks),
+            tasks,
+        }
+    }
+
+    #[test]
+    fn adopts_registers_and_times_idleness() {
+        let mut st = PoolState::default();
+        let seen = st.observe(vec![ec2("i-a", "pending")], vec![], at(1), at(1));
+        assert_eq!(seen, Observed::default());
+        assert!(st.instances["i-a"].container.is_none());
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(5), at(5));
+        let a = &st.instances["i-a"];
+        assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
+        assert_eq!(st.capacity("c5.xlarge"), Some(Resources::new(4096, 7482)));
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(9), at(9));
+        assert_eq!(st.instances["i-a"].idle_since, None);
+    }
+
+    #[test]
+    fn our_placements_count_until_a_description_that_began_after_them() {
+        let mut st = PoolState::default();
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        st.placed("i-a", "agent-1", Resources::new(1024, 1800), at(2));
+        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+        // A description that began before the placement does not show it yet.
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(3));
+        let c = st.instances["i-a"].container.clone().unwrap();
+        assert_eq!((c.remaining, c.tasks), (Resources::new(3072, 5682), 1));
+        assert_eq!(st.instances["i-a"].idle_since, None);
+        // One that began after it does.
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(4), at(4));
+        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+    }
+
+    #[test]
+    fn vanished_instances_leave_their_container_instance_to_deregister() {
+        let mut st = PoolState::default();
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        let seen = st.observe(vec![], vec![ci("i-a", 0)], at(2), at(2));
+        assert_eq!(seen.deregister, vec!["arn:ci/i-a".to_string()]);
+        assert!(st.instances.is_empty() && st.gone.contains_key("i-a"));
+        let again = st.observe(vec![], vec![ci("i-a", 0)], at(3), at(3));
+        assert_eq!(again.deregister, vec!["arn:ci/i-a".to_string()], "until it is gone");
+    }
+
+    #[test]
+    fn just_launched_instances_survive_a_stale_description() {
+        let mut st = PoolState::default();
+        st.launched(&[ec2("i-new", "pending")], at(0));
+        st.observe(vec![], vec![], at(10), at(10));
+        assert!(st.instances.contains_key("i-new"));
+        st.observe(vec![], vec![], at(200), at(200));
+        assert!(!st.instances.contains_key("i-new"));
+    }
+
+    #[test]
+    fn the_next_deadline_is_the_nearest_idle_or_register_timeout() {
+        let cfg = crate::settings::Ec2Capacity {
+            instance_type: "c5.xlarge".into(),
+            instance_profile: "p".into(),
+            ami_id: "ami-12345678".into(),
+            min_instances: 0,
+            max_instances: 5,
+            idle_minutes: 1,
+            register_timeout_minutes: 5,
+            spot: false,
+            key_pair: None,
+            root_volume_gib: 30,
+            user_data: None,
+        };
+        let mut st = PoolState::default();
+        assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
+        st.observe(vec![ec2("i-a", "running"), ec2("i-b", "pending")], vec![ci("i-a", 0)], at(10), at(10));
+        let policy = st.policy(&cfg);
+        assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
+        assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn container_instances_of_unknown_instances_are_reported_once_classified() {
+        let mut st = PoolState::default();
+        let seen = st.observe(vec![], vec![ci("i-x", 0)], at(1), at(1));
+        assert_eq!(seen.unknown, vec![("i-x".to_string(), "arn:ci/i-x".to_string())]);
+        st.foreign.insert("i-x".into());
+        assert_eq!(st.observe(vec![], vec![ci("i-x", 0)], at(2), at(2)), Observed::default());
+    }
+}

@@ -1,0 +1,236 @@
+//! What the reliability tests (`e2e_faults`, `e2e_crash`, `e2e_isolation`) share: a [`Scenario`]
+//! (fresh moto, a proxy in front of it, the clusters watched by the agent simulator), the plugin
+//! started with its metrics endpoint, the checks every test ends with ([`Scenario::finish`]: no
+//! task of ours left running, no job with two tasks, no registration GoCD refused, no secret in
+//! anything operators read, a clean shutdown) and the `FIGURES:` line.
+//!
+//! Uses `crate::world` (each test crate declares `mod world;` before `mod reliability;`).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aws_config::SdkConfig;
+
+use crate::world::host::{HostState, Props};
+use crate::world::moto::{self, REGION};
+use crate::world::*;
+
+/// The agent image of every elastic profile here.
+pub const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
+
+/// A Fargate cluster profile plus extra keys.
+pub fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
+    let mut p = props(&[("ClusterName", cluster), ("Region", REGION)]);
+    p.extend(props(extra));
+    p
+}
+
+/// A small valid Fargate elastic profile.
+pub fn elastic_props() -> Props {
+    props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
+}
+
+/// A seed from `$name` (decimal), else `default`: printed in the figures so a run can be replayed.
+pub fn seed(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// One test's world.
+pub struct Scenario {
+    pub name: &'static str,
+    pub started: Instant,
+    pub moto: Moto,
+    pub proxy: Proxy,
+    pub base: SdkConfig,
+    pub fleets: Vec<Fleet>,
+    /// The plugin's `--metrics-addr` port (the same for every process of the test).
+    pub metrics_port: u16,
+}
+
+impl Scenario {
+    pub async fn new(name: &'static str) -> Scenario {
+        let moto = Moto::start().await;
+        let proxy = Proxy::start(moto.addr()).await;
+        let base = moto.base_config().await;
+        Scenario {
+            name,
+            started: Instant::now(),
+            moto,
+            proxy,
+            base,
+            fleets: Vec::new(),
+            metrics_port: moto::free_port(),
+        }
+    }
+
+    /// Creates an ECS cluster in the account of `cfg` and watches it.
+    pub async fn cluster(&mut self, label: &str, cfg: &SdkConfig, cluster: &str) {
+        moto::create_cluster(cfg, cluster).await;
+        self.fleets.push(Fleet::new(label, cfg, cluster));
+    }
+
+    /// A host config pointing the plugin at the proxy, with its metrics endpoint on.
+    pub fn host_config(&self) -> HostConfig {
+        let mut cfg = HostConfig::new(&self.proxy.endpoint());
+        cfg.program = Some((
+            std::path::PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")),
+            vec!["serve".into(), "--metrics-addr".into(), format!("127.0.0.1:{}", self.metrics_port)],
+        ));
+        cfg
+    }
+
+    pub fn agents(&self, host: &GoCdHost, policy: SimPolicy) -> AgentSimulator {
+        AgentSimulator::start(host, self.fleets.clone(), policy)
+    }
+
+    /// The plugin's own counters of AWS calls, summed by API budget category:
+    /// category → (calls, throttled, retries, failed). Empty when the endpoint is not up.
+    pub async fn plugin_calls_by_category(&self) -> BTreeMap<String, [u64; 4]> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
+        let Ok(r) = crate::world::http::simple(addr, "GET", "/metrics", None).await else {
+            return BTreeMap::new();
+        };
+        parse_calls_by_category(&r.text())
+    }
+
+    /// Waits (bounded) until no fleet has a live task, then asserts it.
+    pub async fn assert_no_live_tasks(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let mut left = Vec::new();
+            for f in &self.fleets {
+                for t in moto::live_tasks(&f.config, &f.cluster).await {
+                    left.push(format!(
+                        "{}: {} (job {:?}, server {:?}, status {:?})",
+                        f.label,
+                        t.task_arn().unwrap_or("?"),
+                        moto::task_tag(&t, "gocd:job-id"),
+                        moto::task_tag(&t, "gocd:server-id"),
+                        t.last_status()
+                    ));
+                }
+            }
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tasks still RUNNING after {within:?}:\n  {}",
+                left.join("\n  ")
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The common end of a test with one host: no live task, status reports rendered and every
+    /// text operators read scanned for secrets, a clean shutdown, the `FIGURES:` line.
+    pub async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
+        self.finish_hosts(&[host], vec![sim], extra).await;
+    }
+
+    /// [`Scenario::finish`] for several hosts (GoCD servers) on the same moto.
+    pub async fn finish_hosts(self, hosts: &[GoCdHost], sims: Vec<AgentSimulator>, extra: &str) {
+        self.assert_no_live_tasks(Duration::from_secs(120)).await;
+        if std::env::var_os("WORLD_DUMP_CALLS").is_some() {
+            for r in self.proxy.log() {
+                eprintln!(
+                    "CALL {:>7}ms {} {} {:?} rule={:?}",
+                    (r.at - self.started).as_millis(),
+                    r.key(),
+                    r.status,
+                    r.outcome,
+                    r.rule
+                );
+            }
+        }
+        let mut scanned = 0;
+        for host in hosts {
+            host.pause_pings(true);
+            let _ = host.plugin_status_report().await;
+            let ids: Vec<String> = host.config().cluster_profiles.iter().map(|c| c.id.clone()).collect();
+            for id in &ids {
+                let _ = host.cluster_status_report(id).await;
+            }
+            let scanner = SecretScanner::from_world(host, Some(&self.proxy));
+            scanner.assert_host_clean(host);
+            scanned += scanner.len();
+        }
+        let by_category = self.plugin_calls_by_category().await;
+        eprintln!(
+            "FIGURES: test={} secs={} aws_calls_at_proxy={} run_task={} stop_task={} plugin_calls_by_category(calls,throttled,retries,failed)={:?} secrets_scanned={} {}",
+            self.name,
+            self.started.elapsed().as_secs(),
+            self.proxy.total(),
+            self.proxy.count("ecs:RunTask"),
+            self.proxy.count("ecs:StopTask"),
+            by_category,
+            scanned,
+            extra,
+        );
+        drop(sims);
+        for host in hosts {
+            host.shutdown().await;
+        }
+        drop(self.moto);
+    }
+}
+
+/// Sums `ecs_ea_aws_{calls,throttled,retries,failures}_total` by their `category` label.
+pub fn parse_calls_by_category(text: &str) -> BTreeMap<String, [u64; 4]> {
+    let series = [
+        "ecs_ea_aws_calls_total{",
+        "ecs_ea_aws_throttled_total{",
+        "ecs_ea_aws_retries_total{",
+        "ecs_ea_aws_failures_total{",
+    ];
+    let mut out: BTreeMap<String, [u64; 4]> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(i) = series.iter().position(|s| line.starts_with(s)) else { continue };
+        let Some(category) = line.split("category=\"").nth(1).and_then(|r| r.split('"').next()) else { continue };
+        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        out.entry(category.to_string()).or_default()[i] += value as u64;
+    }
+    out
+}
+
+/// Every job's current GoCD job id and the ids it had before reschedules.
+pub fn all_job_ids(s: &HostState) -> Vec<i64> {
+    s.jobs
+        .iter()
+        .flat_map(|j| j.previous_job_ids.iter().copied().chain([j.identifier.job_id]))
+        .collect()
+}
+
+/// Every job completed, every agent deleted, no registration refused, no job id with two tasks.
+/// Returns how many job-completion calls did not answer 200 (they may fail under faults; the
+/// plugin cleans up on later pings).
+pub async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator, within: Duration) -> usize {
+    host.wait_until("every agent deleted", within, |s| s.agents.is_empty()).await;
+    let (rejections, failed_completions, ids) = host.with_state(|s: &HostState| {
+        (
+            s.rejections.clone(),
+            s.jobs.iter().filter(|j| j.completion_code != Some(200)).count(),
+            all_job_ids(s),
+        )
+    });
+    assert!(rejections.is_empty(), "GoCD refused registrations: {rejections:?}");
+    let dups = sim.with_state(|s| s.duplicate_jobs());
+    assert!(dups.is_empty(), "jobs with more than one task: {dups:?}");
+    let current: Vec<i64> = host.with_state(|s| s.jobs.iter().map(|j| j.identifier.job_id).collect());
+    for id in current {
+        assert_eq!(sim.tasks_for_job(id), 1, "job {id} ran in {} tasks", sim.tasks_for_job(id));
+    }
+    assert!(!ids.is_empty());
+    failed_completions
+}
+
+/// Jobs by state: (waiting, running, completed).
+pub fn job_states(s: &HostState) -> (usize, usize, usize) {
+    (
+        s.count_jobs(|j| *j == JobState::Waiting),
+        s.count_jobs(|j| matches!(j, JobState::Running { .. })),
+        s.count_jobs(|j| matches!(j, JobState::Completed { .. })),
+    )
+}
