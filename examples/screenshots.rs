@@ -1,11 +1,12 @@
 //! Renders every status report (plugin, cluster, agent, unknown agent) with real data from a run
 //! against a local AWS (moto), for `scripts/screenshots` to photograph.
 //!
-//! The run: two cluster profiles in two accounts (one FARGATE with a log group and an image
-//! allow-list, one FARGATE_SPOT through AssumeRole whose first spot launches are refused), a few
-//! jobs that finish, two that keep building, one whose agent never registers, one whose task an
-//! operator stops by hand, one refused for its image, and some throttled ECS reads. Then each
-//! report is written as a standalone HTML page into the folder given as the first argument.
+//! The run: three cluster profiles in two accounts (one FARGATE with a log group and an image
+//! allow-list, one FARGATE_SPOT through AssumeRole whose first spot launches are refused, one EC2
+//! whose instances the instance simulator registers), a few jobs that finish, some that keep
+//! building, one whose agent never registers, one whose task an operator stops by hand, one
+//! refused for its image, and some throttled ECS reads. Then each report is written as a
+//! standalone HTML page into the folder given as the first argument.
 //!
 //! `MOTO_SERVER=/path/to/moto_server cargo run --example screenshots -- /tmp/reports`
 
@@ -40,6 +41,9 @@ async fn main() {
     let role = moto.assume_role_config(ROLE_ARN).await;
     moto::create_cluster(&base, "ci-shared").await;
     moto::create_cluster(&role.config, "ci-team-b").await;
+    moto::create_cluster(&base, "ci-ec2").await;
+    world::ec2::create_instance_profile(moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance")
+        .await;
     refuse_first_spot_launches(&proxy, 2);
     throttle_some_reads(&proxy, 3);
 
@@ -58,6 +62,16 @@ async fn main() {
         ("LaunchType", "FARGATE_SPOT"),
         ("MaxAgents", "4"),
     ]);
+    let ec2 = props(&[
+        ("ClusterName", "ci-ec2"),
+        ("Region", REGION),
+        ("LaunchType", "EC2"),
+        ("Ec2InstanceType", "c5.xlarge"),
+        ("Ec2InstanceProfile", "gocd-ecs-instance"),
+        ("Ec2AmiId", "ami-0abcdef1234567890"),
+        ("Ec2MaxInstances", "3"),
+    ]);
+    let large = props(&[("Image", IMAGE), ("Cpu", "2048"), ("Memory", "3000")]);
     let small = props(&[
         ("Image", IMAGE),
         ("Cpu", "512"),
@@ -74,12 +88,20 @@ async fn main() {
         .cluster_profile("team-b", team_b)
         .elastic_profile("small", "shared", small.clone())
         .elastic_profile("rogue", "shared", rogue)
-        .elastic_profile("spot", "team-b", small);
+        .cluster_profile("ec2", ec2)
+        .elastic_profile("spot", "team-b", small)
+        .elastic_profile("large", "ec2", large);
     let host = GoCdHost::launch(config).await;
     let fleets = vec![
         Fleet::new("shared", &base, "ci-shared"),
         Fleet::new("team-b", &role.config, "ci-team-b"),
+        Fleet::new("ec2", &base, "ci-ec2"),
     ];
+    let instances = world::ec2::InstanceSimulator::start(
+        fleets.clone(),
+        host.server_id(),
+        world::ec2::Ec2Policy::default(),
+    );
     let sim = AgentSimulator::start(
         &host,
         fleets,
@@ -111,7 +133,10 @@ async fn main() {
     sim.never_register(stuck_job);
     host.add_job(JobSpec::new("rogue", Duration::from_secs(3)))
         .await;
-    say("scheduled 10 jobs on two cluster profiles");
+    let ec2_jobs = host
+        .add_jobs(JobSpec::new("large", Duration::from_secs(3600)), 3)
+        .await;
+    say("scheduled 13 jobs on three cluster profiles");
 
     host.wait_until("the quick jobs to finish", Duration::from_secs(180), |s| {
         quick
@@ -122,6 +147,12 @@ async fn main() {
     host.wait_until("the long jobs to build", Duration::from_secs(120), |s| {
         matches!(s.job(long).state, JobState::Running { .. })
             && matches!(s.job(stopped).state, JobState::Running { .. })
+    })
+    .await;
+    host.wait_until("the EC2 jobs to build", Duration::from_secs(180), |s| {
+        ec2_jobs
+            .iter()
+            .all(|h| matches!(s.job(*h).state, JobState::Running { .. }))
     })
     .await;
     let agent_of = |h: JobHandle| {
@@ -159,6 +190,11 @@ async fn main() {
     ));
     pages.push(write(
         &dir,
+        "cluster-ec2",
+        &view(host.cluster_status_report("ec2").await),
+    ));
+    pages.push(write(
+        &dir,
         "agent",
         &view(
             host.agent_status_report("shared", Some(&long_agent), None)
@@ -183,6 +219,7 @@ async fn main() {
     ));
     host.shutdown().await;
     drop(sim);
+    drop(instances);
     for page in pages {
         println!("{}", page.display());
     }

@@ -246,6 +246,7 @@ fn every_example_configuration_prints_a_valid_policy() {
             "ec2:CreateTags",
             "ecs:ListContainerInstances",
             "ecs:DescribeContainerInstances",
+            "ecs:UpdateContainerInstancesState",
             "ecs:DeregisterContainerInstance",
             "ecs:StartTask",
         ] {

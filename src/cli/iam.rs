@@ -538,8 +538,11 @@ fn ec2_statements(
             None,
         ),
         statement(
-            "DescribeContainerInstancesOfTheCluster",
-            &["ecs:DescribeContainerInstances"],
+            "DescribeAndDrainContainerInstancesOfTheCluster",
+            &[
+                "ecs:DescribeContainerInstances",
+                "ecs:UpdateContainerInstancesState",
+            ],
             vec![scope.arn("ecs", &format!("container-instance/{}/*", scope.cluster))],
             None,
         ),

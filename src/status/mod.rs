@@ -85,7 +85,7 @@ pub struct ClusterSnapshot {
     /// ECS console link.
     pub console_url: String,
     /// EC2 capacity (instances against min and max, waiting work) when `LaunchType` is EC2.
-    pub ec2: Option<crate::ec2::pool::PoolSnapshot<When>>,
+    pub ec2: Option<crate::ec2::report::PoolSnapshot<When>>,
 }
 
 /// How many agents are in one state.
@@ -260,7 +260,10 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     };
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
-    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot.ec2 = profile
+        .ec2
+        .as_ref()
+        .map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
     snapshot
 }
 
