@@ -174,32 +174,49 @@ impl Accounts {
     }
 }
 
-async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClients> {
-    let region = Region::new(key.region.clone());
-    let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(region.clone());
+/// The SDK config loader for a profile's base identity: its static keys, else the SDK's
+/// default chain (env, profile, SSO, web identity, ECS/EC2 roles). `doctor` uses it too, so it
+/// checks exactly the credentials the plugin uses.
+pub fn base_loader(profile: &ClusterProfile, region: &str) -> aws_config::ConfigLoader {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_string()));
     if let Some(creds) = &profile.static_credentials {
-        let static_creds = Credentials::new(
+        loader = loader.credentials_provider(Credentials::new(
             creds.access_key_id.expose().clone(),
             creds.secret_access_key.expose().clone(),
             None,
             None,
             "cluster-profile",
-        );
-        loader = loader.credentials_provider(static_creds);
+        ));
     }
-    let base = loader.load().await;
+    loader
+}
+
+/// AssumeRole from `base` into `role_arn`, with the profile's external id and session name.
+pub async fn assume_role_provider(
+    base: &aws_config::SdkConfig,
+    role_arn: &str,
+    external_id: Option<String>,
+    session_name: String,
+) -> aws_config::sts::AssumeRoleProvider {
+    let mut builder = aws_config::sts::AssumeRoleProvider::builder(role_arn).configure(base).session_name(session_name);
+    if let Some(region) = base.region() {
+        builder = builder.region(region.clone());
+    }
+    if let Some(external_id) = external_id {
+        builder = builder.external_id(external_id);
+    }
+    builder.build().await
+}
+
+async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClients> {
+    let base = base_loader(profile, &key.region).load().await;
     let role = Arc::new(RoleStats::default());
     let config = match &key.role_arn {
         None => base,
         Some(role_arn) => {
-            let mut builder = aws_config::sts::AssumeRoleProvider::builder(role_arn.clone()).region(region.clone()).configure(&base);
-            if let Some(external_id) = &key.external_id {
-                builder = builder.external_id(external_id.clone());
-            }
-            if let Some(name) = &key.session_name {
-                builder = builder.session_name(name.clone());
-            }
-            let provider = ObservedRole { inner: builder.build().await, stats: role.clone() };
+            let session_name = key.session_name.clone().unwrap_or_else(|| profile.role_session_name());
+            let inner = assume_role_provider(&base, role_arn, key.external_id.clone(), session_name).await;
+            let provider = ObservedRole { inner, stats: role.clone() };
             base.into_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build()
         }
     };

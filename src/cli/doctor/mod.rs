@@ -20,9 +20,8 @@ use std::time::Duration;
 use aws_config::meta::region::ProvideRegion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::SdkConfig;
 use aws_credential_types::provider::SharedCredentialsProvider;
-use aws_credential_types::Credentials;
 
 use super::files::load_cluster;
 use super::DoctorArgs;
@@ -265,19 +264,9 @@ async fn base_config(profile: &ClusterProfile, region: &str, timeout: Duration) 
         .connect_timeout(Duration::from_secs(5))
         .operation_timeout(timeout)
         .build();
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(region.to_string()))
+    let loader = crate::aws::accounts::base_loader(profile, region)
         .timeout_config(timeouts)
         .retry_config(RetryConfig::standard().with_max_attempts(2));
-    if let Some(creds) = &profile.static_credentials {
-        loader = loader.credentials_provider(Credentials::new(
-            creds.access_key_id.expose().clone(),
-            creds.secret_access_key.expose().clone(),
-            None,
-            None,
-            "cluster-profile",
-        ));
-    }
     loader.load().await
 }
 
@@ -350,15 +339,9 @@ async fn role(
             (id.clone(), id)
         }
     };
-    let provider = aws_config::sts::AssumeRoleProvider::builder(role_arn.clone())
-        .region(Region::new(
-            base.region().map(|r| r.to_string()).unwrap_or_default(),
-        ))
-        .configure(&base)
-        .external_id(external_id)
-        .session_name(profile.role_session_name())
-        .build()
-        .await;
+    let provider =
+        crate::aws::accounts::assume_role_provider(&base, role_arn, Some(external_id), profile.role_session_name())
+            .await;
     let config = base
         .clone()
         .into_builder()
