@@ -106,9 +106,11 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
 /// Starts the task on one EC2 container instance the plugin chose (StartTask, with the same
 /// `startedBy`, tags and overrides as RunTask; `spec.network` is unused: EC2 tasks use bridge
 /// networking). `Ok(None)` when ECS started nothing (no room after all): the work waits on.
+/// StartTask takes no client token, so where an answer was lost the agent's task is looked for
+/// before trying again, as for RunTask.
 ///
 /// # Errors
-/// The failed StartTask call.
+/// The failed StartTask call (or the failed look for its task after a lost answer).
 pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_instance: &str) -> Result<Option<TaskView>, AwsError> {
     let request = aws
         .ecs
@@ -120,7 +122,23 @@ pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_insta
         .overrides(overrides(spec))
         .enable_execute_command(spec.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
-    let out = aws.calls.call("StartTask", || request.clone().send()).await?;
+    let mut attempt = 0;
+    let out = loop {
+        attempt += 1;
+        match aws.calls.attempt("StartTask", attempt, request.clone().send()).await {
+            Ok(out) => break out,
+            Err(e) if !e.transient || attempt >= crate::aws::calls::MAX_ATTEMPTS => return Err(aws.calls.give_up("StartTask", attempt, e)),
+            Err(e) if e.throttled => aws.calls.back_off("StartTask", attempt, &e).await,
+            // The answer was lost: ECS may have started the task.
+            Err(e) => {
+                if let Some(task) = find_started(aws, spec).await? {
+                    tracing::info!(task = %task.arn, "StartTask's answer was lost, but the task started: using it");
+                    return Ok(Some(task));
+                }
+                aws.calls.back_off("StartTask", attempt, &e).await;
+            }
+        }
+    };
     if let Some(task) = out.tasks().first() {
         return Ok(Some(TaskView::from_sdk(task)));
     }

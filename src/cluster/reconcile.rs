@@ -77,7 +77,11 @@ pub fn observe(
                 continue; // a duplicate task of this agent: the orphan sweep deals with it
             }
             record.task_arn.get_or_insert_with(|| task.arn.clone());
-            record.task = Some(task.clone());
+            // Unchanged (the common case): keep the copy we have rather than allocate a new one
+            // for every agent on every ping.
+            if record.task.as_ref() != Some(task) {
+                record.task = Some(task.clone());
+            }
             if record.phase == Phase::Launching {
                 record.phase = Phase::Running;
             }

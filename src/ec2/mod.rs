@@ -8,10 +8,12 @@
 //! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
 //! - [`pool`]: one cluster profile's instances and waiting work, in memory (rebuilt from AWS
 //!   after a restart: instances from their tags, waiting work from GoCD's re-sent create-agent).
+//! - [`report`]: the status report's instance table and counts.
 //! - [`api`]: the EC2 and ECS calls (RunInstances with spot fallback, DescribeInstances by our
 //!   tags, container instances, drain, deregister, terminate).
 //! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per cluster
-//!   profile that observes, plans and applies every few seconds while there is work.
+//!   profile that observes, plans and applies every few seconds while there is work; `apply`
+//!   (retire, start, refuse) and `launch` (RunInstances, spot fallback) carry out a plan's steps.
 //!
 //! # Invariants
 //! - Only instances carrying both our `gocd:server-id` and `gocd:cluster-profile` tags are
@@ -22,10 +24,13 @@
 //!   auto-register key in a [`crate::secret::Secret`].
 
 pub mod api;
+mod apply;
 pub mod capacity;
 pub mod driver;
+mod launch;
 pub mod plan;
 pub mod pool;
+pub mod report;
 pub mod user_data;
 
 use serde::Serialize;
@@ -54,18 +59,30 @@ impl Resources {
 
     /// What is left after taking `used` (never below zero).
     pub fn minus(self, used: Resources) -> Resources {
-        Resources { cpu: self.cpu.saturating_sub(used.cpu), memory: self.memory.saturating_sub(used.memory) }
+        Resources {
+            cpu: self.cpu.saturating_sub(used.cpu),
+            memory: self.memory.saturating_sub(used.memory),
+        }
     }
 
     /// The sum.
     pub fn plus(self, more: Resources) -> Resources {
-        Resources { cpu: self.cpu.saturating_add(more.cpu), memory: self.memory.saturating_add(more.memory) }
+        Resources {
+            cpu: self.cpu.saturating_add(more.cpu),
+            memory: self.memory.saturating_add(more.memory),
+        }
     }
 
     /// The larger of this amount's CPU and memory shares of `whole` (0.0 to 1.0 when it fits):
     /// the dominant share, by which tasks are sorted and bins compared.
     pub fn share_of(self, whole: Resources) -> f64 {
-        let part = |a: u32, b: u32| if b == 0 { f64::from(a.min(1)) } else { f64::from(a) / f64::from(b) };
+        let part = |a: u32, b: u32| {
+            if b == 0 {
+                f64::from(a.min(1))
+            } else {
+                f64::from(a) / f64::from(b)
+            }
+        };
         part(self.cpu, whole.cpu).max(part(self.memory, whole.memory))
     }
 }
@@ -116,7 +133,10 @@ mod tests {
         let room = Resources::new(4096, 7482);
         assert!(room.fits(Resources::new(1024, 1800)));
         assert!(!room.fits(Resources::new(1024, 8000)));
-        assert_eq!(room.minus(Resources::new(5000, 1800)), Resources::new(0, 5682));
+        assert_eq!(
+            room.minus(Resources::new(5000, 1800)),
+            Resources::new(0, 5682)
+        );
         assert_eq!(Resources::new(1024, 3741).share_of(room), 0.5);
         assert_eq!(Resources::new(2048, 100).share_of(room), 0.5);
     }
@@ -124,7 +144,10 @@ mod tests {
     #[test]
     fn os_classes() {
         assert_eq!(OsClass::of_family("LINUX"), OsClass::Linux);
-        assert_eq!(OsClass::of_family("WINDOWS_SERVER_2022_CORE"), OsClass::Windows);
+        assert_eq!(
+            OsClass::of_family("WINDOWS_SERVER_2022_CORE"),
+            OsClass::Windows
+        );
         assert_eq!(OsClass::from_tag(Some("windows")), OsClass::Windows);
         assert_eq!(OsClass::from_tag(None), OsClass::Linux);
     }

@@ -18,7 +18,7 @@ use crate::aws::network::Network;
 use crate::cluster::task_definition::TaskDefinitionRef;
 use crate::protocol::types::JobIdentifier;
 use crate::secret::Secret;
-use crate::settings::{ElasticProfile, Ec2Capacity};
+use crate::settings::{Ec2Capacity, ElasticProfile};
 
 /// How long a task we placed keeps its instance from counting as idle, whatever ECS says (ECS
 /// may not count a task in the first description after StartTask).
@@ -28,6 +28,9 @@ pub const PLACEMENT_GRACE: Duration = Duration::from_secs(15);
 const JUST_LAUNCHED: Duration = Duration::from_secs(120);
 /// How long a gone instance is remembered, to deregister a container instance it left behind.
 const REMEMBER_GONE: Duration = Duration::from_secs(3600);
+
+/// (subnets, security groups) as configured; the resolved network is cached under it.
+pub type NetworkKey = (Vec<String>, Vec<String>);
 
 /// One instance as DescribeInstances shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +181,7 @@ pub struct Pool {
     /// Held for one pass: passes never overlap, so placements never overcommit an instance.
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) network: tokio::sync::Mutex<Option<((Vec<String>, Vec<String>), Network)>>,
+    pub(crate) network: tokio::sync::Mutex<Option<(NetworkKey, Network)>>,
 }
 
 impl Drop for Pool {
@@ -195,7 +198,12 @@ impl Pool {
 
     /// Stops the background loop (plugin shutdown, or the cluster forgotten).
     pub fn stop(&self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some(task) = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             task.abort();
         }
     }
@@ -207,66 +215,15 @@ impl Pool {
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
     pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.agent_id == agent_id) {
+        if let Some(w) = self
+            .state()
+            .waiting
+            .iter_mut()
+            .find(|w| w.agent_id == agent_id)
+        {
             w.key = key.clone();
             w.last_asked = now;
         }
-    }
-
-    /// The status report's view of the pool.
-    pub fn snapshot<T>(&self, cfg: &Ec2Capacity, when: impl Fn(SystemTime) -> T) -> PoolSnapshot<T> {
-        let st = self.state();
-        let alive: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.retiring.is_none()).collect();
-        let instances = st
-            .instances
-            .values()
-            .map(|r| {
-                let c = r.container.as_ref();
-                InstanceRow {
-                    id: r.id.clone(),
-                    instance_type: r.instance_type.clone(),
-                    market: if r.spot { "spot" } else { "on-demand" },
-                    state: instance_state(r),
-                    ec2_state: r.ec2_state.clone(),
-                    launched: when(r.launched_at),
-                    registered: c.is_some(),
-                    registered_cpu: c.map(|c| c.total.cpu),
-                    registered_memory: c.map(|c| c.total.memory),
-                    remaining_cpu: c.map(|c| c.remaining.cpu),
-                    remaining_memory: c.map(|c| c.remaining.memory),
-                    tasks: c.map_or(0, |c| c.tasks),
-                    idle_since: r.idle_since.map(&when),
-                }
-            })
-            .collect();
-        PoolSnapshot {
-            instance_type: cfg.instance_type.clone(),
-            spot: cfg.spot,
-            min: cfg.min_instances,
-            max: cfg.max_instances,
-            idle_minutes: cfg.idle_minutes,
-            register_timeout_minutes: cfg.register_timeout_minutes,
-            counted: alive.len(),
-            starting: alive.iter().filter(|r| r.container.is_none()).count(),
-            registered: alive.iter().filter(|r| r.container.is_some()).count(),
-            waiting: st.waiting.len(),
-            instances,
-            counters: st.counters,
-            last_pass: st.last_pass.as_ref().map(|(t, _)| when(*t)),
-            last_error: st.last_pass.as_ref().and_then(|(_, e)| e.clone()),
-        }
-    }
-}
-
-fn instance_state(r: &InstanceRecord) -> String {
-    match (&r.retiring, &r.container) {
-        (Some(reason), _) => format!("retiring: {}", reason.describe()),
-        (None, None) => "starting (not registered yet)".into(),
-        (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
-            format!("registered, {}{}", c.status, if c.connected { "" } else { ", agent disconnected" })
-        }
-        (None, Some(c)) if c.tasks == 0 => "registered, idle".into(),
-        (None, Some(_)) => "registered, running tasks".into(),
     }
 }
 
@@ -314,7 +271,9 @@ impl PoolState {
         }
         let mut by_instance: BTreeMap<String, ContainerInstance> = BTreeMap::new();
         for c in containers {
-            let Some(ec2_id) = c.ec2_id.clone() else { continue };
+            let Some(ec2_id) = c.ec2_id.clone() else {
+                continue;
+            };
             if self.instances.contains_key(&ec2_id) {
                 by_instance.insert(ec2_id, c);
             } else if self.gone.contains_key(&ec2_id) {
@@ -328,7 +287,10 @@ impl PoolState {
         for record in self.instances.values_mut() {
             record.placed.retain(|(_, t)| *t >= described_at);
             record.container = by_instance.remove(&record.id).map(|mut c| {
-                let placed = record.placed.iter().fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
+                let placed = record
+                    .placed
+                    .iter()
+                    .fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
                 c.remaining = c.remaining.minus(placed);
                 c.tasks += record.placed.len() as u32;
                 c
@@ -336,14 +298,21 @@ impl PoolState {
             match &record.container {
                 Some(c) => {
                     record.registered_at.get_or_insert(now);
-                    self.registered_capacity.insert(record.instance_type.clone(), c.total);
-                    record.idle_since =
-                        plan::idle_since(record.idle_since, c.tasks, record.last_placed_at, PLACEMENT_GRACE, now);
+                    self.registered_capacity
+                        .insert(record.instance_type.clone(), c.total);
+                    record.idle_since = plan::idle_since(
+                        record.idle_since,
+                        c.tasks,
+                        record.last_placed_at,
+                        PLACEMENT_GRACE,
+                        now,
+                    );
                 }
                 None => record.idle_since = None,
             }
         }
-        self.gone.retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
+        self.gone
+            .retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
         out
     }
 
@@ -351,7 +320,13 @@ impl PoolState {
     pub fn launched(&mut self, instances: &[Ec2Instance], now: SystemTime) {
         for i in instances {
             self.instances.entry(i.id.clone()).or_insert_with(|| {
-                let mut r = new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now));
+                let mut r = new_record(
+                    &i.id,
+                    &i.instance_type,
+                    i.spot,
+                    i.os,
+                    i.launched_at.unwrap_or(now),
+                );
                 r.ec2_state = i.state.clone();
                 r
             });
@@ -392,7 +367,10 @@ impl PoolState {
 
     /// What an instance of this type registers, if known.
     pub fn capacity(&self, instance_type: &str) -> Option<Resources> {
-        self.registered_capacity.get(instance_type).copied().or_else(|| capacity::estimate(instance_type))
+        self.registered_capacity
+            .get(instance_type)
+            .copied()
+            .or_else(|| capacity::estimate(instance_type))
     }
 
     /// The planner's view of the instances.
@@ -418,7 +396,15 @@ impl PoolState {
 
     /// The planner's view of the waiting work.
     pub fn demands(&self) -> Vec<Demand> {
-        self.waiting.iter().map(|w| Demand { id: w.agent_id.clone(), need: w.need, os: w.os, since: w.since }).collect()
+        self.waiting
+            .iter()
+            .map(|w| Demand {
+                id: w.agent_id.clone(),
+                need: w.need,
+                os: w.os,
+                since: w.since,
+            })
+            .collect()
     }
 
     /// How long until the next idle or register deadline of an instance passes, if any: the loop
@@ -438,11 +424,21 @@ impl PoolState {
 
     /// Whether the loop should come back soon: work waits, or instances are starting or going.
     pub fn busy(&self) -> bool {
-        !self.waiting.is_empty() || self.instances.values().any(|r| r.container.is_none() || r.retiring.is_some())
+        !self.waiting.is_empty()
+            || self
+                .instances
+                .values()
+                .any(|r| r.container.is_none() || r.retiring.is_some())
     }
 }
 
-fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_at: SystemTime) -> InstanceRecord {
+fn new_record(
+    id: &str,
+    instance_type: &str,
+    spot: bool,
+    os: OsClass,
+    launched_at: SystemTime,
+) -> InstanceRecord {
     InstanceRecord {
         id: id.to_string(),
         instance_type: instance_type.to_string(),
@@ -458,70 +454,6 @@ fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_a
         placed: Vec::new(),
         retiring: None,
     }
-}
-
-/// The status report's EC2 section (`T`: how times are shown).
-#[derive(Debug, Clone, Serialize)]
-pub struct PoolSnapshot<T> {
-    /// `Ec2InstanceType`.
-    pub instance_type: String,
-    /// `Ec2Spot`.
-    pub spot: bool,
-    /// `Ec2MinInstances`.
-    pub min: u32,
-    /// `Ec2MaxInstances`.
-    pub max: u32,
-    /// `Ec2IdleMinutes`.
-    pub idle_minutes: u32,
-    /// `Ec2RegisterTimeoutMinutes`.
-    pub register_timeout_minutes: u32,
-    /// Instances counted against the limits (starting or registered, not retiring).
-    pub counted: usize,
-    /// Of which not registered yet.
-    pub starting: usize,
-    /// Of which registered.
-    pub registered: usize,
-    /// Tasks waiting for room.
-    pub waiting: usize,
-    /// Every instance.
-    pub instances: Vec<InstanceRow<T>>,
-    /// Totals.
-    pub counters: Counters,
-    /// When the last pass ran.
-    pub last_pass: Option<T>,
-    /// Its error, if it failed.
-    pub last_error: Option<String>,
-}
-
-/// One instance row.
-#[derive(Debug, Clone, Serialize)]
-pub struct InstanceRow<T> {
-    /// Instance id.
-    pub id: String,
-    /// Instance type.
-    pub instance_type: String,
-    /// `spot` or `on-demand`.
-    pub market: &'static str,
-    /// Where it is in its life.
-    pub state: String,
-    /// EC2's state.
-    pub ec2_state: String,
-    /// Launch time.
-    pub launched: T,
-    /// Registered with the cluster.
-    pub registered: bool,
-    /// Registered CPU units.
-    pub registered_cpu: Option<u32>,
-    /// Registered MiB.
-    pub registered_memory: Option<u32>,
-    /// Remaining CPU units.
-    pub remaining_cpu: Option<u32>,
-    /// Remaining MiB.
-    pub remaining_memory: Option<u32>,
-    /// Tasks on it.
-    pub tasks: u32,
-    /// Idle since.
-    pub idle_since: Option<T>,
 }
 
 #[cfg(test)]
@@ -563,39 +495,79 @@ mod tests {
         let seen = st.observe(vec![ec2("i-a", "pending")], vec![], at(1), at(1));
         assert_eq!(seen, Observed::default());
         assert!(st.instances["i-a"].container.is_none());
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(5), at(5));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 0)],
+            at(5),
+            at(5),
+        );
         let a = &st.instances["i-a"];
         assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
         assert_eq!(st.capacity("c5.xlarge"), Some(Resources::new(4096, 7482)));
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(9), at(9));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 1)],
+            at(9),
+            at(9),
+        );
         assert_eq!(st.instances["i-a"].idle_since, None);
     }
 
     #[test]
     fn our_placements_count_until_a_description_that_began_after_them() {
         let mut st = PoolState::default();
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 0)],
+            at(1),
+            at(1),
+        );
         st.placed("i-a", "agent-1", Resources::new(1024, 1800), at(2));
-        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+        assert_eq!(
+            st.instances["i-a"].container.as_ref().unwrap().remaining,
+            Resources::new(3072, 5682)
+        );
         // A description that began before the placement does not show it yet.
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(3));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 0)],
+            at(1),
+            at(3),
+        );
         let c = st.instances["i-a"].container.clone().unwrap();
         assert_eq!((c.remaining, c.tasks), (Resources::new(3072, 5682), 1));
         assert_eq!(st.instances["i-a"].idle_since, None);
         // One that began after it does.
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(4), at(4));
-        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 1)],
+            at(4),
+            at(4),
+        );
+        assert_eq!(
+            st.instances["i-a"].container.as_ref().unwrap().remaining,
+            Resources::new(3072, 5682)
+        );
     }
 
     #[test]
     fn vanished_instances_leave_their_container_instance_to_deregister() {
         let mut st = PoolState::default();
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        st.observe(
+            vec![ec2("i-a", "running")],
+            vec![ci("i-a", 0)],
+            at(1),
+            at(1),
+        );
         let seen = st.observe(vec![], vec![ci("i-a", 0)], at(2), at(2));
         assert_eq!(seen.deregister, vec!["arn:ci/i-a".to_string()]);
         assert!(st.instances.is_empty() && st.gone.contains_key("i-a"));
         let again = st.observe(vec![], vec![ci("i-a", 0)], at(3), at(3));
-        assert_eq!(again.deregister, vec!["arn:ci/i-a".to_string()], "until it is gone");
+        assert_eq!(
+            again.deregister,
+            vec!["arn:ci/i-a".to_string()],
+            "until it is gone"
+        );
     }
 
     #[test]
@@ -625,9 +597,18 @@ mod tests {
         };
         let mut st = PoolState::default();
         assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
-        st.observe(vec![ec2("i-a", "running"), ec2("i-b", "pending")], vec![ci("i-a", 0)], at(10), at(10));
+        st.observe(
+            vec![ec2("i-a", "running"), ec2("i-b", "pending")],
+            vec![ci("i-a", 0)],
+            at(10),
+            at(10),
+        );
         let policy = st.policy(&cfg);
-        assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
+        assert_eq!(
+            st.next_deadline(&policy, at(20)),
+            Some(Duration::from_secs(50)),
+            "i-a idle since 10, for 60 s"
+        );
         assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
     }
 
@@ -635,8 +616,14 @@ mod tests {
     fn container_instances_of_unknown_instances_are_reported_once_classified() {
         let mut st = PoolState::default();
         let seen = st.observe(vec![], vec![ci("i-x", 0)], at(1), at(1));
-        assert_eq!(seen.unknown, vec![("i-x".to_string(), "arn:ci/i-x".to_string())]);
+        assert_eq!(
+            seen.unknown,
+            vec![("i-x".to_string(), "arn:ci/i-x".to_string())]
+        );
         st.foreign.insert("i-x".into());
-        assert_eq!(st.observe(vec![], vec![ci("i-x", 0)], at(2), at(2)), Observed::default());
+        assert_eq!(
+            st.observe(vec![], vec![ci("i-x", 0)], at(2), at(2)),
+            Observed::default()
+        );
     }
 }

@@ -136,31 +136,50 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     mut output: W,
     stop: Arc<tokio::sync::Notify>,
 ) -> io::Result<()> {
+    let mut batch = Vec::with_capacity(64 * 1024);
     loop {
         let message = tokio::select! {
             message = inbox.recv() => message,
             () = stop.notified() => None,
         };
         let Some(message) = message else { break };
-        write_one(&mut output, &message).await?;
-        // Drain what is already queued before paying for a flush.
+        // Everything already queued goes out in one write and one flush: one system call for
+        // a burst of answers, not one (and a blocking-pool round trip for tokio's stdout) each.
+        push_line(&mut batch, &message);
         while let Ok(message) = inbox.try_recv() {
-            write_one(&mut output, &message).await?;
+            push_line(&mut batch, &message);
+            if batch.len() >= MAX_BATCH_BYTES {
+                write_batch(&mut output, &mut batch).await?;
+            }
         }
+        write_batch(&mut output, &mut batch).await?;
         output.flush().await?;
     }
     while let Ok(message) = inbox.try_recv() {
-        write_one(&mut output, &message).await?;
+        push_line(&mut batch, &message);
     }
+    write_batch(&mut output, &mut batch).await?;
     output.flush().await
 }
 
-async fn write_one<W: AsyncWrite + Unpin>(output: &mut W, message: &Outgoing) -> io::Result<()> {
+/// A batch is written as soon as it holds this many bytes (a longer line is written whole).
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
+fn push_line(batch: &mut Vec<u8>, message: &Outgoing) {
     let line = encode(message);
     if tracing::enabled!(tracing::Level::TRACE) {
         tracing::trace!(line = %String::from_utf8_lossy(&line[..line.len() - 1]), "> ");
     }
-    output.write_all(&line).await
+    batch.extend_from_slice(&line);
+}
+
+async fn write_batch<W: AsyncWrite + Unpin>(output: &mut W, batch: &mut Vec<u8>) -> io::Result<()> {
+    if !batch.is_empty() {
+        output.write_all(batch).await?;
+        batch.clear();
+        batch.shrink_to(MAX_BATCH_BYTES);
+    }
+    Ok(())
 }
 
 /// One line read from the host.

@@ -119,10 +119,13 @@ mod tests {
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, BufReader};
 
+    /// The calls a test host saw: (name, version, body).
+    type Seen = Vec<(String, String, Value)>;
+
     /// A host that answers each call with `answer(name, version, body)`, recording the calls.
     fn client_with_host(
         answer: impl Fn(&str, &str, &Value) -> (u16, Value) + Send + 'static,
-    ) -> (HostClient, tokio::task::JoinHandle<Vec<(String, String, Value)>>) {
+    ) -> (HostClient, tokio::task::JoinHandle<Seen>) {
         let (out, host_in) = tokio::io::duplex(1 << 16);
         let (connection, _writer) = Connection::start(out);
         let client = HostClient::new(connection.clone(), Duration::from_secs(5));

@@ -1,0 +1,148 @@
+//! The status report's view of one pool: every instance (type, market, state, registered and
+//! remaining CPU and memory, tasks, idle since) and the counts against `Ec2MinInstances` and
+//! `Ec2MaxInstances`. Times are handed to the caller's formatter (`T`).
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::pool::{Counters, InstanceRecord, Pool};
+use crate::settings::Ec2Capacity;
+
+impl Pool {
+    /// The status report's view of the pool.
+    pub fn snapshot<T>(
+        &self,
+        cfg: &Ec2Capacity,
+        when: impl Fn(SystemTime) -> T,
+    ) -> PoolSnapshot<T> {
+        let st = self.state();
+        let alive: Vec<&InstanceRecord> = st
+            .instances
+            .values()
+            .filter(|r| r.retiring.is_none())
+            .collect();
+        let instances = st
+            .instances
+            .values()
+            .map(|r| {
+                let c = r.container.as_ref();
+                InstanceRow {
+                    id: r.id.clone(),
+                    instance_type: r.instance_type.clone(),
+                    market: if r.spot { "spot" } else { "on-demand" },
+                    state: instance_state(r),
+                    ec2_state: r.ec2_state.clone(),
+                    launched: when(r.launched_at),
+                    registered: c.is_some(),
+                    registered_cpu: c.map(|c| c.total.cpu),
+                    registered_memory: c.map(|c| c.total.memory),
+                    remaining_cpu: c.map(|c| c.remaining.cpu),
+                    remaining_memory: c.map(|c| c.remaining.memory),
+                    tasks: c.map_or(0, |c| c.tasks),
+                    idle_since: r.idle_since.map(&when),
+                }
+            })
+            .collect();
+        PoolSnapshot {
+            instance_type: cfg.instance_type.clone(),
+            spot: cfg.spot,
+            min: cfg.min_instances,
+            max: cfg.max_instances,
+            idle_minutes: cfg.idle_minutes,
+            register_timeout_minutes: cfg.register_timeout_minutes,
+            counted: alive.len(),
+            starting: alive.iter().filter(|r| r.container.is_none()).count(),
+            registered: alive.iter().filter(|r| r.container.is_some()).count(),
+            waiting: st.waiting.len(),
+            instances,
+            counters: st.counters,
+            last_pass: st.last_pass.as_ref().map(|(t, _)| when(*t)),
+            last_error: st.last_pass.as_ref().and_then(|(_, e)| e.clone()),
+        }
+    }
+}
+
+fn instance_state(r: &InstanceRecord) -> String {
+    match (&r.retiring, &r.container) {
+        (Some(reason), _) => format!("retiring: {}", reason.describe()),
+        (None, None) => "starting (not registered yet)".into(),
+        (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
+            format!(
+                "registered, {}{}",
+                c.status,
+                if c.connected {
+                    ""
+                } else {
+                    ", agent disconnected"
+                }
+            )
+        }
+        (None, Some(c)) if c.tasks == 0 => "registered, idle".into(),
+        (None, Some(_)) => "registered, running tasks".into(),
+    }
+}
+
+/// The status report's EC2 section (`T`: how times are shown).
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolSnapshot<T> {
+    /// `Ec2InstanceType`.
+    pub instance_type: String,
+    /// `Ec2Spot`.
+    pub spot: bool,
+    /// `Ec2MinInstances`.
+    pub min: u32,
+    /// `Ec2MaxInstances`.
+    pub max: u32,
+    /// `Ec2IdleMinutes`.
+    pub idle_minutes: u32,
+    /// `Ec2RegisterTimeoutMinutes`.
+    pub register_timeout_minutes: u32,
+    /// Instances counted against the limits (starting or registered, not retiring).
+    pub counted: usize,
+    /// Of which not registered yet.
+    pub starting: usize,
+    /// Of which registered.
+    pub registered: usize,
+    /// Tasks waiting for room.
+    pub waiting: usize,
+    /// Every instance.
+    pub instances: Vec<InstanceRow<T>>,
+    /// Totals.
+    pub counters: Counters,
+    /// When the last pass ran.
+    pub last_pass: Option<T>,
+    /// Its error, if it failed.
+    pub last_error: Option<String>,
+}
+
+/// One instance row.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceRow<T> {
+    /// Instance id.
+    pub id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// `spot` or `on-demand`.
+    pub market: &'static str,
+    /// Where it is in its life.
+    pub state: String,
+    /// EC2's state.
+    pub ec2_state: String,
+    /// Launch time.
+    pub launched: T,
+    /// Registered with the cluster.
+    pub registered: bool,
+    /// Registered CPU units.
+    pub registered_cpu: Option<u32>,
+    /// Registered MiB.
+    pub registered_memory: Option<u32>,
+    /// Remaining CPU units.
+    pub remaining_cpu: Option<u32>,
+    /// Remaining MiB.
+    pub remaining_memory: Option<u32>,
+    /// Tasks on it.
+    pub tasks: u32,
+    /// Idle since.
+    pub idle_since: Option<T>,
+}
