@@ -204,6 +204,12 @@ impl Scenario {
 async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty())
         .await;
+    // The plugin deletes the agent while it handles job-completion, so the last answers may
+    // still be on their way when the registry is already empty.
+    host.wait_until("every job-completion answered", Duration::from_secs(30), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
+    })
+    .await;
     let (rejections, completions, ids) = host.with_state(|s: &HostState| {
         (
             s.rejections.clone(),
