@@ -42,7 +42,11 @@ fn main() -> ExitCode {
             Err(_) => ExitCode::FAILURE,
         };
     }
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only reads,role,td,burst,restart,hello`: a subset of the figures (the table shows those).
+    let only: Option<Vec<String>> =
+        args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map(|l| l.split(',').map(str::to_string).collect());
     let sizes = if quick {
         Sizes {
             reads_n: vec![100, 500],
@@ -73,7 +77,13 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     eprintln!("floors: plugin {}", figures::plugin_binary().display());
-    let table = runtime.block_on(run(&sizes));
+    // `--reads 100,1000`: the N of the ECS-reads figure (the stdio figures run at the last N).
+    let mut sizes = sizes;
+    if let Some(list) = args.iter().position(|a| a == "--reads").and_then(|i| args.get(i + 1)) {
+        sizes.reads_n = list.split(',').filter_map(|n| n.trim().parse().ok()).collect();
+    }
+    let wanted = |figure: &str| only.as_ref().is_none_or(|o| o.iter().any(|f| f == figure));
+    let table = runtime.block_on(run(&sizes, &wanted));
     println!("{}", table.render());
     eprintln!("floors: done in {:.0} s", started.elapsed().as_secs_f64());
     if table.all_met() {
@@ -86,31 +96,58 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(sizes: &Sizes) -> Table {
-    eprintln!("floors: ECS reads per server-ping, then the stdio figures");
-    let reads = figures::reads_per_ping(&sizes.reads_n, Some(sizes.timing)).await;
-    eprintln!("floors: AssumeRole over {} requests", sizes.role_requests);
-    let (role, role_note) = figures::assume_role(sizes.role_requests).await;
-    eprintln!("floors: task definitions over {} launches", sizes.launches);
-    let (td, td_note) = figures::task_definitions(sizes.launches).await;
-    eprintln!("floors: a burst of {} create-agent calls", sizes.burst);
-    let (burst, burst_note) = figures::launch_burst(sizes.burst, true).await;
-    eprintln!("floors: restart adoption of {} tasks", sizes.adoption);
-    let (adoption, adoption_note) = figures::restart_adoption(sizes.adoption, true).await;
-    eprintln!("floors: start to hello, {} starts", sizes.hello_starts);
-    let hello = tokio::task::block_in_place(|| figures::hello_times(sizes.hello_starts));
+async fn run(sizes: &Sizes, wanted: &dyn Fn(&str) -> bool) -> Table {
+    let mut reads = figures::ReadsOutcome::default();
+    if wanted("reads") {
+        eprintln!("floors: ECS reads per server-ping, then the stdio figures");
+        reads = figures::reads_per_ping(&sizes.reads_n, Some(sizes.timing)).await;
+    }
+    let mut role = None;
+    if wanted("role") {
+        eprintln!("floors: AssumeRole over {} requests", sizes.role_requests);
+        role = Some(figures::assume_role(sizes.role_requests).await);
+    }
+    let mut td = None;
+    if wanted("td") {
+        eprintln!("floors: task definitions over {} launches", sizes.launches);
+        td = Some(figures::task_definitions(sizes.launches).await);
+    }
+    let mut burst = None;
+    if wanted("burst") {
+        eprintln!("floors: a burst of {} create-agent calls", sizes.burst);
+        burst = Some(figures::launch_burst(sizes.burst, true).await);
+    }
+    let mut adoption = None;
+    if wanted("restart") {
+        eprintln!("floors: restart adoption of {} tasks", sizes.adoption);
+        adoption = Some(figures::restart_adoption(sizes.adoption, true).await);
+    }
+    let mut hello = None;
+    if wanted("hello") {
+        eprintln!("floors: start to hello, {} starts", sizes.hello_starts);
+        hello = Some(tokio::task::block_in_place(|| figures::hello_times(sizes.hello_starts)));
+    }
 
     // The README's order: counts, then stdio, then the burst and the restart, then the process.
     let mut table = Table::default();
     let (per_ping, stdio): (Vec<_>, Vec<_>) = reads.rows.into_iter().partition(|r| r.figure.starts_with("ECS read"));
     let (memory, stdio): (Vec<_>, Vec<_>) = stdio.into_iter().partition(|r| r.figure.starts_with("resident memory"));
+    let mut notes = reads.notes;
+    let mut add = |table: &mut Table, figure: Option<(support::table::Row, String)>| {
+        if let Some((row, note)) = figure {
+            table.extend([row]);
+            notes.push(note);
+        }
+    };
     table.extend(per_ping);
-    table.extend([role, td]);
+    add(&mut table, role);
+    add(&mut table, td);
     table.extend(stdio);
-    table.extend([burst, adoption]);
+    add(&mut table, burst);
+    add(&mut table, adoption);
     table.extend(memory);
-    table.extend([hello]);
-    for note in reads.notes.into_iter().chain([role_note, td_note, burst_note, adoption_note]) {
+    table.extend(hello);
+    for note in notes {
         table.note(note);
     }
     table.note(format!(

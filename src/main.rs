@@ -14,6 +14,11 @@ use ecs_elastic_agent::plugin::PluginOptions;
 use ecs_elastic_agent::server::{serve, ServeOptions};
 use tokio::io::BufReader;
 
+/// mimalloc rather than glibc's malloc: a third more cheap requests per second and several MiB
+/// less resident memory with thousands of agents (README "Performance").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
@@ -29,7 +34,9 @@ fn main() -> ExitCode {
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let result = match command {
-        Command::Serve(args) => return with_runtime(|rt| rt.block_on(run_server(args))),
+        Command::Serve(args) => {
+            return with_runtime(|rt| rt.block_on(on_a_worker(run_server(args))))
+        }
         Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
         Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
         Command::Doctor(args) => {
@@ -73,6 +80,16 @@ fn with_runtime(run: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitC
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs `serve` as a task on a runtime worker rather than on the thread that called `block_on`:
+/// the requests it spawns then start on the same worker and free their memory where it was
+/// allocated, instead of each waking a worker from outside and contending for the allocator
+/// (twice the requests per second, README "Performance").
+async fn on_a_worker(
+    serve: impl std::future::Future<Output = ExitCode> + Send + 'static,
+) -> ExitCode {
+    tokio::spawn(serve).await.unwrap_or(ExitCode::FAILURE)
 }
 
 async fn run_server(args: ServeArgs) -> ExitCode {

@@ -77,7 +77,10 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
         .host_config()
         .cluster_profile(
             "base",
-            cluster_props("gocd-a", &[("MaxAgents", "15"), ("AgentRegisterTimeoutMinutes", "1")]),
+            cluster_props(
+                "gocd-a",
+                &[("MaxAgents", "15"), ("AgentRegisterTimeoutMinutes", "1")],
+            ),
         )
         .elastic_profile("small", "base", elastic_props());
     cfg.starvation_interval = Duration::from_secs(3);
@@ -90,7 +93,8 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
         },
     );
 
-    host.add_jobs(JobSpec::new("small", Duration::from_secs(5)), 50).await;
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(5)), 50)
+        .await;
     let mut points = Vec::new();
     for point in 1..=6 {
         let held = match point {
@@ -112,16 +116,21 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
             }
         };
         let (waiting, running, completed) = host.with_state(job_states);
-        points.push(format!("{point}:{}{waiting}/{running}/{completed}", if held { "held," } else { "" }));
+        points.push(format!(
+            "{point}:{}{waiting}/{running}/{completed}",
+            if held { "held," } else { "" }
+        ));
         host.kill().await;
         tokio::time::sleep(Duration::from_millis(random_ms(50, 800))).await;
         host.restart().await;
         tokio::time::sleep(Duration::from_millis(random_ms(300, 2000))).await;
     }
 
-    host.wait_until("all 50 jobs completed after six crashes", Duration::from_secs(180), |s| {
-        s.all_completed()
-    })
+    host.wait_until(
+        "all 50 jobs completed after six crashes",
+        Duration::from_secs(180),
+        |s| s.all_completed(),
+    )
     .await;
     // Job-completions lost in a crash leave idle agents: the plugin stops them after the
     // register timeout (1 minute here).
@@ -131,7 +140,10 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
     assert_eq!(rejected, 0);
     let started = w.proxy.ecs_tasks_started();
     let tasks_seen = sim.with_state(|s| s.tasks.len());
-    assert_eq!(tasks_seen, 50, "one task per job, none twice (the proxy saw {started} RunTask answers)");
+    assert_eq!(
+        tasks_seen, 50,
+        "one task per job, none twice (the proxy saw {started} RunTask answers)"
+    );
     w.finish(
         host,
         sim,

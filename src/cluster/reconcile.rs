@@ -79,8 +79,8 @@ pub fn observe(
             record.task_arn.get_or_insert_with(|| task.arn.clone());
             // Unchanged (the common case): keep the copy we have rather than allocate a new one
             // for every agent on every ping.
-            if record.task.as_ref() != Some(task) {
-                record.task = Some(task.clone());
+            if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
+                record.task = Some(task.clone().without_own_tags());
             }
             if record.phase == Phase::Launching {
                 record.phase = Phase::Running;
@@ -210,7 +210,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         assigned_at: None,
         stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
         stop_reason: stopped.then(|| task.stop_summary()),
-        task: Some(task.clone()),
+        task: Some(task.clone().without_own_tags()),
     })
 }
 

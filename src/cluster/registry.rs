@@ -105,7 +105,7 @@ pub const LAUNCH_SETTLE: Duration = Duration::from_secs(5);
 #[derive(Debug, Default, Clone)]
 pub struct Registry {
     /// Boxed: a record is large, and B-tree nodes filled in id order stay half empty; a box per
-    /// record keeps that slack to a pointer (about 3 KB less per agent all told, README "Performance").
+    /// record keeps that slack to a pointer (half a kilobyte less per agent, README "Performance").
     agents: BTreeMap<String, Box<AgentRecord>>,
     /// Job ids GoCD reported completed, and when.
     finished_jobs: BTreeMap<i64, SystemTime>,
@@ -202,7 +202,7 @@ impl Registry {
             if a.phase == Phase::Launching {
                 a.phase = Phase::Running;
             }
-            a.task = Some(task);
+            a.task = Some(task.without_own_tags());
         }
     }
 

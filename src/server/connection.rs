@@ -145,7 +145,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(
         let Some(message) = message else { break };
         // Everything already queued goes out in one write and one flush: one system call for
         // a burst of answers, not one (and a blocking-pool round trip for tokio's stdout) each.
+        // Letting the requests already running finish first makes the bursts larger.
         push_line(&mut batch, &message);
+        tokio::task::yield_now().await;
         while let Ok(message) = inbox.try_recv() {
             push_line(&mut batch, &message);
             if batch.len() >= MAX_BATCH_BYTES {
@@ -222,7 +224,8 @@ pub async fn read_line<R: AsyncBufRead + Unpin>(input: &mut R, buf: &mut Vec<u8>
         let ended = done > chunk.len();
         input.consume(done);
         if ended {
-            return Ok(if seen > max { Line::TooLong(seen) } else { Line::Text(std::mem::take(buf)) });
+            // A copy of the right size: `buf` keeps its capacity for the next line.
+            return Ok(if seen > max { Line::TooLong(seen) } else { Line::Text(buf.clone()) });
         }
     }
 }

@@ -99,6 +99,22 @@ where
         let incoming = match line {
             Ok(Line::Text(text)) => {
                 tracing::trace!(line = %String::from_utf8_lossy(&text), "< ");
+                if !may_be_answer(&text) {
+                    // A request: parsed on its own task too, beside the reading of the next
+                    // lines, not before it (README "Performance").
+                    let (plugin, dispatcher, connection) = (plugin.clone(), dispatcher.clone(), connection.clone());
+                    in_flight.spawn(async move {
+                        match decode(&text) {
+                            Ok(Incoming::Request(request)) => {
+                                let response = dispatcher.dispatch(plugin, request).await;
+                                connection.send(response.into()).await;
+                            }
+                            Ok(Incoming::Response(response)) => route_answer(&connection, response),
+                            Err(bad) => answer_bad_line(&connection, bad).await,
+                        }
+                    });
+                    continue;
+                }
                 decode(&text)
             }
             Ok(Line::TooLong(len)) => Err(too_long(len)),
@@ -119,13 +135,24 @@ where
                     connection.send(response.into()).await;
                 });
             }
-            Ok(Incoming::Response(response)) => {
-                if !connection.complete(response.clone()) {
-                    tracing::warn!(id = ?response.id, "answer from the host to no call in flight; dropped");
-                }
-            }
+            Ok(Incoming::Response(response)) => route_answer(connection, response),
             Err(bad) => answer_bad_line(connection, bad).await,
         }
+    }
+}
+
+/// Whether a line may be the host's answer to one of our calls. Those are routed by the reader
+/// itself, in order (an answer just before EOF still reaches its call); any other line goes to
+/// a task of its own.
+fn may_be_answer(line: &[u8]) -> bool {
+    const RESPONSE: &[u8] = b"\"response\"";
+    line.windows(RESPONSE.len()).any(|w| w == RESPONSE)
+}
+
+fn route_answer(connection: &Connection, response: crate::protocol::Response) {
+    let id = response.id.clone();
+    if !connection.complete(response) {
+        tracing::warn!(id = ?id, "answer from the host to no call in flight; dropped");
     }
 }
 
