@@ -76,15 +76,8 @@ fn load_trace() -> Vec<Job> {
         .filter(|l| !l.starts_with('#') && !l.starts_with("arrival"))
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            let f: Vec<u64> = l
-                .split(',')
-                .map(|x| x.trim().parse().expect("a number"))
-                .collect();
-            Job {
-                arrival: f[0],
-                duration: f[1],
-                need: Resources::new(f[2] as u32, f[3] as u32),
-            }
+            let f: Vec<u64> = l.split(',').map(|x| x.trim().parse().expect("a number")).collect();
+            Job { arrival: f[0], duration: f[1], need: Resources::new(f[2] as u32, f[3] as u32) }
         })
         .collect()
 }
@@ -114,22 +107,14 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 i.remaining = i.remaining.plus(need);
             }
             if i.launched_at + BOOT <= t {
-                i.idle_since = idle_since(
-                    i.idle_since,
-                    i.tasks.len() as u32,
-                    i.last_placed,
-                    PLACEMENT_GRACE,
-                    now,
-                );
+                i.idle_since = idle_since(i.idle_since, i.tasks.len() as u32, i.last_placed, PLACEMENT_GRACE, now);
             }
         }
         while next_job < jobs.len() && jobs[next_job].arrival <= t {
             waiting.push((next_job, jobs[next_job]));
             next_job += 1;
         }
-        let alive: Vec<usize> = (0..instances.len())
-            .filter(|i| instances[*i].retired_at.is_none())
-            .collect();
+        let alive: Vec<usize> = (0..instances.len()).filter(|i| instances[*i].retired_at.is_none()).collect();
         peak = peak.max(alive.len());
         if next_job == jobs.len()
             && waiting.is_empty()
@@ -161,41 +146,20 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             .collect();
         let demands: Vec<Demand> = waiting
             .iter()
-            .map(|(n, j)| Demand {
-                id: n.to_string(),
-                need: j.need,
-                os: OsClass::Linux,
-                since: at(j.arrival),
-            })
+            .map(|(n, j)| Demand { id: n.to_string(), need: j.need, os: OsClass::Linux, since: at(j.arrival) })
             .collect();
         let decided = plan(&slots, &demands, &policy, now);
-        assert!(
-            decided.too_big.is_empty(),
-            "every job of the trace fits an instance"
-        );
+        assert!(decided.too_big.is_empty(), "every job of the trace fits an instance");
         for r in &decided.retire {
-            let inst = instances
-                .iter_mut()
-                .find(|i| i.id == r.instance)
-                .expect("a known instance");
-            assert!(
-                inst.tasks.is_empty(),
-                "an instance with a task is never retired"
-            );
+            let inst = instances.iter_mut().find(|i| i.id == r.instance).expect("a known instance");
+            assert!(inst.tasks.is_empty(), "an instance with a task is never retired");
             inst.retired_at = Some(t);
         }
         for p in &decided.start {
             let n: usize = p.demand.parse().expect("a job index");
             let job = jobs[n];
-            let inst = instances
-                .iter_mut()
-                .find(|i| i.id == p.instance)
-                .expect("a known instance");
-            assert!(
-                inst.remaining.fits(job.need),
-                "placement overcommitted {}",
-                inst.id
-            );
+            let inst = instances.iter_mut().find(|i| i.id == p.instance).expect("a known instance");
+            assert!(inst.remaining.fits(job.need), "placement overcommitted {}", inst.id);
             inst.remaining = inst.remaining.minus(job.need);
             inst.tasks.push((t + job.duration, job.need));
             inst.last_placed = Some(now);
@@ -218,31 +182,16 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         t += TICK;
     }
     let end = t;
-    let seconds: u64 = instances
-        .iter()
-        .map(|i| i.retired_at.unwrap_or(end) - i.launched_at)
-        .sum();
-    Outcome {
-        instance_hours: seconds as f64 / 3600.0,
-        launches: instances.len(),
-        peak,
-        waits,
-    }
+    let seconds: u64 = instances.iter().map(|i| i.retired_at.unwrap_or(end) - i.launched_at).sum();
+    Outcome { instance_hours: seconds as f64 / 3600.0, launches: instances.len(), peak, waits }
 }
 
 /// Task CPU-seconds or memory-seconds, whichever is larger, over one instance's capacity.
 fn lower_bound_hours(jobs: &[Job], instance_type: &str) -> f64 {
     let cap = capacity::estimate(instance_type).expect("a known instance type");
-    let cpu: f64 = jobs
-        .iter()
-        .map(|j| f64::from(j.need.cpu) * j.duration as f64)
-        .sum::<f64>()
-        / f64::from(cap.cpu);
-    let mem: f64 = jobs
-        .iter()
-        .map(|j| f64::from(j.need.memory) * j.duration as f64)
-        .sum::<f64>()
-        / f64::from(cap.memory);
+    let cpu: f64 = jobs.iter().map(|j| f64::from(j.need.cpu) * j.duration as f64).sum::<f64>() / f64::from(cap.cpu);
+    let mem: f64 =
+        jobs.iter().map(|j| f64::from(j.need.memory) * j.duration as f64).sum::<f64>() / f64::from(cap.memory);
     cpu.max(mem) / 3600.0
 }
 
@@ -276,20 +225,8 @@ fn main() {
             max: 50,
             idle_minutes: 10,
         },
-        Setup {
-            name: "c5.xlarge, idle 3 min, max 50",
-            instance_type: "c5.xlarge",
-            min: 0,
-            max: 50,
-            idle_minutes: 3,
-        },
-        Setup {
-            name: "c5.xlarge, idle 30 min, max 50",
-            instance_type: "c5.xlarge",
-            min: 0,
-            max: 50,
-            idle_minutes: 30,
-        },
+        Setup { name: "c5.xlarge, idle 3 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 3 },
+        Setup { name: "c5.xlarge, idle 30 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 30 },
         Setup {
             name: "c5.xlarge, idle 10 min, 2 kept warm, max 50",
             instance_type: "c5.xlarge",

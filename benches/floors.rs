@@ -45,8 +45,11 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only reads,role,td,burst,restart,hello`: a subset of the figures (the table shows those).
-    let only: Option<Vec<String>> =
-        args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).map(|l| l.split(',').map(str::to_string).collect());
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|l| l.split(',').map(str::to_string).collect());
     let sizes = if quick {
         Sizes {
             reads_n: vec![100, 500],

@@ -43,7 +43,11 @@ async fn main() {
     let host = GoCdHost::launch(config).await;
     say("GoCD (simulated) loaded the plugin: migrate-config, metadata, views, icon, capabilities");
     let fleet = vec![Fleet::new("shared", &base, "ci-shared"), Fleet::new("team-b", &role.config, "ci-team-b")];
-    let agents = AgentSimulator::start(&host, fleet, SimPolicy { register_delay: Duration::from_millis(500), ..SimPolicy::default() });
+    let agents = AgentSimulator::start(
+        &host,
+        fleet,
+        SimPolicy { register_delay: Duration::from_millis(500), ..SimPolicy::default() },
+    );
 
     for _ in 0..4 {
         host.add_job(JobSpec::new("small-shared", Duration::from_secs(4))).await;

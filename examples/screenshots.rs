@@ -29,11 +29,7 @@ const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {
-    let dir = PathBuf::from(
-        std::env::args()
-            .nth(1)
-            .unwrap_or_else(|| "target/status-reports".into()),
-    );
+    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "target/status-reports".into()));
     std::fs::create_dir_all(&dir).expect("create the output folder");
     let moto = Moto::start().await;
     let proxy = Proxy::start(moto.addr()).await;
@@ -42,8 +38,7 @@ async fn main() {
     moto::create_cluster(&base, "ci-shared").await;
     moto::create_cluster(&role.config, "ci-team-b").await;
     moto::create_cluster(&base, "ci-ec2").await;
-    world::ec2::create_instance_profile(moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance")
-        .await;
+    world::ec2::create_instance_profile(moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
     refuse_first_spot_launches(&proxy, 2);
     throttle_some_reads(&proxy, 3);
 
@@ -72,17 +67,8 @@ async fn main() {
         ("Ec2MaxInstances", "3"),
     ]);
     let large = props(&[("Image", IMAGE), ("Cpu", "2048"), ("Memory", "3000")]);
-    let small = props(&[
-        ("Image", IMAGE),
-        ("Cpu", "512"),
-        ("Memory", "1024"),
-        ("Tags", "size=small"),
-    ]);
-    let rogue = props(&[
-        ("Image", "docker.io/library/ubuntu:24.04"),
-        ("Cpu", "512"),
-        ("Memory", "1024"),
-    ]);
+    let small = props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024"), ("Tags", "size=small")]);
+    let rogue = props(&[("Image", "docker.io/library/ubuntu:24.04"), ("Cpu", "512"), ("Memory", "1024")]);
     let config = HostConfig::new(&proxy.endpoint())
         .cluster_profile("shared", shared)
         .cluster_profile("team-b", team_b)
@@ -97,51 +83,27 @@ async fn main() {
         Fleet::new("team-b", &role.config, "ci-team-b"),
         Fleet::new("ec2", &base, "ci-ec2"),
     ];
-    let instances = world::ec2::InstanceSimulator::start(
-        fleets.clone(),
-        host.server_id(),
-        world::ec2::Ec2Policy::default(),
-    );
+    let instances =
+        world::ec2::InstanceSimulator::start(fleets.clone(), host.server_id(), world::ec2::Ec2Policy::default());
     let sim = AgentSimulator::start(
         &host,
         fleets,
-        SimPolicy {
-            register_delay: Duration::from_millis(1500),
-            ..SimPolicy::default()
-        },
+        SimPolicy { register_delay: Duration::from_millis(1500), ..SimPolicy::default() },
     );
 
-    let quick = host
-        .add_jobs(JobSpec::new("small", Duration::from_secs(3)), 3)
-        .await;
-    let long = host
-        .add_job(JobSpec::new("small", Duration::from_secs(3600)).in_environment("production"))
-        .await;
-    let stopped = host
-        .add_job(JobSpec::new("small", Duration::from_secs(3600)))
-        .await;
-    host.add_jobs(JobSpec::new("spot", Duration::from_secs(3600)), 2)
-        .await;
-    host.add_job(JobSpec::new("spot", Duration::from_secs(4)))
-        .await;
-    let stuck_job = host
-        .job_identifier(
-            host.add_job(JobSpec::new("small", Duration::from_secs(60)))
-                .await,
-        )
-        .job_id;
+    let quick = host.add_jobs(JobSpec::new("small", Duration::from_secs(3)), 3).await;
+    let long = host.add_job(JobSpec::new("small", Duration::from_secs(3600)).in_environment("production")).await;
+    let stopped = host.add_job(JobSpec::new("small", Duration::from_secs(3600))).await;
+    host.add_jobs(JobSpec::new("spot", Duration::from_secs(3600)), 2).await;
+    host.add_job(JobSpec::new("spot", Duration::from_secs(4))).await;
+    let stuck_job = host.job_identifier(host.add_job(JobSpec::new("small", Duration::from_secs(60))).await).job_id;
     sim.never_register(stuck_job);
-    host.add_job(JobSpec::new("rogue", Duration::from_secs(3)))
-        .await;
-    let ec2_jobs = host
-        .add_jobs(JobSpec::new("large", Duration::from_secs(3600)), 3)
-        .await;
+    host.add_job(JobSpec::new("rogue", Duration::from_secs(3))).await;
+    let ec2_jobs = host.add_jobs(JobSpec::new("large", Duration::from_secs(3600)), 3).await;
     say("scheduled 13 jobs on three cluster profiles");
 
     host.wait_until("the quick jobs to finish", Duration::from_secs(180), |s| {
-        quick
-            .iter()
-            .all(|h| matches!(s.job(*h).state, JobState::Completed { .. }))
+        quick.iter().all(|h| matches!(s.job(*h).state, JobState::Completed { .. }))
     })
     .await;
     host.wait_until("the long jobs to build", Duration::from_secs(120), |s| {
@@ -150,9 +112,7 @@ async fn main() {
     })
     .await;
     host.wait_until("the EC2 jobs to build", Duration::from_secs(180), |s| {
-        ec2_jobs
-            .iter()
-            .all(|h| matches!(s.job(*h).state, JobState::Running { .. }))
+        ec2_jobs.iter().all(|h| matches!(s.job(*h).state, JobState::Running { .. }))
     })
     .await;
     let agent_of = |h: JobHandle| {
@@ -163,8 +123,7 @@ async fn main() {
     };
     let (long_agent, stopped_agent) = (agent_of(long), agent_of(stopped));
     let stopped_job = host.job_identifier(stopped).job_id;
-    sim.stop_task_by_hand(stopped_job, "Essential container in task exited")
-        .await;
+    sim.stop_task_by_hand(stopped_job, "Essential container in task exited").await;
     host.wait_until("the stop to be noticed", Duration::from_secs(60), |s| {
         s.health_ever_mentions("stopped before the job completed")
     })
@@ -173,49 +132,20 @@ async fn main() {
     say("jobs finished, built, got stuck, stopped and refused; rendering the reports");
 
     let mut pages = Vec::new();
-    pages.push(write(
-        &dir,
-        "plugin",
-        &view(host.plugin_status_report().await),
-    ));
-    pages.push(write(
-        &dir,
-        "cluster",
-        &view(host.cluster_status_report("shared").await),
-    ));
-    pages.push(write(
-        &dir,
-        "cluster-team-b",
-        &view(host.cluster_status_report("team-b").await),
-    ));
-    pages.push(write(
-        &dir,
-        "cluster-ec2",
-        &view(host.cluster_status_report("ec2").await),
-    ));
-    pages.push(write(
-        &dir,
-        "agent",
-        &view(
-            host.agent_status_report("shared", Some(&long_agent), None)
-                .await,
-        ),
-    ));
+    pages.push(write(&dir, "plugin", &view(host.plugin_status_report().await)));
+    pages.push(write(&dir, "cluster", &view(host.cluster_status_report("shared").await)));
+    pages.push(write(&dir, "cluster-team-b", &view(host.cluster_status_report("team-b").await)));
+    pages.push(write(&dir, "cluster-ec2", &view(host.cluster_status_report("ec2").await)));
+    pages.push(write(&dir, "agent", &view(host.agent_status_report("shared", Some(&long_agent), None).await)));
     pages.push(write(
         &dir,
         "agent-stopped",
-        &view(
-            host.agent_status_report("shared", Some(&stopped_agent), None)
-                .await,
-        ),
+        &view(host.agent_status_report("shared", Some(&stopped_agent), None).await),
     ));
     pages.push(write(
         &dir,
         "agent-unknown",
-        &view(
-            host.agent_status_report("shared", Some("ea-0123456789ab-42-deadbeef"), None)
-                .await,
-        ),
+        &view(host.agent_status_report("shared", Some("ea-0123456789ab-42-deadbeef"), None).await),
     ));
     host.shutdown().await;
     drop(sim);
@@ -257,11 +187,7 @@ fn throttle_some_reads(proxy: &Proxy, n: usize) {
 
 fn view(reply: Result<world::host::Reply, world::host::HostError>) -> String {
     let reply = reply.expect("the status report was answered");
-    assert_eq!(
-        reply.code, 200,
-        "status report answered {}: {}",
-        reply.code, reply.body
-    );
+    assert_eq!(reply.code, 200, "status report answered {}: {}", reply.code, reply.body);
     reply.body["view"].as_str().unwrap_or_default().to_string()
 }
 

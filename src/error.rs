@@ -111,7 +111,9 @@ mod tests {
         assert_eq!(r.code, 404);
         assert_eq!(
             r.message(),
-            Some("unknown request \"cd.go.elastic-agent.fly\": this plugin answers the elastic-agent 5.0 requests only")
+            Some(
+                "unknown request \"cd.go.elastic-agent.fly\": this plugin answers the elastic-agent 5.0 requests only"
+            )
         );
         let e = PluginError::from(HostCallError::Timeout { call: "go.processor.server-info.get", seconds: 30 });
         assert_eq!(e.code(), 500);

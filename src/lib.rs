@@ -18,16 +18,16 @@
 //! - A secret lives in [`secret::Secret`] and is exposed only where it is handed to AWS or a task.
 //! - Bad input is answered and skipped; nothing a host sends stops the server.
 
+pub mod aws;
+pub mod cli;
+pub mod cluster;
+pub mod ec2;
 pub mod error;
 pub mod handlers;
+pub mod metrics;
 pub mod plugin;
 pub mod protocol;
 pub mod secret;
 pub mod server;
 pub mod settings;
-pub mod aws;
-pub mod cluster;
-pub mod ec2;
 pub mod status;
-pub mod cli;
-pub mod metrics;

@@ -23,26 +23,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
     // The tools answer on stdout; their logs stay quiet unless RUST_LOG asks.
-    init_logging(
-        cli.log_format,
-        if matches!(command, Command::Serve(_)) {
-            "info"
-        } else {
-            "warn"
-        },
-    );
+    init_logging(cli.log_format, if matches!(command, Command::Serve(_)) { "info" } else { "warn" });
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let result = match command {
-        Command::Serve(args) => {
-            return with_runtime(|rt| rt.block_on(on_a_worker(run_server(args))))
-        }
+        Command::Serve(args) => return with_runtime(|rt| rt.block_on(on_a_worker(run_server(args)))),
         Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
         Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
         Command::Doctor(args) => {
-            return with_runtime(|rt| {
-                exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock())))
-            });
+            return with_runtime(|rt| exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock()))));
         }
     };
     exit_code(result)
@@ -53,20 +42,14 @@ fn exit_code(result: std::io::Result<bool>) -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "ecs-elastic-agent: could not write the answer: {e}"
-            );
+            let _ = writeln!(std::io::stderr(), "ecs-elastic-agent: could not write the answer: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
 fn with_runtime(run: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => {
             let code = run(&rt);
             // A blocked stdin read lives on a blocking thread that would hold a plain drop of the
@@ -86,9 +69,7 @@ fn with_runtime(run: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitC
 /// the requests it spawns then start on the same worker and free their memory where it was
 /// allocated, instead of each waking a worker from outside and contending for the allocator
 /// (twice the requests per second, README "Performance").
-async fn on_a_worker(
-    serve: impl std::future::Future<Output = ExitCode> + Send + 'static,
-) -> ExitCode {
+async fn on_a_worker(serve: impl std::future::Future<Output = ExitCode> + Send + 'static) -> ExitCode {
     tokio::spawn(serve).await.unwrap_or(ExitCode::FAILURE)
 }
 
@@ -105,10 +86,7 @@ async fn run_server(args: ServeArgs) -> ExitCode {
             }
         }
     }
-    let options = ServeOptions {
-        plugin: PluginOptions { metrics },
-        ..ServeOptions::default()
-    };
+    let options = ServeOptions { plugin: PluginOptions { metrics }, ..ServeOptions::default() };
     let (input, output) = stdio();
     let input = BufReader::with_capacity(256 * 1024, input);
     let result = serve(input, output, options, shutdown_signal()).await;
@@ -131,19 +109,11 @@ type Output = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 fn stdio() -> (Input, Output) {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
-    let input: Input = match std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Receiver::from_owned_fd)
-    {
+    let input: Input = match std::io::stdin().as_fd().try_clone_to_owned().and_then(pipe::Receiver::from_owned_fd) {
         Ok(pipe) => Box::new(pipe),
         Err(_) => Box::new(tokio::io::stdin()),
     };
-    let output: Output = match std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .and_then(pipe::Sender::from_owned_fd)
-    {
+    let output: Output = match std::io::stdout().as_fd().try_clone_to_owned().and_then(pipe::Sender::from_owned_fd) {
         Ok(pipe) => Box::new(pipe),
         Err(_) => Box::new(tokio::io::stdout()),
     };
@@ -159,10 +129,7 @@ async fn start_metrics(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Resu
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         tracing::warn!("could not install signal handlers; only EOF on stdin stops the plugin");
         return std::future::pending().await;
     };
@@ -174,14 +141,10 @@ async fn shutdown_signal() {
 
 fn init_logging(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     // Colours only on a terminal: a host keeps the plugin's stderr in a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().with_current_span(true).init(),

@@ -75,9 +75,7 @@ impl LaunchResult {
 }
 
 /// Upper bounds (seconds) of the launch-to-register histogram.
-const REGISTER_BUCKETS: [f64; 12] = [
-    5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0,
-];
+const REGISTER_BUCKETS: [f64; 12] = [5.0, 10.0, 15.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 900.0];
 
 #[derive(Debug, Default, Clone)]
 struct Histogram {
@@ -98,10 +96,7 @@ pub struct Metrics {
 impl Metrics {
     /// Counts one create-agent outcome.
     pub fn launch(&self, result: LaunchResult) {
-        let i = LaunchResult::ALL
-            .iter()
-            .position(|r| *r == result)
-            .unwrap_or(0);
+        let i = LaunchResult::ALL.iter().position(|r| *r == result).unwrap_or(0);
         self.launches[i].fetch_add(1, Ordering::Relaxed);
     }
 
@@ -109,26 +104,15 @@ impl Metrics {
     pub fn registered_after(&self, elapsed: Duration) {
         let secs = elapsed.as_secs_f64();
         let mut h = self.register.lock().unwrap_or_else(PoisonError::into_inner);
-        let i = REGISTER_BUCKETS
-            .iter()
-            .position(|b| secs <= *b)
-            .unwrap_or(REGISTER_BUCKETS.len());
+        let i = REGISTER_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(REGISTER_BUCKETS.len());
         h.counts[i] += 1;
         h.sum += secs;
     }
 
     /// Counts one answered request: its v5 name and `ok` or the error's `metric_label`.
     pub fn request(&self, name: &str, result: &'static str) {
-        let short = name
-            .strip_prefix("cd.go.elastic-agent.")
-            .unwrap_or(name)
-            .to_string();
-        *self
-            .requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((short, result))
-            .or_default() += 1;
+        let short = name.strip_prefix("cd.go.elastic-agent.").unwrap_or(name).to_string();
+        *self.requests.lock().unwrap_or_else(PoisonError::into_inner).entry((short, result)).or_default() += 1;
     }
 
     /// Lets scrapes read the clusters of `plugin` (held weakly: metrics never keep it alive).
@@ -139,39 +123,15 @@ impl Metrics {
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
-        let plugin = self
-            .plugin
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .upgrade();
-        header(
-            &mut out,
-            "ecs_ea_build_info",
-            "gauge",
-            "The plugin's version.",
-        );
-        sample(
-            &mut out,
-            "ecs_ea_build_info",
-            &[("version", env!("CARGO_PKG_VERSION"))],
-            1.0,
-        );
+        let plugin = self.plugin.lock().unwrap_or_else(PoisonError::into_inner).upgrade();
+        header(&mut out, "ecs_ea_build_info", "gauge", "The plugin's version.");
+        sample(&mut out, "ecs_ea_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
         if let Some(plugin) = &plugin {
             clusters(&mut out, plugin);
         }
-        header(
-            &mut out,
-            "ecs_ea_launches_total",
-            "counter",
-            "create-agent outcomes by result.",
-        );
+        header(&mut out, "ecs_ea_launches_total", "counter", "create-agent outcomes by result.");
         for (r, n) in LaunchResult::ALL.iter().zip(&self.launches) {
-            sample(
-                &mut out,
-                "ecs_ea_launches_total",
-                &[("result", r.label())],
-                n.load(Ordering::Relaxed) as f64,
-            );
+            sample(&mut out, "ecs_ea_launches_total", &[("result", r.label())], n.load(Ordering::Relaxed) as f64);
         }
         self.render_histogram(&mut out);
         header(
@@ -180,29 +140,15 @@ impl Metrics {
             "counter",
             "Requests from GoCD answered, by request and result (ok or the error kind).",
         );
-        for ((name, result), n) in self
-            .requests
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
-            sample(
-                &mut out,
-                "ecs_ea_requests_total",
-                &[("request", name), ("result", result)],
-                *n as f64,
-            );
+        for ((name, result), n) in self.requests.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            sample(&mut out, "ecs_ea_requests_total", &[("request", name), ("result", result)], *n as f64);
         }
         out
     }
 
     fn render_histogram(&self, out: &mut String) {
         let name = "ecs_ea_launch_to_register_seconds";
-        let h = self
-            .register
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let h = self.register.lock().unwrap_or_else(PoisonError::into_inner).clone();
         header(
             out,
             name,
@@ -212,20 +158,10 @@ impl Metrics {
         let mut cumulative = 0;
         for (i, bound) in REGISTER_BUCKETS.iter().enumerate() {
             cumulative += h.counts[i];
-            sample(
-                out,
-                &format!("{name}_bucket"),
-                &[("le", &bound.to_string())],
-                cumulative as f64,
-            );
+            sample(out, &format!("{name}_bucket"), &[("le", &bound.to_string())], cumulative as f64);
         }
         cumulative += h.counts[REGISTER_BUCKETS.len()];
-        sample(
-            out,
-            &format!("{name}_bucket"),
-            &[("le", "+Inf")],
-            cumulative as f64,
-        );
+        sample(out, &format!("{name}_bucket"), &[("le", "+Inf")], cumulative as f64);
         sample(out, &format!("{name}_sum"), &[], h.sum);
         sample(out, &format!("{name}_count"), &[], cumulative as f64);
     }
@@ -247,10 +183,7 @@ fn clusters(out: &mut String, plugin: &Plugin) {
             by.entry(a.elastic_profile.clone()).or_default()[phase_index(a.phase)] += 1;
         }
         for (elastic, counts) in &by {
-            for (state, n) in ["launching", "running", "stopping", "stopped"]
-                .iter()
-                .zip(counts)
-            {
+            for (state, n) in ["launching", "running", "stopping", "stopped"].iter().zip(counts) {
                 let labels = [
                     ("cluster", profile.cluster_name.as_str()),
                     ("cluster_profile", &c.key),
@@ -262,25 +195,12 @@ fn clusters(out: &mut String, plugin: &Plugin) {
             }
         }
     }
-    header(
-        out,
-        "ecs_ea_max_agents",
-        "gauge",
-        "MaxAgents of each cluster profile.",
-    );
+    header(out, "ecs_ea_max_agents", "gauge", "MaxAgents of each cluster profile.");
     for c in &clusters {
         let profile = c.profile();
-        let labels = [
-            ("cluster", profile.cluster_name.as_str()),
-            ("cluster_profile", &c.key),
-            ("region", &c.aws.region),
-        ];
-        sample(
-            out,
-            "ecs_ea_max_agents",
-            &labels,
-            f64::from(profile.max_agents),
-        );
+        let labels =
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
+        sample(out, "ecs_ea_max_agents", &labels, f64::from(profile.max_agents));
     }
     header(
         out,
@@ -290,17 +210,9 @@ fn clusters(out: &mut String, plugin: &Plugin) {
     );
     for c in &clusters {
         let profile = c.profile();
-        let labels = [
-            ("cluster", profile.cluster_name.as_str()),
-            ("cluster_profile", &c.key),
-            ("region", &c.aws.region),
-        ];
-        sample(
-            out,
-            "ecs_ea_orphans_swept_total",
-            &labels,
-            c.swept_orphans.load(Ordering::Relaxed) as f64,
-        );
+        let labels =
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
+        sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans.load(Ordering::Relaxed) as f64);
     }
     aws_calls(out, &clusters);
 }
@@ -328,17 +240,9 @@ fn aws_calls(out: &mut String, clusters: &[Arc<crate::cluster::Cluster>]) {
         seen.push(stats);
         let role = c.aws.role_arn.clone().unwrap_or_default();
         for (op, n) in c.aws.calls.snapshot() {
-            let key = (
-                c.aws.region.clone(),
-                role.clone(),
-                category_label(Category::of(op)),
-                op,
-            );
+            let key = (c.aws.region.clone(), role.clone(), category_label(Category::of(op)), op);
             let e = calls.entry(key).or_default();
-            for (slot, v) in e
-                .iter_mut()
-                .zip([n.calls, n.throttled, n.retries, n.failed])
-            {
+            for (slot, v) in e.iter_mut().zip([n.calls, n.throttled, n.retries, n.failed]) {
                 *slot += v;
             }
         }
@@ -348,48 +252,21 @@ fn aws_calls(out: &mut String, clusters: &[Arc<crate::cluster::Cluster>]) {
         }
     }
     let series = [
-        (
-            "ecs_ea_aws_calls_total",
-            "AWS call attempts, by operation and API budget category.",
-        ),
-        (
-            "ecs_ea_aws_throttled_total",
-            "AWS call attempts AWS throttled.",
-        ),
-        (
-            "ecs_ea_aws_retries_total",
-            "AWS call attempts that were retries.",
-        ),
-        (
-            "ecs_ea_aws_failures_total",
-            "AWS calls that failed for good (after retries).",
-        ),
+        ("ecs_ea_aws_calls_total", "AWS call attempts, by operation and API budget category."),
+        ("ecs_ea_aws_throttled_total", "AWS call attempts AWS throttled."),
+        ("ecs_ea_aws_retries_total", "AWS call attempts that were retries."),
+        ("ecs_ea_aws_failures_total", "AWS calls that failed for good (after retries)."),
     ];
     for (i, (name, help)) in series.iter().enumerate() {
         header(out, name, "counter", help);
         for ((region, role, category, op), n) in &calls {
-            let labels = [
-                ("region", region.as_str()),
-                ("role", role),
-                ("category", category),
-                ("operation", op),
-            ];
+            let labels = [("region", region.as_str()), ("role", role), ("category", category), ("operation", op)];
             sample(out, name, &labels, n[i] as f64);
         }
     }
-    header(
-        out,
-        "ecs_ea_assume_role_calls_total",
-        "counter",
-        "AssumeRole calls (one per session and refresh).",
-    );
+    header(out, "ecs_ea_assume_role_calls_total", "counter", "AssumeRole calls (one per session and refresh).");
     for ((region, role), n) in &assume {
-        sample(
-            out,
-            "ecs_ea_assume_role_calls_total",
-            &[("region", region), ("role", role)],
-            *n as f64,
-        );
+        sample(out, "ecs_ea_assume_role_calls_total", &[("region", region), ("role", role)], *n as f64);
     }
 }
 
@@ -427,9 +304,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
 
 /// Label values escape `\`, `"` and newlines.
 fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// The largest request head read before answering.
@@ -444,9 +319,7 @@ pub async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
             Ok((stream, _peer)) => {
                 let metrics = metrics.clone();
                 tokio::spawn(async move {
-                    if let Ok(Err(e)) =
-                        tokio::time::timeout(CONNECTION_TIMEOUT, answer(stream, &metrics)).await
-                    {
+                    if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_TIMEOUT, answer(stream, &metrics)).await {
                         tracing::debug!(error = %e, "metrics connection failed");
                     }
                 });
@@ -474,17 +347,9 @@ async fn answer(mut stream: TcpStream, metrics: &Metrics) -> std::io::Result<()>
     let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     let (status, content_type, body) = if method == "GET" && path == "/metrics" {
-        (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            metrics.render(),
-        )
+        ("200 OK", "text/plain; version=0.0.4; charset=utf-8", metrics.render())
     } else {
-        (
-            "404 Not Found",
-            "text/plain; charset=utf-8",
-            "not found: metrics are at GET /metrics\n".to_string(),
-        )
+        ("404 Not Found", "text/plain; charset=utf-8", "not found: metrics are at GET /metrics\n".to_string())
     };
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -502,19 +367,13 @@ mod tests {
     fn counters_and_histogram_render_in_text_format() {
         let m = Metrics::default();
         m.launch(LaunchResult::Started);
-        m.launch(LaunchResult::started_on(
-            LaunchType::FargateSpot,
-            Some("FARGATE"),
-        ));
+        m.launch(LaunchResult::started_on(LaunchType::FargateSpot, Some("FARGATE")));
         m.launch(LaunchResult::Deduplicated);
         m.registered_after(Duration::from_secs(12));
         m.registered_after(Duration::from_secs(2000));
         m.request("cd.go.elastic-agent.create-agent", "ok");
         let text = m.render();
-        assert!(
-            text.contains("ecs_ea_launches_total{result=\"started\"} 1\n"),
-            "{text}"
-        );
+        assert!(text.contains("ecs_ea_launches_total{result=\"started\"} 1\n"), "{text}");
         assert!(text.contains("ecs_ea_launches_total{result=\"fell_back_to_fargate\"} 1\n"));
         assert!(text.contains("ecs_ea_launches_total{result=\"refused\"} 0\n"));
         assert!(text.contains("ecs_ea_launch_to_register_seconds_bucket{le=\"10\"} 0\n"));

@@ -146,7 +146,8 @@ impl Plugin {
 /// # Errors
 /// [`PluginError::Config`] listing every problem.
 pub fn parse_cluster_profile(props: &Properties) -> Result<ClusterProfile> {
-    ClusterProfile::parse(props).map_err(|errors| PluginError::Config(format!("the cluster profile is not valid: {}", describe(&errors))))
+    ClusterProfile::parse(props)
+        .map_err(|errors| PluginError::Config(format!("the cluster profile is not valid: {}", describe(&errors))))
 }
 
 /// `Key: message; Key: message`.

@@ -18,7 +18,8 @@ use support::table::{Row, Table};
 fn check(rows: Vec<Row>) {
     let table = Table { rows, notes: Vec::new() };
     eprint!("{}", table.render());
-    let missed: Vec<String> = table.missed().iter().map(|r| format!("{}: {} (goal {})", r.figure, r.measured, r.goal)).collect();
+    let missed: Vec<String> =
+        table.missed().iter().map(|r| format!("{}: {} (goal {})", r.figure, r.measured, r.goal)).collect();
     assert!(missed.is_empty(), "goals missed:\n  {}", missed.join("\n  "));
 }
 

@@ -9,11 +9,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const SUBCOMMANDS: [&str; 4] = ["serve", "validate", "iam-policy", "doctor"];
 
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("RUST_LOG", "off")
-        .output()
-        .expect("run the binary")
+    Command::new(BIN).args(args).env("RUST_LOG", "off").output().expect("run the binary")
 }
 
 fn stdout(o: &Output) -> String {
@@ -29,11 +25,7 @@ fn version_everywhere() {
     for sub in SUBCOMMANDS {
         let o = run(&[sub, "--version"]);
         assert!(o.status.success(), "{sub} --version failed: {o:?}");
-        assert_eq!(
-            stdout(&o),
-            format!("ecs-elastic-agent-{sub} {want}\n"),
-            "{sub} --version"
-        );
+        assert_eq!(stdout(&o), format!("ecs-elastic-agent-{sub} {want}\n"), "{sub} --version");
         assert!(o.stderr.is_empty(), "{sub} --version wrote to stderr");
     }
 }
@@ -44,35 +36,20 @@ fn help_everywhere_with_examples() {
     for sub in SUBCOMMANDS {
         assert!(top.contains(sub), "top-level help lists {sub}");
     }
-    assert!(
-        top.contains("Examples:") && top.contains("Exit codes"),
-        "{top}"
-    );
+    assert!(top.contains("Examples:") && top.contains("Exit codes"), "{top}");
     for sub in SUBCOMMANDS {
         for flag in ["--help", "-h"] {
             let o = run(&[sub, flag]);
             assert!(o.status.success(), "{sub} {flag}: {o:?}");
             let text = stdout(&o);
-            assert!(
-                text.contains("Examples:"),
-                "{sub} {flag} has examples:\n{text}"
-            );
-            assert!(
-                text.contains(&format!("ecs-elastic-agent {sub}")),
-                "{sub} {flag} shows a command line:\n{text}"
-            );
+            assert!(text.contains("Examples:"), "{sub} {flag} has examples:\n{text}");
+            assert!(text.contains(&format!("ecs-elastic-agent {sub}")), "{sub} {flag} shows a command line:\n{text}");
         }
         let o = run(&["help", sub]);
-        assert!(
-            o.status.success() && stdout(&o).contains("Examples:"),
-            "help {sub}"
-        );
+        assert!(o.status.success() && stdout(&o).contains("Examples:"), "help {sub}");
     }
     let validate = stdout(&run(&["validate", "--help"]));
-    assert!(
-        validate.contains("--cluster-profile <FILE>")
-            && validate.contains("--elastic-profile <FILE>")
-    );
+    assert!(validate.contains("--cluster-profile <FILE>") && validate.contains("--elastic-profile <FILE>"));
     let doctor = stdout(&run(&["doctor", "--help"]));
     assert!(doctor.contains("--server-id <ID>") && doctor.contains("FAIL"));
     let serve = stdout(&run(&["serve", "--help"]));

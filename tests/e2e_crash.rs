@@ -75,26 +75,13 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
     let hold_describe = hold_next(&w.proxy, "hold-describe-tasks", "DescribeTasks");
     let mut cfg = w
         .host_config()
-        .cluster_profile(
-            "base",
-            cluster_props(
-                "gocd-a",
-                &[("MaxAgents", "15"), ("AgentRegisterTimeoutMinutes", "1")],
-            ),
-        )
+        .cluster_profile("base", cluster_props("gocd-a", &[("MaxAgents", "15"), ("AgentRegisterTimeoutMinutes", "1")]))
         .elastic_profile("small", "base", elastic_props());
     cfg.starvation_interval = Duration::from_secs(3);
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(
-        &host,
-        SimPolicy {
-            register_delay: Duration::from_millis(300),
-            ..SimPolicy::default()
-        },
-    );
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
 
-    host.add_jobs(JobSpec::new("small", Duration::from_secs(5)), 50)
-        .await;
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(5)), 50).await;
     let mut points = Vec::new();
     for point in 1..=6 {
         let held = match point {
@@ -116,22 +103,14 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
             }
         };
         let (waiting, running, completed) = host.with_state(job_states);
-        points.push(format!(
-            "{point}:{}{waiting}/{running}/{completed}",
-            if held { "held," } else { "" }
-        ));
+        points.push(format!("{point}:{}{waiting}/{running}/{completed}", if held { "held," } else { "" }));
         host.kill().await;
         tokio::time::sleep(Duration::from_millis(random_ms(50, 800))).await;
         host.restart().await;
         tokio::time::sleep(Duration::from_millis(random_ms(300, 2000))).await;
     }
 
-    host.wait_until(
-        "all 50 jobs completed after six crashes",
-        Duration::from_secs(180),
-        |s| s.all_completed(),
-    )
-    .await;
+    host.wait_until("all 50 jobs completed after six crashes", Duration::from_secs(180), |s| s.all_completed()).await;
     // Job-completions lost in a crash leave idle agents: the plugin stops them after the
     // register timeout (1 minute here).
     assert_all_done(&host, &sim, Duration::from_secs(150)).await;
@@ -140,10 +119,7 @@ async fn killed_six_times_during_a_fifty_job_burst_no_doubles_no_leaks() {
     assert_eq!(rejected, 0);
     let started = w.proxy.ecs_tasks_started();
     let tasks_seen = sim.with_state(|s| s.tasks.len());
-    assert_eq!(
-        tasks_seen, 50,
-        "one task per job, none twice (the proxy saw {started} RunTask answers)"
-    );
+    assert_eq!(tasks_seen, 50, "one task per job, none twice (the proxy saw {started} RunTask answers)");
     w.finish(
         host,
         sim,

@@ -70,14 +70,7 @@ impl Scenario {
         let moto = Moto::start().await;
         let proxy = Proxy::start(moto.addr()).await;
         let base = moto.base_config().await;
-        Scenario {
-            name,
-            started: Instant::now(),
-            moto,
-            proxy,
-            base,
-            fleets: Vec::new(),
-        }
+        Scenario { name, started: Instant::now(), moto, proxy, base, fleets: Vec::new() }
     }
 
     /// Creates an ECS cluster and the instance profile in the account of `cfg` (whose access key
@@ -96,10 +89,7 @@ impl Scenario {
         AgentSimulator::start(
             host,
             self.fleets.clone(),
-            SimPolicy {
-                register_delay: Duration::from_millis(300),
-                ..SimPolicy::default()
-            },
+            SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() },
         )
     }
 
@@ -112,68 +102,32 @@ impl Scenario {
         let mut left = Vec::new();
         for f in &self.fleets {
             let ecs = aws_sdk_ecs::Client::new(&f.config);
-            let out = ecs
-                .list_container_instances()
-                .cluster(&f.cluster)
-                .send()
-                .await
-                .expect("ListContainerInstances");
-            left.extend(
-                out.container_instance_arns()
-                    .iter()
-                    .map(|a| format!("{}: {a}", f.label)),
-            );
+            let out = ecs.list_container_instances().cluster(&f.cluster).send().await.expect("ListContainerInstances");
+            left.extend(out.container_instance_arns().iter().map(|a| format!("{}: {a}", f.label)));
         }
         left
     }
 
     /// Waits for every instance to be terminated, then checks nothing is left.
-    async fn finish(
-        self,
-        host: GoCdHost,
-        sim: AgentSimulator,
-        ec2: InstanceSimulator,
-        extra: &str,
-    ) {
-        ec2.wait_until(
-            "every instance terminated after the idle time",
-            RETIRE_WITHIN,
-            |s| s.alive().is_empty(),
-        )
-        .await;
+    async fn finish(self, host: GoCdHost, sim: AgentSimulator, ec2: InstanceSimulator, extra: &str) {
+        ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let left = self.registered_container_instances().await;
             if left.is_empty() {
                 break;
             }
-            assert!(
-                Instant::now() < deadline,
-                "container instances left registered: {left:?}"
-            );
+            assert!(Instant::now() < deadline, "container instances left registered: {left:?}");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         for f in &self.fleets {
             let live = moto::live_tasks(&f.config, &f.cluster).await;
-            assert!(
-                live.is_empty(),
-                "{}: {} tasks still RUNNING",
-                f.label,
-                live.len()
-            );
+            assert!(live.is_empty(), "{}: {} tasks still RUNNING", f.label, live.len());
         }
         // The cluster report (with its instance table) is rendered for the secret scan.
-        let ids: Vec<String> = host
-            .config()
-            .cluster_profiles
-            .iter()
-            .map(|c| c.id.clone())
-            .collect();
+        let ids: Vec<String> = host.config().cluster_profiles.iter().map(|c| c.id.clone()).collect();
         for id in &ids {
-            let r = host
-                .cluster_status_report(id)
-                .await
-                .expect("cluster status report");
+            let r = host.cluster_status_report(id).await.expect("cluster status report");
             assert_eq!(r.code, 200, "cluster status report answered {}", r.code);
         }
         let scanner = SecretScanner::from_world(&host, Some(&self.proxy));
@@ -206,30 +160,13 @@ impl Scenario {
 
 /// Every job completed, every agent deleted, no registration refused, one task per job.
 async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
-    host.wait_until("every agent deleted", Duration::from_secs(60), |s| {
-        s.agents.is_empty()
-    })
-    .await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     let (rejections, ids) = host.with_state(|s: &HostState| {
-        (
-            s.rejections.clone(),
-            s.jobs
-                .iter()
-                .map(|j| j.identifier.job_id)
-                .collect::<Vec<_>>(),
-        )
+        (s.rejections.clone(), s.jobs.iter().map(|j| j.identifier.job_id).collect::<Vec<_>>())
     });
-    assert!(
-        rejections.is_empty(),
-        "GoCD refused registrations: {rejections:?}"
-    );
+    assert!(rejections.is_empty(), "GoCD refused registrations: {rejections:?}");
     for id in ids {
-        assert_eq!(
-            sim.tasks_for_job(id),
-            1,
-            "job {id} ran in {} tasks",
-            sim.tasks_for_job(id)
-        );
+        assert_eq!(sim.tasks_for_job(id), 1, "job {id} ran in {} tasks", sim.tasks_for_job(id));
     }
 }
 
@@ -240,25 +177,17 @@ async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
 async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_idle() {
     let mut w = Scenario::new("thirty_jobs_packed").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2")
-        .await;
+    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
-        .cluster_profile(
-            "ec2",
-            ec2_props("gocd-ec2", &[("Tags", "team=ci"), ("Ec2KeyPair", "ops")]),
-        )
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Tags", "team=ci"), ("Ec2KeyPair", "ops")]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host);
     let ec2 = w.instances(&host, Ec2Policy::default());
 
-    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(8)), 30)
-        .await;
-    host.wait_until("all 30 jobs completed", Duration::from_secs(180), |s| {
-        s.all_completed()
-    })
-    .await;
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(8)), 30).await;
+    host.wait_until("all 30 jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     let all_done_at = Instant::now();
 
@@ -269,96 +198,38 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
         instances.len()
     );
     let server_id = host.server_id().to_string();
-    let keys: BTreeSet<Option<&String>> = instances
-        .iter()
-        .map(|i| i.tags.get("gocd:cluster-profile"))
-        .collect();
-    assert_eq!(
-        keys.len(),
-        1,
-        "one cluster profile key on every instance: {keys:?}"
-    );
+    let keys: BTreeSet<Option<&String>> = instances.iter().map(|i| i.tags.get("gocd:cluster-profile")).collect();
+    assert_eq!(keys.len(), 1, "one cluster profile key on every instance: {keys:?}");
     for i in &instances {
         assert_eq!(i.instance_type, "c5.xlarge");
         assert!(!i.spot, "on-demand unless Ec2Spot");
-        assert_eq!(
-            i.tags.get("gocd:server-id"),
-            Some(&server_id),
-            "tags {:?}",
-            i.tags
-        );
-        assert_eq!(
-            i.tags.get("team").map(String::as_str),
-            Some("ci"),
-            "the profile's Tags: {:?}",
-            i.tags
-        );
+        assert_eq!(i.tags.get("gocd:server-id"), Some(&server_id), "tags {:?}", i.tags);
+        assert_eq!(i.tags.get("team").map(String::as_str), Some("ci"), "the profile's Tags: {:?}", i.tags);
+        assert!(i.tags.get("Name").is_some_and(|n| n.contains("gocd-ec2")), "Name tag: {:?}", i.tags);
         assert!(
-            i.tags.get("Name").is_some_and(|n| n.contains("gocd-ec2")),
-            "Name tag: {:?}",
-            i.tags
-        );
-        assert!(
-            i.iam_instance_profile
-                .as_deref()
-                .is_some_and(|p| p.ends_with(INSTANCE_PROFILE)),
+            i.iam_instance_profile.as_deref().is_some_and(|p| p.ends_with(INSTANCE_PROFILE)),
             "{:?}",
             i.iam_instance_profile
         );
         assert_eq!(i.key_name.as_deref(), Some("ops"));
-        assert_eq!(
-            i.http_tokens.as_deref(),
-            Some("required"),
-            "IMDSv2 required"
-        );
-        assert_eq!(
-            i.cluster.as_deref(),
-            Some("gocd-ec2"),
-            "user data joins the cluster:\n{}",
-            i.user_data
-        );
-        assert!(
-            i.user_data.contains(&server_id),
-            "user data names the server in the attributes:\n{}",
-            i.user_data
-        );
-        assert!(
-            i.registered_at.is_some(),
-            "instance {} never registered",
-            i.id
-        );
+        assert_eq!(i.http_tokens.as_deref(), Some("required"), "IMDSv2 required");
+        assert_eq!(i.cluster.as_deref(), Some("gocd-ec2"), "user data joins the cluster:\n{}", i.user_data);
+        assert!(i.user_data.contains(&server_id), "user data names the server in the attributes:\n{}", i.user_data);
+        assert!(i.registered_at.is_some(), "instance {} never registered", i.id);
     }
     // Every task ran on one of them (StartTask on a container instance).
     let tasks = sim.with_state(|s| s.tasks.len());
     assert_eq!(tasks, 30);
     // The cluster report lists the instances, counted against min and max.
-    let report = host
-        .cluster_status_report("ec2")
-        .await
-        .expect("cluster status report");
+    let report = host.cluster_status_report("ec2").await.expect("cluster status report");
     let view = report.body["view"].as_str().unwrap_or_default().to_string();
-    assert!(
-        view.contains("EC2 instances"),
-        "no instance table in the cluster report"
-    );
+    assert!(view.contains("EC2 instances"), "no instance table in the cluster report");
     for i in &instances {
-        assert!(
-            view.contains(&i.id),
-            "instance {} missing from the cluster report",
-            i.id
-        );
+        assert!(view.contains(&i.id), "instance {} missing from the cluster report", i.id);
     }
-    assert!(
-        view.contains("(min 0, max 10)"),
-        "counts against min and max"
-    );
+    assert!(view.contains("(min 0, max 10)"), "counts against min and max");
 
-    ec2.wait_until(
-        "every instance terminated after the idle time",
-        RETIRE_WITHIN,
-        |s| s.alive().is_empty(),
-    )
-    .await;
+    ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
     let retired_after = all_done_at.elapsed();
     assert!(
         retired_after >= Duration::from_secs(50),
@@ -374,74 +245,37 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
 async fn an_instance_that_never_registers_is_terminated_and_its_work_placed_elsewhere() {
     let mut w = Scenario::new("never_registers").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2")
-        .await;
+    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
-        .cluster_profile(
-            "ec2",
-            ec2_props("gocd-ec2", &[("Ec2RegisterTimeoutMinutes", "1")]),
-        )
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2RegisterTimeoutMinutes", "1")]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host);
-    let ec2 = w.instances(
-        &host,
-        Ec2Policy {
-            never_register_first: 1,
-            ..Ec2Policy::default()
-        },
-    );
+    let ec2 = w.instances(&host, Ec2Policy { never_register_first: 1, ..Ec2Policy::default() });
 
-    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 2)
-        .await;
-    ec2.wait_until("the first instance seen", Duration::from_secs(30), |s| {
-        !s.instances.is_empty()
-    })
-    .await;
-    let first = ec2
-        .with_state(|s| s.instances.values().find(|i| i.order == 0).cloned())
-        .expect("first instance");
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 2).await;
+    ec2.wait_until("the first instance seen", Duration::from_secs(30), |s| !s.instances.is_empty()).await;
+    let first = ec2.with_state(|s| s.instances.values().find(|i| i.order == 0).cloned()).expect("first instance");
     assert!(first.never_registers);
-    ec2.wait_until(
-        "the unregistered instance terminated",
-        Duration::from_secs(120),
-        |s| {
-            s.instances
-                .get(&first.id)
-                .is_some_and(|i| i.gone_at.is_some())
-        },
-    )
+    ec2.wait_until("the unregistered instance terminated", Duration::from_secs(120), |s| {
+        s.instances.get(&first.id).is_some_and(|i| i.gone_at.is_some())
+    })
     .await;
     let terminated_after = first.first_seen.elapsed();
     assert!(
         terminated_after >= Duration::from_secs(55),
         "terminated after {terminated_after:?}, before the 1-minute timeout"
     );
-    assert!(
-        terminated_after <= Duration::from_secs(90),
-        "terminated only after {terminated_after:?}"
-    );
+    assert!(terminated_after <= Duration::from_secs(90), "terminated only after {terminated_after:?}");
 
-    host.wait_until(
-        "both jobs completed on another instance",
-        Duration::from_secs(90),
-        |s| s.all_completed(),
-    )
-    .await;
+    host.wait_until("both jobs completed on another instance", Duration::from_secs(90), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     let instances = ec2.instances();
-    assert_eq!(
-        instances.len(),
-        2,
-        "one replacement: {:?}",
-        instances.iter().map(|i| &i.id).collect::<Vec<_>>()
-    );
-    host.wait_until(
-        "a server-health warning names the instance",
-        Duration::from_secs(10),
-        |s| s.health_ever_mentions(&first.id),
-    )
+    assert_eq!(instances.len(), 2, "one replacement: {:?}", instances.iter().map(|i| &i.id).collect::<Vec<_>>());
+    host.wait_until("a server-health warning names the instance", Duration::from_secs(10), |s| {
+        s.health_ever_mentions(&first.id)
+    })
     .await;
     let extra = format!("terminated_after_s={}", terminated_after.as_secs());
     w.finish(host, sim, ec2, &extra).await;
@@ -449,8 +283,7 @@ async fn an_instance_that_never_registers_is_terminated_and_its_work_placed_else
 
 /// Whether a RunInstances asks for spot.
 fn asks_spot(call: &world::proxy::Call) -> bool {
-    call.is("ec2", "RunInstances")
-        && call.form_param("InstanceMarketOptions.MarketType") == Some("spot")
+    call.is("ec2", "RunInstances") && call.form_param("InstanceMarketOptions.MarketType") == Some("spot")
 }
 
 /// (c) With `Ec2Spot`, a spot RunInstances refused for capacity (EC2's
@@ -459,8 +292,7 @@ fn asks_spot(call: &world::proxy::Call) -> bool {
 async fn spot_refused_for_capacity_falls_back_to_on_demand() {
     let mut w = Scenario::new("spot_falls_back").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2")
-        .await;
+    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     w.proxy.add_rule("no-spot", |call| {
         if asks_spot(call) {
             Verdict::ec2_error(
@@ -472,50 +304,32 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
             Verdict::Forward
         }
     });
-    let cfg = w
-        .host_config()
-        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2Spot", "true")]))
-        .elastic_profile("quarter", "ec2", quarter_props());
+    let cfg = w.host_config().cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2Spot", "true")])).elastic_profile(
+        "quarter",
+        "ec2",
+        quarter_props(),
+    );
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host);
     let ec2 = w.instances(&host, Ec2Policy::default());
 
-    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 4)
-        .await;
-    host.wait_until("the 4 jobs completed", Duration::from_secs(90), |s| {
-        s.all_completed()
-    })
-    .await;
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 4).await;
+    host.wait_until("the 4 jobs completed", Duration::from_secs(90), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
 
     let log = w.proxy.log();
-    let refused = log
-        .iter()
-        .filter(|r| r.key() == "ec2:RunInstances" && r.outcome == Outcome::Answered)
-        .count();
-    let launched = log
-        .iter()
-        .filter(|r| r.key() == "ec2:RunInstances" && r.outcome == Outcome::Forwarded)
-        .count();
-    assert_eq!(
-        refused, 1,
-        "one spot attempt, not retried: a capacity refusal is not transient"
-    );
+    let refused = log.iter().filter(|r| r.key() == "ec2:RunInstances" && r.outcome == Outcome::Answered).count();
+    let launched = log.iter().filter(|r| r.key() == "ec2:RunInstances" && r.outcome == Outcome::Forwarded).count();
+    assert_eq!(refused, 1, "one spot attempt, not retried: a capacity refusal is not transient");
     assert_eq!(launched, 1, "then one on-demand launch");
     let instances = ec2.instances();
     assert_eq!(instances.len(), 1, "4 quarter tasks fit one instance");
-    assert!(
-        instances.iter().all(|i| !i.spot),
-        "the fallback is on-demand"
-    );
-    host.wait_until(
-        "a server-health warning about spot",
-        Duration::from_secs(10),
-        |s| s.health_ever_mentions("InsufficientInstanceCapacity"),
-    )
+    assert!(instances.iter().all(|i| !i.spot), "the fallback is on-demand");
+    host.wait_until("a server-health warning about spot", Duration::from_secs(10), |s| {
+        s.health_ever_mentions("InsufficientInstanceCapacity")
+    })
     .await;
-    w.finish(host, sim, ec2, &format!("spot_refused={refused}"))
-        .await;
+    w.finish(host, sim, ec2, &format!("spot_refused={refused}")).await;
 }
 
 /// (d) The plugin is killed with 8 jobs running on 2 instances and 4 waiting for room; the new
@@ -525,8 +339,7 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
 async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
     let mut w = Scenario::new("restart_adopts").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2")
-        .await;
+    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
         .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MaxInstances", "2")]))
@@ -535,34 +348,21 @@ async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
     let sim = w.agents(&host);
     let ec2 = w.instances(&host, Ec2Policy::default());
 
-    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(20)), 12)
-        .await;
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(20)), 12).await;
     host.wait_until("8 jobs building", Duration::from_secs(90), |s| {
         s.count_jobs(|j| matches!(j, JobState::Running { .. })) == 8
     })
     .await;
     let waiting = host.with_state(|s| s.count_jobs(|j| *j == JobState::Waiting));
-    assert_eq!(
-        waiting, 4,
-        "two instances hold 8 quarter tasks; 4 wait in the plugin"
-    );
+    assert_eq!(waiting, 4, "two instances hold 8 quarter tasks; 4 wait in the plugin");
     host.kill().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     host.restart().await;
 
-    host.wait_until(
-        "all 12 jobs completed after the restart",
-        Duration::from_secs(150),
-        |s| s.all_completed(),
-    )
-    .await;
+    host.wait_until("all 12 jobs completed after the restart", Duration::from_secs(150), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     let instances = ec2.instances();
-    assert_eq!(
-        instances.len(),
-        2,
-        "the new process adopts the 2 instances instead of launching: {instances:?}"
-    );
+    assert_eq!(instances.len(), 2, "the new process adopts the 2 instances instead of launching: {instances:?}");
     assert_eq!(w.proxy.count("ecs:StartTask"), 12);
     w.finish(host, sim, ec2, "plugin_processes=2").await;
 }
@@ -579,23 +379,12 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let role = w.moto.assume_role_config(ROLE_ARN).await;
     let base = w.base.clone();
     w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-a").await;
-    w.cluster(
-        "role",
-        &role.config,
-        &role.credentials.access_key_id,
-        "gocd-b",
-    )
-    .await;
+    w.cluster("role", &role.config, &role.credentials.access_key_id, "gocd-b").await;
     let terminated: Arc<Mutex<Vec<Termination>>> = Arc::default();
     let seen = terminated.clone();
     w.proxy.add_rule("record-terminations", move |call| {
         if call.is("ec2", "TerminateInstances") {
-            let ids = call
-                .form
-                .iter()
-                .filter(|(k, _)| k.starts_with("InstanceId."))
-                .map(|(_, v)| v.clone())
-                .collect();
+            let ids = call.form.iter().filter(|(k, _)| k.starts_with("InstanceId.")).map(|(_, v)| v.clone()).collect();
             seen.lock().unwrap().push((call.access_key_id.clone(), ids));
         }
         Verdict::Forward
@@ -603,9 +392,7 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let start_tasks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = start_tasks.clone();
     w.proxy.add_rule("lose-start-tasks", move |call| {
-        if call.is("ecs", "StartTask")
-            && counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 3 == 0
-        {
+        if call.is("ecs", "StartTask") && counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 3 == 0 {
             Verdict::Drop
         } else {
             Verdict::Forward
@@ -622,15 +409,10 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let ec2 = w.instances(&host, Ec2Policy::default());
 
     for _ in 0..5 {
-        host.add_job(JobSpec::new("quarter-a", Duration::from_secs(4)))
-            .await;
-        host.add_job(JobSpec::new("quarter-b", Duration::from_secs(4)))
-            .await;
+        host.add_job(JobSpec::new("quarter-a", Duration::from_secs(4))).await;
+        host.add_job(JobSpec::new("quarter-b", Duration::from_secs(4))).await;
     }
-    host.wait_until("all 10 jobs completed", Duration::from_secs(120), |s| {
-        s.all_completed()
-    })
-    .await;
+    host.wait_until("all 10 jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     for t in sim.with_state(|s| s.tasks.values().cloned().collect::<Vec<_>>()) {
         let profile = host.with_state(|s| {
@@ -639,40 +421,22 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
                 .find(|j| Some(j.identifier.job_id.to_string()) == t.job_id)
                 .map(|j| j.spec.elastic_profile.clone())
         });
-        let want = if profile.as_deref() == Some("quarter-b") {
-            1
-        } else {
-            0
-        };
-        assert_eq!(
-            t.fleet, want,
-            "task {} ran in the wrong account",
-            t.task_arn
-        );
+        let want = if profile.as_deref() == Some("quarter-b") { 1 } else { 0 };
+        assert_eq!(t.fleet, want, "task {} ran in the wrong account", t.task_arn);
     }
-    ec2.wait_until(
-        "every instance terminated after the idle time",
-        RETIRE_WITHIN,
-        |s| s.alive().is_empty(),
-    )
-    .await;
+    ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
 
     let instances = ec2.instances();
-    let by_fleet: BTreeMap<usize, BTreeSet<String>> =
-        instances.iter().fold(BTreeMap::new(), |mut m, i| {
-            m.entry(i.fleet).or_default().insert(i.id.clone());
-            m
-        });
+    let by_fleet: BTreeMap<usize, BTreeSet<String>> = instances.iter().fold(BTreeMap::new(), |mut m, i| {
+        m.entry(i.fleet).or_default().insert(i.id.clone());
+        m
+    });
     assert_eq!(
         by_fleet.get(&0).map(BTreeSet::len),
         Some(2),
         "5 quarter tasks need 2 instances in account A: {by_fleet:?}"
     );
-    assert_eq!(
-        by_fleet.get(&1).map(BTreeSet::len),
-        Some(2),
-        "and 2 in account B: {by_fleet:?}"
-    );
+    assert_eq!(by_fleet.get(&1).map(BTreeSet::len), Some(2), "and 2 in account B: {by_fleet:?}");
     let key_of = |fleet: usize| -> BTreeSet<String> {
         instances
             .iter()
@@ -681,24 +445,14 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
             .collect()
     };
     let (ka, kb) = (key_of(0), key_of(1));
-    assert!(
-        ka.len() == 1 && kb.len() == 1 && ka != kb,
-        "each profile tags its own instances: {ka:?} {kb:?}"
-    );
-    let role_keys: BTreeSet<String> = w
-        .proxy
-        .captured_credentials()
-        .into_iter()
-        .map(|c| c.credentials.access_key_id)
-        .collect();
+    assert!(ka.len() == 1 && kb.len() == 1 && ka != kb, "each profile tags its own instances: {ka:?} {kb:?}");
+    let role_keys: BTreeSet<String> =
+        w.proxy.captured_credentials().into_iter().map(|c| c.credentials.access_key_id).collect();
     for (key, ids) in terminated.lock().unwrap().iter() {
         let fleet = if key.as_deref() == Some(TEST_ACCESS_KEY_ID) {
             0
         } else {
-            assert!(
-                key.as_ref().is_some_and(|k| role_keys.contains(k)),
-                "TerminateInstances signed by an unknown key"
-            );
+            assert!(key.as_ref().is_some_and(|k| role_keys.contains(k)), "TerminateInstances signed by an unknown key");
             1
         };
         for id in ids {
@@ -709,6 +463,5 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
         }
     }
     let terminations = terminated.lock().unwrap().len();
-    w.finish(host, sim, ec2, &format!("terminate_calls={terminations}"))
-        .await;
+    w.finish(host, sim, ec2, &format!("terminate_calls={terminations}")).await;
 }

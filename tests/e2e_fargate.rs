@@ -54,14 +54,7 @@ impl Scenario {
         let moto = Moto::start().await;
         let proxy = Proxy::start(moto.addr()).await;
         let base = moto.base_config().await;
-        Scenario {
-            name,
-            started: Instant::now(),
-            moto,
-            proxy,
-            base,
-            fleets: Vec::new(),
-        }
+        Scenario { name, started: Instant::now(), moto, proxy, base, fleets: Vec::new() }
     }
 
     /// Creates an ECS cluster in the account of `cfg` and watches it.
@@ -98,11 +91,7 @@ impl Scenario {
             if left.is_empty() {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "tasks still RUNNING after {within:?}:\n  {}",
-                left.join("\n  ")
-            );
+            assert!(Instant::now() < deadline, "tasks still RUNNING after {within:?}:\n  {}", left.join("\n  "));
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
@@ -130,17 +119,10 @@ impl Scenario {
         }
 
         // AWS calls inside the timed pings of the run (approximate: other calls may overlap).
-        let windows = host.with_state(|s| {
-            s.pings
-                .iter()
-                .filter_map(|p| Some((p.started, p.finished?)))
-                .collect::<Vec<_>>()
-        });
+        let windows =
+            host.with_state(|s| s.pings.iter().filter_map(|p| Some((p.started, p.finished?))).collect::<Vec<_>>());
         let log = self.proxy.log();
-        let in_windows = log
-            .iter()
-            .filter(|r| windows.iter().any(|(a, b)| r.at >= *a && r.at <= *b))
-            .count();
+        let in_windows = log.iter().filter(|r| windows.iter().any(|(a, b)| r.at >= *a && r.at <= *b)).count();
         let busy_per_ping = in_windows as f64 / windows.len().max(1) as f64;
 
         // AWS calls per server-ping, measured on quiet pings with the timer paused.
@@ -170,10 +152,8 @@ impl Scenario {
         let counts = self.proxy.counts();
         let count = |k: &str| counts.get(k).copied().unwrap_or(0);
         let jobs = host.with_state(|s| s.jobs.len());
-        let per_ping_avg: BTreeMap<&String, f64> = per_ping
-            .iter()
-            .map(|(k, v)| (k, *v as f64 / QUIET_PINGS as f64))
-            .collect();
+        let per_ping_avg: BTreeMap<&String, f64> =
+            per_ping.iter().map(|(k, v)| (k, *v as f64 / QUIET_PINGS as f64)).collect();
         eprintln!(
             "FIGURES: test={} secs={} jobs={} aws_calls={} pings={} calls_per_ping_during_run~{:.1} calls_per_quiet_ping={:.1} per_quiet_ping_by_op={:?} assume_role={} register_task_definition={} run_task={} stop_task={} max_live_tasks_seen={} max_live_tasks_proxy={} secrets_scanned={} {} all_calls={:?}",
             self.name,
@@ -202,8 +182,7 @@ impl Scenario {
 
 /// Every job completed, every agent deleted, no registration refused, no job with two tasks.
 async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
-    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty())
-        .await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     // The plugin deletes the agent while it handles job-completion, so the last answers may
     // still be on their way when the registry is already empty.
     host.wait_until("every job-completion answered", Duration::from_secs(30), |s| {
@@ -213,10 +192,7 @@ async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
     let (rejections, completions, ids) = host.with_state(|s: &HostState| {
         (
             s.rejections.clone(),
-            s.jobs
-                .iter()
-                .map(|j| (j.identifier.job_id, j.completion_code))
-                .collect::<Vec<_>>(),
+            s.jobs.iter().map(|j| (j.identifier.job_id, j.completion_code)).collect::<Vec<_>>(),
             s.jobs.iter().map(|j| j.identifier.job_id).collect::<Vec<_>>(),
         )
     });
@@ -225,12 +201,7 @@ async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
         assert_eq!(code, Some(200), "job-completion of job {id} answered {code:?}");
     }
     for id in ids {
-        assert_eq!(
-            sim.tasks_for_job(id),
-            1,
-            "job {id} ran in {} tasks",
-            sim.tasks_for_job(id)
-        );
+        assert_eq!(sim.tasks_for_job(id), 1, "job {id} ran in {} tasks", sim.tasks_for_job(id));
     }
     let dups = sim.with_state(|s| s.duplicate_jobs());
     assert!(dups.is_empty(), "jobs with more than one task: {dups:?}");
@@ -248,31 +219,18 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     let cfg = w
         .host_config()
         .cluster_profile("base", cluster_props("gocd-a", &[("MaxAgents", "10")]))
-        .cluster_profile(
-            "role",
-            cluster_props("gocd-b", &[("MaxAgents", "10"), ("RoleArn", ROLE_ARN)]),
-        )
+        .cluster_profile("role", cluster_props("gocd-b", &[("MaxAgents", "10"), ("RoleArn", ROLE_ARN)]))
         .elastic_profile("small-a", "base", elastic_props())
         .elastic_profile("small-b", "role", elastic_props());
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(
-        &host,
-        SimPolicy {
-            register_delay: Duration::from_millis(300),
-            ..SimPolicy::default()
-        },
-    );
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
 
     let mut jobs = Vec::new();
     for _ in 0..10 {
         jobs.push(host.add_job(JobSpec::new("small-a", Duration::from_secs(3))).await);
-        jobs.push(
-            host.add_job(JobSpec::new("small-b", Duration::from_secs(3)).in_environment("prod"))
-                .await,
-        );
+        jobs.push(host.add_job(JobSpec::new("small-b", Duration::from_secs(3)).in_environment("prod")).await);
     }
-    host.wait_until("all 20 jobs completed", Duration::from_secs(240), |s| s.all_completed())
-        .await;
+    host.wait_until("all 20 jobs completed", Duration::from_secs(240), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
 
     // Where the tasks ran and what they carried.
@@ -280,44 +238,18 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     let (tasks, by_job) = sim.with_state(|s| (s.tasks.values().cloned().collect::<Vec<_>>(), s.tasks_per_job.clone()));
     assert_eq!(tasks.len(), 20, "one task per job");
     for t in &tasks {
-        let job = host.with_state(|s| {
-            s.jobs
-                .iter()
-                .find(|j| Some(j.identifier.job_id.to_string()) == t.job_id)
-                .cloned()
-        });
+        let job =
+            host.with_state(|s| s.jobs.iter().find(|j| Some(j.identifier.job_id.to_string()) == t.job_id).cloned());
         let job = job.unwrap_or_else(|| panic!("task {} has no known gocd:job-id tag: {:?}", t.task_arn, t.tags));
         let want_fleet = if job.spec.elastic_profile == "small-b" { 1 } else { 0 };
-        assert_eq!(
-            t.fleet, want_fleet,
-            "job {} ran in the wrong account",
-            job.identifier.job_id
-        );
+        assert_eq!(t.fleet, want_fleet, "job {} ran in the wrong account", job.identifier.job_id);
         assert_eq!(t.tags.get("gocd:server-id"), Some(&server_id), "tags {:?}", t.tags);
         assert!(t.tags.contains_key("gocd:cluster-profile"), "tags {:?}", t.tags);
-        assert_eq!(
-            t.tags.get("gocd:elastic-agent-id"),
-            t.agent_id.as_ref(),
-            "tags {:?}",
-            t.tags
-        );
-        assert_eq!(
-            t.tags.get("gocd:pipeline"),
-            Some(&job.identifier.pipeline_name),
-            "tags {:?}",
-            t.tags
-        );
-        assert_eq!(
-            t.tags.get("gocd:job"),
-            Some(&job.identifier.job_name),
-            "tags {:?}",
-            t.tags
-        );
+        assert_eq!(t.tags.get("gocd:elastic-agent-id"), t.agent_id.as_ref(), "tags {:?}", t.tags);
+        assert_eq!(t.tags.get("gocd:pipeline"), Some(&job.identifier.pipeline_name), "tags {:?}", t.tags);
+        assert_eq!(t.tags.get("gocd:job"), Some(&job.identifier.job_name), "tags {:?}", t.tags);
         let started_by = t.started_by.clone().unwrap_or_default();
-        assert!(
-            !started_by.is_empty() && started_by.len() <= 36,
-            "startedBy {started_by:?}"
-        );
+        assert!(!started_by.is_empty() && started_by.len() <= 36, "startedBy {started_by:?}");
         assert_eq!(
             t.server_url.as_deref(),
             Some("https://gocd.test:8154/go"),
@@ -325,44 +257,22 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
         );
         assert_eq!(t.plugin_id.as_deref(), Some(world::host::PLUGIN_ID));
         let env = if want_fleet == 1 { Some("prod") } else { None };
-        assert_eq!(
-            t.environment.as_deref(),
-            env,
-            "GO_EA_AUTO_REGISTER_ENVIRONMENT only when the job has one"
-        );
-        assert!(
-            t.auto_register_key
-                .as_deref()
-                .is_some_and(|k| job.keys.iter().any(|j| j == k)),
-            "key of another job"
-        );
+        assert_eq!(t.environment.as_deref(), env, "GO_EA_AUTO_REGISTER_ENVIRONMENT only when the job has one");
+        assert!(t.auto_register_key.as_deref().is_some_and(|k| job.keys.iter().any(|j| j == k)), "key of another job");
     }
     assert_eq!(by_job.len(), 20);
 
     // One AssumeRole for the role profile, with the default external id; task definitions reused.
-    let assumes: Vec<_> = w
-        .proxy
-        .log()
-        .into_iter()
-        .filter(|r| r.key() == "sts:AssumeRole")
-        .collect();
+    let assumes: Vec<_> = w.proxy.log().into_iter().filter(|r| r.key() == "sts:AssumeRole").collect();
     assert_eq!(assumes.len(), 1, "AssumeRole calls: {assumes:?}");
     assert_eq!(assumes[0].role_arn.as_deref(), Some(ROLE_ARN));
-    assert_eq!(
-        assumes[0].external_id.as_deref(),
-        Some(format!("gocd:server-id:{server_id}").as_str())
-    );
+    assert_eq!(assumes[0].external_id.as_deref(), Some(format!("gocd:server-id:{server_id}").as_str()));
     assert_eq!(
         w.proxy.count("ecs:RegisterTaskDefinition"),
         2,
         "one task definition per (cluster profile, elastic profile)"
     );
-    let role_calls = w
-        .proxy
-        .log()
-        .iter()
-        .filter(|r| r.assumed_account.as_deref() == Some("111111111111"))
-        .count();
+    let role_calls = w.proxy.log().iter().filter(|r| r.assumed_account.as_deref() == Some("111111111111")).count();
     assert!(role_calls > 0, "no call acted in the role's account");
     w.finish(host, sim, &format!("role_account_calls={role_calls}")).await;
 }
@@ -373,10 +283,11 @@ async fn create_agent_resent_five_times_starts_one_task() {
     let mut w = Scenario::new("resent_create_agent").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    let mut cfg = w
-        .host_config()
-        .cluster_profile("base", cluster_props("gocd-a", &[]))
-        .elastic_profile("small", "base", elastic_props());
+    let mut cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
     cfg.starvation_interval = Duration::from_secs(2);
     let host = GoCdHost::launch(cfg).await;
     let job = host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
@@ -385,11 +296,9 @@ async fn create_agent_resent_five_times_starts_one_task() {
     policy.hold.insert(job_id.to_string());
     let sim = w.agents(&host, policy);
 
-    host.wait_until(
-        "create-agent answered 6 times (first + 5 re-sends)",
-        Duration::from_secs(60),
-        |s| s.job(job).create_agent_answered >= 6,
-    )
+    host.wait_until("create-agent answered 6 times (first + 5 re-sends)", Duration::from_secs(60), |s| {
+        s.job(job).create_agent_answered >= 6
+    })
     .await;
     assert_eq!(host.job_state(job), JobState::Waiting);
     assert_eq!(
@@ -398,16 +307,12 @@ async fn create_agent_resent_five_times_starts_one_task() {
         "re-sent create-agent must not start more tasks: {:?}",
         w.proxy.counts()
     );
-    sim.wait_until("the one task seen", Duration::from_secs(10), |s| {
-        s.tasks_for_job(job_id) == 1
-    })
-    .await;
+    sim.wait_until("the one task seen", Duration::from_secs(10), |s| s.tasks_for_job(job_id) == 1).await;
     let keys = host.with_state(|s| s.job(job).keys.len());
     assert!(keys >= 6, "each create-agent carries a fresh key");
 
     sim.release(job_id);
-    host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed())
-        .await;
+    host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     assert_eq!(w.proxy.count("ecs:RunTask"), 1);
     let posted = host.with_state(|s| s.job(job).create_agent_posted);
@@ -428,23 +333,12 @@ async fn burst_of_fifty_never_exceeds_max_agents() {
     cfg.create_agent_concurrency = 50;
     cfg.starvation_interval = Duration::from_secs(3);
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(
-        &host,
-        SimPolicy {
-            register_delay: Duration::from_millis(500),
-            ..SimPolicy::default()
-        },
-    );
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(500), ..SimPolicy::default() });
 
     host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 50).await;
-    host.wait_until("all 50 jobs completed", Duration::from_secs(360), |s| s.all_completed())
-        .await;
+    host.wait_until("all 50 jobs completed", Duration::from_secs(360), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
-    assert!(
-        sim.max_live() <= 10,
-        "{} live tasks seen at once (MaxAgents 10)",
-        sim.max_live()
-    );
+    assert!(sim.max_live() <= 10, "{} live tasks seen at once (MaxAgents 10)", sim.max_live());
     // The exact count (the sampled one above can miss short overlaps): RunTask answers minus
     // StopTask calls seen by the proxy. Above 10 means a task was started while another's
     // StopTask had not yet completed: a stopping task is still live and still counts.
@@ -464,10 +358,11 @@ async fn plugin_killed_with_ten_agents_live_and_restarted_finishes_every_job() {
     let mut w = Scenario::new("kill_and_restart").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    let cfg = w
-        .host_config()
-        .cluster_profile("base", cluster_props("gocd-a", &[("MaxAgents", "10")]))
-        .elastic_profile("small", "base", elastic_props());
+    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[("MaxAgents", "10")])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, SimPolicy::default());
 
@@ -477,26 +372,13 @@ async fn plugin_killed_with_ten_agents_live_and_restarted_finishes_every_job() {
     })
     .await;
     host.kill().await;
-    assert_eq!(
-        moto::live_tasks(&base, "gocd-a").await.len(),
-        10,
-        "a killed plugin leaves its tasks running"
-    );
+    assert_eq!(moto::live_tasks(&base, "gocd-a").await.len(), 10, "a killed plugin leaves its tasks running");
     tokio::time::sleep(Duration::from_secs(1)).await;
     host.restart().await;
 
-    host.wait_until(
-        "all 10 jobs completed after the restart",
-        Duration::from_secs(150),
-        |s| s.all_completed(),
-    )
-    .await;
+    host.wait_until("all 10 jobs completed after the restart", Duration::from_secs(150), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
-    assert_eq!(
-        w.proxy.count("ecs:RunTask"),
-        10,
-        "the new process must adopt, not relaunch"
-    );
+    assert_eq!(w.proxy.count("ecs:RunTask"), 10, "the new process must adopt, not relaunch");
     w.finish(host, sim, "plugin_processes=2").await;
 }
 
@@ -508,10 +390,11 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
     let mut w = Scenario::new("task_stopped_by_hand").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    let cfg = w
-        .host_config()
-        .cluster_profile("base", cluster_props("gocd-a", &[]))
-        .elastic_profile("small", "base", elastic_props());
+    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
     let ping = cfg.ping_interval;
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, SimPolicy::default());
@@ -521,43 +404,27 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
         matches!(s.job(job).state, JobState::Running { .. })
     })
     .await;
-    let JobState::Running { agent_id } = host.job_state(job) else {
-        unreachable!()
-    };
+    let JobState::Running { agent_id } = host.job_state(job) else { unreachable!() };
     let first_job_id = host.job_identifier(job).job_id;
     sim.stop_task_by_hand(first_job_id, REASON).await;
     let stopped_at = Instant::now();
 
-    host.wait_until(
-        "the agent of the stopped task deleted",
-        ping * 3 + Duration::from_secs(10),
-        |s| s.deleted_agents.contains(&agent_id),
-    )
+    host.wait_until("the agent of the stopped task deleted", ping * 3 + Duration::from_secs(10), |s| {
+        s.deleted_agents.contains(&agent_id)
+    })
     .await;
     let deleted_after = stopped_at.elapsed();
-    host.wait_until(
-        "the stop reason named in server-health or the console log",
-        Duration::from_secs(15),
-        |s| {
-            s.health_ever_mentions("e2e-stopped-by-hand-4711")
-                || s.console.iter().any(|c| c.text.contains("e2e-stopped-by-hand-4711"))
-        },
-    )
+    host.wait_until("the stop reason named in server-health or the console log", Duration::from_secs(15), |s| {
+        s.health_ever_mentions("e2e-stopped-by-hand-4711")
+            || s.console.iter().any(|c| c.text.contains("e2e-stopped-by-hand-4711"))
+    })
     .await;
 
     // GoCD reschedules the job; it runs again on a new agent and finishes.
-    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| {
-        s.all_completed()
-    })
-    .await;
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     assert_eq!(sim.tasks_for_job(first_job_id), 1);
-    w.finish(
-        host,
-        sim,
-        &format!("agent_deleted_after_ms={}", deleted_after.as_millis()),
-    )
-    .await;
+    w.finish(host, sim, &format!("agent_deleted_after_ms={}", deleted_after.as_millis())).await;
 }
 
 /// (f) a job whose agent never registers has its task stopped after `AgentRegisterTimeoutMinutes`
@@ -580,36 +447,20 @@ async fn task_whose_agent_never_registers_is_stopped_after_the_timeout() {
     policy.never_register.insert(job_id.to_string());
     let sim = w.agents(&host, policy);
 
-    sim.wait_until("the job's task seen", Duration::from_secs(30), |s| {
-        s.tasks_for_job(job_id) == 1
-    })
-    .await;
+    sim.wait_until("the job's task seen", Duration::from_secs(30), |s| s.tasks_for_job(job_id) == 1).await;
     sim.wait_until("the unregistered task stopped", Duration::from_secs(150), |s| {
-        s.tasks
-            .values()
-            .any(|t| t.job_id.as_deref() == Some(&job_id.to_string()) && t.stopped)
+        s.tasks.values().any(|t| t.job_id.as_deref() == Some(&job_id.to_string()) && t.stopped)
     })
     .await;
     let stopped_after = asked_at.elapsed();
-    assert!(
-        stopped_after >= Duration::from_secs(58),
-        "stopped after {stopped_after:?}, before the 1-minute timeout"
-    );
-    assert!(
-        stopped_after <= Duration::from_secs(100),
-        "stopped only after {stopped_after:?}"
-    );
+    assert!(stopped_after >= Duration::from_secs(58), "stopped after {stopped_after:?}, before the 1-minute timeout");
+    assert!(stopped_after <= Duration::from_secs(100), "stopped only after {stopped_after:?}");
     let reason = sim.with_state(|s| s.tasks.values().find_map(|t| t.stopped_reason.clone()));
     assert_eq!(host.job_state(job), JobState::Waiting);
     assert!(host.registry().is_empty());
     assert_eq!(sim.tasks_for_job(job_id), 1);
     host.cancel_job(job);
-    w.finish(
-        host,
-        sim,
-        &format!("stopped_after_s={} stop_reason={reason:?}", stopped_after.as_secs()),
-    )
-    .await;
+    w.finish(host, sim, &format!("stopped_after_s={} stop_reason={reason:?}", stopped_after.as_secs())).await;
 }
 
 /// (g) a `FARGATE_SPOT` launch refused for capacity (the proxy answers as AWS does) lands on FARGATE.
@@ -618,8 +469,7 @@ async fn fargate_spot_refused_for_capacity_lands_on_fargate() {
     let mut w = Scenario::new("spot_falls_back").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    w.proxy
-        .add_rule("spot-capacity", rules::fargate_spot_capacity_refused());
+    w.proxy.add_rule("spot-capacity", rules::fargate_spot_capacity_refused());
     let cfg = w
         .host_config()
         .cluster_profile("base", cluster_props("gocd-a", &[("LaunchType", "FARGATE_SPOT")]))
@@ -628,29 +478,18 @@ async fn fargate_spot_refused_for_capacity_lands_on_fargate() {
     let sim = w.agents(&host, SimPolicy::default());
 
     host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 2).await;
-    host.wait_until("both jobs completed", Duration::from_secs(90), |s| s.all_completed())
-        .await;
+    host.wait_until("both jobs completed", Duration::from_secs(90), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
 
     let log = w.proxy.log();
-    let refused = log
-        .iter()
-        .filter(|r| r.key() == "ecs:RunTask" && r.outcome == Outcome::Answered)
-        .count();
-    let launched = log
-        .iter()
-        .filter(|r| r.key() == "ecs:RunTask" && r.outcome == Outcome::Forwarded)
-        .count();
+    let refused = log.iter().filter(|r| r.key() == "ecs:RunTask" && r.outcome == Outcome::Answered).count();
+    let launched = log.iter().filter(|r| r.key() == "ecs:RunTask" && r.outcome == Outcome::Forwarded).count();
     assert!(refused >= 1, "the plugin never asked for FARGATE_SPOT");
     assert_eq!(launched, 2, "one FARGATE launch per job");
     for t in sim.with_state(|s| s.tasks.values().cloned().collect::<Vec<_>>()) {
         let on_fargate = t.capacity_provider.as_deref() == Some("FARGATE")
             || (t.capacity_provider.is_none() && t.launch_type.as_deref() == Some("FARGATE"));
-        assert!(
-            on_fargate,
-            "task {} ran on {:?}/{:?}",
-            t.task_arn, t.capacity_provider, t.launch_type
-        );
+        assert!(on_fargate, "task {} ran on {:?}/{:?}", t.task_arn, t.capacity_provider, t.launch_type);
     }
     w.finish(host, sim, &format!("spot_refused={refused}")).await;
 }
@@ -675,55 +514,30 @@ async fn a_role_that_cannot_be_assumed_fails_alone() {
     let sim = w.agents(&host, SimPolicy::default());
 
     let stuck = host.add_job(JobSpec::new("small-denied", Duration::from_secs(2))).await;
-    let good = host
-        .add_jobs(JobSpec::new("small-good", Duration::from_secs(2)), 4)
-        .await;
+    let good = host.add_jobs(JobSpec::new("small-good", Duration::from_secs(2)), 4).await;
     host.wait_until("the good account's jobs completed", Duration::from_secs(90), |s| {
-        good.iter()
-            .all(|h| matches!(s.job(*h).state, JobState::Completed { .. }))
+        good.iter().all(|h| matches!(s.job(*h).state, JobState::Completed { .. }))
     })
     .await;
-    let slowest = host.with_state(|s| {
-        good.iter()
-            .map(|h| s.job(*h).completed_at.unwrap() - s.job(*h).added_at)
-            .max()
-            .unwrap()
-    });
-    assert!(
-        slowest <= Duration::from_secs(30),
-        "a good job took {slowest:?}: the denied role delays the others"
-    );
+    let slowest =
+        host.with_state(|s| good.iter().map(|h| s.job(*h).completed_at.unwrap() - s.job(*h).added_at).max().unwrap());
+    assert!(slowest <= Duration::from_secs(30), "a good job took {slowest:?}: the denied role delays the others");
 
-    host.wait_until(
-        "a server-health error naming the denied profile",
-        Duration::from_secs(30),
-        |s| {
-            s.health_history
-                .iter()
-                .any(|m| m.kind == "error" && (m.message.contains(DENIED_ROLE_ARN) || m.message.contains("gocd-x")))
-        },
-    )
+    host.wait_until("a server-health error naming the denied profile", Duration::from_secs(30), |s| {
+        s.health_history
+            .iter()
+            .any(|m| m.kind == "error" && (m.message.contains(DENIED_ROLE_ARN) || m.message.contains("gocd-x")))
+    })
     .await;
     assert_eq!(host.job_state(stuck), JobState::Waiting);
-    assert!(
-        moto::all_tasks(&denied.config, "gocd-x").await.is_empty(),
-        "nothing may start in the denied account"
-    );
+    assert!(moto::all_tasks(&denied.config, "gocd-x").await.is_empty(), "nothing may start in the denied account");
     host.cancel_job(stuck);
     let good_ids: Vec<i64> = good.iter().map(|h| host.job_identifier(*h).job_id).collect();
     for id in good_ids {
         assert_eq!(sim.tasks_for_job(id), 1);
     }
-    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty())
-        .await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     let denied_calls = w.proxy.log().iter().filter(|r| r.outcome == Outcome::Answered).count();
-    w.finish(
-        host,
-        sim,
-        &format!(
-            "assume_role_denied={denied_calls} slowest_good_job_ms={}",
-            slowest.as_millis()
-        ),
-    )
-    .await;
+    w.finish(host, sim, &format!("assume_role_denied={denied_calls} slowest_good_job_ms={}", slowest.as_millis()))
+        .await;
 }

@@ -42,10 +42,7 @@ async fn task_definition(ecs: &aws_sdk_ecs::Client) -> String {
         .send()
         .await
         .unwrap_or_else(|e| panic!("RegisterTaskDefinition: {}", aws_error_text(&e)));
-    out.task_definition()
-        .and_then(|t| t.task_definition_arn())
-        .unwrap()
-        .to_string()
+    out.task_definition().and_then(|t| t.task_definition_arn()).unwrap().to_string()
 }
 
 fn network(net: &moto::DefaultNetwork) -> NetworkConfiguration {
@@ -115,22 +112,14 @@ async fn moto_starts_answers_and_keeps_accounts_apart() {
 
     let role = moto.assume_role_config(ROLE_ARN).await;
     assert_eq!(role.account, "111111111111");
-    let them = aws_sdk_sts::Client::new(&role.config)
-        .get_caller_identity()
-        .send()
-        .await
-        .unwrap();
+    let them = aws_sdk_sts::Client::new(&role.config).get_caller_identity().send().await.unwrap();
     assert_eq!(them.account(), Some("111111111111"));
 
     let a = moto::create_cluster(&base, "base-cluster").await;
     let b = moto::create_cluster(&role.config, "role-cluster").await;
     assert!(a.contains(BASE_ACCOUNT) && b.contains("111111111111"), "{a} {b}");
     let listed = aws_sdk_ecs::Client::new(&base).list_clusters().send().await.unwrap();
-    assert_eq!(
-        listed.cluster_arns(),
-        std::slice::from_ref(&a),
-        "the base account sees only its own cluster"
-    );
+    assert_eq!(listed.cluster_arns(), std::slice::from_ref(&a), "the base account sees only its own cluster");
 
     let net = moto::default_network(&base).await;
     assert!(net.vpc_id.starts_with("vpc-") && !net.subnet_ids.is_empty() && net.security_group_id.starts_with("sg-"));
@@ -172,39 +161,21 @@ async fn proxy_forwards_counts_and_applies_rules() {
     let ec2 = aws_sdk_ec2::Client::new(&via);
     let sts = aws_sdk_sts::Client::new(&via);
     for _ in 0..3 {
-        ecs.list_clusters()
-            .send()
-            .await
-            .expect("ListClusters through the proxy");
+        ecs.list_clusters().send().await.expect("ListClusters through the proxy");
     }
-    ec2.describe_vpcs()
-        .send()
-        .await
-        .expect("DescribeVpcs through the proxy");
-    sts.get_caller_identity()
-        .send()
-        .await
-        .expect("GetCallerIdentity through the proxy");
+    ec2.describe_vpcs().send().await.expect("DescribeVpcs through the proxy");
+    sts.get_caller_identity().send().await.expect("GetCallerIdentity through the proxy");
     assert_eq!(proxy.count("ecs:ListClusters"), 3, "{:?}", proxy.counts());
     assert_eq!(proxy.count("ec2:DescribeVpcs"), 1, "{:?}", proxy.counts());
     assert_eq!(proxy.count("sts:GetCallerIdentity"), 1, "{:?}", proxy.counts());
 
     // AssumeRole through the proxy: credentials captured, account known for later calls.
-    let out = sts
-        .assume_role()
-        .role_arn(ROLE_ARN)
-        .role_session_name("world")
-        .external_id("ext-1")
-        .send()
-        .await
-        .unwrap();
+    let out =
+        sts.assume_role().role_arn(ROLE_ARN).role_session_name("world").external_id("ext-1").send().await.unwrap();
     let captured = proxy.captured_credentials();
     assert_eq!(captured.len(), 1);
     assert_eq!(captured[0].account, "111111111111");
-    assert_eq!(
-        Some(captured[0].credentials.access_key_id.as_str()),
-        out.credentials().map(|c| c.access_key_id())
-    );
+    assert_eq!(Some(captured[0].credentials.access_key_id.as_str()), out.credentials().map(|c| c.access_key_id()));
     let assume = proxy.log().into_iter().find(|r| r.key() == "sts:AssumeRole").unwrap();
     assert_eq!(assume.role_arn.as_deref(), Some(ROLE_ARN));
     assert_eq!(assume.external_id.as_deref(), Some("ext-1"));
@@ -222,11 +193,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
         .cluster("world")
         .task_definition(&td)
         .capacity_provider_strategy(
-            CapacityProviderStrategyItem::builder()
-                .capacity_provider("FARGATE_SPOT")
-                .weight(1)
-                .build()
-                .unwrap(),
+            CapacityProviderStrategyItem::builder().capacity_provider("FARGATE_SPOT").weight(1).build().unwrap(),
         )
         .network_configuration(network(&net))
         .send()
@@ -234,10 +201,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
         .expect("a refused spot launch is still HTTP 200");
     assert!(spot.tasks().is_empty());
     assert_eq!(spot.failures()[0].reason(), Some(rules::SPOT_CAPACITY_REASON));
-    assert!(
-        moto::all_tasks(&direct, "world").await.is_empty(),
-        "the refused launch must not reach moto"
-    );
+    assert!(moto::all_tasks(&direct, "world").await.is_empty(), "the refused launch must not reach moto");
     let on_demand = ecs
         .run_task()
         .cluster("world")
@@ -251,20 +215,11 @@ async fn proxy_forwards_counts_and_applies_rules() {
     assert_eq!(proxy.ecs_live_now(), 1);
     assert_eq!(proxy.ecs_live_high_water(), 1);
     let arn = on_demand.tasks()[0].task_arn().unwrap();
-    ecs.stop_task()
-        .cluster("world")
-        .task(arn)
-        .reason("done")
-        .send()
-        .await
-        .unwrap();
+    ecs.stop_task().cluster("world").task(arn).reason("done").send().await.unwrap();
     assert_eq!(proxy.ecs_live_now(), 0);
 
     // A denied role: STS's AccessDenied in its wire format.
-    proxy.add_rule(
-        "deny",
-        rules::deny_assume_role("arn:aws:iam::222222222222:role/forbidden"),
-    );
+    proxy.add_rule("deny", rules::deny_assume_role("arn:aws:iam::222222222222:role/forbidden"));
     let denied = sts
         .assume_role()
         .role_arn("arn:aws:iam::222222222222:role/forbidden")
@@ -278,10 +233,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
             || denied.as_service_error().and_then(|e| e.meta().code()) == Some("AccessDenied"),
         "{text}"
     );
-    assert_eq!(
-        denied.as_service_error().and_then(|e| e.meta().code()),
-        Some("AccessDenied")
-    );
+    assert_eq!(denied.as_service_error().and_then(|e| e.meta().code()), Some("AccessDenied"));
 
     // Keep-alive: many calls, counted one by one.
     let before = proxy.mark();
@@ -291,13 +243,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
     assert_eq!(proxy.counts_since(before).get("ecs:ListClusters"), Some(&20));
 
     // A dropped connection surfaces as an error to the client (after its retries).
-    proxy.add_rule("drop", |c| {
-        if c.is("ecs", "DescribeClusters") {
-            Verdict::Drop
-        } else {
-            Verdict::Forward
-        }
-    });
+    proxy.add_rule("drop", |c| if c.is("ecs", "DescribeClusters") { Verdict::Drop } else { Verdict::Forward });
     assert!(ecs.describe_clusters().clusters("world").send().await.is_err());
     assert!(proxy.log().iter().any(|r| r.outcome == proxy::Outcome::Dropped));
     eprintln!("FIGURES: world proxy counts {:?}", proxy.counts());
@@ -322,10 +268,7 @@ fn secret_scanner_names_the_kind_not_the_secret() {
     let leaks = s.scan("stderr", "token=FQoGZXIvYXdzEXAMPLETOKENVALUE");
     assert_eq!(leaks.len(), 1);
     assert_eq!(leaks[0].kind, SecretKind::SessionToken);
-    assert!(
-        !leaks[0].to_string().contains("FQoG"),
-        "the report must not show the secret"
-    );
+    assert!(!leaks[0].to_string().contains("FQoG"), "the report must not show the secret");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -347,23 +290,14 @@ cat > /dev/null
         out.display()
     );
     let host = GoCdHost::start(fake_plugin(&script)).await;
-    world::wait_for(
-        "the fake plugin to get five answers",
-        Duration::from_secs(10),
-        || async { std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() == 5) },
-    )
+    world::wait_for("the fake plugin to get five answers", Duration::from_secs(10), || async {
+        std::fs::read_to_string(&out).is_ok_and(|t| t.lines().count() == 5)
+    })
     .await;
-    let answers: Vec<serde_json::Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let by_id = |id: serde_json::Value| {
-        answers
-            .iter()
-            .find(|a| a["id"] == id)
-            .unwrap_or_else(|| panic!("no answer to {id}"))
-    };
+    let answers: Vec<serde_json::Value> =
+        std::fs::read_to_string(&out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let by_id =
+        |id: serde_json::Value| answers.iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no answer to {id}"));
     let info = by_id(json!("a"));
     assert_eq!(info["type"], "response");
     assert_eq!(info["code"], 200);
@@ -376,19 +310,13 @@ cat > /dev/null
     let health = host.health_messages();
     assert_eq!(health.len(), 2);
     assert_eq!((health[1].kind.as_str(), health[1].message.as_str()), ("error", "e1"));
-    assert!(host.with_state(|s| s
-        .console
-        .iter()
-        .any(|c| c.text == "hello console" && c.key == "p/3/s/1/j")));
+    assert!(host.with_state(|s| s.console.iter().any(|c| c.text == "hello console" && c.key == "p/3/s/1/j")));
 
     world::wait_for("the garbage line to be seen", Duration::from_secs(10), || async {
         host.with_state(|s| !s.violations.is_empty())
     })
     .await;
-    let problems = host
-        .try_shutdown()
-        .await
-        .expect_err("a non-JSON stdout line is a violation");
+    let problems = host.try_shutdown().await.expect_err("a non-JSON stdout line is a violation");
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].contains("not one JSON object"), "{problems:?}");
     let _ = std::fs::remove_dir_all(&dir);
@@ -420,17 +348,10 @@ async fn registry_takes_only_valid_unused_keys_and_agent_sim_registers_tasks() {
     assert!(host.register_agent("", PLUGIN_ID, &k, None).is_err(), "no agent id");
     let k = host.issue_key(None);
     assert!(host.register_agent("a-0", PLUGIN_ID, "not-a-key", None).is_err());
-    host.register_agent("a-0", PLUGIN_ID, &k, Some("prod, qa"))
-        .expect("valid key");
-    assert!(
-        host.register_agent("a-1", PLUGIN_ID, &k, None).is_err(),
-        "a key is single-use"
-    );
+    host.register_agent("a-0", PLUGIN_ID, &k, Some("prod, qa")).expect("valid key");
+    assert!(host.register_agent("a-1", PLUGIN_ID, &k, None).is_err(), "a key is single-use");
     let k2 = host.issue_key(None);
-    assert!(
-        host.register_agent("a-0", PLUGIN_ID, &k2, None).is_err(),
-        "duplicate agent id"
-    );
+    assert!(host.register_agent("a-0", PLUGIN_ID, &k2, None).is_err(), "duplicate agent id");
     assert_eq!(host.registry()[0].environments, ["prod", "qa"]);
     assert_eq!(host.rejections().len(), 4);
 
@@ -447,16 +368,11 @@ async fn registry_takes_only_valid_unused_keys_and_agent_sim_registers_tasks() {
     })
     .await;
     run_agent_task(&ecs, &td, &net, "45", "agent-45", &good).await; // a used key
-    sim.wait_until(
-        "four tasks seen and the reused key refused",
-        Duration::from_secs(15),
-        |s| s.tasks.len() == 4 && s.tasks.values().any(|t| matches!(t.registration, Some(Err(_)))),
-    )
+    sim.wait_until("four tasks seen and the reused key refused", Duration::from_secs(15), |s| {
+        s.tasks.len() == 4 && s.tasks.values().any(|t| matches!(t.registration, Some(Err(_))))
+    })
     .await;
-    assert!(!host
-        .registry()
-        .iter()
-        .any(|a| a.agent_id == "agent-43" || a.agent_id == "agent-44"));
+    assert!(!host.registry().iter().any(|a| a.agent_id == "agent-43" || a.agent_id == "agent-44"));
     sim.release("44");
     host.wait_until("agent-44 registered after release", Duration::from_secs(15), |s| {
         s.agents.iter().any(|a| a.agent_id == "agent-44")
@@ -466,14 +382,8 @@ async fn registry_takes_only_valid_unused_keys_and_agent_sim_registers_tasks() {
     assert_eq!(sim.tasks_for_job(42), 1);
 
     let arn = sim.stop_task_by_hand(42, "stopped by the world test").await;
-    sim.wait_until("the stopped task noticed", Duration::from_secs(15), |s| {
-        s.tasks[&arn].stopped
-    })
-    .await;
-    assert_eq!(
-        sim.with_state(|s| s.tasks[&arn].stopped_reason.clone()).as_deref(),
-        Some("stopped by the world test")
-    );
+    sim.wait_until("the stopped task noticed", Duration::from_secs(15), |s| s.tasks[&arn].stopped).await;
+    assert_eq!(sim.with_state(|s| s.tasks[&arn].stopped_reason.clone()).as_deref(), Some("stopped by the world test"));
     assert_eq!(moto::live_tasks(&base, "world").await.len(), 3);
     host.shutdown().await;
 }
@@ -489,23 +399,10 @@ async fn host_loads_the_real_plugin_and_stdout_holds_only_protocol_lines() {
     let report = host.load().await;
     assert_eq!(report.hello["plugin_id"], PLUGIN_ID);
     assert_eq!(report.hello["extension"], "elastic-agent");
-    assert!(report
-        .elastic_profile_metadata
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["key"] == "Image"));
-    assert!(report
-        .cluster_profile_metadata
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|m| m["key"] == "ClusterName"));
+    assert!(report.elastic_profile_metadata.as_array().unwrap().iter().any(|m| m["key"] == "Image"));
+    assert!(report.cluster_profile_metadata.as_array().unwrap().iter().any(|m| m["key"] == "ClusterName"));
     let migrated = &report.migrate_config["cluster_profiles"];
-    assert_eq!(
-        migrated[0]["id"], "cp",
-        "configured profiles come back unchanged: {migrated}"
-    );
+    assert_eq!(migrated[0]["id"], "cp", "configured profiles come back unchanged: {migrated}");
     // A few more harmless requests: an unknown name is a 404, not a crash.
     let unknown = host.request("no-such-request", json!({})).await.expect("an answer");
     assert_eq!(unknown.code, 404);
@@ -520,9 +417,6 @@ async fn host_loads_the_real_plugin_and_stdout_holds_only_protocol_lines() {
 async fn the_real_plugin_exits_zero_on_sigterm() {
     let host = GoCdHost::start(HostConfig::new("http://127.0.0.1:9")).await;
     let status = host.terminate().await.expect("the plugin exits within 15 s of SIGTERM");
-    assert!(
-        status.success(),
-        "exit status {status} after SIGTERM (PROTOCOL.md A.5 wants 0)"
-    );
+    assert!(status.success(), "exit status {status} after SIGTERM (PROTOCOL.md A.5 wants 0)");
     host.assert_no_violations();
 }

@@ -86,20 +86,14 @@ const HOSTILE: &[&str] = &[
 fn hostile_string(rng: &mut Rng) -> String {
     match rng.below(8) {
         0 => "x".repeat(rng.below(5000) as usize),
-        1 => (0..rng.below(40))
-            .map(|_| char::from_u32(rng.below(0x11_0000) as u32).unwrap_or('\u{fffd}'))
-            .collect(),
+        1 => (0..rng.below(40)).map(|_| char::from_u32(rng.below(0x11_0000) as u32).unwrap_or('\u{fffd}')).collect(),
         2 => format!("{}{}", rng.pick(HOSTILE), rng.pick(HOSTILE)),
         _ => rng.pick(HOSTILE).to_string(),
     }
 }
 
 fn random_json(rng: &mut Rng, depth: u32) -> Value {
-    let k = if depth == 0 {
-        rng.below(5)
-    } else {
-        rng.below(7)
-    };
+    let k = if depth == 0 { rng.below(5) } else { rng.below(7) };
     match k {
         0 => Value::Null,
         1 => Value::Bool(rng.chance(2)),
@@ -110,19 +104,10 @@ fn random_json(rng: &mut Rng, depth: u32) -> Value {
             _ => json!(u64::MAX),
         },
         3 | 4 => Value::String(hostile_string(rng)),
-        5 => Value::Array(
-            (0..rng.below(5))
-                .map(|_| random_json(rng, depth - 1))
-                .collect(),
-        ),
+        5 => Value::Array((0..rng.below(5)).map(|_| random_json(rng, depth - 1)).collect()),
         _ => Value::Object(
             (0..rng.below(5))
-                .map(|_| {
-                    (
-                        hostile_string(rng).chars().take(30).collect(),
-                        random_json(rng, depth - 1),
-                    )
-                })
+                .map(|_| (hostile_string(rng).chars().take(30).collect(), random_json(rng, depth - 1)))
                 .collect(),
         ),
     }
@@ -221,10 +206,7 @@ fn mutate(rng: &mut Rng, v: &mut Value, depth: u32) {
         }
         4 => {
             if let Value::Object(map) = v {
-                map.insert(
-                    hostile_string(rng).chars().take(40).collect(),
-                    random_json(rng, 1),
-                );
+                map.insert(hostile_string(rng).chars().take(40).collect(), random_json(rng, 1));
             } else {
                 *v = json!([v.clone()]);
             }
@@ -237,32 +219,21 @@ fn mutate(rng: &mut Rng, v: &mut Value, depth: u32) {
 }
 
 fn nested(depth: usize) -> String {
-    let (open, close) = if depth % 2 == 0 {
-        ("[", "]")
-    } else {
-        ("{\"a\":", "}")
-    };
+    let (open, close) = if depth % 2 == 0 { ("[", "]") } else { ("{\"a\":", "}") };
     format!("{}1{}", open.repeat(depth), close.repeat(depth))
 }
 
 /// The request names fuzzed: every v5 name and the two generic plugin-settings requests.
 fn names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = ALL_NAMES.to_vec();
-    names.extend([
-        "go.plugin-settings.get-configuration",
-        "go.plugin-settings.get-view",
-    ]);
+    names.extend(["go.plugin-settings.get-configuration", "go.plugin-settings.get-view"]);
     names
 }
 
 /// One generated line (never with a `\n` inside).
 fn line(rng: &mut Rng, n: u64, names: &[&'static str]) -> Vec<u8> {
     let name = *rng.pick(names);
-    let id = if n % 2 == 0 {
-        json!(n)
-    } else {
-        json!(format!("s{n}"))
-    };
+    let id = if n % 2 == 0 { json!(n) } else { json!(format!("s{n}")) };
     let envelope = |body: Value| json!({"type": "request", "id": id, "name": name, "version": "5.0", "body": body});
     let mut bytes = match rng.below(100) {
         0..=9 => (0..rng.below(300)).map(|_| rng.next() as u8).collect(),
@@ -307,38 +278,26 @@ fn line(rng: &mut Rng, n: u64, names: &[&'static str]) -> Vec<u8> {
                 3 => {
                     obj.insert(
                         "type".into(),
-                        rng.pick(&[json!("hello"), json!(1), Value::Null, json!("REQUEST")])
-                            .clone(),
+                        rng.pick(&[json!("hello"), json!(1), Value::Null, json!("REQUEST")]).clone(),
                     );
                 }
                 4 => {
                     obj.remove("type");
                 }
                 5 => {
-                    obj.insert(
-                        "name".into(),
-                        rng.pick(&[json!(""), json!(7), Value::Null, json!(["x"])])
-                            .clone(),
-                    );
+                    obj.insert("name".into(), rng.pick(&[json!(""), json!(7), Value::Null, json!(["x"])]).clone());
                 }
                 6 => {
                     obj.remove("name");
                 }
                 7 => {
-                    obj.insert(
-                        "version".into(),
-                        rng.pick(&[json!("4.0"), json!(5), json!({}), json!("")])
-                            .clone(),
-                    );
+                    obj.insert("version".into(), rng.pick(&[json!("4.0"), json!(5), json!({}), json!("")]).clone());
                 }
                 8 => {
                     obj.remove("body");
                 }
                 _ => {
-                    obj.insert(
-                        hostile_string(rng).chars().take(20).collect(),
-                        random_json(rng, 2),
-                    );
+                    obj.insert(hostile_string(rng).chars().take(20).collect(), random_json(rng, 2));
                 }
             }
             e.to_string().into_bytes()
@@ -346,9 +305,7 @@ fn line(rng: &mut Rng, n: u64, names: &[&'static str]) -> Vec<u8> {
         80..=84 => random_json(rng, 3).to_string().into_bytes(),
         85..=89 => {
             let small = json!(rng.below(40));
-            let id = rng
-                .pick(&[small, json!("s1"), Value::Null, json!(1.5)])
-                .clone();
+            let id = rng.pick(&[small, json!("s1"), Value::Null, json!(1.5)]).clone();
             let mut r = json!({"type": "response", "id": id, "body": random_json(rng, 2)});
             if rng.chance(2) {
                 r["code"] = json!(rng.pick(&[200, 400, 404, 500, 70000]));
@@ -356,21 +313,15 @@ fn line(rng: &mut Rng, n: u64, names: &[&'static str]) -> Vec<u8> {
             r.to_string().into_bytes()
         }
         90..=93 => {
-            let unknown = format!(
-                "cd.go.elastic-agent.{}",
-                hostile_string(rng).chars().take(50).collect::<String>()
-            );
+            let unknown = format!("cd.go.elastic-agent.{}", hostile_string(rng).chars().take(50).collect::<String>());
             json!({"type": "request", "id": id, "name": unknown, "version": "5.0", "body": null})
                 .to_string()
                 .into_bytes()
         }
         94..=96 => {
             let depth = 10 + rng.below(400) as usize;
-            format!(
-                r#"{{"type":"request","id":{id},"name":"{name}","version":"5.0","body":{}}}"#,
-                nested(depth)
-            )
-            .into_bytes()
+            format!(r#"{{"type":"request","id":{id},"name":"{name}","version":"5.0","body":{}}}"#, nested(depth))
+                .into_bytes()
         }
         97 if rng.chance(20) => {
             let mut body = template(name, n);
@@ -431,13 +382,9 @@ async fn no_aws() -> std::net::SocketAddr {
                 let (rd, mut wr) = stream.into_split();
                 let mut rd = BufReader::new(rd);
                 while let Ok(Some(_)) = world::http::read_request(&mut rd).await {
-                    let body =
-                        json!({"__type": "ClientException", "message": "no AWS in the fuzz test"});
+                    let body = json!({"__type": "ClientException", "message": "no AWS in the fuzz test"});
                     let answer = world::http::HttpResponse::aws_json(400, &body);
-                    if world::http::write_response(&mut wr, &answer, false)
-                        .await
-                        .is_err()
-                    {
+                    if world::http::write_response(&mut wr, &answer, false).await.is_err() {
                         return;
                     }
                 }
@@ -492,14 +439,8 @@ fn callback_answer(name: &str) -> (i64, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() {
-    let lines: u64 = std::env::var("FUZZ_LINES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let seed: u64 = std::env::var("FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0xf022_5eed);
+    let lines: u64 = std::env::var("FUZZ_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let seed: u64 = std::env::var("FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0xf022_5eed);
     let started = Instant::now();
     let aws = no_aws().await;
     let mut child = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")))
@@ -508,17 +449,11 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("AWS_ENDPOINT_URL", format!("http://{aws}"))
         .env("AWS_ACCESS_KEY_ID", "AKIAFUZZFUZZFUZZFUZZ")
-        .env(
-            "AWS_SECRET_ACCESS_KEY",
-            "fuzz/fuzz+fuzz/fuzz+fuzz/fuzz+fuzz/fuzz",
-        )
+        .env("AWS_SECRET_ACCESS_KEY", "fuzz/fuzz+fuzz/fuzz+fuzz/fuzz+fuzz/fuzz")
         .env("AWS_REGION", "us-east-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-fuzz/config")
-        .env(
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "/nonexistent/ecs-ea-fuzz/credentials",
-        )
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-fuzz/credentials")
         .env("RUST_LOG", "error")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -587,10 +522,7 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
                 Ok(_) => {}
             }
             let Some(text) = buf.strip_suffix(b"\n") else {
-                t.lock()
-                    .unwrap()
-                    .violations
-                    .push("stdout ended without a newline".into());
+                t.lock().unwrap().violations.push("stdout ended without a newline".into());
                 break;
             };
             let Ok(Value::Object(msg)) = serde_json::from_slice::<Value>(text) else {
@@ -603,10 +535,7 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
             let kind = msg.get("type").and_then(Value::as_str).unwrap_or("");
             if std::mem::take(&mut first) {
                 if kind != "hello" {
-                    t.lock()
-                        .unwrap()
-                        .violations
-                        .push("the first line is not the hello".into());
+                    t.lock().unwrap().violations.push("the first line is not the hello".into());
                 }
                 continue;
             }
@@ -619,24 +548,16 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
                         Some(Value::Null) => {
                             tally.null_ids += 1;
                             if code != 400 {
-                                tally
-                                    .violations
-                                    .push(format!("an answer with id null has code {code}"));
+                                tally.violations.push(format!("an answer with id null has code {code}"));
                             }
                         }
                         Some(id) => *tally.by_id.entry(id.to_string()).or_default() += 1,
                         None => tally.violations.push("a response without id".into()),
                     }
-                    if code != 200
-                        && !msg
-                            .get("body")
-                            .and_then(|b| b.get("message"))
-                            .is_some_and(Value::is_string)
-                    {
-                        tally.violations.push(format!(
-                            "a {code} answer without a message: {}",
-                            Value::Object(msg.clone())
-                        ));
+                    if code != 200 && !msg.get("body").and_then(|b| b.get("message")).is_some_and(Value::is_string) {
+                        tally
+                            .violations
+                            .push(format!("a {code} answer without a message: {}", Value::Object(msg.clone())));
                     }
                 }
                 "request" => {
@@ -647,11 +568,7 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
                     let answer = json!({"type": "response", "id": id, "code": code, "body": body});
                     let _ = answer_tx.send(answer.to_string().into_bytes());
                 }
-                other => t
-                    .lock()
-                    .unwrap()
-                    .violations
-                    .push(format!("stdout line of type {other:?}")),
+                other => t.lock().unwrap().violations.push(format!("stdout line of type {other:?}")),
             }
         }
     });
@@ -661,10 +578,7 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
     let mut rng = Rng(seed);
     let mut want = Expected::default();
     // One line over the 16 MiB limit, answered 400 with id null and skipped.
-    let huge = format!(
-        r#"{{"type":"request","id":1,"name":"x","body":"{}"}}"#,
-        "a".repeat(16 * 1024 * 1024 + 10)
-    );
+    let huge = format!(r#"{{"type":"request","id":1,"name":"x","body":"{}"}}"#, "a".repeat(16 * 1024 * 1024 + 10));
     want.null_ids += 1;
     fuzz_tx.send(huge.into_bytes()).await.expect("writer up");
     let mut progress = Instant::now();
@@ -676,26 +590,16 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
         }
         if progress.elapsed() > Duration::from_secs(10) {
             progress = Instant::now();
-            let (ids, nulls) = tally
-                .lock()
-                .map(|t| (t.by_id.len(), t.null_ids))
-                .unwrap_or_default();
+            let (ids, nulls) = tally.lock().map(|t| (t.by_id.len(), t.null_ids)).unwrap_or_default();
             eprintln!(
                 "fuzz: {n} of {lines} lines sent, {ids} ids and {nulls} null ids answered, {:?}",
                 started.elapsed()
             );
         }
     }
-    let Expected {
-        ids: expected,
-        null_ids: expected_null,
-        unanswered,
-    } = want;
+    let Expected { ids: expected, null_ids: expected_null, unanswered } = want;
     let duplicates: Vec<(&String, &u32)> = expected.iter().filter(|(_, c)| **c > 1).collect();
-    assert!(
-        duplicates.is_empty(),
-        "the generator made duplicate ids: {duplicates:?}"
-    );
+    assert!(duplicates.is_empty(), "the generator made duplicate ids: {duplicates:?}");
     let want_ids = expected.len() as u64;
 
     // Every answer, in bounded time.
@@ -731,37 +635,16 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
     );
     let twice: Vec<_> = t.by_id.iter().filter(|(_, c)| **c != 1).take(5).collect();
     assert!(twice.is_empty(), "ids answered more than once: {twice:?}");
-    let missing: Vec<_> = expected
-        .keys()
-        .filter(|id| !t.by_id.contains_key(*id))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "request ids never answered: {missing:?}"
-    );
-    let extra: Vec<_> = t
-        .by_id
-        .keys()
-        .filter(|id| !expected.contains_key(*id))
-        .take(5)
-        .collect();
-    assert!(
-        extra.is_empty(),
-        "answers to ids never sent as requests: {extra:?}"
-    );
+    let missing: Vec<_> = expected.keys().filter(|id| !t.by_id.contains_key(*id)).take(5).collect();
+    assert!(missing.is_empty(), "request ids never answered: {missing:?}");
+    let extra: Vec<_> = t.by_id.keys().filter(|id| !expected.contains_key(*id)).take(5).collect();
+    assert!(extra.is_empty(), "answers to ids never sent as requests: {extra:?}");
     assert_eq!(t.null_ids, expected_null, "400s with id null");
-    assert!(
-        !stderr.contains("panicked"),
-        "the plugin panicked:\n{}",
-        &stderr[..stderr.len().min(4000)]
-    );
+    assert!(!stderr.contains("panicked"), "the plugin panicked:\n{}", &stderr[..stderr.len().min(4000)]);
     match status {
-        Ok(Ok(s)) => assert!(
-            s.success(),
-            "the plugin exited with {s} after EOF; stderr:\n{}",
-            &stderr[..stderr.len().min(4000)]
-        ),
+        Ok(Ok(s)) => {
+            assert!(s.success(), "the plugin exited with {s} after EOF; stderr:\n{}", &stderr[..stderr.len().min(4000)])
+        }
         other => panic!("the plugin did not exit within 20 s of EOF: {other:?}"),
     }
     let mut codes: Vec<_> = t.codes.iter().collect();
@@ -783,14 +666,8 @@ fn the_generator_covers_every_request_name_and_the_oracle_follows_a4() {
     }
     assert!(ALL_NAMES.len() >= 17, "{ALL_NAMES:?}");
     assert_eq!(oracle(b"garbage"), Some(None));
-    assert_eq!(
-        oracle(br#"{"type":"request","id":3,"name":"x"}"#),
-        Some(Some("3".into()))
-    );
-    assert_eq!(
-        oracle(br#"{"type":"request","id":"a","name":"x"}"#),
-        Some(Some("\"a\"".into()))
-    );
+    assert_eq!(oracle(br#"{"type":"request","id":3,"name":"x"}"#), Some(Some("3".into())));
+    assert_eq!(oracle(br#"{"type":"request","id":"a","name":"x"}"#), Some(Some("\"a\"".into())));
     assert_eq!(oracle(br#"{"type":"response","id":3,"code":200}"#), None);
     assert_eq!(oracle(br#"{"type":"response","id":1.5}"#), Some(None));
     assert_eq!(oracle(br#"{"id":3}"#), Some(Some("3".into())));
@@ -823,27 +700,18 @@ async fn hostile_strings_render_escaped_in_every_status_report() {
     let proxy = Proxy::start(moto_server.addr()).await;
     let base = moto_server.base_config().await;
     moto::create_cluster(&base, "gocd-a").await;
-    let cluster = world::props(&[
-        ("ClusterName", "gocd-a"),
-        ("Region", REGION),
-        ("Tags", "team=ci:ops @x"),
-    ]);
+    let cluster = world::props(&[("ClusterName", "gocd-a"), ("Region", REGION), ("Tags", "team=ci:ops @x")]);
     let elastic = world::props(&[
         ("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"),
-        (
-            "Environment",
-            "EVIL=<script>alert('env')</script>\nQUOTE=\"'><img src=x onerror=alert(2)>",
-        ),
+        ("Environment", "EVIL=<script>alert('env')</script>\nQUOTE=\"'><img src=x onerror=alert(2)>"),
     ]);
-    let cfg = HostConfig::new(&proxy.endpoint())
-        .cluster_profile("c", cluster.clone())
-        .elastic_profile("e", "c", elastic.clone());
-    let host = GoCdHost::launch(cfg).await;
-    let sim = AgentSimulator::start(
-        &host,
-        vec![Fleet::new("base", &base, "gocd-a")],
-        SimPolicy::default(),
+    let cfg = HostConfig::new(&proxy.endpoint()).cluster_profile("c", cluster.clone()).elastic_profile(
+        "e",
+        "c",
+        elastic.clone(),
     );
+    let host = GoCdHost::launch(cfg).await;
+    let sim = AgentSimulator::start(&host, vec![Fleet::new("base", &base, "gocd-a")], SimPolicy::default());
     let long = "<script>alert('long')</script>".repeat(300);
     let job = json!({
         "pipeline_name": "<script>alert('pipeline')</script>",
@@ -862,44 +730,33 @@ async fn hostile_strings_render_escaped_in_every_status_report() {
         "environment": "<script>alert('env-name')</script>",
         "job_identifier": job,
     });
-    let r = host
-        .request("create-agent", body)
-        .await
-        .expect("create-agent answered");
+    let r = host.request("create-agent", body).await.expect("create-agent answered");
     assert_eq!(r.code, 200, "{}", r.body);
-    sim.wait_until("the hostile job's task", Duration::from_secs(30), |s| {
-        s.tasks_for_job(424242) == 1
-    })
-    .await;
-    let agent_id = sim
-        .with_state(|s| s.tasks.values().find_map(|t| t.agent_id.clone()))
-        .expect("agent id");
+    sim.wait_until("the hostile job's task", Duration::from_secs(30), |s| s.tasks_for_job(424242) == 1).await;
+    let agent_id = sim.with_state(|s| s.tasks.values().find_map(|t| t.agent_id.clone())).expect("agent id");
     let broken = world::props(&[
         ("ClusterName", "<script>alert('cluster')</script>"),
         ("Region", "<img src=x onerror=alert(6)>"),
     ]);
     let mut views = Vec::new();
-    for round in [
-        "before the restart",
-        "after the restart (names read back from the task's tags)",
-    ] {
+    for round in ["before the restart", "after the restart (names read back from the task's tags)"] {
         let plugin = host
-            .status_report(
-                "plugin",
-                json!({"all_cluster_profiles_properties": [cluster_profile_of(&host), broken]}),
-            )
+            .status_report("plugin", json!({"all_cluster_profiles_properties": [cluster_profile_of(&host), broken]}))
             .await
             .expect("plugin report");
-        let cluster_report = host
-            .cluster_status_report("c")
-            .await
-            .expect("cluster report");
+        let cluster_report = host.cluster_status_report("c").await.expect("cluster report");
         let by_agent = host
-            .status_report("agent", json!({"cluster_profile_properties": cluster_profile_of(&host), "elastic_agent_id": agent_id}))
+            .status_report(
+                "agent",
+                json!({"cluster_profile_properties": cluster_profile_of(&host), "elastic_agent_id": agent_id}),
+            )
             .await
             .expect("agent report");
         let by_job = host
-            .status_report("agent", json!({"cluster_profile_properties": cluster_profile_of(&host), "job_identifier": job}))
+            .status_report(
+                "agent",
+                json!({"cluster_profile_properties": cluster_profile_of(&host), "job_identifier": job}),
+            )
             .await
             .expect("agent report by job");
         let unknown = host
@@ -923,14 +780,8 @@ async fn hostile_strings_render_escaped_in_every_status_report() {
             host.restart().await;
         }
     }
-    let rendered = views
-        .iter()
-        .filter(|(_, v)| v.contains("&lt;script&gt;alert(") || v.contains("&lt;script"))
-        .count();
-    assert!(
-        rendered >= 4,
-        "the hostile names were rendered (escaped) in the reports"
-    );
+    let rendered = views.iter().filter(|(_, v)| v.contains("&lt;script&gt;alert(") || v.contains("&lt;script")).count();
+    assert!(rendered >= 4, "the hostile names were rendered (escaped) in the reports");
     // Clean up: the job completes, the task stops.
     let done = json!({
         "elastic_agent_id": agent_id,
@@ -938,26 +789,14 @@ async fn hostile_strings_render_escaped_in_every_status_report() {
         "elastic_agent_profile_properties": elastic_props_of(&host),
         "cluster_profile_properties": cluster_profile_of(&host),
     });
-    assert_eq!(
-        host.request("job-completion", done)
-            .await
-            .expect("job-completion")
-            .code,
-        200
-    );
+    assert_eq!(host.request("job-completion", done).await.expect("job-completion").code, 200);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !moto::live_tasks(&base, "gocd-a").await.is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the hostile job's task still runs"
-        );
+        assert!(Instant::now() < deadline, "the hostile job's task still runs");
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     SecretScanner::from_world(&host, Some(&proxy)).assert_host_clean(&host);
-    eprintln!(
-        "FIGURES: test=hostile_strings views_checked={} escaped_renderings={rendered}",
-        views.len()
-    );
+    eprintln!("FIGURES: test=hostile_strings views_checked={} escaped_renderings={rendered}", views.len());
     drop(sim);
     host.shutdown().await;
 }

@@ -20,7 +20,8 @@ impl MemoryHost {
     fn start() -> Self {
         let (host_out, plugin_in) = tokio::io::duplex(1 << 20);
         let (plugin_out, host_in) = tokio::io::duplex(1 << 20);
-        let server = tokio::spawn(serve(BufReader::new(plugin_in), plugin_out, ServeOptions::default(), std::future::pending()));
+        let server =
+            tokio::spawn(serve(BufReader::new(plugin_in), plugin_out, ServeOptions::default(), std::future::pending()));
         MemoryHost { to_plugin: Some(host_out), from_plugin: BufReader::new(host_in).lines(), server }
     }
 
@@ -167,7 +168,10 @@ async fn a_thousand_malformed_lines_mixed_with_valid_ones() {
 async fn load_sequence_answers_every_call() {
     let mut host = started().await;
     let calls = [
-        ("cd.go.elastic-agent.migrate-config", json!({"plugin_settings":{},"cluster_profiles":[],"elastic_agent_profiles":[]})),
+        (
+            "cd.go.elastic-agent.migrate-config",
+            json!({"plugin_settings":{},"cluster_profiles":[],"elastic_agent_profiles":[]}),
+        ),
         ("cd.go.elastic-agent.get-elastic-agent-profile-metadata", Value::Null),
         ("cd.go.elastic-agent.get-elastic-agent-profile-view", Value::Null),
         ("cd.go.elastic-agent.get-cluster-profile-metadata", Value::Null),
@@ -176,7 +180,10 @@ async fn load_sequence_answers_every_call() {
         ("cd.go.elastic-agent.get-capabilities", Value::Null),
         ("go.plugin-settings.get-configuration", Value::Null),
         ("go.plugin-settings.get-view", Value::Null),
-        ("cd.go.elastic-agent.cluster-profile-changed", json!({"status":"deleted","cluster_profiles_properties":{"ClusterName":"c"}})),
+        (
+            "cd.go.elastic-agent.cluster-profile-changed",
+            json!({"status":"deleted","cluster_profiles_properties":{"ClusterName":"c"}}),
+        ),
     ];
     for (id, (name, body)) in calls.iter().enumerate() {
         host.request(id as i64, name, body.clone()).await;

@@ -45,13 +45,8 @@ fn committed_iam_policies_match_the_command() {
             ])
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{cluster}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let committed =
-            std::fs::read_to_string(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap();
+        assert!(out.status.success(), "{cluster}: {}", String::from_utf8_lossy(&out.stderr));
+        let committed = std::fs::read_to_string(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             committed,
@@ -72,30 +67,12 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
         .expect("run packaging/build.sh");
     assert!(out.status.success(), "packaging/build.sh failed");
     let archive = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-    let archive = if archive.is_absolute() {
-        archive
-    } else {
-        repo().join(archive)
-    };
-    let name = archive
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_end_matches(".tar.gz")
-        .to_string();
-    assert!(
-        name.starts_with(&format!("ecs-elastic-agent-{}-", env!("CARGO_PKG_VERSION"))),
-        "{name}"
-    );
+    let archive = if archive.is_absolute() { archive } else { repo().join(archive) };
+    let name = archive.file_name().unwrap().to_string_lossy().trim_end_matches(".tar.gz").to_string();
+    assert!(name.starts_with(&format!("ecs-elastic-agent-{}-", env!("CARGO_PKG_VERSION"))), "{name}");
 
     let unpacked = temp_dir("unpacked");
-    let status = Command::new("tar")
-        .arg("-xzf")
-        .arg(&archive)
-        .arg("-C")
-        .arg(&unpacked)
-        .status()
-        .unwrap();
+    let status = Command::new("tar").arg("-xzf").arg(&archive).arg("-C").arg(&unpacked).status().unwrap();
     assert!(status.success());
     let root = unpacked.join(&name);
     for file in [
@@ -111,37 +88,20 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
         "iam/cluster-ec2.json",
         "iam/cluster-fargate-spot-assume-role.json",
     ] {
-        assert!(
-            root.join(file).is_file(),
-            "{file} is missing from the archive"
-        );
+        assert!(root.join(file).is_file(), "{file} is missing from the archive");
     }
     for (cluster, _) in PAIRS {
         let packaged = std::fs::read(root.join(format!("iam/{cluster}.json"))).unwrap();
-        assert_eq!(
-            packaged,
-            std::fs::read(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap()
-        );
+        assert_eq!(packaged, std::fs::read(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap());
         let policy: Value = serde_json::from_slice(&packaged).unwrap();
         assert_eq!(policy["policy"]["Version"], "2012-10-17");
     }
     let install = std::fs::read_to_string(root.join("INSTALL.md")).unwrap();
-    for needed in [
-        "plugin.json",
-        "iam-policy",
-        "doctor",
-        "validate",
-        "--metrics-addr",
-        "RUST_LOG",
-    ] {
-        assert!(
-            install.contains(needed),
-            "INSTALL.md says nothing about {needed}"
-        );
+    for needed in ["plugin.json", "iam-policy", "doctor", "validate", "--metrics-addr", "RUST_LOG"] {
+        assert!(install.contains(needed), "INSTALL.md says nothing about {needed}");
     }
 
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(root.join("plugin.json")).unwrap()).unwrap();
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(root.join("plugin.json")).unwrap()).unwrap();
     assert_eq!(manifest["id"], "cd.go.contrib.elastic-agent.ecs");
     assert_eq!(manifest["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(manifest["extension"], "elastic-agent");
@@ -155,10 +115,7 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     let hello = start_through_manifest(&root, &command);
     for key in ["id", "version", "extension", "extension_versions"] {
         let hello_key = if key == "id" { "plugin_id" } else { key };
-        assert_eq!(
-            hello[hello_key], manifest[key],
-            "hello {hello_key} agrees with plugin.json {key}"
-        );
+        assert_eq!(hello[hello_key], manifest[key], "hello {hello_key} agrees with plugin.json {key}");
     }
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["protocol"], manifest["protocol"]);
@@ -178,19 +135,14 @@ fn start_through_manifest(root: &Path, command: &[String]) -> Value {
         .spawn()
         .expect("start the packaged plugin");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .expect("read the hello line");
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("read the hello line");
     drop(child.stdin.take());
     let deadline = Instant::now() + Duration::from_secs(15);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the packaged plugin did not exit after EOF"
-        );
+        assert!(Instant::now() < deadline, "the packaged plugin did not exit after EOF");
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "exit status {status}");

@@ -65,9 +65,7 @@ fn job(id: i64, name: &str) -> JobIdentifier {
 /// An ECS task as DescribeTasks returns it, with every timestamp and hostile tags and reasons.
 fn task(id: &str, stopped: bool) -> TaskView {
     let mut t = Task::builder()
-        .task_arn(format!(
-            "arn:aws:ecs:us-east-1:111111111111:task/ci-shared/{id}"
-        ))
+        .task_arn(format!("arn:aws:ecs:us-east-1:111111111111:task/ci-shared/{id}"))
         .cluster_arn("arn:aws:ecs:us-east-1:111111111111:cluster/ci-shared")
         .last_status(if stopped { "STOPPED" } else { "RUNNING" })
         .desired_status(if stopped { "STOPPED" } else { "RUNNING" })
@@ -80,35 +78,17 @@ fn task(id: &str, stopped: bool) -> TaskView {
         .availability_zone("us-east-1a")
         .cpu("512")
         .memory("1024")
-        .tags(
-            Tag::builder()
-                .key("gocd:elastic-agent-id")
-                .value(format!("ea-{id}"))
-                .build(),
-        )
+        .tags(Tag::builder().key("gocd:elastic-agent-id").value(format!("ea-{id}")).build())
         .tags(Tag::builder().key("team").value(SCRIPT).build())
-        .tags(
-            Tag::builder()
-                .key("note\"><svg onload=alert(1)>")
-                .value(long_value())
-                .build(),
-        );
-    let container = Container::builder()
-        .name("gocd-agent")
-        .image("gocd/gocd-agent-alpine-3.19:v24.1.0");
+        .tags(Tag::builder().key("note\"><svg onload=alert(1)>").value(long_value()).build());
+    let container = Container::builder().name("gocd-agent").image("gocd/gocd-agent-alpine-3.19:v24.1.0");
     if stopped {
         t = t
             .stopped_at(dt(400))
             .stop_code(TaskStopCode::EssentialContainerExited)
-            .stopped_reason(
-                "Essential container in task exited: <b>OOM</b> & \"killed\"\nsecond line",
-            )
+            .stopped_reason("Essential container in task exited: <b>OOM</b> & \"killed\"\nsecond line")
             .containers(
-                container
-                    .last_status("STOPPED")
-                    .exit_code(137)
-                    .reason("OutOfMemoryError: <iframe src=//evil>")
-                    .build(),
+                container.last_status("STOPPED").exit_code(137).reason("OutOfMemoryError: <iframe src=//evil>").build(),
             );
     } else {
         t = t.containers(container.last_status("RUNNING").build());
@@ -120,17 +100,9 @@ fn task(id: &str, stopped: bool) -> TaskView {
 fn registry() -> Registry {
     let mut r = Registry::default();
     let jobs = [
-        (
-            101,
-            "ea-building",
-            format!("unit tests {SCRIPT}\nwith a newline"),
-        ),
+        (101, "ea-building", format!("unit tests {SCRIPT}\nwith a newline")),
         (102, "ea-stopped", long_value()),
-        (
-            103,
-            "ea-starting",
-            "integration 'quoted' \"double\"".to_string(),
-        ),
+        (103, "ea-starting", "integration 'quoted' \"double\"".to_string()),
         (104, "ea-launching", "lint".to_string()),
     ];
     for (id, agent, name) in &jobs {
@@ -145,10 +117,7 @@ fn registry() -> Registry {
             },
             at(0),
         );
-        assert!(matches!(
-            reserved,
-            ecs_elastic_agent::cluster::registry::Reservation::Reserved { .. }
-        ));
+        assert!(matches!(reserved, ecs_elastic_agent::cluster::registry::Reservation::Reserved { .. }));
     }
     r.launched("ea-building", task("building", false));
     r.launched("ea-stopped", task("stopped", true));
@@ -162,31 +131,19 @@ fn registry() -> Registry {
     let stopped = r.get_mut("ea-stopped").unwrap();
     stopped.registered_at = Some(at(52));
     stopped.attempt = 2;
-    r.stopped("ea-stopped", "the task of agent ea-stopped stopped before the job completed: Essential container in task exited: <b>OOM</b>", at(400));
+    r.stopped(
+        "ea-stopped",
+        "the task of agent ea-stopped stopped before the job completed: Essential container in task exited: <b>OOM</b>",
+        at(400),
+    );
     assert_eq!(r.get("ea-stopped").unwrap().phase, Phase::Stopped);
     r
 }
 
 fn facts<'a>(profile: &'a ClusterProfile, registry: &Registry) -> ClusterFacts<'a> {
     let mut calls = BTreeMap::new();
-    calls.insert(
-        "DescribeTasks",
-        OpCounts {
-            calls: 120,
-            throttled: 3,
-            retries: 3,
-            failed: 0,
-        },
-    );
-    calls.insert(
-        "RunTask",
-        OpCounts {
-            calls: 9,
-            throttled: 0,
-            retries: 0,
-            failed: 1,
-        },
-    );
+    calls.insert("DescribeTasks", OpCounts { calls: 120, throttled: 3, retries: 3, failed: 0 });
+    calls.insert("RunTask", OpCounts { calls: 9, throttled: 0, retries: 0, failed: 1 });
     ClusterFacts {
         key: "3f2a9c1b7d4e",
         profile,
@@ -232,37 +189,19 @@ fn hrefs(html: &str) -> Vec<String> {
 #[track_caller]
 fn check_safe(name: &str, html: &str) {
     let lower = html.to_lowercase();
-    for raw in [
-        "<script", "<img", "<iframe", "<svg", "<b>", "<object", "<embed", "<link", "<base", "<form",
-    ] {
-        assert!(
-            !lower.contains(raw),
-            "{name}: {raw:?} reached the HTML unescaped:\n{html}"
-        );
+    for raw in ["<script", "<img", "<iframe", "<svg", "<b>", "<object", "<embed", "<link", "<base", "<form"] {
+        assert!(!lower.contains(raw), "{name}: {raw:?} reached the HTML unescaped:\n{html}");
     }
     // Escaped text has no `<`, so every `<...>` is one of our tags: none loads or runs anything.
-    for tag in lower
-        .split('<')
-        .skip(1)
-        .map(|rest| rest.split('>').next().unwrap_or(""))
-    {
+    for tag in lower.split('<').skip(1).map(|rest| rest.split('>').next().unwrap_or("")) {
         let attributes = tag.split_whitespace().skip(1);
         for attribute in attributes {
-            let bad = attribute.starts_with("src=")
-                || attribute.starts_with("on")
-                || attribute.starts_with("srcset=");
+            let bad = attribute.starts_with("src=") || attribute.starts_with("on") || attribute.starts_with("srcset=");
             assert!(!bad, "{name}: tag <{tag}> has attribute {attribute}");
         }
     }
-    let style = lower
-        .split("<style>")
-        .nth(1)
-        .and_then(|s| s.split("</style>").next())
-        .unwrap_or("");
-    assert!(
-        !style.contains("url(") && !style.contains("@import"),
-        "{name}: the style loads something"
-    );
+    let style = lower.split("<style>").nth(1).and_then(|s| s.split("</style>").next()).unwrap_or("");
+    assert!(!style.contains("url(") && !style.contains("@import"), "{name}: the style loads something");
     for (open, close) in [
         ("<div", "</div>"),
         ("<table", "</table>"),
@@ -271,28 +210,17 @@ fn check_safe(name: &str, html: &str) {
         ("<a ", "</a>"),
         ("<span", "</span>"),
     ] {
-        assert_eq!(
-            html.matches(open).count(),
-            html.matches(close).count(),
-            "{name}: unbalanced {open}"
-        );
+        assert_eq!(html.matches(open).count(), html.matches(close).count(), "{name}: unbalanced {open}");
     }
     for href in hrefs(html) {
-        let ok = href.starts_with("https://us-east-1.console.aws.amazon.com/")
-            || href.starts_with("/go/tab/build/detail/");
+        let ok =
+            href.starts_with("https://us-east-1.console.aws.amazon.com/") || href.starts_with("/go/tab/build/detail/");
         assert!(ok, "{name}: link {href:?} goes somewhere unexpected");
-        assert!(
-            !href.contains(['<', '>', ' ', '\n']),
-            "{name}: link {href:?} is not encoded"
-        );
+        assert!(!href.contains(['<', '>', ' ', '\n']), "{name}: link {href:?} is not encoded");
     }
     if let Some(dir) = std::env::var_os("STATUS_REPORTS_DIR") {
         let page = format!("<!doctype html><html><head><meta charset=\"utf-8\"></head><body style=\"margin:0\"><div style=\"padding:20px 28px\">{html}</div></body></html>\n");
-        std::fs::write(
-            std::path::Path::new(&dir).join(format!("hostile-{name}.html")),
-            page,
-        )
-        .expect("write the page");
+        std::fs::write(std::path::Path::new(&dir).join(format!("hostile-{name}.html")), page).expect("write the page");
     }
 }
 
@@ -304,46 +232,28 @@ fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     let counts: Vec<(&str, usize)> = snapshot.states.iter().map(|s| (s.label, s.count)).collect();
     assert_eq!(
         counts,
-        vec![
-            ("launching", 1),
-            ("starting", 1),
-            ("idle", 0),
-            ("building", 1),
-            ("stopping", 0),
-            ("stopped", 1)
-        ]
+        vec![("launching", 1), ("starting", 1), ("idle", 0), ("building", 1), ("stopping", 0), ("stopped", 1)]
     );
-    assert_eq!(
-        (
-            snapshot.live,
-            snapshot.throttled_total,
-            snapshot.retries_total
-        ),
-        (3, 3, 3)
-    );
+    assert_eq!((snapshot.live, snapshot.throttled_total, snapshot.retries_total), (3, 3, 3));
     let html = status::render_cluster(&snapshot);
     check_safe("cluster", &html);
-    assert!(
-        html.contains("&lt;script&gt;"),
-        "hostile text is shown escaped"
-    );
-    assert!(
-        html.contains(&long_value()),
-        "long values are shown whole (CSS wraps them)"
-    );
+    assert!(html.contains("&lt;script&gt;"), "hostile text is shown escaped");
+    assert!(html.contains(&long_value()), "long values are shown whole (CSS wraps them)");
     let cards = html.find("class=\"cards\"").expect("summary cards");
     let agents = html.find("<h3>Agents</h3>").expect("agents table");
     assert!(cards < agents, "summary counts come before the tables");
     let links = hrefs(&html);
-    assert!(links.iter().any(|l| l == "https://us-east-1.console.aws.amazon.com/ecs/v2/clusters/ci-shared/tasks?region=us-east-1"), "{links:?}");
     assert!(
         links
             .iter()
-            .any(|l| l.ends_with("#logsV2:log-groups/log-group/$252Fgocd$252Fagents")),
-        "CloudWatch link"
+            .any(|l| l == "https://us-east-1.console.aws.amazon.com/ecs/v2/clusters/ci-shared/tasks?region=us-east-1"),
+        "{links:?}"
     );
+    assert!(links.iter().any(|l| l.ends_with("#logsV2:log-groups/log-group/$252Fgocd$252Fagents")), "CloudWatch link");
     assert!(
-        links.iter().any(|l| l.starts_with("/go/tab/build/detail/build%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E101/7/test%27stage/1/")),
+        links.iter().any(|l| l.starts_with(
+            "/go/tab/build/detail/build%22%3E%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E101/7/test%27stage/1/"
+        )),
         "job link encoded"
     );
 }
@@ -353,18 +263,9 @@ fn agent_report_shows_the_whole_timeline_escaped() {
     let profile = cluster_profile();
     let registry = registry();
     let record = registry.get("ea-stopped").unwrap();
-    let row = status::agent_row(
-        record,
-        "us-east-1",
-        "ci-shared",
-        Some("/gocd/agents"),
-        at(500),
-    );
-    let steps: Vec<(&str, &str, Option<&str>)> = row
-        .timeline
-        .iter()
-        .map(|s| (s.name, s.state, s.after.as_deref()))
-        .collect();
+    let row = status::agent_row(record, "us-east-1", "ci-shared", Some("/gocd/agents"), at(500));
+    let steps: Vec<(&str, &str, Option<&str>)> =
+        row.timeline.iter().map(|s| (s.name, s.state, s.after.as_deref())).collect();
     assert_eq!(
         steps,
         vec![
@@ -376,26 +277,12 @@ fn agent_report_shows_the_whole_timeline_escaped() {
         ]
     );
     assert!(row.failed, "exit code 137 is a failure");
-    assert_eq!(
-        row.timeline[0].at.as_ref().unwrap().relative,
-        "8 min 20 s ago"
-    );
-    let html = status::render_agent(
-        Some(&row),
-        &profile.cluster_name,
-        "us-east-1",
-        Some("ea-stopped"),
-        None,
-    );
+    assert_eq!(row.timeline[0].at.as_ref().unwrap().relative, "8 min 20 s ago");
+    let html = status::render_agent(Some(&row), &profile.cluster_name, "us-east-1", Some("ea-stopped"), None);
     check_safe("agent", &html);
+    assert!(html.contains("2026-09-21 14:13:20 UTC"), "absolute times are shown");
     assert!(
-        html.contains("2026-09-21 14:13:20 UTC"),
-        "absolute times are shown"
-    );
-    assert!(
-        hrefs(&html)
-            .iter()
-            .any(|l| l.ends_with("log-events/gocd$252Fgocd-agent$252Fstopped")),
+        hrefs(&html).iter().any(|l| l.ends_with("log-events/gocd$252Fgocd-agent$252Fstopped")),
         "the agent's own log stream"
     );
     assert!(html.contains("exit code") || html.contains("Exit code"));
@@ -404,13 +291,7 @@ fn agent_report_shows_the_whole_timeline_escaped() {
         "stop reason escaped"
     );
 
-    let starting = status::agent_row(
-        registry.get("ea-starting").unwrap(),
-        "us-east-1",
-        "ci-shared",
-        None,
-        at(500),
-    );
+    let starting = status::agent_row(registry.get("ea-starting").unwrap(), "us-east-1", "ci-shared", None, at(500));
     let states: Vec<&str> = starting.timeline.iter().map(|s| s.state).collect();
     assert_eq!(states, vec!["done", "done", "done", "pending", "pending"]);
 }
@@ -420,31 +301,17 @@ fn plugin_report_and_unknown_agent_escape_what_they_are_given() {
     let profile = cluster_profile();
     let registry = registry();
     let snapshot = status::build_snapshot(&facts(&profile, &registry), at(500));
-    let bad: Properties = [("ClusterName".to_string(), Some(SCRIPT.to_string()))]
-        .into_iter()
-        .collect();
-    let broken: Vec<String> = ClusterProfile::parse(&bad)
-        .unwrap_err()
-        .into_iter()
-        .map(|e| format!("{}: {}", e.key, e.message))
-        .collect();
+    let bad: Properties = [("ClusterName".to_string(), Some(SCRIPT.to_string()))].into_iter().collect();
+    let broken: Vec<String> =
+        ClusterProfile::parse(&bad).unwrap_err().into_iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
     let html = status::render_plugin(&format!("server-{SCRIPT}"), &[snapshot], &broken);
     check_safe("plugin", &html);
-    assert!(
-        html.contains("cannot be served"),
-        "broken profiles are called out"
-    );
+    assert!(html.contains("cannot be served"), "broken profiles are called out");
     let cards = html.find("class=\"cards\"").unwrap();
     let table = html.find("<h3>Cluster profiles</h3>").unwrap();
     assert!(cards < table);
 
-    let html = status::render_agent(
-        None,
-        "",
-        "",
-        Some(&format!("ea-{SCRIPT}")),
-        Some(&format!("p/1/s/1/{SCRIPT}")),
-    );
+    let html = status::render_agent(None, "", "", Some(&format!("ea-{SCRIPT}")), Some(&format!("p/1/s/1/{SCRIPT}")));
     check_safe("agent-unknown", &html);
     assert!(html.contains("Agent not known"));
 

@@ -92,7 +92,9 @@ fn a_line_over_16_mib_is_refused_and_the_next_one_answered() {
     input.extend_from_slice(br#"{"type":"request","id":1,"name":"cd.go.elastic-agent.get-icon","body":""#);
     input.resize(16 * 1024 * 1024 + 100, b'a');
     input.extend_from_slice(b"\"}\n");
-    input.extend_from_slice(br#"{"type":"request","id":2,"name":"cd.go.elastic-agent.get-capabilities","version":"5.0","body":null}"#);
+    input.extend_from_slice(
+        br#"{"type":"request","id":2,"name":"cd.go.elastic-agent.get-capabilities","version":"5.0","body":null}"#,
+    );
     input.push(b'\n');
     let (lines, _, code) = run(&input);
     assert_eq!(code, 0);
@@ -118,7 +120,10 @@ fn sigterm_shuts_down_cleanly() {
 fn help_and_version() {
     let out = Command::new(BIN).arg("--version").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), format!("ecs-elastic-agent {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("ecs-elastic-agent {}", env!("CARGO_PKG_VERSION"))
+    );
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();

@@ -110,7 +110,8 @@ fn ceil_div(n: usize, d: usize) -> u64 {
 }
 
 fn is_ecs_read(key: &str) -> bool {
-    key.strip_prefix("ecs:").is_some_and(|op| op.starts_with("List") || op.starts_with("Describe") || op.starts_with("Get"))
+    key.strip_prefix("ecs:")
+        .is_some_and(|op| op.starts_with("List") || op.starts_with("Describe") || op.starts_with("Get"))
 }
 
 fn sum(counts: &BTreeMap<String, u64>, keep: impl Fn(&str) -> bool) -> u64 {
@@ -166,7 +167,8 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
 
 fn server_ping(plugin: &mut StdioProcess, cluster: &Props) {
     let body = json!({"all_cluster_profile_properties": [cluster]});
-    let (_, answer) = blocking(|| plugin.call(SERVER_PING, &body, Duration::from_secs(300))).expect("server-ping answered");
+    let (_, answer) =
+        blocking(|| plugin.call(SERVER_PING, &body, Duration::from_secs(300))).expect("server-ping answered");
     assert_eq!(answer["code"], 200, "server-ping answered {answer}");
 }
 
@@ -258,7 +260,13 @@ pub async fn reads_per_ping(ns: &[usize], timing: Option<Timing>) -> ReadsOutcom
     out
 }
 
-fn stdio_figures(plugin: &mut StdioProcess, seeded: &[Seeded], cluster: &Props, timing: Timing, out: &mut ReadsOutcome) {
+fn stdio_figures(
+    plugin: &mut StdioProcess,
+    seeded: &[Seeded],
+    cluster: &Props,
+    timing: Timing,
+    out: &mut ReadsOutcome,
+) {
     let n = seeded.len();
     let bodies: Vec<Value> =
         seeded.iter().map(|s| should_assign_work_body(&s.agent_id, &job_json(s.job.job_id), cluster)).collect();
@@ -271,7 +279,8 @@ fn stdio_figures(plugin: &mut StdioProcess, seeded: &[Seeded], cluster: &Props, 
     let (mut echo_lat, _) = blocking(|| latencies(&mut echo, &bodies, timing.latency_samples));
     plugin_lat.sort();
     echo_lat.sort();
-    let (p50, p99, max) = (percentile(&plugin_lat, 50.0), percentile(&plugin_lat, 99.0), percentile(&plugin_lat, 100.0));
+    let (p50, p99, max) =
+        (percentile(&plugin_lat, 50.0), percentile(&plugin_lat, 99.0), percentile(&plugin_lat, 100.0));
     let echo_p99 = percentile(&echo_lat, 99.0);
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     out.rows.push(Row {
@@ -293,8 +302,9 @@ fn stdio_figures(plugin: &mut StdioProcess, seeded: &[Seeded], cluster: &Props, 
     let rate = |p: &mut StdioProcess| -> f64 {
         let mut best = 0.0f64;
         for _ in 0..timing.throughput_rounds {
-            let lines: Vec<String> =
-                (0..timing.throughput_requests).map(|i| p.request_line(SHOULD_ASSIGN_WORK, &bodies[i % bodies.len()]).1).collect();
+            let lines: Vec<String> = (0..timing.throughput_requests)
+                .map(|i| p.request_line(SHOULD_ASSIGN_WORK, &bodies[i % bodies.len()]).1)
+                .collect();
             let took = blocking(|| p.pipelined(Arc::new(lines), Duration::from_secs(60))).expect("every answer");
             best = best.max(timing.throughput_requests as f64 / took.as_secs_f64());
         }
@@ -388,7 +398,8 @@ pub async fn assume_role(requests: usize) -> (Row, String) {
     moto::create_cluster(&role.config, CLUSTER).await;
     let cluster = cluster_props(CLUSTER, &[("RoleArn", ROLE_ARN)]);
     let elastic = elastic_props();
-    let cfg = aws.host_config().cluster_profile("role", cluster.clone()).elastic_profile("small", "role", elastic.clone());
+    let cfg =
+        aws.host_config().cluster_profile("role", cluster.clone()).elastic_profile("small", "role", elastic.clone());
     let host = GoCdHost::start(cfg).await;
     host.load().await;
     let key = identity::cluster_key(REGION, CLUSTER, Some(ROLE_ARN));
@@ -406,7 +417,10 @@ pub async fn assume_role(requests: usize) -> (Row, String) {
                 ("should-assign-work", should_assign_work_body(&agent, &job_json(job_id - 3), &cluster))
             }
             7 | 17 => ("cluster-status-report", json!({"cluster_profile_properties": cluster})),
-            _ => ("agent-status-report", json!({"cluster_profile_properties": cluster, "job_identifier": job_json(job_id - 9)})),
+            _ => (
+                "agent-status-report",
+                json!({"cluster_profile_properties": cluster, "job_identifier": job_json(job_id - 9)}),
+            ),
         };
         batch.push(request);
     }
@@ -419,7 +433,8 @@ pub async fn assume_role(requests: usize) -> (Row, String) {
     let as_role = since.iter().filter(|r| r.assumed_account.as_deref() == Some(ROLE_ACCOUNT)).count();
     let counts = aws.proxy.counts_since(mark);
     host.shutdown().await;
-    let row = Row::count(format!("AssumeRole calls over {requests} requests to one role-based profile"), 1, 1, "1", assumes);
+    let row =
+        Row::count(format!("AssumeRole calls over {requests} requests to one role-based profile"), 1, 1, "1", assumes);
     let note = format!(
         "AssumeRole: {requests} requests (in every 20: 8 create-agent for a new job, 2 re-sent create-agent, \
          1 server-ping, 4 should-assign-work, 2 cluster, 2 agent and 1 plugin status report), 25 in flight, in \
@@ -439,11 +454,14 @@ pub async fn task_definitions(launches: usize) -> (Row, String) {
     moto::create_cluster(&aws.base, CLUSTER).await;
     let cluster = cluster_props(CLUSTER, &[]);
     let elastic = elastic_props();
-    let cfg = aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
+    let cfg =
+        aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
     let host = GoCdHost::start(cfg).await;
     host.load().await;
     let mark = aws.proxy.mark();
-    let batch = (0..launches).map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 60_000 + i as i64))).collect();
+    let batch = (0..launches)
+        .map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 60_000 + i as i64)))
+        .collect();
     send_all(&host, batch, launches).await;
     let counts = aws.proxy.counts_since(mark);
     host.shutdown().await;
@@ -476,11 +494,13 @@ pub async fn launch_burst(n: usize, check_time: bool) -> (Row, String) {
     moto::create_cluster(&aws.base, CLUSTER).await;
     let cluster = cluster_props(CLUSTER, &[]);
     let elastic = elastic_props();
-    let cfg = aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
+    let cfg =
+        aws.host_config().cluster_profile("base", cluster.clone()).elastic_profile("small", "base", elastic.clone());
     let host = GoCdHost::start(cfg).await;
     host.load().await;
     let mark = aws.proxy.mark();
-    let batch = (0..n).map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 70_000 + i as i64))).collect();
+    let batch =
+        (0..n).map(|i| ("create-agent", create_agent_body(&host, &cluster, &elastic, 70_000 + i as i64))).collect();
     let started = Instant::now();
     send_all(&host, batch, n).await;
     let answered = started.elapsed();
@@ -538,7 +558,10 @@ pub async fn restart_adoption(n: usize, check_time: bool) -> (Row, String) {
     // Adopted: GoCD's next question about any of these agents is answered from memory.
     let probe = &seeded[seeded.len() / 2];
     let yes = host
-        .request("should-assign-work", should_assign_work_body(&probe.agent_id, &job_json(probe.job.job_id), &cluster_props(CLUSTER, &[])))
+        .request(
+            "should-assign-work",
+            should_assign_work_body(&probe.agent_id, &job_json(probe.job.job_id), &cluster_props(CLUSTER, &[])),
+        )
         .await
         .expect("should-assign-work answered");
     assert_eq!(yes.body, true, "the restarted plugin does not know agent {}", probe.agent_id);

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{
-    AssignPublicIp, AwsVpcConfiguration, Compatibility, ContainerDefinition, ContainerOverride, KeyValuePair, LaunchType,
-    NetworkConfiguration, NetworkMode, Tag, TaskOverride,
+    AssignPublicIp, AwsVpcConfiguration, Compatibility, ContainerDefinition, ContainerOverride, KeyValuePair,
+    LaunchType, NetworkConfiguration, NetworkMode, Tag, TaskOverride,
 };
 use ecs_elastic_agent::cluster::identity::{self, TaskLabels};
 use ecs_elastic_agent::protocol::types::JobIdentifier;
@@ -108,12 +108,18 @@ pub async fn seed_tasks(cfg: &SdkConfig, owner: &Owner, first_job_id: i64, n: us
                 elastic_profile: "bench-seed",
                 attempt: 1,
             };
-            let tags = identity::task_tags(&labels, &[]).into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build());
+            let tags =
+                identity::task_tags(&labels, &[]).into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build());
             let overrides = TaskOverride::builder()
                 .container_overrides(
                     ContainerOverride::builder()
                         .name("gocd-agent")
-                        .environment(KeyValuePair::builder().name("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID").value(&agent_id).build())
+                        .environment(
+                            KeyValuePair::builder()
+                                .name("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID")
+                                .value(&agent_id)
+                                .build(),
+                        )
                         .build(),
                 )
                 .build();

@@ -85,7 +85,8 @@ impl StdioProcess {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr_target());
         let started = Instant::now();
         let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", launch.program.display()))?;
-        let stdin: Stdin = Arc::new(Mutex::new(Some(BufWriter::with_capacity(64 * 1024, child.stdin.take().expect("stdin")))));
+        let stdin: Stdin =
+            Arc::new(Mutex::new(Some(BufWriter::with_capacity(64 * 1024, child.stdin.take().expect("stdin")))));
         let stdout = child.stdout.take().expect("stdout");
         let (tx, responses) = mpsc::channel();
         let (hello_tx, hello_rx) = mpsc::channel();
@@ -102,15 +103,7 @@ impl StdioProcess {
         if hello["type"] != "hello" {
             return Err(format!("the first line is not a hello: {hello}"));
         }
-        Ok(StdioProcess {
-            child,
-            stdin,
-            responses,
-            reader: Some(reader),
-            next_id: 1,
-            hello_after: at - started,
-            hello,
-        })
+        Ok(StdioProcess { child, stdin, responses, reader: Some(reader), next_id: 1, hello_after: at - started, hello })
     }
 
     /// The process id.
@@ -145,7 +138,10 @@ impl StdioProcess {
         {
             let mut guard = self.stdin.lock().unwrap();
             let w = guard.as_mut().ok_or("stdin is closed")?;
-            w.write_all(line.as_bytes()).and_then(|()| w.write_all(b"\n")).and_then(|()| w.flush()).map_err(|e| format!("write: {e}"))?;
+            w.write_all(line.as_bytes())
+                .and_then(|()| w.write_all(b"\n"))
+                .and_then(|()| w.flush())
+                .map_err(|e| format!("write: {e}"))?;
         }
         let deadline = sent + timeout;
         loop {

@@ -81,7 +81,14 @@ impl Table {
             .iter()
             .map(|r| {
                 let met = if r.met { "yes" } else { "NO" };
-                [r.figure.clone(), r.floor.clone(), r.goal.clone(), r.measured.clone(), r.ratio.clone(), met.to_string()]
+                [
+                    r.figure.clone(),
+                    r.floor.clone(),
+                    r.goal.clone(),
+                    r.measured.clone(),
+                    r.ratio.clone(),
+                    met.to_string(),
+                ]
             })
             .collect();
         let mut widths = header.map(|h| h.chars().count());
@@ -91,11 +98,8 @@ impl Table {
             }
         }
         let line = |cols: &[String]| {
-            let padded: Vec<String> = cols
-                .iter()
-                .zip(widths)
-                .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
-                .collect();
+            let padded: Vec<String> =
+                cols.iter().zip(widths).map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count()))).collect();
             format!("| {} |\n", padded.join(" | "))
         };
         let mut out = line(&header.map(String::from));

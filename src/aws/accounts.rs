@@ -9,11 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
+use aws_config::meta::region::ProvideRegion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::BehaviorVersion;
 use aws_credential_types::provider::{future, ProvideCredentials, SharedCredentialsProvider};
-use aws_config::meta::region::ProvideRegion;
 use aws_credential_types::Credentials;
 use aws_sdk_ecs::config::Region;
 use tokio::sync::OnceCell;
@@ -169,7 +169,10 @@ impl Accounts {
         map.retain(|k, _| {
             !(k.role_arn == profile.role_arn
                 && profile.region.as_ref().is_none_or(|r| *r == k.region)
-                && profile.static_credentials.as_ref().is_none_or(|c| k.base == format!("static:{}", c.access_key_id.expose())))
+                && profile
+                    .static_credentials
+                    .as_ref()
+                    .is_none_or(|c| k.base == format!("static:{}", c.access_key_id.expose())))
         });
     }
 }
@@ -227,7 +230,10 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClie
         .connect_timeout(Duration::from_secs(5))
         .operation_attempt_timeout(Duration::from_secs(20))
         .build();
-    let ecs = aws_sdk_ecs::config::Builder::from(&config).retry_config(retry.clone()).timeout_config(timeouts.clone()).build();
+    let ecs = aws_sdk_ecs::config::Builder::from(&config)
+        .retry_config(retry.clone())
+        .timeout_config(timeouts.clone())
+        .build();
     let ec2 = aws_sdk_ec2::config::Builder::from(&config).retry_config(retry).timeout_config(timeouts).build();
     Arc::new(AwsClients {
         ecs: aws_sdk_ecs::Client::from_conf(ecs),

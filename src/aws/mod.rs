@@ -52,7 +52,8 @@ impl AwsError {
         let (detail, transient) = match err {
             SdkError::ServiceError(service) => {
                 let meta = service.err().meta();
-                let mut detail = format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
+                let mut detail =
+                    format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
                 if let Some(id) = aws_sdk_ecs::operation::RequestId::request_id(meta) {
                     detail.push_str(&format!(" (request id {id})"));
                 }
@@ -68,9 +69,13 @@ impl AwsError {
                 format!("could not reach AWS: {}", aws_smithy_types::error::display::DisplayErrorContext(err)),
                 f.is_io() || f.is_timeout() || f.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError),
             ),
-            SdkError::ResponseError(_) => {
-                (format!("AWS sent an answer that could not be read: {}", aws_smithy_types::error::display::DisplayErrorContext(err)), true)
-            }
+            SdkError::ResponseError(_) => (
+                format!(
+                    "AWS sent an answer that could not be read: {}",
+                    aws_smithy_types::error::display::DisplayErrorContext(err)
+                ),
+                true,
+            ),
             other => (aws_smithy_types::error::display::DisplayErrorContext(other).to_string(), false),
         };
         AwsError { operation, code, detail, transient, throttled }

@@ -35,25 +35,29 @@ fn filter(name: &str, value: &str) -> Filter {
 }
 
 async fn default_vpc(aws: &AwsClients) -> Result<String, AwsError> {
-    let out = aws.calls.call("DescribeVpcs", || aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send()).await?;
+    let out =
+        aws.calls.call("DescribeVpcs", || aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send()).await?;
     out.vpcs().iter().find_map(|v| v.vpc_id().map(str::to_string)).ok_or_else(|| {
         AwsError::in_answer(
             "DescribeVpcs",
-            format!("region {} has no default VPC: set SubnetIds and SecurityGroupIds in the cluster profile", aws.region),
+            format!(
+                "region {} has no default VPC: set SubnetIds and SecurityGroupIds in the cluster profile",
+                aws.region
+            ),
         )
     })
 }
 
 async fn vpc_of_subnet(aws: &AwsClients, subnet: &str) -> Result<String, AwsError> {
     let out = aws.calls.call("DescribeSubnets", || aws.ec2.describe_subnets().subnet_ids(subnet).send()).await?;
-    out.subnets()
-        .iter()
-        .find_map(|s| s.vpc_id().map(str::to_string))
-        .ok_or_else(|| AwsError::in_answer("DescribeSubnets", format!("subnet {subnet} was not found in {}", aws.region)))
+    out.subnets().iter().find_map(|s| s.vpc_id().map(str::to_string)).ok_or_else(|| {
+        AwsError::in_answer("DescribeSubnets", format!("subnet {subnet} was not found in {}", aws.region))
+    })
 }
 
 async fn default_subnets(aws: &AwsClients, vpc_id: &str) -> Result<Vec<String>, AwsError> {
-    let request = aws.ec2.describe_subnets().filters(filter("vpc-id", vpc_id)).filters(filter("default-for-az", "true"));
+    let request =
+        aws.ec2.describe_subnets().filters(filter("vpc-id", vpc_id)).filters(filter("default-for-az", "true"));
     let out = aws.calls.call("DescribeSubnets", || request.clone().send()).await?;
     let mut subnets: Vec<String> = out.subnets().iter().filter_map(|s| s.subnet_id().map(str::to_string)).collect();
     subnets.sort();

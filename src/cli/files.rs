@@ -108,9 +108,7 @@ mod tests {
             parse_properties(r#"{"MaxAgents": 10}"#).unwrap_err(),
             "MaxAgents: every value must be a JSON string, as GoCD sends them (write \"10\", not a number)"
         );
-        assert!(parse_properties("[1]")
-            .unwrap_err()
-            .starts_with("not a JSON object"));
+        assert!(parse_properties("[1]").unwrap_err().starts_with("not a JSON object"));
         assert!(parse_properties("{").unwrap_err().starts_with("not JSON"));
     }
 }

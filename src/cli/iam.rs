@@ -62,12 +62,7 @@ pub fn run(args: &ProfileFiles, out: &mut dyn Write, err: &mut dyn Write) -> io:
     let cluster = match load_cluster(&args.cluster_profile) {
         Ok(loaded) => loaded
             .parsed
-            .map_err(|p| {
-                problems.extend(
-                    p.into_iter()
-                        .map(|e| line(&args.cluster_profile, &e.key, &e.message)),
-                )
-            })
+            .map_err(|p| problems.extend(p.into_iter().map(|e| line(&args.cluster_profile, &e.key, &e.message))))
             .ok(),
         Err(why) => {
             problems.push(format!("{}: {why}", args.cluster_profile.display()));
@@ -88,7 +83,10 @@ pub fn run(args: &ProfileFiles, out: &mut dyn Write, err: &mut dyn Write) -> io:
         for p in &problems {
             writeln!(err, "{p}")?;
         }
-        writeln!(err, "no policy printed: fix the profiles first (`ecs-elastic-agent validate` shows the same problems)")?;
+        writeln!(
+            err,
+            "no policy printed: fix the profiles first (`ecs-elastic-agent validate` shows the same problems)"
+        )?;
         return Ok(false);
     };
     let policies = policies(&cluster, &elastic);
@@ -101,11 +99,7 @@ pub fn run(args: &ProfileFiles, out: &mut dyn Write, err: &mut dyn Write) -> io:
 }
 
 fn line(path: &std::path::Path, key: &str, message: &str) -> String {
-    format!(
-        "{}: {key}: {}",
-        path.display(),
-        message.replace(['\n', '\r'], " ")
-    )
+    format!("{}: {key}: {}", path.display(), message.replace(['\n', '\r'], " "))
 }
 
 /// Where the plugin's calls land: partition, region, account and cluster.
@@ -121,12 +115,7 @@ struct Scope {
 
 impl Scope {
     fn of(cluster: &ClusterProfile) -> Scope {
-        let arn_part = |arn: &str, i: usize| {
-            arn.split(':')
-                .nth(i)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-        };
+        let arn_part = |arn: &str, i: usize| arn.split(':').nth(i).filter(|s| !s.is_empty()).map(str::to_string);
         let cluster_arn = Some(cluster.cluster_name.as_str()).filter(|c| c.starts_with("arn:"));
         let role_arn = cluster.role_arn.as_deref();
         let region = cluster.region.clone();
@@ -135,14 +124,10 @@ impl Scope {
             .and_then(|a| arn_part(a, 1))
             .unwrap_or_else(|| partition_of(region.as_deref().unwrap_or("")).to_string());
         // With RoleArn every call runs in the role's account.
-        let account = role_arn
-            .and_then(|a| arn_part(a, 4))
-            .or_else(|| cluster_arn.and_then(|a| arn_part(a, 4)));
+        let account = role_arn.and_then(|a| arn_part(a, 4)).or_else(|| cluster_arn.and_then(|a| arn_part(a, 4)));
         Scope {
             partition,
-            key: region
-                .as_deref()
-                .map(|r| cluster_key(r, &cluster.cluster_name, role_arn)),
+            key: region.as_deref().map(|r| cluster_key(r, &cluster.cluster_name, role_arn)),
             region: region.unwrap_or_else(|| "*".into()),
             account: account.unwrap_or_else(|| "*".into()),
             cluster: cluster.cluster_short_name().to_string(),
@@ -150,10 +135,7 @@ impl Scope {
     }
 
     fn arn(&self, service: &str, resource: &str) -> String {
-        format!(
-            "arn:{}:{service}:{}:{}:{resource}",
-            self.partition, self.region, self.account
-        )
+        format!("arn:{}:{service}:{}:{}:{resource}", self.partition, self.region, self.account)
     }
 
     fn cluster_arn(&self) -> String {
@@ -193,12 +175,7 @@ fn partition_of(region: &str) -> &'static str {
 }
 
 /// One statement; a single action or resource is written as a string.
-fn statement(
-    sid: &str,
-    actions: &[&str],
-    resources: Vec<String>,
-    condition: Option<Value>,
-) -> Value {
+fn statement(sid: &str, actions: &[&str], resources: Vec<String>, condition: Option<Value>) -> Value {
     let one_or_many = |mut v: Vec<String>| {
         if v.len() == 1 {
             Value::String(v.remove(0))
@@ -209,10 +186,7 @@ fn statement(
     let mut s = Map::new();
     s.insert("Sid".into(), json!(sid));
     s.insert("Effect".into(), json!("Allow"));
-    s.insert(
-        "Action".into(),
-        one_or_many(actions.iter().map(|a| a.to_string()).collect()),
-    );
+    s.insert("Action".into(), one_or_many(actions.iter().map(|a| a.to_string()).collect()));
     s.insert("Resource".into(), one_or_many(resources));
     if let Some(c) = condition {
         s.insert("Condition".into(), c);
@@ -240,12 +214,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     let families = task_definitions(&scope, elastic);
 
     let mut statements = vec![
-        statement(
-            "ListTasksOfTheCluster",
-            &["ecs:ListTasks"],
-            vec!["*".into()],
-            Some(cluster_condition.clone()),
-        ),
+        statement("ListTasksOfTheCluster", &["ecs:ListTasks"], vec!["*".into()], Some(cluster_condition.clone())),
         statement(
             "DescribeAndStopTasksOfTheCluster",
             &["ecs:DescribeTasks", "ecs:StopTask"],
@@ -254,11 +223,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         ),
         statement(
             "RunAgentTasksInTheCluster",
-            if ec2 {
-                &["ecs:RunTask", "ecs:StartTask"]
-            } else {
-                &["ecs:RunTask"]
-            },
+            if ec2 { &["ecs:RunTask", "ecs:StartTask"] } else { &["ecs:RunTask"] },
             families.clone(),
             Some(cluster_condition),
         ),
@@ -291,28 +256,14 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         &["ecs:DescribeTaskDefinition"]
     };
     // AWS allows no resource-level permissions for these.
-    statements.push(statement(
-        "TaskDefinitions",
-        task_definition_actions,
-        vec!["*".into()],
-        None,
-    ));
+    statements.push(statement("TaskDefinitions", task_definition_actions, vec!["*".into()], None));
     statements.push(statement(
         "DescribeNetworking",
-        &[
-            "ec2:DescribeVpcs",
-            "ec2:DescribeSubnets",
-            "ec2:DescribeSecurityGroups",
-        ],
+        &["ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
         vec!["*".into()],
         None,
     ));
-    statements.push(statement(
-        "DoctorChecksTheCluster",
-        &["ecs:DescribeClusters"],
-        vec![scope.cluster_arn()],
-        None,
-    ));
+    statements.push(statement("DoctorChecksTheCluster", &["ecs:DescribeClusters"], vec![scope.cluster_arn()], None));
     statements.push(statement(
         "DoctorChecksCapacityProviders",
         &["ecs:DescribeCapacityProviders"],
@@ -334,7 +285,9 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     let (trust_policy, caller_policy) = match &cluster.role_arn {
         Some(role) => {
             let (trust, caller) = role_policies(cluster, role, &scope);
-            notes.push("trust_policy: replace <GOCD_ACCOUNT_ID> with the account of the GoCD server's own credentials".into());
+            notes.push(
+                "trust_policy: replace <GOCD_ACCOUNT_ID> with the account of the GoCD server's own credentials".into(),
+            );
             if cluster.external_id.is_none() {
                 notes.push(
                     "trust_policy: replace <SERVER_ID> with GoCD's server id (Admin > Server Details), or set ExternalId in the cluster profile"
@@ -345,12 +298,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         }
         None => (None, None),
     };
-    Policies {
-        policy: document(statements),
-        trust_policy,
-        caller_policy,
-        notes,
-    }
+    Policies { policy: document(statements), trust_policy, caller_policy, notes }
 }
 
 /// Task definitions RunTask may use: our families (when any elastic profile registers its own)
@@ -360,15 +308,9 @@ fn task_definitions(scope: &Scope, elastic: &[ElasticProfile]) -> Vec<String> {
     if elastic.is_empty() || elastic.iter().any(|e| e.task_definition_arn.is_none()) {
         out.insert(scope.our_families());
     }
-    for given in elastic
-        .iter()
-        .filter_map(|e| e.task_definition_arn.as_deref())
-    {
+    for given in elastic.iter().filter_map(|e| e.task_definition_arn.as_deref()) {
         let arn = if given.starts_with("arn:") {
-            let revision = given
-                .rsplit('/')
-                .next()
-                .is_some_and(|last| last.contains(':'));
+            let revision = given.rsplit('/').next().is_some_and(|last| last.contains(':'));
             if revision {
                 given.to_string()
             } else {
@@ -385,11 +327,7 @@ fn task_definitions(scope: &Scope, elastic: &[ElasticProfile]) -> Vec<String> {
 }
 
 /// `iam:PassRole` for the task and execution roles, to ECS tasks only.
-fn pass_task_roles(
-    cluster: &ClusterProfile,
-    elastic: &[ElasticProfile],
-    notes: &mut Vec<String>,
-) -> Option<Value> {
+fn pass_task_roles(cluster: &ClusterProfile, elastic: &[ElasticProfile], notes: &mut Vec<String>) -> Option<Value> {
     let mut roles = BTreeSet::new();
     for e in elastic {
         roles.extend(e.task_role_arn.iter().cloned());
@@ -399,7 +337,10 @@ fn pass_task_roles(
         for pattern in &cluster.allowed_task_role_arns {
             // IAM understands * and ? only.
             if pattern.as_str().contains(['[', ']']) {
-                notes.push(format!("AllowedTaskRoleArns pattern {} uses [...], which IAM does not understand; left out", pattern.as_str()));
+                notes.push(format!(
+                    "AllowedTaskRoleArns pattern {} uses [...], which IAM does not understand; left out",
+                    pattern.as_str()
+                ));
             } else {
                 roles.insert(pattern.as_str().to_string());
             }
@@ -435,12 +376,7 @@ fn ec2_statements(
         if configured.is_empty() {
             vec![ec2(&format!("{kind}/*"))]
         } else {
-            configured
-                .into_iter()
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .map(|id| ec2(&format!("{kind}/{id}")))
-                .collect()
+            configured.into_iter().collect::<BTreeSet<_>>().into_iter().map(|id| ec2(&format!("{kind}/{id}"))).collect()
         }
     };
     let elastic_subnets: Vec<&String> = elastic.iter().flat_map(|e| &e.subnet_ids).collect();
@@ -454,27 +390,16 @@ fn ec2_statements(
     let groups: Vec<&String> = if cluster.security_group_ids.is_empty() {
         Vec::new()
     } else {
-        cluster
-            .security_group_ids
-            .iter()
-            .chain(elastic_groups)
-            .collect()
+        cluster.security_group_ids.iter().chain(elastic_groups).collect()
     };
-    let image = format!(
-        "arn:{}:ec2:{}::image/{}",
-        scope.partition, scope.region, capacity.ami_id
-    );
+    let image = format!("arn:{}:ec2:{}::image/{}", scope.partition, scope.region, capacity.ami_id);
     let mut launch_from = vec![image, ec2("network-interface/*"), ec2("volume/*")];
     launch_from.extend(ids("subnet", subnets));
     launch_from.extend(ids("security-group", groups));
     if let Some(key_pair) = &capacity.key_pair {
         launch_from.push(ec2(&format!("key-pair/{key_pair}")));
     }
-    let mut created = vec![
-        ec2("instance/*"),
-        ec2("volume/*"),
-        ec2("network-interface/*"),
-    ];
+    let mut created = vec![ec2("instance/*"), ec2("volume/*"), ec2("network-interface/*")];
     if capacity.spot {
         launch_from.push(ec2("spot-instances-request/*"));
         created.push(ec2("spot-instances-request/*"));
@@ -487,10 +412,7 @@ fn ec2_statements(
     let profile_arn = if capacity.instance_profile.starts_with("arn:") {
         capacity.instance_profile.clone()
     } else {
-        scope.iam(
-            &scope.account,
-            &format!("instance-profile/{}", capacity.instance_profile),
-        )
+        scope.iam(&scope.account, &format!("instance-profile/{}", capacity.instance_profile))
     };
     vec![
         statement(
@@ -499,12 +421,7 @@ fn ec2_statements(
             vec![ec2("instance/*")],
             Some(scope.tag_condition("aws:RequestTag")),
         ),
-        statement(
-            "LaunchContainerInstancesFromTheProfile",
-            &["ec2:RunInstances"],
-            launch_from,
-            None,
-        ),
+        statement("LaunchContainerInstancesFromTheProfile", &["ec2:RunInstances"], launch_from, None),
         statement(
             "TagContainerInstancesAtLaunch",
             &["ec2:CreateTags"],
@@ -520,29 +437,19 @@ fn ec2_statements(
         // AWS allows no resource-level permissions for Describe calls.
         statement(
             "DescribeInstancesAndImages",
-            &[
-                "ec2:DescribeInstances",
-                "ec2:DescribeImages",
-                "ec2:DescribeKeyPairs",
-            ],
+            &["ec2:DescribeInstances", "ec2:DescribeImages", "ec2:DescribeKeyPairs"],
             vec!["*".into()],
             None,
         ),
         statement(
             "ContainerInstancesOfTheCluster",
-            &[
-                "ecs:ListContainerInstances",
-                "ecs:DeregisterContainerInstance",
-            ],
+            &["ecs:ListContainerInstances", "ecs:DeregisterContainerInstance"],
             vec![scope.cluster_arn()],
             None,
         ),
         statement(
             "DescribeAndDrainContainerInstancesOfTheCluster",
-            &[
-                "ecs:DescribeContainerInstances",
-                "ecs:UpdateContainerInstancesState",
-            ],
+            &["ecs:DescribeContainerInstances", "ecs:UpdateContainerInstancesState"],
             vec![scope.arn("ecs", &format!("container-instance/{}/*", scope.cluster))],
             None,
         ),
@@ -552,23 +459,14 @@ fn ec2_statements(
             vec![scope.iam(&role_account, &format!("role/{role_name}"))],
             Some(json!({ "StringEquals": { "iam:PassedToService": "ec2.amazonaws.com" } })),
         ),
-        statement(
-            "DoctorChecksTheInstanceProfile",
-            &["iam:GetInstanceProfile"],
-            vec![profile_arn],
-            None,
-        ),
+        statement("DoctorChecksTheInstanceProfile", &["iam:GetInstanceProfile"], vec![profile_arn], None),
     ]
 }
 
 /// (account, role name) of an instance profile given by name or ARN.
 fn instance_role(instance_profile: &str, default_account: &str) -> (String, String) {
     if let Some(rest) = instance_profile.strip_prefix("arn:") {
-        let account = rest
-            .split(':')
-            .nth(3)
-            .filter(|a| !a.is_empty())
-            .unwrap_or(default_account);
+        let account = rest.split(':').nth(3).filter(|a| !a.is_empty()).unwrap_or(default_account);
         let name = rest.rsplit('/').next().unwrap_or(instance_profile);
         return (account.to_string(), name.to_string());
     }
@@ -591,12 +489,7 @@ fn role_policies(cluster: &ClusterProfile, role: &str, scope: &Scope) -> (Value,
             "Condition": { "StringEquals": { "sts:ExternalId": external_id } }
         }]
     });
-    let caller = document(vec![statement(
-        "AssumeTheAgentsRole",
-        &["sts:AssumeRole"],
-        vec![role.to_string()],
-        None,
-    )]);
+    let caller = document(vec![statement("AssumeTheAgentsRole", &["sts:AssumeRole"], vec![role.to_string()], None)]);
     (trust, caller)
 }
 
@@ -606,68 +499,36 @@ mod tests {
     use crate::settings::Properties;
 
     fn cluster(pairs: &[(&str, &str)]) -> ClusterProfile {
-        let props: Properties = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-            .collect();
+        let props: Properties = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
         ClusterProfile::parse(&props).unwrap()
     }
 
     fn elastic(pairs: &[(&str, &str)]) -> ElasticProfile {
-        let props: Properties = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-            .collect();
+        let props: Properties = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
         ElasticProfile::parse(&props).unwrap()
     }
 
     fn sids(p: &Value) -> Vec<String> {
-        p["Statement"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["Sid"].as_str().unwrap().to_string())
-            .collect()
+        p["Statement"].as_array().unwrap().iter().map(|s| s["Sid"].as_str().unwrap().to_string()).collect()
     }
 
     fn find<'a>(p: &'a Value, sid: &str) -> &'a Value {
-        p["Statement"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["Sid"] == sid)
-            .unwrap()
+        p["Statement"].as_array().unwrap().iter().find(|s| s["Sid"] == sid).unwrap()
     }
 
     #[test]
     fn fargate_scopes_everything_to_the_cluster() {
-        let c = cluster(&[(
-            "ClusterName",
-            "arn:aws:ecs:us-east-1:123456789012:cluster/ci",
-        )]);
+        let c = cluster(&[("ClusterName", "arn:aws:ecs:us-east-1:123456789012:cluster/ci")]);
         let p = policies(
             &c,
-            &[elastic(&[
-                ("Image", "gocd/agent:1"),
-                ("TaskRoleArn", "arn:aws:iam::123456789012:role/build"),
-            ])],
+            &[elastic(&[("Image", "gocd/agent:1"), ("TaskRoleArn", "arn:aws:iam::123456789012:role/build")])],
         );
         assert!(p.trust_policy.is_none());
-        let key = cluster_key(
-            "us-east-1",
-            "arn:aws:ecs:us-east-1:123456789012:cluster/ci",
-            None,
-        );
+        let key = cluster_key("us-east-1", "arn:aws:ecs:us-east-1:123456789012:cluster/ci", None);
         let run = find(&p.policy, "RunAgentTasksInTheCluster");
         assert_eq!(run["Action"], "ecs:RunTask");
-        assert_eq!(
-            run["Resource"],
-            format!("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-{key}-*:*")
-        );
-        assert_eq!(
-            run["Condition"]["ArnEquals"]["ecs:cluster"],
-            "arn:aws:ecs:us-east-1:123456789012:cluster/ci"
-        );
+        assert_eq!(run["Resource"], format!("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-{key}-*:*"));
+        assert_eq!(run["Condition"]["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:us-east-1:123456789012:cluster/ci");
         assert_eq!(
             find(&p.policy, "DescribeAndStopTasksOfTheCluster")["Resource"],
             "arn:aws:ecs:us-east-1:123456789012:task/ci/*"
@@ -676,12 +537,7 @@ mod tests {
             find(&p.policy, "PassTaskAndExecutionRolesToEcsTasks")["Resource"],
             "arn:aws:iam::123456789012:role/build"
         );
-        assert!(
-            !sids(&p.policy)
-                .iter()
-                .any(|s| s.contains("ContainerInstance")),
-            "no EC2 on Fargate"
-        );
+        assert!(!sids(&p.policy).iter().any(|s| s.contains("ContainerInstance")), "no EC2 on Fargate");
     }
 
     #[test]
@@ -696,11 +552,8 @@ mod tests {
         ]);
         let p = policies(&c, &[]);
         let ids = sids(&p.policy);
-        for sid in [
-            "TerminateOnlyOurContainerInstances",
-            "ContainerInstancesOfTheCluster",
-            "PassTheInstanceRoleToEc2",
-        ] {
+        for sid in ["TerminateOnlyOurContainerInstances", "ContainerInstancesOfTheCluster", "PassTheInstanceRoleToEc2"]
+        {
             assert!(ids.iter().any(|s| s == sid), "{sid} missing from {ids:?}");
         }
         let launch = find(&p.policy, "LaunchContainerInstancesFromTheProfile");
@@ -709,14 +562,8 @@ mod tests {
             .unwrap()
             .iter()
             .any(|r| r == "arn:aws:ec2:eu-west-1::image/ami-0abcdef1234567890"));
-        assert_eq!(
-            find(&p.policy, "PassTheInstanceRoleToEc2")["Resource"],
-            "arn:aws:iam::*:role/ecsInstanceRole"
-        );
-        assert_eq!(
-            find(&p.policy, "RunAgentTasksInTheCluster")["Action"],
-            json!(["ecs:RunTask", "ecs:StartTask"])
-        );
+        assert_eq!(find(&p.policy, "PassTheInstanceRoleToEc2")["Resource"], "arn:aws:iam::*:role/ecsInstanceRole");
+        assert_eq!(find(&p.policy, "RunAgentTasksInTheCluster")["Action"], json!(["ecs:RunTask", "ecs:StartTask"]));
     }
 
     #[test]
@@ -728,14 +575,8 @@ mod tests {
         ]);
         let p = policies(&c, &[]);
         let trust = p.trust_policy.unwrap();
-        assert_eq!(
-            trust["Statement"][0]["Condition"]["StringEquals"]["sts:ExternalId"],
-            "gocd:server-id:<SERVER_ID>"
-        );
-        assert_eq!(
-            p.caller_policy.unwrap()["Statement"][0]["Resource"],
-            "arn:aws:iam::210987654321:role/gocd"
-        );
+        assert_eq!(trust["Statement"][0]["Condition"]["StringEquals"]["sts:ExternalId"], "gocd:server-id:<SERVER_ID>");
+        assert_eq!(p.caller_policy.unwrap()["Statement"][0]["Resource"], "arn:aws:iam::210987654321:role/gocd");
         assert_eq!(
             find(&p.policy, "DoctorChecksTheCluster")["Resource"],
             "arn:aws:ecs:us-east-1:210987654321:cluster/ci"
@@ -746,10 +587,7 @@ mod tests {
             ("ExternalId", "team-b"),
         ]);
         let trust = policies(&c, &[]).trust_policy.unwrap();
-        assert_eq!(
-            trust["Statement"][0]["Condition"]["StringEquals"]["sts:ExternalId"],
-            "team-b"
-        );
+        assert_eq!(trust["Statement"][0]["Condition"]["StringEquals"]["sts:ExternalId"], "team-b");
     }
 
     #[test]
@@ -761,9 +599,6 @@ mod tests {
             find(&p.policy, "RunAgentTasksInTheCluster")["Resource"],
             "arn:aws:ecs:us-east-1:*:task-definition/agent:3"
         );
-        assert_eq!(
-            find(&p.policy, "TaskDefinitions")["Action"],
-            "ecs:DescribeTaskDefinition"
-        );
+        assert_eq!(find(&p.policy, "TaskDefinitions")["Action"], "ecs:DescribeTaskDefinition");
     }
 }

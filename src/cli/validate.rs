@@ -57,11 +57,8 @@ fn elastic(out: &mut dyn Write, path: &Path, cluster: Option<&ClusterProfile>) -
         (Ok(_), None) => Vec::new(),
     };
     if problems.is_empty() {
-        let note = if cluster.is_none() {
-            " (not checked against the cluster profile, which is not valid)"
-        } else {
-            ""
-        };
+        let note =
+            if cluster.is_none() { " (not checked against the cluster profile, which is not valid)" } else { "" };
         writeln!(out, "{}: ok{note}", path.display())?;
         return Ok(true);
     }

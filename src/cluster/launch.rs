@@ -4,8 +4,8 @@
 //! capacity is refused. Returns as soon as ECS accepted the task.
 
 use aws_sdk_ecs::types::{
-    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair, LaunchType as EcsLaunchType,
-    NetworkConfiguration, Tag, TaskOverride,
+    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair,
+    LaunchType as EcsLaunchType, NetworkConfiguration, Tag, TaskOverride,
 };
 
 use super::task_definition::TaskDefinitionRef;
@@ -111,7 +111,11 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
 ///
 /// # Errors
 /// The failed StartTask call (or the failed look for its task after a lost answer).
-pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_instance: &str) -> Result<Option<TaskView>, AwsError> {
+pub async fn start_task(
+    aws: &AwsClients,
+    spec: &LaunchSpec<'_>,
+    container_instance: &str,
+) -> Result<Option<TaskView>, AwsError> {
     let request = aws
         .ecs
         .start_task()
@@ -127,7 +131,9 @@ pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_insta
         attempt += 1;
         match aws.calls.attempt("StartTask", attempt, request.clone().send()).await {
             Ok(out) => break out,
-            Err(e) if !e.transient || attempt >= crate::aws::calls::MAX_ATTEMPTS => return Err(aws.calls.give_up("StartTask", attempt, e)),
+            Err(e) if !e.transient || attempt >= crate::aws::calls::MAX_ATTEMPTS => {
+                return Err(aws.calls.give_up("StartTask", attempt, e))
+            }
             Err(e) if e.throttled => aws.calls.back_off("StartTask", attempt, &e).await,
             // The answer was lost: ECS may have started the task.
             Err(e) => {
@@ -143,7 +149,12 @@ pub async fn start_task(aws: &AwsClients, spec: &LaunchSpec<'_>, container_insta
         return Ok(Some(TaskView::from_sdk(task)));
     }
     for f in out.failures() {
-        tracing::warn!(agent_id = spec.agent.agent_id, reason = f.reason().unwrap_or(""), detail = f.detail().unwrap_or(""), "StartTask started nothing");
+        tracing::warn!(
+            agent_id = spec.agent.agent_id,
+            reason = f.reason().unwrap_or(""),
+            detail = f.detail().unwrap_or(""),
+            "StartTask started nothing"
+        );
     }
     Ok(None)
 }
@@ -160,7 +171,12 @@ fn is_capacity_refusal(e: &AwsError) -> bool {
     d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
 }
 
-async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, token_suffix: &str) -> Result<TaskView, LaunchError> {
+async fn run_once(
+    aws: &AwsClients,
+    spec: &LaunchSpec<'_>,
+    capacity: Capacity,
+    token_suffix: &str,
+) -> Result<TaskView, LaunchError> {
     let mut request = aws
         .ecs
         .run_task()
@@ -195,9 +211,19 @@ async fn run_once(aws: &AwsClients, spec: &LaunchSpec<'_>, capacity: Capacity, t
     let reasons: Vec<String> = out
         .failures()
         .iter()
-        .map(|f| format!("{}{}", f.reason().unwrap_or("unknown reason"), f.detail().map(|d| format!(" ({d})")).unwrap_or_default()))
+        .map(|f| {
+            format!(
+                "{}{}",
+                f.reason().unwrap_or("unknown reason"),
+                f.detail().map(|d| format!(" ({d})")).unwrap_or_default()
+            )
+        })
         .collect();
-    let detail = if reasons.is_empty() { "ECS started no task and gave no reason (no capacity)".to_string() } else { reasons.join("; ") };
+    let detail = if reasons.is_empty() {
+        "ECS started no task and gave no reason (no capacity)".to_string()
+    } else {
+        reasons.join("; ")
+    };
     Err(LaunchError::known(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail }))
 }
 
@@ -235,7 +261,9 @@ async fn run_task_idempotently(
                     tracing::info!(task = %task.arn, "RunTask's answer was lost, but the task started: using it");
                     return Ok(RunOutcome::AlreadyStarted(Box::new(task)));
                 }
-                Ok(None) if attempt < crate::aws::calls::MAX_ATTEMPTS => aws.calls.back_off("RunTask", attempt, &e).await,
+                Ok(None) if attempt < crate::aws::calls::MAX_ATTEMPTS => {
+                    aws.calls.back_off("RunTask", attempt, &e).await
+                }
                 Ok(None) => return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e))),
                 Err(look) => {
                     tracing::warn!(error = %look, "RunTask's answer was lost and the task could not be looked for: its outcome is unknown");

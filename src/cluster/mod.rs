@@ -192,14 +192,29 @@ impl Cluster {
             None => task_definition::family(&self.key, &profile, elastic, &self.aws.region),
         };
         self.task_definition_sweep.saw(&family, SystemTime::now());
-        let cell = self.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).entry(family.clone()).or_default().clone();
+        let cell = self
+            .task_definitions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(family.clone())
+            .or_default()
+            .clone();
         let td = cell
             .get_or_try_init(|| async {
                 match &elastic.task_definition_arn {
-                    Some(arn) => task_definition::describe_given(&self.aws, arn, elastic.agent_container_name.as_deref()).await,
+                    Some(arn) => {
+                        task_definition::describe_given(&self.aws, arn, elastic.agent_container_name.as_deref()).await
+                    }
                     None => {
-                        task_definition::find_or_register(&self.aws, &family, &profile, elastic, &self.server_id, &self.key)
-                            .await
+                        task_definition::find_or_register(
+                            &self.aws,
+                            &family,
+                            &profile,
+                            elastic,
+                            &self.server_id,
+                            &self.key,
+                        )
+                        .await
                     }
                 }
             })
@@ -214,7 +229,8 @@ impl Cluster {
     /// The failed EC2 lookups; the next launch tries again.
     pub async fn network(&self, elastic: &ElasticProfile) -> Result<Network, AwsError> {
         let profile = self.profile();
-        let subnets = if elastic.subnet_ids.is_empty() { profile.subnet_ids.clone() } else { elastic.subnet_ids.clone() };
+        let subnets =
+            if elastic.subnet_ids.is_empty() { profile.subnet_ids.clone() } else { elastic.subnet_ids.clone() };
         let groups = if elastic.security_group_ids.is_empty() {
             profile.security_group_ids.clone()
         } else {

@@ -124,7 +124,12 @@ pub fn observe(
 /// Decides what server-ping does for one cluster profile.
 ///
 /// `gocd` holds GoCD's agents of this cluster profile only.
-pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register_timeout: Duration, now: SystemTime) -> Vec<Step> {
+pub fn plan(
+    registry: &Registry,
+    gocd: &HashMap<String, AgentMetadata>,
+    register_timeout: Duration,
+    now: SystemTime,
+) -> Vec<Step> {
     let mut steps = Vec::new();
     let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
     for record in registry.all() {
@@ -133,7 +138,11 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
         match record.phase {
             Phase::Running if task_stopped => {
                 let reason = record.task.as_ref().map(TaskView::stop_summary).unwrap_or_default();
-                steps.push(Step::ReportUnexpectedStop { agent_id: record.agent_id.clone(), job: record.job.clone(), reason });
+                steps.push(Step::ReportUnexpectedStop {
+                    agent_id: record.agent_id.clone(),
+                    job: record.job.clone(),
+                    reason,
+                });
                 if registered {
                     steps.push(Step::RemoveAgent {
                         agent_id: record.agent_id.clone(),
@@ -141,7 +150,9 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
                     });
                 }
             }
-            Phase::Running if !registered && record.registered_at.is_none() && age(record.created_at) > register_timeout => {
+            Phase::Running
+                if !registered && record.registered_at.is_none() && age(record.created_at) > register_timeout =>
+            {
                 if let Some(arn) = &record.task_arn {
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
@@ -156,10 +167,16 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
                         task_arn: arn.clone(),
-                        reason: format!("the agent has been idle for over {}: its job is gone", minutes(register_timeout)),
+                        reason: format!(
+                            "the agent has been idle for over {}: its job is gone",
+                            minutes(register_timeout)
+                        ),
                         job: None,
                     });
-                    steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: "its job is gone".into() });
+                    steps.push(Step::RemoveAgent {
+                        agent_id: record.agent_id.clone(),
+                        reason: "its job is gone".into(),
+                    });
                 }
             }
             Phase::Stopping if !task_stopped && record.task_arn.is_some() => {
@@ -171,7 +188,10 @@ pub fn plan(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, register
                 });
             }
             Phase::Stopping | Phase::Stopped if registered => {
-                steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: "its task is stopped".into() });
+                steps.push(Step::RemoveAgent {
+                    agent_id: record.agent_id.clone(),
+                    reason: "its task is stopped".into(),
+                });
             }
             Phase::Running | Phase::Launching | Phase::Stopping | Phase::Stopped => {}
         }
@@ -229,7 +249,15 @@ mod tests {
     }
 
     fn agent(id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
-        (id.into(), AgentMetadata { agent_id: id.into(), agent_state: state, build_state: build, config_state: ConfigState::Enabled })
+        (
+            id.into(),
+            AgentMetadata {
+                agent_id: id.into(),
+                agent_state: state,
+                build_state: build,
+                config_state: ConfigState::Enabled,
+            },
+        )
     }
 
     fn launched(registry: &mut Registry, agent_id: &str, job_id: i64, arn: &str) {
@@ -266,15 +294,20 @@ mod tests {
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
         observe(&mut reg, &[], &[task("t1", "a", 1, "STOPPED")], &[], &gocd, T0);
         let steps = plan(&reg, &gocd, TIMEOUT, T0);
-        assert!(matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user")));
+        assert!(
+            matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user"))
+        );
         assert!(matches!(&steps[1], Step::RemoveAgent { agent_id, .. } if agent_id == "a"));
     }
 
     #[test]
     fn unknown_gocd_agents_are_removed_and_restarted_plugins_adopt() {
         let mut reg = Registry::default();
-        let gocd: HashMap<_, _> =
-            [agent("b", AgentState::Building, BuildState::Building), agent("ghost", AgentState::Idle, BuildState::Idle)].into();
+        let gocd: HashMap<_, _> = [
+            agent("b", AgentState::Building, BuildState::Building),
+            agent("ghost", AgentState::Idle, BuildState::Idle),
+        ]
+        .into();
         observe(&mut reg, &[task("t2", "b", 2, "RUNNING")], &[], &[], &gocd, T0);
         assert_eq!(reg.get("b").unwrap().job.job_id, 2);
         assert_eq!(reg.get("b").unwrap().phase, Phase::Running);
@@ -299,6 +332,8 @@ mod tests {
         launched(&mut reg, "a", 1, "t1");
         observe(&mut reg, &[], &[], &["t1".to_string()], &HashMap::new(), T0);
         let steps = plan(&reg, &HashMap::new(), TIMEOUT, T0);
-        assert!(matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows")));
+        assert!(
+            matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows"))
+        );
     }
 }

@@ -169,7 +169,8 @@ impl Registry {
         if live >= max_agents {
             return Reservation::Full { live };
         }
-        let attempt = self.agents.values().filter(|a| a.job.job_id == job.job_id).map(|a| a.attempt).max().unwrap_or(0) + 1;
+        let attempt =
+            self.agents.values().filter(|a| a.job.job_id == job.job_id).map(|a| a.attempt).max().unwrap_or(0) + 1;
         let mut record = AgentRecord {
             agent_id: new_agent_id.clone(),
             job: job.clone(),
@@ -283,12 +284,18 @@ mod tests {
     fn reserve_dedupes_by_job_and_caps_live_agents() {
         let now = SystemTime::UNIX_EPOCH;
         let mut r = Registry::default();
-        assert_eq!(r.reserve(&job(1), "a".into(), 2, |_| {}, now), Reservation::Reserved { agent_id: "a".into(), attempt: 1 });
+        assert_eq!(
+            r.reserve(&job(1), "a".into(), 2, |_| {}, now),
+            Reservation::Reserved { agent_id: "a".into(), attempt: 1 }
+        );
         assert_eq!(r.reserve(&job(1), "b".into(), 2, |_| {}, now), Reservation::Existing("a".into()));
         assert!(matches!(r.reserve(&job(2), "c".into(), 2, |_| {}, now), Reservation::Reserved { .. }));
         assert_eq!(r.reserve(&job(3), "d".into(), 2, |_| {}, now), Reservation::Full { live: 2 });
         r.stopped("a", "spot reclaimed", now);
-        assert_eq!(r.reserve(&job(1), "e".into(), 2, |_| {}, now), Reservation::Reserved { agent_id: "e".into(), attempt: 2 });
+        assert_eq!(
+            r.reserve(&job(1), "e".into(), 2, |_| {}, now),
+            Reservation::Reserved { agent_id: "e".into(), attempt: 2 }
+        );
         assert_eq!(r.live_count(), 2);
     }
 

@@ -50,7 +50,9 @@ pub async fn find_or_register(
             // Only a revision this server registered: another GoCD server on the same cluster has
             // the same family names, and may deregister its revisions when it stops using them.
             let ours = out.tags().iter().any(|t| t.key() == Some(TAG_SERVER_ID) && t.value() == Some(server_id));
-            if let Some(td) = out.task_definition().filter(|td| ours && td.status().is_some_and(|s| s.as_str() == "ACTIVE")) {
+            if let Some(td) =
+                out.task_definition().filter(|td| ours && td.status().is_some_and(|s| s.as_str() == "ACTIVE"))
+            {
                 tracing::info!(family, "reusing task definition registered before");
                 return Ok(TaskDefinitionRef {
                     arn: td.task_definition_arn().unwrap_or(family).to_string(),
@@ -58,7 +60,9 @@ pub async fn find_or_register(
                 });
             }
         }
-        Err(e) if e.code.as_deref() == Some("ClientException") || e.code.as_deref() == Some("InvalidParameterException") => {}
+        Err(e)
+            if e.code.as_deref() == Some("ClientException")
+                || e.code.as_deref() == Some("InvalidParameterException") => {}
         Err(e) if e.transient => return Err(e),
         Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
     }
@@ -69,20 +73,27 @@ pub async fn find_or_register(
 ///
 /// # Errors
 /// The failed DescribeTaskDefinition call, or a task definition without that container.
-pub async fn describe_given(aws: &AwsClients, arn: &str, container: Option<&str>) -> Result<TaskDefinitionRef, AwsError> {
-    let out = aws.calls.call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(arn).send()).await?;
+pub async fn describe_given(
+    aws: &AwsClients,
+    arn: &str,
+    container: Option<&str>,
+) -> Result<TaskDefinitionRef, AwsError> {
+    let out = aws
+        .calls
+        .call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(arn).send())
+        .await?;
     let td = out
         .task_definition()
         .ok_or_else(|| AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} was not found")))?;
     let names: Vec<&str> = td.container_definitions().iter().filter_map(|c| c.name()).collect();
     let agent_container = match container {
         Some(wanted) if names.contains(&wanted) => wanted.to_string(),
-        Some(wanted) => {
-            return Err(AwsError::in_answer(
-                "DescribeTaskDefinition",
-                format!("task definition {arn} has no container named {wanted:?} (it has {names:?}): fix AgentContainerName"),
-            ))
-        }
+        Some(wanted) => return Err(AwsError::in_answer(
+            "DescribeTaskDefinition",
+            format!(
+                "task definition {arn} has no container named {wanted:?} (it has {names:?}): fix AgentContainerName"
+            ),
+        )),
         None => names.first().map(|n| n.to_string()).ok_or_else(|| {
             AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} has no containers"))
         })?,
@@ -141,7 +152,11 @@ async fn register(
     Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string() })
 }
 
-fn container(cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> Result<ContainerDefinition, AwsError> {
+fn container(
+    cluster: &ClusterProfile,
+    elastic: &ElasticProfile,
+    region: &str,
+) -> Result<ContainerDefinition, AwsError> {
     let mut def = ContainerDefinition::builder()
         .name(AGENT_CONTAINER)
         .image(&elastic.image)

@@ -55,18 +55,14 @@ impl SweepState {
     /// Families seen within [`SEEN_FOR`] of `now` (older ones are forgotten).
     fn recent(&self, now: SystemTime) -> BTreeSet<String> {
         let mut inner = self.lock();
-        inner
-            .seen
-            .retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
+        inner.seen.retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
         inner.seen.keys().cloned().collect()
     }
 
     /// Claims the pass if one is due.
     fn claim(&self, now: SystemTime) -> bool {
         let mut inner = self.lock();
-        let due = inner
-            .last_pass
-            .is_none_or(|t| now.duration_since(t).unwrap_or_default() >= SWEEP_EVERY);
+        let due = inner.last_pass.is_none_or(|t| now.duration_since(t).unwrap_or_default() >= SWEEP_EVERY);
         if due {
             inner.last_pass = Some(now);
         }
@@ -90,9 +86,7 @@ pub struct SweepOutcome {
 /// The family of a task definition ARN (`arn:…:task-definition/<family>:<revision>`) or of
 /// `family:revision`.
 pub fn family_of(task_definition: &str) -> &str {
-    let name = task_definition
-        .rsplit_once('/')
-        .map_or(task_definition, |(_, n)| n);
+    let name = task_definition.rsplit_once('/').map_or(task_definition, |(_, n)| n);
     name.rsplit_once(':').map_or(name, |(family, _)| family)
 }
 
@@ -100,12 +94,7 @@ impl Cluster {
     /// GoCD asked for an agent of this elastic profile: its family stays registered.
     pub fn saw_elastic_profile(&self, elastic: &ElasticProfile) {
         if elastic.task_definition_arn.is_none() {
-            let family = super::task_definition::family(
-                &self.key,
-                &self.profile(),
-                elastic,
-                &self.aws.region,
-            );
+            let family = super::task_definition::family(&self.key, &self.profile(), elastic, &self.aws.region);
             self.task_definition_sweep.saw(&family, SystemTime::now());
         }
     }
@@ -156,16 +145,8 @@ pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
             .family_prefix(&prefix)
             .status(TaskDefinitionFamilyStatus::Active)
             .set_next_token(next.take());
-        let page = aws
-            .calls
-            .call("ListTaskDefinitionFamilies", || request.clone().send())
-            .await?;
-        families.extend(
-            page.families()
-                .iter()
-                .filter(|f| f.starts_with(&prefix))
-                .cloned(),
-        );
+        let page = aws.calls.call("ListTaskDefinitionFamilies", || request.clone().send()).await?;
+        families.extend(page.families().iter().filter(|f| f.starts_with(&prefix)).cloned());
         match page.next_token() {
             Some(token) if !token.is_empty() => next = Some(token.to_string()),
             _ => break,
@@ -179,9 +160,7 @@ pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
             outcome.kept += 1;
             continue;
         }
-        if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS
-            || described >= MAX_DESCRIBE_PER_PASS
-        {
+        if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
             break;
         }
         let request = aws
@@ -190,54 +169,31 @@ pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
             .family_prefix(&family)
             .status(TaskDefinitionStatus::Active)
             .max_results(100);
-        let revisions = aws
-            .calls
-            .call("ListTaskDefinitions", || request.clone().send())
-            .await?;
+        let revisions = aws.calls.call("ListTaskDefinitions", || request.clone().send()).await?;
         let before = outcome.deregistered.len();
         for arn in revisions.task_definition_arns() {
-            if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS
-                || described >= MAX_DESCRIBE_PER_PASS
-            {
+            if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
                 break;
             }
             if family_of(arn) != family {
                 continue; // moto answers by prefix; AWS by family
             }
             described += 1;
-            let describe = aws
-                .ecs
-                .describe_task_definition()
-                .task_definition(arn)
-                .include(TaskDefinitionField::Tags);
-            let out = aws
-                .calls
-                .call("DescribeTaskDefinition", || describe.clone().send())
-                .await?;
-            let tag = |key: &str| {
-                out.tags()
-                    .iter()
-                    .find(|t| t.key() == Some(key))
-                    .and_then(|t| t.value())
-            };
+            let describe = aws.ecs.describe_task_definition().task_definition(arn).include(TaskDefinitionField::Tags);
+            let out = aws.calls.call("DescribeTaskDefinition", || describe.clone().send()).await?;
+            let tag = |key: &str| out.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value());
             if tag(TAG_SERVER_ID) != Some(cluster.server_id.as_str())
                 || tag(TAG_CLUSTER_PROFILE) != Some(cluster.key.as_str())
             {
                 continue; // registered by another GoCD server (or by hand): not ours to remove
             }
             let deregister = aws.ecs.deregister_task_definition().task_definition(arn);
-            aws.calls
-                .call("DeregisterTaskDefinition", || deregister.clone().send())
-                .await?;
+            aws.calls.call("DeregisterTaskDefinition", || deregister.clone().send()).await?;
             outcome.deregistered.push(arn.clone());
         }
         if outcome.deregistered.len() > before {
             // A later launch of this family registers it afresh instead of using a cached revision.
-            cluster
-                .task_definitions
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&family);
+            cluster.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).remove(&family);
         }
     }
     Ok(outcome)
@@ -249,10 +205,7 @@ mod tests {
 
     #[test]
     fn families_of_arns_and_names() {
-        assert_eq!(
-            family_of("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-abc-123:7"),
-            "gocd-abc-123"
-        );
+        assert_eq!(family_of("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-abc-123:7"), "gocd-abc-123");
         assert_eq!(family_of("gocd-abc-123:7"), "gocd-abc-123");
         assert_eq!(family_of("gocd-abc-123"), "gocd-abc-123");
     }
@@ -267,9 +220,6 @@ mod tests {
         state.saw("gocd-k-a", t0);
         state.saw("gocd-k-b", t0 + Duration::from_secs(1800));
         let recent = state.recent(t0 + SEEN_FOR + Duration::from_secs(1));
-        assert_eq!(
-            recent.into_iter().collect::<Vec<_>>(),
-            vec!["gocd-k-b".to_string()]
-        );
+        assert_eq!(recent.into_iter().collect::<Vec<_>>(), vec!["gocd-k-b".to_string()]);
     }
 }

@@ -131,7 +131,8 @@ impl TaskView {
 
     /// Whether ECS has stopped it, or is stopping it.
     pub fn is_stopping(&self) -> bool {
-        self.desired_status == "STOPPED" || matches!(self.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED")
+        self.desired_status == "STOPPED"
+            || matches!(self.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED")
     }
 
     /// Why it stopped, in one line: stop code, reason and the containers' exit codes.
@@ -247,7 +248,8 @@ pub async fn describe(
 ) -> Result<Vec<TaskView>, AwsError> {
     let mut tasks = Vec::with_capacity(arns.len());
     for chunk in arns.chunks(DESCRIBE_CHUNK) {
-        let request = aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
+        let request =
+            aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
         let out = aws.calls.call("DescribeTasks", || request.clone().send()).await?;
         tasks.extend(
             out.tasks()

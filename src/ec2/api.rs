@@ -8,8 +8,8 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
-    InstanceMetadataOptionsRequest, InstanceType, MarketType, ResourceType, SpotInstanceType,
-    SpotMarketOptions, Tag, TagSpecification, VolumeType,
+    InstanceMetadataOptionsRequest, InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
+    TagSpecification, VolumeType,
 };
 use aws_sdk_ecs::types::ContainerInstanceStatus;
 
@@ -78,30 +78,15 @@ fn filter(name: &str, value: &str) -> Filter {
 }
 
 fn ours(server_id: &str, cluster_key: &str) -> [Filter; 2] {
-    [
-        filter(&format!("tag:{TAG_SERVER_ID}"), server_id),
-        filter(&format!("tag:{TAG_CLUSTER_PROFILE}"), cluster_key),
-    ]
+    [filter(&format!("tag:{TAG_SERVER_ID}"), server_id), filter(&format!("tag:{TAG_CLUSTER_PROFILE}"), cluster_key)]
 }
 
 fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
-    let tag = |k: &str| {
-        i.tags()
-            .iter()
-            .find(|t| t.key() == Some(k))
-            .and_then(|t| t.value())
-    };
+    let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value());
     Some(Ec2Instance {
         id: i.instance_id()?.to_string(),
-        instance_type: i
-            .instance_type()
-            .map(|t| t.as_str().to_string())
-            .unwrap_or_default(),
-        state: i
-            .state()
-            .and_then(|s| s.name())
-            .map(|n| n.as_str().to_string())
-            .unwrap_or_default(),
+        instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
         launched_at: i.launch_time().and_then(|t| SystemTime::try_from(*t).ok()),
         spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
         os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
@@ -112,11 +97,7 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
 ///
 /// # Errors
 /// The failed DescribeInstances call.
-pub async fn describe_ours(
-    aws: &AwsClients,
-    server_id: &str,
-    cluster_key: &str,
-) -> Result<Vec<Ec2Instance>, AwsError> {
+pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str) -> Result<Vec<Ec2Instance>, AwsError> {
     let mut found = Vec::new();
     let mut next: Option<String> = None;
     loop {
@@ -124,25 +105,11 @@ pub async fn describe_ours(
             .ec2
             .describe_instances()
             .set_filters(Some(ours(server_id, cluster_key).to_vec()))
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .values("pending")
-                    .values("running")
-                    .build(),
-            )
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
             .max_results(1000)
             .set_next_token(next.take());
-        let page = aws
-            .calls
-            .call("DescribeInstances", || request.clone().send())
-            .await?;
-        found.extend(
-            page.reservations()
-                .iter()
-                .flat_map(|r| r.instances())
-                .filter_map(instance_view),
-        );
+        let page = aws.calls.call("DescribeInstances", || request.clone().send()).await?;
+        found.extend(page.reservations().iter().flat_map(|r| r.instances()).filter_map(instance_view));
         match page.next_token() {
             Some(token) if !token.is_empty() => next = Some(token.to_string()),
             _ => return Ok(found),
@@ -165,11 +132,7 @@ pub async fn states_of_ours(
         .describe_instances()
         .set_filters(Some(ours(server_id, cluster_key).to_vec()))
         .set_instance_ids(Some(ids.to_vec()));
-    let out = match aws
-        .calls
-        .call("DescribeInstances", || request.clone().send())
-        .await
-    {
+    let out = match aws.calls.call("DescribeInstances", || request.clone().send()).await {
         Ok(out) => out,
         // An id EC2 no longer knows at all makes the whole call fail: none of them is ours to touch.
         Err(e) if e.code.as_deref() == Some("InvalidInstanceID.NotFound") => return Ok(Vec::new()),
@@ -188,23 +151,12 @@ pub async fn states_of_ours(
 ///
 /// # Errors
 /// The failed ListContainerInstances or DescribeContainerInstances call.
-pub async fn container_instances(
-    aws: &AwsClients,
-    cluster: &str,
-) -> Result<Vec<ContainerInstance>, AwsError> {
+pub async fn container_instances(aws: &AwsClients, cluster: &str) -> Result<Vec<ContainerInstance>, AwsError> {
     let mut arns = Vec::new();
     let mut next: Option<String> = None;
     loop {
-        let request = aws
-            .ecs
-            .list_container_instances()
-            .cluster(cluster)
-            .max_results(100)
-            .set_next_token(next.take());
-        let page = aws
-            .calls
-            .call("ListContainerInstances", || request.clone().send())
-            .await?;
+        let request = aws.ecs.list_container_instances().cluster(cluster).max_results(100).set_next_token(next.take());
+        let page = aws.calls.call("ListContainerInstances", || request.clone().send()).await?;
         arns.extend(page.container_instance_arns().iter().cloned());
         match page.next_token() {
             Some(token) if !token.is_empty() => next = Some(token.to_string()),
@@ -213,15 +165,9 @@ pub async fn container_instances(
     }
     let mut found = Vec::with_capacity(arns.len());
     for chunk in arns.chunks(DESCRIBE_CHUNK) {
-        let request = aws
-            .ecs
-            .describe_container_instances()
-            .cluster(cluster)
-            .set_container_instances(Some(chunk.to_vec()));
-        let out = aws
-            .calls
-            .call("DescribeContainerInstances", || request.clone().send())
-            .await?;
+        let request =
+            aws.ecs.describe_container_instances().cluster(cluster).set_container_instances(Some(chunk.to_vec()));
+        let out = aws.calls.call("DescribeContainerInstances", || request.clone().send()).await?;
         found.extend(out.container_instances().iter().map(|c| {
             let resources = |list: &[aws_sdk_ecs::types::Resource]| {
                 let get = |name: &str| {
@@ -235,10 +181,7 @@ pub async fn container_instances(
             // Never more room than the instance has (moto frees a task's resources again on a
             // repeated StopTask).
             let remaining = resources(c.remaining_resources());
-            let remaining = Resources::new(
-                remaining.cpu.min(total.cpu),
-                remaining.memory.min(total.memory),
-            );
+            let remaining = Resources::new(remaining.cpu.min(total.cpu), remaining.memory.min(total.memory));
             ContainerInstance {
                 arn: c.container_instance_arn().unwrap_or_default().to_string(),
                 ec2_id: c.ec2_instance_id().map(str::to_string),
@@ -246,10 +189,7 @@ pub async fn container_instances(
                 connected: c.agent_connected(),
                 total,
                 remaining,
-                tasks: u32::try_from(
-                    c.running_tasks_count().max(0) + c.pending_tasks_count().max(0),
-                )
-                .unwrap_or(0),
+                tasks: u32::try_from(c.running_tasks_count().max(0) + c.pending_tasks_count().max(0)).unwrap_or(0),
             }
         }));
     }
@@ -266,16 +206,8 @@ pub async fn set_state(
     arn: &str,
     status: ContainerInstanceStatus,
 ) -> Result<(), AwsError> {
-    let request = aws
-        .ecs
-        .update_container_instances_state()
-        .cluster(cluster)
-        .container_instances(arn)
-        .status(status);
-    aws.calls
-        .call("UpdateContainerInstancesState", || request.clone().send())
-        .await
-        .map(|_| ())
+    let request = aws.ecs.update_container_instances_state().cluster(cluster).container_instances(arn).status(status);
+    aws.calls.call("UpdateContainerInstancesState", || request.clone().send()).await.map(|_| ())
 }
 
 /// Deregisters a container instance; refused (by ECS) while tasks run on it.
@@ -283,16 +215,8 @@ pub async fn set_state(
 /// # Errors
 /// The failed DeregisterContainerInstance call.
 pub async fn deregister(aws: &AwsClients, cluster: &str, arn: &str) -> Result<(), AwsError> {
-    let request = aws
-        .ecs
-        .deregister_container_instance()
-        .cluster(cluster)
-        .container_instance(arn)
-        .force(false);
-    aws.calls
-        .call("DeregisterContainerInstance", || request.clone().send())
-        .await
-        .map(|_| ())
+    let request = aws.ecs.deregister_container_instance().cluster(cluster).container_instance(arn).force(false);
+    aws.calls.call("DeregisterContainerInstance", || request.clone().send()).await.map(|_| ())
 }
 
 /// Terminates instances of ours.
@@ -300,14 +224,8 @@ pub async fn deregister(aws: &AwsClients, cluster: &str, arn: &str) -> Result<()
 /// # Errors
 /// The failed TerminateInstances call.
 pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError> {
-    let request = aws
-        .ec2
-        .terminate_instances()
-        .set_instance_ids(Some(ids.to_vec()));
-    aws.calls
-        .call("TerminateInstances", || request.clone().send())
-        .await
-        .map(|_| ())
+    let request = aws.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec()));
+    aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
 }
 
 /// RunInstances: `Ok(Err(refusal))` when EC2 has no capacity for it (not retried: asking again
@@ -319,19 +237,11 @@ pub async fn run_instances(
     aws: &AwsClients,
     launch: &LaunchRequest<'_>,
 ) -> Result<Result<Vec<Ec2Instance>, Refusal>, AwsError> {
-    let tags: Vec<Tag> = launch
-        .tags
-        .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect();
+    let tags: Vec<Tag> = launch.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect();
     let profile = if launch.instance_profile.starts_with("arn:") {
-        IamInstanceProfileSpecification::builder()
-            .arn(launch.instance_profile)
-            .build()
+        IamInstanceProfileSpecification::builder().arn(launch.instance_profile).build()
     } else {
-        IamInstanceProfileSpecification::builder()
-            .name(launch.instance_profile)
-            .build()
+        IamInstanceProfileSpecification::builder().name(launch.instance_profile).build()
     };
     let root_device = match launch.os {
         OsClass::Linux => "/dev/xvda",
@@ -369,16 +279,10 @@ pub async fn run_instances(
                 .build(),
         )
         .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Instance)
-                .set_tags(Some(tags.clone()))
-                .build(),
+            TagSpecification::builder().resource_type(ResourceType::Instance).set_tags(Some(tags.clone())).build(),
         )
         .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Volume)
-                .set_tags(Some(tags))
-                .build(),
+            TagSpecification::builder().resource_type(ResourceType::Volume).set_tags(Some(tags)).build(),
         )
         .user_data(&launch.user_data)
         .client_token(&launch.client_token);
@@ -446,10 +350,7 @@ mod tests {
             .tags(Tag::builder().key(TAG_OS).value("windows").build())
             .build();
         let v = instance_view(&i).unwrap();
-        assert_eq!(
-            (v.id.as_str(), v.instance_type.as_str(), v.state.as_str()),
-            ("i-0abc", "c5.xlarge", "running")
-        );
+        assert_eq!((v.id.as_str(), v.instance_type.as_str(), v.state.as_str()), ("i-0abc", "c5.xlarge", "running"));
         assert!(v.spot);
         assert_eq!(v.os, OsClass::Windows);
     }

@@ -30,25 +30,12 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
-        if let Err(e) = api::set_state(
-            &cluster.aws,
-            cluster_name,
-            arn,
-            ContainerInstanceStatus::Draining,
-        )
-        .await
-        {
+        if let Err(e) = api::set_state(&cluster.aws, cluster_name, arn, ContainerInstanceStatus::Draining).await {
             tracing::info!(instance = %r.instance, error = %e, "could not set the container instance DRAINING; deregistering anyway");
         }
         if let Err(e) = api::deregister(&cluster.aws, cluster_name, arn).await {
             tracing::warn!(instance = %r.instance, error = %e, "could not deregister the container instance; keeping the instance");
-            let _ = api::set_state(
-                &cluster.aws,
-                cluster_name,
-                arn,
-                ContainerInstanceStatus::Active,
-            )
-            .await;
+            let _ = api::set_state(&cluster.aws, cluster_name, arn, ContainerInstanceStatus::Active).await;
             if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
                 record.retiring = None;
             }
@@ -65,23 +52,14 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
                 record.ec2_state = "shutting-down".into();
             }
             drop(st);
-            let message = format!(
-                "terminated EC2 instance {}: {}",
-                r.instance,
-                r.reason.describe()
-            );
+            let message = format!("terminated EC2 instance {}: {}", r.instance, r.reason.describe());
             match r.reason {
                 RetireReason::Idle => tracing::info!(instance = %r.instance, "{message}"),
-                RetireReason::NeverRegistered | RetireReason::Unhealthy => {
-                    cluster.event(HealthKind::Warning, message)
-                }
+                RetireReason::NeverRegistered | RetireReason::Unhealthy => cluster.event(HealthKind::Warning, message),
             }
         }
         Err(e) => {
-            cluster.event(
-                HealthKind::Warning,
-                format!("could not terminate EC2 instance {}: {e}", r.instance),
-            );
+            cluster.event(HealthKind::Warning, format!("could not terminate EC2 instance {}: {e}", r.instance));
             // Deregistered already: the next passes see it unregistered and retry.
             if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
                 record.retiring = None;
@@ -92,43 +70,23 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
 }
 
 /// Starts one waiting task on its instance.
-pub(super) async fn start(
-    cluster: &Cluster,
-    host: &HostClient,
-    profile: &ClusterProfile,
-    p: &Placement,
-) {
+pub(super) async fn start(cluster: &Cluster, host: &HostClient, profile: &ClusterProfile, p: &Placement) {
     let (work, container) = {
         let st = cluster.ec2.state();
         let work = st.waiting.iter().find(|w| w.agent_id == p.demand).cloned();
-        let container = st
-            .instances
-            .get(&p.instance)
-            .and_then(|r| r.container.as_ref())
-            .map(|c| c.arn.clone());
+        let container = st.instances.get(&p.instance).and_then(|r| r.container.as_ref()).map(|c| c.arn.clone());
         match (work, container) {
             (Some(w), Some(c)) => (w, c),
             _ => return,
         }
     };
-    if !cluster
-        .registry()
-        .get(&work.agent_id)
-        .is_some_and(|a| a.phase == Phase::Launching)
-    {
-        cluster
-            .ec2
-            .state()
-            .waiting
-            .retain(|w| w.agent_id != work.agent_id);
+    if !cluster.registry().get(&work.agent_id).is_some_and(|a| a.phase == Phase::Launching) {
+        cluster.ec2.state().waiting.retain(|w| w.agent_id != work.agent_id);
         return;
     }
     let mut user_tags = profile.tags.clone();
     user_tags.extend(work.elastic.tags.iter().cloned());
-    let no_network = Network {
-        subnets: Vec::new(),
-        security_groups: Vec::new(),
-    };
+    let no_network = Network { subnets: Vec::new(), security_groups: Vec::new() };
     let spec = LaunchSpec {
         cluster: profile,
         elastic: &work.elastic,
@@ -153,13 +111,7 @@ pub(super) async fn start(
             environment: work.environment.as_deref(),
             agent_id: &work.agent_id,
         },
-        client_token: client_token(
-            &cluster.server_id,
-            &cluster.key,
-            work.job.job_id,
-            work.attempt,
-            "",
-        ),
+        client_token: client_token(&cluster.server_id, &cluster.key, work.job.job_id, work.attempt, ""),
     };
     let outcome = start_task(&cluster.aws, &spec, &container).await;
     let now = SystemTime::now();
@@ -167,13 +119,11 @@ pub(super) async fn start(
     match outcome {
         Ok(Some(task)) => {
             let arn = task.arn.clone();
-            cluster
-                .ec2
-                .state()
-                .placed(instance, agent_id, work.need, now);
+            cluster.ec2.state().placed(instance, agent_id, work.need, now);
             started(&mut cluster.registry(), agent_id, task, now);
             tracing::info!(agent_id, instance, task = %arn, "started agent task on an EC2 container instance");
-            let line = format!("[ecs-elastic-agent] started agent {agent_id} as ECS task {arn} on EC2 instance {instance}");
+            let line =
+                format!("[ecs-elastic-agent] started agent {agent_id} as ECS task {arn} on EC2 instance {instance}");
             let _ = host.console_log(&work.job, line).await;
         }
         Ok(None) => tracing::info!(
@@ -185,22 +135,11 @@ pub(super) async fn start(
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {
-            cluster
-                .ec2
-                .state()
-                .waiting
-                .retain(|w| w.agent_id != work.agent_id);
-            cluster
-                .registry()
-                .stopped(&work.agent_id, format!("launch failed: {e}"), now);
-            let message = format!(
-                "could not start an agent for job {}: {e}",
-                work.job.locator()
-            );
+            cluster.ec2.state().waiting.retain(|w| w.agent_id != work.agent_id);
+            cluster.registry().stopped(&work.agent_id, format!("launch failed: {e}"), now);
+            let message = format!("could not start an agent for job {}: {e}", work.job.locator());
             cluster.event(HealthKind::Error, message.clone());
-            let _ = host
-                .console_log(&work.job, format!("[ecs-elastic-agent] {message}"))
-                .await;
+            let _ = host.console_log(&work.job, format!("[ecs-elastic-agent] {message}")).await;
         }
     }
 }
@@ -215,12 +154,7 @@ fn started(registry: &mut Registry, agent_id: &str, task: TaskView, now: SystemT
 }
 
 /// Work larger than an instance (learned once one registered): it can never start.
-pub(super) async fn refuse_too_big(
-    cluster: &Cluster,
-    host: &HostClient,
-    cfg: &Ec2Capacity,
-    ids: &[String],
-) {
+pub(super) async fn refuse_too_big(cluster: &Cluster, host: &HostClient, cfg: &Ec2Capacity, ids: &[String]) {
     for id in ids {
         let work = {
             let mut st = cluster.ec2.state();
@@ -241,12 +175,8 @@ pub(super) async fn refuse_too_big(
             capacity.cpu,
             capacity.memory
         );
-        cluster
-            .registry()
-            .stopped(id, message.clone(), SystemTime::now());
+        cluster.registry().stopped(id, message.clone(), SystemTime::now());
         cluster.event(HealthKind::Warning, message.clone());
-        let _ = host
-            .console_log(&work.job, format!("[ecs-elastic-agent] {message}"))
-            .await;
+        let _ = host.console_log(&work.job, format!("[ecs-elastic-agent] {message}")).await;
     }
 }

@@ -35,12 +35,7 @@ fn vcpus(class: char, size: &str) -> Option<u32> {
         "medium" => Some(1),
         "large" => Some(2),
         "xlarge" => Some(4),
-        _ => size
-            .strip_suffix("xlarge")?
-            .parse::<u32>()
-            .ok()
-            .filter(|n| *n > 0)
-            .map(|n| n * 4),
+        _ => size.strip_suffix("xlarge")?.parse::<u32>().ok().filter(|n| *n > 0).map(|n| n * 4),
     }
 }
 
@@ -61,8 +56,7 @@ fn burstable(size: &str) -> Option<Resources> {
 
 fn resources(vcpus: u32, gib: f64) -> Resources {
     let physical = (gib * 1024.0) as u64;
-    let registered =
-        physical * u64::from(REGISTERED_MEMORY_RATIO.0) / u64::from(REGISTERED_MEMORY_RATIO.1);
+    let registered = physical * u64::from(REGISTERED_MEMORY_RATIO.0) / u64::from(REGISTERED_MEMORY_RATIO.1);
     Resources::new(vcpus * 1024, u32::try_from(registered).unwrap_or(u32::MAX))
 }
 

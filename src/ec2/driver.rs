@@ -60,16 +60,12 @@ pub struct Work<'a> {
 /// the profile's type.
 pub async fn enqueue(cluster: &Arc<Cluster>, host: &HostClient, work: Work<'_>) -> Result<String> {
     let profile = cluster.profile();
-    let cfg = profile.ec2.clone().ok_or_else(|| {
-        PluginError::Internal("an EC2 launch for a cluster profile without Ec2 settings".into())
-    })?;
+    let cfg = profile
+        .ec2
+        .clone()
+        .ok_or_else(|| PluginError::Internal("an EC2 launch for a cluster profile without Ec2 settings".into()))?;
     let task_definition = cluster.task_definition(work.elastic).await?;
-    let need = Resources::new(
-        work.elastic.cpu,
-        work.elastic
-            .memory_reservation
-            .unwrap_or(work.elastic.memory),
-    );
+    let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
     let capacity = cluster.ec2.state().capacity(&cfg.instance_type);
     if let Some(capacity) = capacity.filter(|c| !c.fits(need)) {
         return Err(PluginError::Config(format!(
@@ -121,11 +117,7 @@ pub async fn enqueue(cluster: &Arc<Cluster>, host: &HostClient, work: Work<'_>) 
 
 /// Starts the cluster's background loop unless it runs.
 pub fn ensure_running(cluster: &Arc<Cluster>, host: &HostClient) {
-    let mut task = cluster
-        .ec2
-        .task
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut task = cluster.ec2.task.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if task.as_ref().is_some_and(|t| !t.is_finished()) {
         return;
     }
@@ -145,19 +137,10 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>, host: HostClient) {
             let (pause, error) = match outcome {
                 Ok(Ok(pause)) => (pause, None),
                 Ok(Err(e)) => (AFTER_ERROR, Some(e.to_string())),
-                Err(_) => (
-                    AFTER_ERROR,
-                    Some(format!(
-                        "a pass took longer than {} s",
-                        PASS_BUDGET.as_secs()
-                    )),
-                ),
+                Err(_) => (AFTER_ERROR, Some(format!("a pass took longer than {} s", PASS_BUDGET.as_secs()))),
             };
             if let Some(e) = &error {
-                cluster.event(
-                    HealthKind::Error,
-                    format!("EC2 capacity could not be managed: {e}"),
-                );
+                cluster.event(HealthKind::Error, format!("EC2 capacity could not be managed: {e}"));
             }
             cluster.ec2.state().last_pass = Some((now, error));
             pause
@@ -190,10 +173,7 @@ async fn pass(cluster: &Cluster, host: &HostClient) -> Result<Duration, AwsError
     let instances = api::describe_ours(&cluster.aws, &cluster.server_id, &cluster.key).await?;
     let containers = api::container_instances(&cluster.aws, &profile.cluster_name).await?;
     let now = SystemTime::now();
-    let observed = cluster
-        .ec2
-        .state()
-        .observe(instances, containers, described_at, now);
+    let observed = cluster.ec2.state().observe(instances, containers, described_at, now);
     let mut leftovers = observed.deregister;
     if !observed.unknown.is_empty() {
         leftovers.extend(classify_unknown(cluster, observed.unknown).await?);
@@ -234,18 +214,13 @@ async fn pass(cluster: &Cluster, host: &HostClient) -> Result<Duration, AwsError
     } else {
         STEADY
     };
-    let due = st
-        .next_deadline(&st.policy(&cfg), SystemTime::now())
-        .map(|d| d + Duration::from_millis(500));
+    let due = st.next_deadline(&st.policy(&cfg), SystemTime::now()).map(|d| d + Duration::from_millis(500));
     Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
 }
 
 /// Container instances whose EC2 instance we do not know: ours (by tag) and gone → deregister;
 /// anything else is remembered as not ours and never touched.
-async fn classify_unknown(
-    cluster: &Cluster,
-    unknown: Vec<(String, String)>,
-) -> Result<Vec<String>, AwsError> {
+async fn classify_unknown(cluster: &Cluster, unknown: Vec<(String, String)>) -> Result<Vec<String>, AwsError> {
     let ids: Vec<String> = unknown.iter().map(|(id, _)| id.clone()).collect();
     let states = api::states_of_ours(&cluster.aws, &ids, &cluster.server_id, &cluster.key).await?;
     let mut st = cluster.ec2.state();
@@ -268,16 +243,13 @@ async fn classify_unknown(
 /// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), and
 /// work whose reservation is no longer live.
 fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) {
-    let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60)
-        .max(WAITING_EXPIRES_AFTER);
+    let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60).max(WAITING_EXPIRES_AFTER);
     let expired: Vec<String> = {
         let registry = cluster.registry();
         let mut st = cluster.ec2.state();
         let mut expired = Vec::new();
         st.waiting.retain(|w| {
-            let live = registry
-                .get(&w.agent_id)
-                .is_some_and(|a| a.phase == Phase::Launching);
+            let live = registry.get(&w.agent_id).is_some_and(|a| a.phase == Phase::Launching);
             let asked_lately = now.duration_since(w.last_asked).unwrap_or_default() < limit;
             if live && !asked_lately {
                 expired.push(w.agent_id.clone());
@@ -291,10 +263,7 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
         tracing::info!(agent_id = %id, "GoCD stopped asking for this waiting agent; dropped");
         registry.stopped(
             &id,
-            format!(
-                "GoCD did not ask for this agent for {} minutes: its job is gone",
-                limit.as_secs() / 60
-            ),
+            format!("GoCD did not ask for this agent for {} minutes: its job is gone", limit.as_secs() / 60),
             now,
         );
     }
@@ -318,13 +287,7 @@ fn wind_down() -> Ec2Capacity {
 }
 
 fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<String> = cluster
-        .ec2
-        .state()
-        .waiting
-        .drain(..)
-        .map(|w| w.agent_id)
-        .collect();
+    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
         registry.stopped(&id, why, SystemTime::now());

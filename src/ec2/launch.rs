@@ -21,29 +21,14 @@ const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration:
 
 /// Launches instances, grouped by OS: spot first when asked, on-demand when spot capacity is
 /// refused, then the next subnet (another zone) when on-demand capacity is refused too.
-pub(super) async fn launch(
-    cluster: &Cluster,
-    profile: &ClusterProfile,
-    cfg: &Ec2Capacity,
-    oses: &[OsClass],
-) {
+pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, oses: &[OsClass]) {
     let now = SystemTime::now();
-    if cluster
-        .ec2
-        .state()
-        .launch_backoff
-        .is_some_and(|(until, _)| now < until)
-    {
+    if cluster.ec2.state().launch_backoff.is_some_and(|(until, _)| now < until) {
         return;
     }
     let network = match instance_network(cluster, profile).await {
         Ok(n) => n,
-        Err(e) => {
-            return launch_failed(
-                cluster,
-                format!("could not resolve subnets and security groups: {e}"),
-            )
-        }
+        Err(e) => return launch_failed(cluster, format!("could not resolve subnets and security groups: {e}")),
     };
     for os in [OsClass::Linux, OsClass::Windows] {
         let count = oses.iter().filter(|o| **o == os).count() as u32;
@@ -53,12 +38,7 @@ pub(super) async fn launch(
         match launch_some(cluster, profile, cfg, &network, os, count).await {
             Ok((instances, fell_back)) => {
                 let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
-                tracing::info!(
-                    ?ids,
-                    os = os.as_str(),
-                    spot = cfg.spot && !fell_back,
-                    "launched EC2 instances"
-                );
+                tracing::info!(?ids, os = os.as_str(), spot = cfg.spot && !fell_back, "launched EC2 instances");
                 let mut st = cluster.ec2.state();
                 st.launched(&instances, SystemTime::now());
                 st.counters.launched += instances.len() as u64;
@@ -81,32 +61,20 @@ async fn launch_some(
     count: u32,
 ) -> Result<(Vec<Ec2Instance>, bool), String> {
     let first = cluster.ec2.state().counters.launched as usize;
-    let subnets: Vec<&String> = network
-        .subnets
-        .iter()
-        .cycle()
-        .skip(first % network.subnets.len().max(1))
-        .take(network.subnets.len())
-        .collect();
+    let subnets: Vec<&String> =
+        network.subnets.iter().cycle().skip(first % network.subnets.len().max(1)).take(network.subnets.len()).collect();
     let join = Join {
         cluster: profile.cluster_short_name(),
         server_id: &cluster.server_id,
         cluster_key: &cluster.key,
         extra: cfg.user_data.as_deref(),
     };
-    let mut tags: Vec<(String, String)> = profile
-        .tags
-        .iter()
-        .filter(|(k, _)| !k.starts_with("gocd:") && k != "Name")
-        .cloned()
-        .collect();
+    let mut tags: Vec<(String, String)> =
+        profile.tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && k != "Name").cloned().collect();
     tags.push((TAG_SERVER_ID.into(), cluster.server_id.clone()));
     tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.clone()));
     tags.push((TAG_OS.into(), os.as_str().into()));
-    tags.push((
-        "Name".into(),
-        format!("gocd-ecs-agents {}", profile.cluster_short_name()),
-    ));
+    tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<Refusal> = Vec::new();
     let mut spot = cfg.spot;
     for subnet in subnets {
@@ -130,20 +98,19 @@ async fn launch_some(
                 Ok(Ok(instances)) if !instances.is_empty() => {
                     let fell_back = cfg.spot && !spot;
                     if fell_back {
-                        let why: Vec<String> = refusals
-                            .iter()
-                            .map(|r| format!("{}: {}", r.code, r.message))
-                            .collect();
+                        let why: Vec<String> = refusals.iter().map(|r| format!("{}: {}", r.code, r.message)).collect();
                         cluster.event(
                             HealthKind::Warning,
-                            format!("EC2 spot capacity was refused ({}); launched {} on-demand instance(s) instead", why.join("; "), instances.len()),
+                            format!(
+                                "EC2 spot capacity was refused ({}); launched {} on-demand instance(s) instead",
+                                why.join("; "),
+                                instances.len()
+                            ),
                         );
                     }
                     return Ok((instances, fell_back));
                 }
-                Ok(Ok(_)) => {
-                    return Err("RunInstances launched no instance and gave no reason".into())
-                }
+                Ok(Ok(_)) => return Err("RunInstances launched no instance and gave no reason".into()),
                 Ok(Err(refusal)) => {
                     tracing::warn!(subnet = %subnet, spot, code = %refusal.code, message = %refusal.message, "EC2 refused capacity");
                     refusals.push(refusal);
@@ -157,45 +124,27 @@ async fn launch_some(
             }
         }
     }
-    let why: Vec<String> = refusals
-        .iter()
-        .map(|r| format!("{}: {}", r.code, r.message))
-        .collect();
-    Err(format!(
-        "EC2 has no {} capacity in any subnet: {}",
-        cfg.instance_type,
-        why.join("; ")
-    ))
+    let why: Vec<String> = refusals.iter().map(|r| format!("{}: {}", r.code, r.message)).collect();
+    Err(format!("EC2 has no {} capacity in any subnet: {}", cfg.instance_type, why.join("; ")))
 }
 
 fn launch_failed(cluster: &Cluster, message: String) {
     let now = SystemTime::now();
     let backoff = {
         let mut st = cluster.ec2.state();
-        let next = st
-            .launch_backoff
-            .map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
+        let next = st.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
         st.launch_backoff = Some((now + next, next));
         next
     };
     cluster.event(
         HealthKind::Error,
-        format!(
-            "could not launch EC2 instances (next try in {} s): {message}",
-            backoff.as_secs()
-        ),
+        format!("could not launch EC2 instances (next try in {} s): {message}", backoff.as_secs()),
     );
 }
 
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.
-async fn instance_network(
-    cluster: &Cluster,
-    profile: &ClusterProfile,
-) -> Result<Network, AwsError> {
-    let key = (
-        profile.subnet_ids.clone(),
-        profile.security_group_ids.clone(),
-    );
+async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result<Network, AwsError> {
+    let key = (profile.subnet_ids.clone(), profile.security_group_ids.clone());
     let mut cached = cluster.ec2.network.lock().await;
     if let Some((k, n)) = cached.as_ref() {
         if *k == key {

@@ -59,18 +59,12 @@ impl Resources {
 
     /// What is left after taking `used` (never below zero).
     pub fn minus(self, used: Resources) -> Resources {
-        Resources {
-            cpu: self.cpu.saturating_sub(used.cpu),
-            memory: self.memory.saturating_sub(used.memory),
-        }
+        Resources { cpu: self.cpu.saturating_sub(used.cpu), memory: self.memory.saturating_sub(used.memory) }
     }
 
     /// The sum.
     pub fn plus(self, more: Resources) -> Resources {
-        Resources {
-            cpu: self.cpu.saturating_add(more.cpu),
-            memory: self.memory.saturating_add(more.memory),
-        }
+        Resources { cpu: self.cpu.saturating_add(more.cpu), memory: self.memory.saturating_add(more.memory) }
     }
 
     /// The larger of this amount's CPU and memory shares of `whole` (0.0 to 1.0 when it fits):
@@ -133,10 +127,7 @@ mod tests {
         let room = Resources::new(4096, 7482);
         assert!(room.fits(Resources::new(1024, 1800)));
         assert!(!room.fits(Resources::new(1024, 8000)));
-        assert_eq!(
-            room.minus(Resources::new(5000, 1800)),
-            Resources::new(0, 5682)
-        );
+        assert_eq!(room.minus(Resources::new(5000, 1800)), Resources::new(0, 5682));
         assert_eq!(Resources::new(1024, 3741).share_of(room), 0.5);
         assert_eq!(Resources::new(2048, 100).share_of(room), 0.5);
     }
@@ -144,10 +135,7 @@ mod tests {
     #[test]
     fn os_classes() {
         assert_eq!(OsClass::of_family("LINUX"), OsClass::Linux);
-        assert_eq!(
-            OsClass::of_family("WINDOWS_SERVER_2022_CORE"),
-            OsClass::Windows
-        );
+        assert_eq!(OsClass::of_family("WINDOWS_SERVER_2022_CORE"), OsClass::Windows);
         assert_eq!(OsClass::from_tag(Some("windows")), OsClass::Windows);
         assert_eq!(OsClass::from_tag(None), OsClass::Linux);
     }

@@ -100,8 +100,12 @@ impl RetireReason {
     /// For operators: why the plugin terminated the instance.
     pub fn describe(self) -> &'static str {
         match self {
-            RetireReason::NeverRegistered => "it did not register with the ECS cluster within Ec2RegisterTimeoutMinutes",
-            RetireReason::Unhealthy => "its ECS agent was disconnected or not ACTIVE, with no task, for Ec2RegisterTimeoutMinutes",
+            RetireReason::NeverRegistered => {
+                "it did not register with the ECS cluster within Ec2RegisterTimeoutMinutes"
+            }
+            RetireReason::Unhealthy => {
+                "its ECS agent was disconnected or not ACTIVE, with no task, for Ec2RegisterTimeoutMinutes"
+            }
             RetireReason::Idle => "it ran no task for Ec2IdleMinutes",
         }
     }
@@ -149,14 +153,11 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
     // 1. The broken.
     for (i, s) in slots.iter().enumerate().filter(|(_, s)| !s.retiring) {
         let reason = match &s.registered {
-            None if age(s.launched_at) > policy.register_timeout => {
-                Some(RetireReason::NeverRegistered)
-            }
+            None if age(s.launched_at) > policy.register_timeout => Some(RetireReason::NeverRegistered),
             Some(r)
                 if !(r.usable && s.running)
                     && r.tasks == 0
-                    && s.idle_since
-                        .is_some_and(|t| age(t) > policy.register_timeout) =>
+                    && s.idle_since.is_some_and(|t| age(t) > policy.register_timeout) =>
             {
                 Some(RetireReason::Unhealthy)
             }
@@ -164,10 +165,7 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         };
         if let Some(reason) = reason {
             gone[i] = true;
-            out.retire.push(Retirement {
-                instance: s.id.clone(),
-                reason,
-            });
+            out.retire.push(Retirement { instance: s.id.clone(), reason });
         }
     }
 
@@ -176,9 +174,7 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         .iter()
         .zip(&gone)
         .map(|(s, gone)| match &s.registered {
-            Some(r) if r.usable && s.running && !s.retiring && !gone => {
-                Some((r.remaining, r.tasks))
-            }
+            Some(r) if r.usable && s.running && !s.retiring && !gone => Some((r.remaining, r.tasks)),
             _ => None,
         })
         .collect();
@@ -195,25 +191,16 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         match best {
             Some((i, left, tasks)) => {
                 rooms[i] = Some((left.minus(d.need), tasks + 1));
-                out.start.push(Placement {
-                    demand: d.id.clone(),
-                    instance: slots[i].id.clone(),
-                });
+                out.start.push(Placement { demand: d.id.clone(), instance: slots[i].id.clone() });
             }
-            None if policy.capacity_known && !policy.capacity.fits(d.need) => {
-                out.too_big.push(d.id.clone())
-            }
+            None if policy.capacity_known && !policy.capacity.fits(d.need) => out.too_big.push(d.id.clone()),
             None => unplaced.push(d),
         }
     }
     out.waiting = unplaced.len();
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
-    let alive = slots
-        .iter()
-        .zip(&gone)
-        .filter(|(s, gone)| !s.retiring && !**gone)
-        .count() as u32;
+    let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
     let mut bins: Vec<(OsClass, Resources, bool)> = slots
         .iter()
         .zip(&gone)
@@ -221,21 +208,13 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         .map(|(s, _)| (s.os, policy.capacity, false))
         .collect();
     for d in unplaced {
-        match bins
-            .iter_mut()
-            .find(|(os, left, _)| *os == d.os && left.fits(d.need))
-        {
+        match bins.iter_mut().find(|(os, left, _)| *os == d.os && left.fits(d.need)) {
             Some(bin) => bin.1 = bin.1.minus(d.need),
             None => bins.push((d.os, policy.capacity.minus(d.need), true)),
         }
     }
     let allowed = policy.max.saturating_sub(alive) as usize;
-    out.launch = bins
-        .iter()
-        .filter(|(_, _, new)| *new)
-        .map(|(os, _, _)| *os)
-        .take(allowed)
-        .collect();
+    out.launch = bins.iter().filter(|(_, _, new)| *new).map(|(os, _, _)| *os).take(allowed).collect();
     while alive + (out.launch.len() as u32) < policy.min.min(policy.max) {
         out.launch.push(OsClass::Linux);
     }
@@ -247,26 +226,16 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some())
         .filter(|(i, _)| rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
         .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
-        .filter_map(|(i, s)| {
-            s.idle_since
-                .filter(|t| age(*t) >= policy.idle)
-                .map(|t| (i, t))
-        })
+        .filter_map(|(i, s)| s.idle_since.filter(|t| age(*t) >= policy.idle).map(|t| (i, t)))
         .collect();
-    idle.sort_by(|a, b| {
-        a.1.cmp(&b.1)
-            .then_with(|| slots[a.0].id.cmp(&slots[b.0].id))
-    });
+    idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
     let mut keep = alive + out.launch.len() as u32;
     for (i, _) in idle {
         if keep <= policy.min {
             break;
         }
         keep -= 1;
-        out.retire.push(Retirement {
-            instance: slots[i].id.clone(),
-            reason: RetireReason::Idle,
-        });
+        out.retire.push(Retirement { instance: slots[i].id.clone(), reason: RetireReason::Idle });
     }
     out
 }
@@ -282,12 +251,7 @@ fn larger_first(a: &Demand, b: &Demand, capacity: Resources) -> Ordering {
 }
 
 /// The tighter fit first: less left over (as a share of the instance), then the busier, then id.
-fn tighter(
-    a: &(usize, Resources, u32),
-    b: &(usize, Resources, u32),
-    need: Resources,
-    slots: &[Slot],
-) -> Ordering {
+fn tighter(a: &(usize, Resources, u32), b: &(usize, Resources, u32), need: Resources, slots: &[Slot]) -> Ordering {
     let leftover = |(i, left, _): &(usize, Resources, u32)| {
         let total = slots[*i].registered.as_ref().map_or(*left, |r| r.total);
         left.minus(need).share_of(total)
@@ -308,8 +272,7 @@ pub fn idle_since(
     grace: Duration,
     now: SystemTime,
 ) -> Option<SystemTime> {
-    let placed_recently =
-        last_placed.is_some_and(|t| now.duration_since(t).unwrap_or_default() < grace);
+    let placed_recently = last_placed.is_some_and(|t| now.duration_since(t).unwrap_or_default() < grace);
     if tasks > 0 || placed_recently {
         None
     } else {
@@ -341,12 +304,7 @@ mod tests {
     }
 
     fn demand(id: &str, need: Resources) -> Demand {
-        Demand {
-            id: id.into(),
-            need,
-            os: OsClass::Linux,
-            since: T0,
-        }
+        Demand { id: id.into(), need, os: OsClass::Linux, since: T0 }
     }
 
     fn demands(n: usize) -> Vec<Demand> {
@@ -371,12 +329,7 @@ mod tests {
             os: OsClass::Linux,
             launched_at: T0,
             running: true,
-            registered: Some(Registered {
-                usable: true,
-                total: BOX,
-                remaining,
-                tasks,
-            }),
+            registered: Some(Registered { usable: true, total: BOX, remaining, tasks }),
             idle_since: idle_since.map(at),
             retiring: false,
         }
@@ -393,11 +346,7 @@ mod tests {
     fn instances_still_starting_absorb_waiting_work_before_new_launches() {
         let slots: Vec<Slot> = (0..3).map(|i| starting(&format!("i-{i}"), 0)).collect();
         let p = plan(&slots, &demands(14), &policy(), at(10));
-        assert_eq!(
-            p.launch.len(),
-            1,
-            "12 fit the 3 starting instances, 2 need one more"
-        );
+        assert_eq!(p.launch.len(), 1, "12 fit the 3 starting instances, 2 need one more");
         let p = plan(&slots, &demands(12), &policy(), at(10));
         assert!(p.launch.is_empty());
     }
@@ -414,24 +363,16 @@ mod tests {
 
     #[test]
     fn places_largest_first_on_the_tightest_fit() {
-        let slots = vec![
-            registered("i-empty", BOX, 0, Some(0)),
-            registered("i-half", Resources::new(2048, 3700), 2, None),
-        ];
+        let slots =
+            vec![registered("i-empty", BOX, 0, Some(0)), registered("i-half", Resources::new(2048, 3700), 2, None)];
         let big = demand("big", Resources::new(3072, 3000));
         let small = demand("small", Resources::new(1024, 1800));
         let p = plan(&slots, &[small, big], &policy(), at(1));
         assert_eq!(
             p.start,
             vec![
-                Placement {
-                    demand: "big".into(),
-                    instance: "i-empty".into()
-                },
-                Placement {
-                    demand: "small".into(),
-                    instance: "i-half".into()
-                },
+                Placement { demand: "big".into(), instance: "i-empty".into() },
+                Placement { demand: "small".into(), instance: "i-half".into() },
             ]
         );
         assert!(p.launch.is_empty() && p.retire.is_empty());
@@ -448,10 +389,7 @@ mod tests {
     #[test]
     fn os_must_match() {
         let slots = vec![registered("i-linux", BOX, 0, None)];
-        let win = Demand {
-            os: OsClass::Windows,
-            ..demand("w", JOB)
-        };
+        let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
         let p = plan(&slots, &[win], &policy(), at(1));
         assert!(p.start.is_empty());
         assert_eq!(p.launch, vec![OsClass::Windows]);
@@ -459,45 +397,22 @@ mod tests {
 
     #[test]
     fn a_task_larger_than_an_instance_is_refused_not_launched_for() {
-        let p = plan(
-            &[],
-            &[demand("huge", Resources::new(8192, 1000))],
-            &policy(),
-            T0,
-        );
+        let p = plan(&[], &[demand("huge", Resources::new(8192, 1000))], &policy(), T0);
         assert_eq!(p.too_big, vec!["huge".to_string()]);
         assert!(p.launch.is_empty());
         let mut unknown = policy();
         unknown.capacity_known = false;
-        let p = plan(
-            &[],
-            &[demand("huge", Resources::new(8192, 1000))],
-            &unknown,
-            T0,
-        );
-        assert_eq!(
-            (p.too_big.len(), p.launch.len()),
-            (0, 1),
-            "unknown capacity: try one instance"
-        );
+        let p = plan(&[], &[demand("huge", Resources::new(8192, 1000))], &unknown, T0);
+        assert_eq!((p.too_big.len(), p.launch.len()), (0, 1), "unknown capacity: try one instance");
     }
 
     #[test]
     fn an_instance_that_never_registers_is_retired_after_the_timeout_and_replaced() {
         let slots = vec![starting("i-stuck", 0)];
         let p = plan(&slots, &demands(2), &policy(), at(300));
-        assert!(
-            p.retire.is_empty() && p.launch.is_empty(),
-            "not before the timeout"
-        );
+        assert!(p.retire.is_empty() && p.launch.is_empty(), "not before the timeout");
         let p = plan(&slots, &demands(2), &policy(), at(301));
-        assert_eq!(
-            p.retire,
-            vec![Retirement {
-                instance: "i-stuck".into(),
-                reason: RetireReason::NeverRegistered
-            }]
-        );
+        assert_eq!(p.retire, vec![Retirement { instance: "i-stuck".into(), reason: RetireReason::NeverRegistered }]);
         assert_eq!(p.launch.len(), 1, "its waiting work gets a new instance");
     }
 
@@ -510,21 +425,12 @@ mod tests {
         ];
         assert!(plan(&slots, &[], &policy(), at(599)).retire.is_empty());
         let p = plan(&slots, &[], &policy(), at(700));
-        assert_eq!(
-            p.retire
-                .iter()
-                .map(|r| r.instance.as_str())
-                .collect::<Vec<_>>(),
-            ["i-a", "i-b"]
-        );
+        assert_eq!(p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(), ["i-a", "i-b"]);
         let mut warm = policy();
         warm.min = 2;
         let p = plan(&slots, &[], &warm, at(700));
         assert_eq!(
-            p.retire
-                .iter()
-                .map(|r| r.instance.as_str())
-                .collect::<Vec<_>>(),
+            p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(),
             ["i-a"],
             "longest idle goes first"
         );
@@ -542,10 +448,7 @@ mod tests {
     fn the_minimum_is_kept_warm() {
         let mut warm = policy();
         warm.min = 2;
-        assert_eq!(
-            plan(&[], &[], &warm, T0).launch,
-            vec![OsClass::Linux, OsClass::Linux]
-        );
+        assert_eq!(plan(&[], &[], &warm, T0).launch, vec![OsClass::Linux, OsClass::Linux]);
         assert_eq!(plan(&[starting("i-a", 0)], &[], &warm, T0).launch.len(), 1);
     }
 
@@ -553,12 +456,7 @@ mod tests {
     fn unusable_instances_get_no_work_and_retire_when_empty_long_enough() {
         let mut drained = registered("i-d", BOX, 0, Some(0));
         drained.registered.as_mut().unwrap().usable = false;
-        let p = plan(
-            std::slice::from_ref(&drained),
-            &demands(1),
-            &policy(),
-            at(10),
-        );
+        let p = plan(std::slice::from_ref(&drained), &demands(1), &policy(), at(10));
         assert!(p.start.is_empty());
         assert_eq!(p.launch.len(), 1);
         let p = plan(&[drained], &[], &policy(), at(301));
@@ -580,10 +478,7 @@ mod tests {
     fn plans_are_idempotent() {
         let slots = vec![registered("i-a", BOX, 0, Some(0)), starting("i-b", 5)];
         let d = demands(6);
-        assert_eq!(
-            plan(&slots, &d, &policy(), at(20)),
-            plan(&slots, &d, &policy(), at(20))
-        );
+        assert_eq!(plan(&slots, &d, &policy(), at(20)), plan(&slots, &d, &policy(), at(20)));
     }
 
     #[test]
@@ -592,14 +487,7 @@ mod tests {
         assert_eq!(idle_since(None, 0, None, grace, at(5)), Some(at(5)));
         assert_eq!(idle_since(Some(at(1)), 0, None, grace, at(5)), Some(at(1)));
         assert_eq!(idle_since(Some(at(1)), 1, None, grace, at(5)), None);
-        assert_eq!(
-            idle_since(None, 0, Some(at(0)), grace, at(30)),
-            None,
-            "just placed: ECS may not count it yet"
-        );
-        assert_eq!(
-            idle_since(None, 0, Some(at(0)), grace, at(61)),
-            Some(at(61))
-        );
+        assert_eq!(idle_since(None, 0, Some(at(0)), grace, at(30)), None, "just placed: ECS may not count it yet");
+        assert_eq!(idle_since(None, 0, Some(at(0)), grace, at(61)), Some(at(61)));
     }
 }

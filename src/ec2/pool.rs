@@ -198,12 +198,7 @@ impl Pool {
 
     /// Stops the background loop (plugin shutdown, or the cluster forgotten).
     pub fn stop(&self) {
-        if let Some(task) = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).take() {
             task.abort();
         }
     }
@@ -215,12 +210,7 @@ impl Pool {
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
     pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self
-            .state()
-            .waiting
-            .iter_mut()
-            .find(|w| w.agent_id == agent_id)
-        {
+        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.agent_id == agent_id) {
             w.key = key.clone();
             w.last_asked = now;
         }
@@ -287,10 +277,7 @@ impl PoolState {
         for record in self.instances.values_mut() {
             record.placed.retain(|(_, t)| *t >= described_at);
             record.container = by_instance.remove(&record.id).map(|mut c| {
-                let placed = record
-                    .placed
-                    .iter()
-                    .fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
+                let placed = record.placed.iter().fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
                 c.remaining = c.remaining.minus(placed);
                 c.tasks += record.placed.len() as u32;
                 c
@@ -298,21 +285,14 @@ impl PoolState {
             match &record.container {
                 Some(c) => {
                     record.registered_at.get_or_insert(now);
-                    self.registered_capacity
-                        .insert(record.instance_type.clone(), c.total);
-                    record.idle_since = plan::idle_since(
-                        record.idle_since,
-                        c.tasks,
-                        record.last_placed_at,
-                        PLACEMENT_GRACE,
-                        now,
-                    );
+                    self.registered_capacity.insert(record.instance_type.clone(), c.total);
+                    record.idle_since =
+                        plan::idle_since(record.idle_since, c.tasks, record.last_placed_at, PLACEMENT_GRACE, now);
                 }
                 None => record.idle_since = None,
             }
         }
-        self.gone
-            .retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
+        self.gone.retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
         out
     }
 
@@ -320,13 +300,7 @@ impl PoolState {
     pub fn launched(&mut self, instances: &[Ec2Instance], now: SystemTime) {
         for i in instances {
             self.instances.entry(i.id.clone()).or_insert_with(|| {
-                let mut r = new_record(
-                    &i.id,
-                    &i.instance_type,
-                    i.spot,
-                    i.os,
-                    i.launched_at.unwrap_or(now),
-                );
+                let mut r = new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now));
                 r.ec2_state = i.state.clone();
                 r
             });
@@ -367,10 +341,7 @@ impl PoolState {
 
     /// What an instance of this type registers, if known.
     pub fn capacity(&self, instance_type: &str) -> Option<Resources> {
-        self.registered_capacity
-            .get(instance_type)
-            .copied()
-            .or_else(|| capacity::estimate(instance_type))
+        self.registered_capacity.get(instance_type).copied().or_else(|| capacity::estimate(instance_type))
     }
 
     /// The planner's view of the instances.
@@ -396,15 +367,7 @@ impl PoolState {
 
     /// The planner's view of the waiting work.
     pub fn demands(&self) -> Vec<Demand> {
-        self.waiting
-            .iter()
-            .map(|w| Demand {
-                id: w.agent_id.clone(),
-                need: w.need,
-                os: w.os,
-                since: w.since,
-            })
-            .collect()
+        self.waiting.iter().map(|w| Demand { id: w.agent_id.clone(), need: w.need, os: w.os, since: w.since }).collect()
     }
 
     /// How long until the next idle or register deadline of an instance passes, if any: the loop
@@ -424,21 +387,11 @@ impl PoolState {
 
     /// Whether the loop should come back soon: work waits, or instances are starting or going.
     pub fn busy(&self) -> bool {
-        !self.waiting.is_empty()
-            || self
-                .instances
-                .values()
-                .any(|r| r.container.is_none() || r.retiring.is_some())
+        !self.waiting.is_empty() || self.instances.values().any(|r| r.container.is_none() || r.retiring.is_some())
     }
 }
 
-fn new_record(
-    id: &str,
-    instance_type: &str,
-    spot: bool,
-    os: OsClass,
-    launched_at: SystemTime,
-) -> InstanceRecord {
+fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_at: SystemTime) -> InstanceRecord {
     InstanceRecord {
         id: id.to_string(),
         instance_type: instance_type.to_string(),
@@ -495,79 +448,39 @@ mod tests {
         let seen = st.observe(vec![ec2("i-a", "pending")], vec![], at(1), at(1));
         assert_eq!(seen, Observed::default());
         assert!(st.instances["i-a"].container.is_none());
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 0)],
-            at(5),
-            at(5),
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(5), at(5));
         let a = &st.instances["i-a"];
         assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
         assert_eq!(st.capacity("c5.xlarge"), Some(Resources::new(4096, 7482)));
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 1)],
-            at(9),
-            at(9),
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(9), at(9));
         assert_eq!(st.instances["i-a"].idle_since, None);
     }
 
     #[test]
     fn our_placements_count_until_a_description_that_began_after_them() {
         let mut st = PoolState::default();
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 0)],
-            at(1),
-            at(1),
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
         st.placed("i-a", "agent-1", Resources::new(1024, 1800), at(2));
-        assert_eq!(
-            st.instances["i-a"].container.as_ref().unwrap().remaining,
-            Resources::new(3072, 5682)
-        );
+        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
         // A description that began before the placement does not show it yet.
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 0)],
-            at(1),
-            at(3),
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(3));
         let c = st.instances["i-a"].container.clone().unwrap();
         assert_eq!((c.remaining, c.tasks), (Resources::new(3072, 5682), 1));
         assert_eq!(st.instances["i-a"].idle_since, None);
         // One that began after it does.
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 1)],
-            at(4),
-            at(4),
-        );
-        assert_eq!(
-            st.instances["i-a"].container.as_ref().unwrap().remaining,
-            Resources::new(3072, 5682)
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(4), at(4));
+        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
     }
 
     #[test]
     fn vanished_instances_leave_their_container_instance_to_deregister() {
         let mut st = PoolState::default();
-        st.observe(
-            vec![ec2("i-a", "running")],
-            vec![ci("i-a", 0)],
-            at(1),
-            at(1),
-        );
+        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
         let seen = st.observe(vec![], vec![ci("i-a", 0)], at(2), at(2));
         assert_eq!(seen.deregister, vec!["arn:ci/i-a".to_string()]);
         assert!(st.instances.is_empty() && st.gone.contains_key("i-a"));
         let again = st.observe(vec![], vec![ci("i-a", 0)], at(3), at(3));
-        assert_eq!(
-            again.deregister,
-            vec!["arn:ci/i-a".to_string()],
-            "until it is gone"
-        );
+        assert_eq!(again.deregister, vec!["arn:ci/i-a".to_string()], "until it is gone");
     }
 
     #[test]
@@ -597,18 +510,9 @@ mod tests {
         };
         let mut st = PoolState::default();
         assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
-        st.observe(
-            vec![ec2("i-a", "running"), ec2("i-b", "pending")],
-            vec![ci("i-a", 0)],
-            at(10),
-            at(10),
-        );
+        st.observe(vec![ec2("i-a", "running"), ec2("i-b", "pending")], vec![ci("i-a", 0)], at(10), at(10));
         let policy = st.policy(&cfg);
-        assert_eq!(
-            st.next_deadline(&policy, at(20)),
-            Some(Duration::from_secs(50)),
-            "i-a idle since 10, for 60 s"
-        );
+        assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
         assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
     }
 
@@ -616,14 +520,8 @@ mod tests {
     fn container_instances_of_unknown_instances_are_reported_once_classified() {
         let mut st = PoolState::default();
         let seen = st.observe(vec![], vec![ci("i-x", 0)], at(1), at(1));
-        assert_eq!(
-            seen.unknown,
-            vec![("i-x".to_string(), "arn:ci/i-x".to_string())]
-        );
+        assert_eq!(seen.unknown, vec![("i-x".to_string(), "arn:ci/i-x".to_string())]);
         st.foreign.insert("i-x".into());
-        assert_eq!(
-            st.observe(vec![], vec![ci("i-x", 0)], at(2), at(2)),
-            Observed::default()
-        );
+        assert_eq!(st.observe(vec![], vec![ci("i-x", 0)], at(2), at(2)), Observed::default());
     }
 }

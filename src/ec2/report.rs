@@ -11,17 +11,9 @@ use crate::settings::Ec2Capacity;
 
 impl Pool {
     /// The status report's view of the pool.
-    pub fn snapshot<T>(
-        &self,
-        cfg: &Ec2Capacity,
-        when: impl Fn(SystemTime) -> T,
-    ) -> PoolSnapshot<T> {
+    pub fn snapshot<T>(&self, cfg: &Ec2Capacity, when: impl Fn(SystemTime) -> T) -> PoolSnapshot<T> {
         let st = self.state();
-        let alive: Vec<&InstanceRecord> = st
-            .instances
-            .values()
-            .filter(|r| r.retiring.is_none())
-            .collect();
+        let alive: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.retiring.is_none()).collect();
         let instances = st
             .instances
             .values()
@@ -68,15 +60,7 @@ fn instance_state(r: &InstanceRecord) -> String {
         (Some(reason), _) => format!("retiring: {}", reason.describe()),
         (None, None) => "starting (not registered yet)".into(),
         (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
-            format!(
-                "registered, {}{}",
-                c.status,
-                if c.connected {
-                    ""
-                } else {
-                    ", agent disconnected"
-                }
-            )
+            format!("registered, {}{}", c.status, if c.connected { "" } else { ", agent disconnected" })
         }
         (None, Some(c)) if c.tasks == 0 => "registered, idle".into(),
         (None, Some(_)) => "registered, running tasks".into(),

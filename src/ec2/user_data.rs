@@ -27,7 +27,8 @@ pub struct Join<'a> {
 
 /// The script, in clear text.
 pub fn script(os: OsClass, join: &Join<'_>) -> String {
-    let attributes = serde_json::json!({ ATTR_SERVER_ID: join.server_id, ATTR_CLUSTER_PROFILE: join.cluster_key }).to_string();
+    let attributes =
+        serde_json::json!({ ATTR_SERVER_ID: join.server_id, ATTR_CLUSTER_PROFILE: join.cluster_key }).to_string();
     let extra = join.extra.map(str::trim_end).filter(|e| !e.is_empty());
     match os {
         OsClass::Linux => {
@@ -77,9 +78,7 @@ pub fn encoded(os: OsClass, join: &Join<'_>) -> String {
 /// Cluster names are letters, digits, `-` and `_` (validated); anything else is dropped so the
 /// name can never break out of the script.
 fn shell_safe(name: &str) -> String {
-    name.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
-        .collect()
+    name.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_').collect()
 }
 
 #[cfg(test)]
@@ -87,12 +86,7 @@ mod tests {
     use super::*;
 
     fn join(extra: Option<&str>) -> Join<'_> {
-        Join {
-            cluster: "gocd-agents",
-            server_id: "sid-1",
-            cluster_key: "0123456789ab",
-            extra,
-        }
+        Join { cluster: "gocd-agents", server_id: "sid-1", cluster_key: "0123456789ab", extra }
     }
 
     #[test]
@@ -104,44 +98,28 @@ mod tests {
             s.contains(r#"ECS_INSTANCE_ATTRIBUTES={"gocd.cluster-profile":"0123456789ab","gocd.server-id":"sid-1"}"#),
             "{s}"
         );
-        let config_end = s
-            .find("GOCD_ECS_CONFIG\n# Ec2UserData")
-            .expect("extra after the config");
+        let config_end = s.find("GOCD_ECS_CONFIG\n# Ec2UserData").expect("extra after the config");
         assert!(s[config_end..].ends_with("yum install -y htop\n"));
     }
 
     #[test]
     fn windows_initializes_the_ecs_agent() {
         let s = script(OsClass::Windows, &join(None));
-        assert!(
-            s.starts_with("<powershell>\n") && s.ends_with("</powershell>\n"),
-            "{s}"
-        );
-        assert!(
-            s.contains("Initialize-ECSAgent -Cluster 'gocd-agents' -EnableTaskIAMRole"),
-            "{s}"
-        );
+        assert!(s.starts_with("<powershell>\n") && s.ends_with("</powershell>\n"), "{s}");
+        assert!(s.contains("Initialize-ECSAgent -Cluster 'gocd-agents' -EnableTaskIAMRole"), "{s}");
         assert!(s.contains("ECS_INSTANCE_ATTRIBUTES"), "{s}");
     }
 
     #[test]
     fn encoded_is_base64_of_the_script() {
         let b64 = encoded(OsClass::Linux, &join(None));
-        let back = base64::engine::general_purpose::STANDARD
-            .decode(b64)
-            .unwrap();
-        assert_eq!(
-            String::from_utf8(back).unwrap(),
-            script(OsClass::Linux, &join(None))
-        );
+        let back = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        assert_eq!(String::from_utf8(back).unwrap(), script(OsClass::Linux, &join(None)));
     }
 
     #[test]
     fn a_strange_cluster_name_cannot_break_the_script() {
-        let j = Join {
-            cluster: "x'; rm -rf /; '",
-            ..join(None)
-        };
+        let j = Join { cluster: "x'; rm -rf /; '", ..join(None) };
         assert!(script(OsClass::Windows, &j).contains("-Cluster 'xrm-rf'"));
     }
 }

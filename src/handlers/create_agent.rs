@@ -20,13 +20,13 @@ use crate::cluster::identity::{client_token, new_agent_id, task_tags, TaskLabels
 use crate::cluster::launch::{run_task, AgentEnv, LaunchSpec};
 use crate::cluster::registry::Reservation;
 use crate::cluster::Cluster;
+use crate::ec2;
 use crate::error::{PluginError, Result};
 use crate::metrics::LaunchResult;
 use crate::plugin::{describe, Plugin};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::requests::CreateAgentParams;
 use crate::protocol::types::JobIdentifier;
-use crate::ec2;
 use crate::settings::{check_compatible, ElasticProfile, FieldError, LaunchType};
 
 /// Starts an agent for the job unless one already serves it.
@@ -44,9 +44,13 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
     cluster.ensure_adopted().await?;
     let server = plugin.server_info().await?;
     let profile = cluster.profile();
-    let server_url = profile.go_server_url.clone().or_else(|| server.agent_url().map(str::to_string)).ok_or_else(|| {
-        PluginError::Config("GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl".into())
-    })?;
+    let server_url =
+        profile.go_server_url.clone().or_else(|| server.agent_url().map(str::to_string)).ok_or_else(|| {
+            PluginError::Config(
+                "GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl"
+                    .into(),
+            )
+        })?;
 
     let reservation = cluster.registry().reserve(
         &job,
@@ -75,7 +79,8 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
             return Ok(());
         }
         Reservation::Full { live } => {
-            let message = format!("{live} agents are running or starting, the MaxAgents of this cluster profile: the job waits");
+            let message =
+                format!("{live} agents are running or starting, the MaxAgents of this cluster profile: the job waits");
             tracing::info!(job = %job.locator(), "{message}");
             plugin.metrics().launch(LaunchResult::MaxAgentsReached);
             let _ = plugin.host().console_log(&job, format!("[ecs-elastic-agent] {message}")).await;
@@ -84,10 +89,17 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
         Reservation::Reserved { agent_id, attempt } => (agent_id, attempt),
     };
 
-    let span = tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %job.locator());
+    let span =
+        tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %job.locator());
     let started = if profile.launch_type == LaunchType::Ec2 {
         // EC2: the work waits for room on an instance of ours; this call never waits for it.
-        let work = ec2::driver::Work { elastic: &elastic, params: &params, server_url: &server_url, agent_id: &agent_id, attempt };
+        let work = ec2::driver::Work {
+            elastic: &elastic,
+            params: &params,
+            server_url: &server_url,
+            agent_id: &agent_id,
+            attempt,
+        };
         ec2::driver::enqueue(&cluster, plugin.host(), work).instrument(span).await
     } else {
         launch(&cluster, &elastic, &params, &server.server_id, &server_url, &agent_id, attempt).instrument(span).await
@@ -103,7 +115,8 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
             plugin.metrics().launch(LaunchResult::Failed);
             cluster.registry().launch_failed(&agent_id, format!("launch failed: {error}"), SystemTime::now());
             cluster.event(HealthKind::Error, format!("could not start an agent for job {}: {error}", job.locator()));
-            let _ = plugin.host().console_log(&job, format!("[ecs-elastic-agent] could not start an agent: {error}")).await;
+            let _ =
+                plugin.host().console_log(&job, format!("[ecs-elastic-agent] could not start an agent: {error}")).await;
             Err(error)
         }
     }
@@ -121,7 +134,11 @@ fn checked_elastic_profile(cluster: &Cluster, params: &CreateAgentParams) -> Res
 
 /// Says in the job's console and in server health why no agent was started.
 async fn refuse(plugin: &Plugin, cluster: &Cluster, job: &JobIdentifier, problems: &[FieldError]) -> Result<()> {
-    let message = format!("no agent started for job {}: the elastic profile does not fit this cluster profile: {}", job.locator(), describe(problems));
+    let message = format!(
+        "no agent started for job {}: the elastic profile does not fit this cluster profile: {}",
+        job.locator(),
+        describe(problems)
+    );
     cluster.event(HealthKind::Warning, message.clone());
     let _ = plugin.host().console_log(job, format!("[ecs-elastic-agent] {message}")).await;
     Err(PluginError::Config(message))
@@ -176,7 +193,8 @@ async fn launch(
     })?;
     let arn = launched.task.arn.clone();
     if launched.fell_back_from_spot {
-        cluster.event(HealthKind::Warning, format!("FARGATE_SPOT capacity was refused; agent {agent_id} runs on FARGATE"));
+        cluster
+            .event(HealthKind::Warning, format!("FARGATE_SPOT capacity was refused; agent {agent_id} runs on FARGATE"));
     }
     {
         let mut registry = cluster.registry();

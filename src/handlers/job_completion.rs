@@ -15,7 +15,9 @@ pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) ->
     let agent_id = params.elastic_agent_id.clone();
     let cluster = match plugin.cluster_of_agent(&agent_id) {
         Some(cluster) => cluster,
-        None if !params.cluster_profile_properties.is_empty() => plugin.cluster(&params.cluster_profile_properties).await?,
+        None if !params.cluster_profile_properties.is_empty() => {
+            plugin.cluster(&params.cluster_profile_properties).await?
+        }
         None => {
             tracing::warn!(agent_id, "job completed on an agent of no cluster profile this plugin knows");
             return Ok(());

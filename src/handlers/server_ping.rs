@@ -36,7 +36,10 @@ pub async fn server_ping(plugin: Arc<Plugin>, params: ServerPingParams) -> Resul
             Ok(cluster) => clusters.push(cluster),
             Err(e) => {
                 all_keys_known &= plugin.cluster_key(props).await.is_ok();
-                problems.push(HealthMessage { kind: HealthKind::Error, message: format!("a cluster profile cannot be served: {e}") });
+                problems.push(HealthMessage {
+                    kind: HealthKind::Error,
+                    message: format!("a cluster profile cannot be served: {e}"),
+                });
             }
         }
     }
@@ -52,7 +55,8 @@ pub async fn server_ping(plugin: Arc<Plugin>, params: ServerPingParams) -> Resul
         let (cluster, host, metrics) = (cluster.clone(), plugin.host().clone(), plugin.metrics().clone());
         let gocd = by_cluster.get(cluster.key.as_str()).cloned().unwrap_or_default();
         // A child of the request's span: AWS errors in the log name the cluster they are about.
-        let span = tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws.region);
+        let span =
+            tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws.region);
         pings.spawn(async move {
             let ping = ping_cluster(&cluster, &host, gocd, &metrics).instrument(span);
             let outcome = tokio::time::timeout(PER_CLUSTER_BUDGET, ping).await;
@@ -73,7 +77,9 @@ pub async fn server_ping(plugin: Arc<Plugin>, params: ServerPingParams) -> Resul
     }
     let now = SystemTime::now();
     for cluster in plugin.known_clusters() {
-        problems.extend(cluster.events().fresh(now).into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));
+        problems.extend(
+            cluster.events().fresh(now).into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }),
+        );
         cluster.registry().prune(now);
     }
     plugin.host().set_health_messages(&problems).await?;
@@ -90,7 +96,12 @@ fn group_by_cluster(agents: &[AgentMetadata]) -> HashMap<&str, HashMap<String, A
     by_cluster
 }
 
-async fn ping_cluster(cluster: &Cluster, host: &HostClient, gocd: HashMap<String, AgentMetadata>, metrics: &Metrics) -> Result<()> {
+async fn ping_cluster(
+    cluster: &Cluster,
+    host: &HostClient,
+    gocd: HashMap<String, AgentMetadata>,
+    metrics: &Metrics,
+) -> Result<()> {
     let _one_at_a_time = cluster.ping_lock.lock().await;
     let refreshed_at = SystemTime::now();
     // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.
@@ -102,7 +113,8 @@ async fn ping_cluster(cluster: &Cluster, host: &HostClient, gocd: HashMap<String
     let timeout = Duration::from_secs(u64::from(cluster.profile().agent_register_timeout_minutes) * 60);
     let (steps, orphans) = {
         let mut registry = cluster.registry();
-        let registered = reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &gocd, now);
+        let registered =
+            reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &gocd, now);
         registered.into_iter().for_each(|d| metrics.registered_after(d));
         registry.settle_unknown_launches(refreshed_at);
         let mut marks = cluster.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -129,14 +141,22 @@ async fn apply(cluster: &Cluster, host: &HostClient, steps: Vec<Step>) -> Result
                 if stop_task(cluster, &task_arn, &reason).await.is_ok() {
                     cluster.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
                     if let Some(job) = job {
-                        cluster.event(HealthKind::Warning, format!("stopped agent {agent_id} of job {}: {reason}", job.locator()));
-                        let _ = host.console_log(&job, format!("[ecs-elastic-agent] stopped agent {agent_id}: {reason}")).await;
+                        cluster.event(
+                            HealthKind::Warning,
+                            format!("stopped agent {agent_id} of job {}: {reason}", job.locator()),
+                        );
+                        let _ = host
+                            .console_log(&job, format!("[ecs-elastic-agent] stopped agent {agent_id}: {reason}"))
+                            .await;
                     }
                 }
             }
             Step::ReportUnexpectedStop { agent_id, job, reason } => {
                 cluster.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
-                let message = format!("the task of agent {agent_id} (job {}) stopped before the job completed: {reason}", job.locator());
+                let message = format!(
+                    "the task of agent {agent_id} (job {}) stopped before the job completed: {reason}",
+                    job.locator()
+                );
                 cluster.event(HealthKind::Error, message.clone());
                 let _ = host.console_log(&job, format!("[ecs-elastic-agent] {message}")).await;
             }

@@ -28,12 +28,15 @@ pub async fn should_assign_work(plugin: Arc<Plugin>, params: ShouldAssignWorkPar
 }
 
 fn adopt_in_background(plugin: Arc<Plugin>, params: &ShouldAssignWorkParams) {
-    if params.cluster_profile_properties.is_empty() || crate::cluster::identity::cluster_key_of_agent(&params.agent.agent_id).is_none() {
+    if params.cluster_profile_properties.is_empty()
+        || crate::cluster::identity::cluster_key_of_agent(&params.agent.agent_id).is_none()
+    {
         return;
     }
     let props = params.cluster_profile_properties.clone();
     tokio::spawn(async move {
-        let adopted = async { plugin.cluster(&props).await?.ensure_adopted().await.map_err(crate::error::PluginError::from) };
+        let adopted =
+            async { plugin.cluster(&props).await?.ensure_adopted().await.map_err(crate::error::PluginError::from) };
         if let Err(e) = adopted.await {
             tracing::warn!(error = %e, "could not adopt the tasks of an agent's cluster profile");
         }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::plugin::Plugin;
-use crate::protocol::requests::{AgentStatusReportParams, ClusterStatusReportParams, PluginStatusReportParams, StatusReport};
+use crate::protocol::requests::{
+    AgentStatusReportParams, ClusterStatusReportParams, PluginStatusReportParams, StatusReport,
+};
 use crate::status;
 
 /// Every cluster profile at a glance.
@@ -44,7 +46,9 @@ pub async fn agent_status_report(plugin: Arc<Plugin>, params: AgentStatusReportP
     let asked_job = params.job_identifier.as_ref().map(|j| j.locator());
     let cluster = match agent_id.and_then(|id| plugin.cluster_of_agent(id)) {
         Some(cluster) => Some(cluster),
-        None if !params.cluster_profile_properties.is_empty() => Some(plugin.cluster(&params.cluster_profile_properties).await?),
+        None if !params.cluster_profile_properties.is_empty() => {
+            Some(plugin.cluster(&params.cluster_profile_properties).await?)
+        }
         None => None,
     };
     let Some(cluster) = cluster else {
@@ -54,6 +58,12 @@ pub async fn agent_status_report(plugin: Arc<Plugin>, params: AgentStatusReportP
     let row = status::find_agent(&cluster, agent_id, job_id);
     let profile = cluster.profile();
     Ok(StatusReport {
-        view: status::render_agent(row.as_ref(), &profile.cluster_name, &cluster.aws.region, agent_id, asked_job.as_deref()),
+        view: status::render_agent(
+            row.as_ref(),
+            &profile.cluster_name,
+            &cluster.aws.region,
+            agent_id,
+            asked_job.as_deref(),
+        ),
     })
 }

@@ -28,7 +28,10 @@ impl BadLine {
 
 /// The answer for a line longer than [`MAX_LINE_BYTES`].
 pub fn too_long(len: usize) -> BadLine {
-    BadLine::new(None, format!("line of {len} bytes or more is longer than the limit of {MAX_LINE_BYTES} bytes; it was skipped"))
+    BadLine::new(
+        None,
+        format!("line of {len} bytes or more is longer than the limit of {MAX_LINE_BYTES} bytes; it was skipped"),
+    )
 }
 
 /// Decodes one line (without its `\n`; a trailing `\r` is tolerated).
@@ -37,7 +40,8 @@ pub fn too_long(len: usize) -> BadLine {
 /// [`BadLine`] for anything that is not a request or response object as PROTOCOL.md A.2/A.3 says.
 pub fn decode(line: &[u8]) -> Result<Incoming, BadLine> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let value: Value = serde_json::from_slice(line).map_err(|e| BadLine::new(None, format!("line is not JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_slice(line).map_err(|e| BadLine::new(None, format!("line is not JSON: {e}")))?;
     let Value::Object(mut obj) = value else {
         return Err(BadLine::new(None, format!("line is JSON but not an object (it is {})", kind(&value))));
     };
@@ -89,7 +93,9 @@ fn decode_request(id: MessageId, obj: &mut Map<String, Value>) -> Result<Request
     let name = match obj.remove("name") {
         Some(Value::String(name)) if !name.is_empty() => name,
         Some(Value::String(_)) => return Err(BadLine::new(Some(id), "request \"name\" is empty")),
-        Some(other) => return Err(BadLine::new(Some(id), format!("request \"name\" is {}, not a string", kind(&other)))),
+        Some(other) => {
+            return Err(BadLine::new(Some(id), format!("request \"name\" is {}, not a string", kind(&other))))
+        }
         None => return Err(BadLine::new(Some(id), "request has no \"name\"")),
     };
     let version = match obj.remove("version") {
@@ -137,7 +143,8 @@ mod tests {
 
     #[test]
     fn decodes_a_request_with_body() {
-        let line = br#"{"type":"request","id":7,"name":"cd.go.elastic-agent.get-icon","version":"5.0","body":null,"extra":1}"#;
+        let line =
+            br#"{"type":"request","id":7,"name":"cd.go.elastic-agent.get-icon","version":"5.0","body":null,"extra":1}"#;
         assert_eq!(
             decode(line).unwrap(),
             Incoming::Request(Request {

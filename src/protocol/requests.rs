@@ -296,7 +296,9 @@ mod tests {
 
     #[test]
     fn agent_status_report_variants() {
-        let p = parse::<AgentStatusReport>(r#"{"cluster_profile_properties":{"ClusterName":"c"},"elastic_agent_id":"a-1"}"#);
+        let p = parse::<AgentStatusReport>(
+            r#"{"cluster_profile_properties":{"ClusterName":"c"},"elastic_agent_id":"a-1"}"#,
+        );
         assert_eq!((p.elastic_agent_id.as_deref(), p.job_identifier.is_none()), (Some("a-1"), true));
         let p = parse::<AgentStatusReport>(
             r#"{"cluster_profile_properties":{},"job_identifier":{"pipeline_name":"p","pipeline_label":"l","pipeline_counter":1,"stage_name":"s","stage_counter":"1","job_name":"j","job_id":5}}"#,

@@ -71,9 +71,16 @@ impl Connection {
     /// # Errors
     /// [`CallFailure::Closed`] when the connection closed (or was closed already),
     /// [`CallFailure::TimedOut`] when no answer came in time.
-    pub async fn call(&self, name: &str, version: &str, body: Value, timeout: Duration) -> Result<Response, CallFailure> {
+    pub async fn call(
+        &self,
+        name: &str,
+        version: &str,
+        body: Value,
+        timeout: Duration,
+    ) -> Result<Response, CallFailure> {
         let (id, answer) = self.register()?;
-        let request = Outgoing::Request { id: MessageId::Int(id), name: name.to_string(), version: version.to_string(), body };
+        let request =
+            Outgoing::Request { id: MessageId::Int(id), name: name.to_string(), version: version.to_string(), body };
         if !self.send(request).await {
             self.forget(id);
             return Err(CallFailure::Closed);
@@ -302,6 +309,9 @@ mod tests {
         }
         conn.close();
         assert_eq!(call.await.unwrap().unwrap_err(), CallFailure::Closed);
-        assert_eq!(conn.call("go.x", "1.0", Value::Null, Duration::from_secs(1)).await.unwrap_err(), CallFailure::Closed);
+        assert_eq!(
+            conn.call("go.x", "1.0", Value::Null, Duration::from_secs(1)).await.unwrap_err(),
+            CallFailure::Closed
+        );
     }
 }

@@ -52,7 +52,8 @@ impl Dispatcher {
                 let fut = handler(plugin, params);
                 Box::pin(async move {
                     let result = fut.await?;
-                    serde_json::to_value(result).map_err(|e| PluginError::Internal(format!("could not encode the answer: {e}")))
+                    serde_json::to_value(result)
+                        .map_err(|e| PluginError::Internal(format!("could not encode the answer: {e}")))
                 })
             }
             Err(e) => Box::pin(std::future::ready(Err(e))),
@@ -108,7 +109,8 @@ impl Dispatcher {
             Err(panic) => {
                 metrics.request(&name, "panic");
                 tracing::error!(request = %name, error = %panic_text(panic.as_ref()), "request handler panicked");
-                PluginError::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log")).to_response(Some(id))
+                PluginError::Internal(format!("the handler of {name} failed unexpectedly; see the plugin log"))
+                    .to_response(Some(id))
             }
         }
     }

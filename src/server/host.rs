@@ -35,8 +35,10 @@ impl HostClient {
     /// # Errors
     /// [`HostCallError`] when the host closes, times out, answers non-200 or answers garbage.
     pub async fn call<C: HostCall>(&self, params: &C::Params) -> Result<C::Result, HostCallError> {
-        let body = serde_json::to_value(params)
-            .map_err(|e| HostCallError::BadAnswer { call: C::NAME, reason: format!("could not encode the request: {e}") })?;
+        let body = serde_json::to_value(params).map_err(|e| HostCallError::BadAnswer {
+            call: C::NAME,
+            reason: format!("could not encode the request: {e}"),
+        })?;
         let response = self.connection.call(C::NAME, C::VERSION, body, self.timeout).await.map_err(|f| match f {
             CallFailure::Closed => HostCallError::Disconnected { call: C::NAME },
             CallFailure::TimedOut => HostCallError::Timeout { call: C::NAME, seconds: self.timeout.as_secs() },
@@ -49,7 +51,8 @@ impl HostClient {
             };
             return Err(HostCallError::Status { call: C::NAME, code: response.code, message });
         }
-        serde_json::from_value(response.body).map_err(|e| HostCallError::BadAnswer { call: C::NAME, reason: e.to_string() })
+        serde_json::from_value(response.body)
+            .map_err(|e| HostCallError::BadAnswer { call: C::NAME, reason: e.to_string() })
     }
 
     /// All agents GoCD has registered for this plugin.
@@ -134,7 +137,8 @@ mod tests {
             let mut lines = BufReader::new(host_in).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let v: Value = serde_json::from_str(&line).unwrap();
-                let (name, version) = (v["name"].as_str().unwrap().to_string(), v["version"].as_str().unwrap().to_string());
+                let (name, version) =
+                    (v["name"].as_str().unwrap().to_string(), v["version"].as_str().unwrap().to_string());
                 let (code, body) = answer(&name, &version, &v["body"]);
                 connection.complete(Response { id: Some(MessageId::Int(v["id"].as_i64().unwrap())), code, body });
                 seen.push((name, version, v["body"].clone()));
@@ -150,7 +154,9 @@ mod tests {
     #[tokio::test]
     async fn typed_calls_send_gocd_names_versions_and_bodies() {
         let (client, host) = client_with_host(|name, _, _| match name {
-            "go.processor.elastic-agents.list-agents" => (200, json!([{"agent_id":"a","agent_state":"Idle","build_state":"Idle","config_state":"Enabled"}])),
+            "go.processor.elastic-agents.list-agents" => {
+                (200, json!([{"agent_id":"a","agent_state":"Idle","build_state":"Idle","config_state":"Enabled"}]))
+            }
             "go.processor.server-info.get" => (200, json!({"server_id":"sid","site_url":"http://h:8153/go"})),
             _ => (200, Value::Null),
         });
@@ -188,7 +194,14 @@ mod tests {
             _ => (404, Value::Null),
         });
         let err = client.list_agents().await.unwrap_err();
-        assert_eq!(err, HostCallError::Status { call: "go.processor.elastic-agents.list-agents", code: 404, message: String::new() });
+        assert_eq!(
+            err,
+            HostCallError::Status {
+                call: "go.processor.elastic-agents.list-agents",
+                code: 404,
+                message: String::new()
+            }
+        );
         let err = client.server_info().await.unwrap_err();
         assert!(matches!(err, HostCallError::BadAnswer { call: "go.processor.server-info.get", .. }), "{err:?}");
     }
@@ -203,6 +216,9 @@ mod tests {
             tokio::task::yield_now().await;
         }
         connection.close();
-        assert_eq!(call.await.unwrap().unwrap_err(), HostCallError::Disconnected { call: "go.processor.elastic-agents.list-agents" });
+        assert_eq!(
+            call.await.unwrap().unwrap_err(),
+            HostCallError::Disconnected { call: "go.processor.elastic-agents.list-agents" }
+        );
     }
 }

@@ -39,7 +39,11 @@ pub struct ServeOptions {
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        ServeOptions { call_timeout: DEFAULT_CALL_TIMEOUT, shutdown_grace: SHUTDOWN_GRACE, plugin: PluginOptions::default() }
+        ServeOptions {
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            shutdown_grace: SHUTDOWN_GRACE,
+            plugin: PluginOptions::default(),
+        }
     }
 }
 

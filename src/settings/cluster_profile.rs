@@ -33,13 +33,7 @@ impl LaunchType {
 
     /// The launch type named exactly `name` (case-sensitive).
     pub fn from_name(name: &str) -> Option<LaunchType> {
-        [
-            LaunchType::Fargate,
-            LaunchType::FargateSpot,
-            LaunchType::Ec2,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == name)
+        [LaunchType::Fargate, LaunchType::FargateSpot, LaunchType::Ec2].into_iter().find(|t| t.as_str() == name)
     }
 
     /// `FARGATE` or `FARGATE_SPOT`.
@@ -116,9 +110,7 @@ impl ClusterProfile {
         });
         let static_credentials = read_credentials(&mut f);
         let (role_arn, external_id, role_session_name) = read_role(&mut f);
-        let launch_type = f
-            .choice("LaunchType", LAUNCH_TYPES)
-            .and_then(LaunchType::from_name);
+        let launch_type = f.choice("LaunchType", LAUNCH_TYPES).and_then(LaunchType::from_name);
         let profile = ClusterProfile {
             cluster_name: cluster_name.unwrap_or_default(),
             region,
@@ -205,14 +197,10 @@ fn read_region(f: &mut Fields<'_>, cluster_name: Option<&str>) -> Option<String>
             quote(v)
         ))
     });
-    let arn_region = cluster_name
-        .and_then(syntax::cluster_arn)
-        .map(|(region, _)| region);
+    let arn_region = cluster_name.and_then(syntax::cluster_arn).map(|(region, _)| region);
     match (region, arn_region) {
         (Some(region), Some(arn_region)) if region != arn_region => {
-            let message = format!(
-                "Region is {region} but the ClusterName ARN is in {arn_region}; they must agree."
-            );
+            let message = format!("Region is {region} but the ClusterName ARN is in {arn_region}; they must agree.");
             f.error("Region", message);
             Some(region)
         }
@@ -238,14 +226,12 @@ fn read_credentials(f: &mut Fields<'_>) -> Option<StaticCredentials> {
         }
     });
     match (f.is_set("AccessKeyId"), f.is_set("SecretAccessKey")) {
-        (true, false) => f.error(
-            "SecretAccessKey",
-            "SecretAccessKey is required when AccessKeyId is set: give both or neither.",
-        ),
-        (false, true) => f.error(
-            "AccessKeyId",
-            "AccessKeyId is required when SecretAccessKey is set: give both or neither.",
-        ),
+        (true, false) => {
+            f.error("SecretAccessKey", "SecretAccessKey is required when AccessKeyId is set: give both or neither.")
+        }
+        (false, true) => {
+            f.error("AccessKeyId", "AccessKeyId is required when SecretAccessKey is set: give both or neither.")
+        }
         _ => {}
     }
     Some(StaticCredentials {
@@ -267,26 +253,18 @@ fn read_role(f: &mut Fields<'_>) -> (Option<String>, Option<Secret<String>>, Opt
         }
     });
     let external_id = f.string("ExternalId", |v| {
-        let ok = (2..=1224).contains(&v.len())
-            && v.chars()
-                .all(|c| syntax::is_iam_char(c) || c == ':' || c == '/');
+        let ok = (2..=1224).contains(&v.len()) && v.chars().all(|c| syntax::is_iam_char(c) || c == ':' || c == '/');
         if ok {
             Ok(())
         } else {
-            Err(
-                "ExternalId must be 2 to 1224 characters: letters, digits and _ + = , . @ : / -."
-                    .to_string(),
-            )
+            Err("ExternalId must be 2 to 1224 characters: letters, digits and _ + = , . @ : / -.".to_string())
         }
     });
     let role_session_name = f.string("RoleSessionName", |v| {
         if syntax::is_iam_name(v, 64) && v.len() >= 2 {
             Ok(())
         } else {
-            Err(format!(
-                "RoleSessionName {} must be 2 to 64 characters: letters, digits and _ + = , . @ -.",
-                quote(v)
-            ))
+            Err(format!("RoleSessionName {} must be 2 to 64 characters: letters, digits and _ + = , . @ -.", quote(v)))
         }
     });
     if !f.is_set("RoleArn") {

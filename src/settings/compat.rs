@@ -20,9 +20,7 @@ impl Sizes {
     fn allows(self, memory: u32) -> bool {
         match self {
             Sizes::List(values) => values.contains(&memory),
-            Sizes::Steps { min, max, step } => {
-                (min..=max).contains(&memory) && (memory - min) % step == 0
-            }
+            Sizes::Steps { min, max, step } => (min..=max).contains(&memory) && (memory - min) % step == 0,
         }
     }
 
@@ -40,54 +38,12 @@ impl Sizes {
 /// Fargate's task sizes: CPU units and the memory (MiB) each allows.
 const FARGATE_SIZES: &[(u32, Sizes)] = &[
     (256, Sizes::List(&[512, 1024, 2048])),
-    (
-        512,
-        Sizes::Steps {
-            min: 1024,
-            max: 4096,
-            step: 1024,
-        },
-    ),
-    (
-        1024,
-        Sizes::Steps {
-            min: 2048,
-            max: 8192,
-            step: 1024,
-        },
-    ),
-    (
-        2048,
-        Sizes::Steps {
-            min: 4096,
-            max: 16384,
-            step: 1024,
-        },
-    ),
-    (
-        4096,
-        Sizes::Steps {
-            min: 8192,
-            max: 30720,
-            step: 1024,
-        },
-    ),
-    (
-        8192,
-        Sizes::Steps {
-            min: 16384,
-            max: 61440,
-            step: 4096,
-        },
-    ),
-    (
-        16384,
-        Sizes::Steps {
-            min: 32768,
-            max: 122880,
-            step: 8192,
-        },
-    ),
+    (512, Sizes::Steps { min: 1024, max: 4096, step: 1024 }),
+    (1024, Sizes::Steps { min: 2048, max: 8192, step: 1024 }),
+    (2048, Sizes::Steps { min: 4096, max: 16384, step: 1024 }),
+    (4096, Sizes::Steps { min: 8192, max: 30720, step: 1024 }),
+    (8192, Sizes::Steps { min: 16384, max: 61440, step: 4096 }),
+    (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
 ];
 
 /// User tags allowed on a task in total (AWS allows 50; the plugin adds its own).
@@ -97,12 +53,7 @@ const MAX_TAGS: usize = 40;
 /// the pair is fine.
 pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let mut error = |key: &str, message: String| {
-        errors.push(FieldError {
-            key: key.to_string(),
-            message,
-        })
-    };
+    let mut error = |key: &str, message: String| errors.push(FieldError { key: key.to_string(), message });
     let launch = cluster.launch_type.as_str();
     if cluster.launch_type.is_fargate() {
         if let Some((key, message)) = fargate_size_problem(elastic.cpu, elastic.memory) {
@@ -114,16 +65,9 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             ("MountDockerSocket", elastic.mount_docker_socket),
         ];
         for (key, _) in ec2_only.into_iter().filter(|(_, set)| *set) {
-            error(
-                key,
-                format!(
-                    "{key} only applies on EC2; this cluster profile's launch type is {launch}."
-                ),
-            );
+            error(key, format!("{key} only applies on EC2; this cluster profile's launch type is {launch}."));
         }
-        if cluster.launch_type == LaunchType::FargateSpot
-            && elastic.operating_system_family != "LINUX"
-        {
+        if cluster.launch_type == LaunchType::FargateSpot && elastic.operating_system_family != "LINUX" {
             error(
                 "OperatingSystemFamily",
                 format!(
@@ -148,11 +92,7 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             ),
         );
     }
-    if let Some(role) = elastic
-        .task_role_arn
-        .as_deref()
-        .filter(|r| !allowed(&cluster.allowed_task_role_arns, r))
-    {
+    if let Some(role) = elastic.task_role_arn.as_deref().filter(|r| !allowed(&cluster.allowed_task_role_arns, r)) {
         error(
             "TaskRoleArn",
             format!(
@@ -162,12 +102,8 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             ),
         );
     }
-    let total_tags = cluster
-        .tags
-        .iter()
-        .filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k))
-        .count()
-        + elastic.tags.len();
+    let total_tags =
+        cluster.tags.iter().filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k)).count() + elastic.tags.len();
     if total_tags > MAX_TAGS {
         error(
             "Tags",
@@ -184,19 +120,11 @@ fn fargate_size_problem(cpu: u32, memory: u32) -> Option<(&'static str, String)>
     let Some((_, sizes)) = FARGATE_SIZES.iter().find(|(c, _)| *c == cpu) else {
         let cpus: Vec<String> = FARGATE_SIZES.iter().map(|(c, _)| c.to_string()).collect();
         let cpus = one_of(&cpus.iter().map(String::as_str).collect::<Vec<_>>());
-        return Some((
-            "Cpu",
-            format!("On Fargate, Cpu must be {cpus}; {cpu} is not."),
-        ));
+        return Some(("Cpu", format!("On Fargate, Cpu must be {cpus}; {cpu} is not.")));
     };
     (!sizes.allows(memory)).then(|| {
         let allowed = sizes.describe();
-        (
-            "Memory",
-            format!(
-                "On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."
-            ),
-        )
+        ("Memory", format!("On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."))
     })
 }
 
@@ -208,10 +136,6 @@ fn allowed(patterns: &[glob::Pattern], value: &str) -> bool {
 /// The first few patterns, for a message.
 fn patterns(patterns: &[glob::Pattern]) -> String {
     let shown: Vec<String> = patterns.iter().take(5).map(|p| quote(p.as_str())).collect();
-    let more = if patterns.len() > 5 {
-        format!(" and {} more", patterns.len() - 5)
-    } else {
-        String::new()
-    };
+    let more = if patterns.len() > 5 { format!(" and {} more", patterns.len() - 5) } else { String::new() };
     format!("{}{more}", shown.join(", "))
 }

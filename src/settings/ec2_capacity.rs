@@ -38,10 +38,7 @@ pub struct Ec2Capacity {
 
 /// Every `Ec2*` key of the cluster profile table.
 fn ec2_keys() -> impl Iterator<Item = &'static str> {
-    super::keys::CLUSTER_KEYS
-        .iter()
-        .map(|s| s.key)
-        .filter(|k| k.starts_with("Ec2"))
+    super::keys::CLUSTER_KEYS.iter().map(|s| s.key).filter(|k| k.starts_with("Ec2"))
 }
 
 /// Reads the `Ec2*` keys. `launch_type` is `None` when `LaunchType` itself was invalid: then the
@@ -50,10 +47,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
     if let Some(other) = launch_type.filter(|t| *t != LaunchType::Ec2) {
         for key in ec2_keys() {
             if f.is_set(key) {
-                let message = format!(
-                    "{key} only applies when LaunchType is EC2 (it is {}).",
-                    other.as_str()
-                );
+                let message = format!("{key} only applies when LaunchType is EC2 (it is {}).", other.as_str());
                 f.error(key, message);
             }
         }
@@ -87,12 +81,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
 }
 
 /// A string that must be set when `ec2`; empty when not set or bad.
-fn required_on_ec2(
-    f: &mut Fields<'_>,
-    ec2: bool,
-    key: &str,
-    check: fn(&str) -> Result<(), String>,
-) -> String {
+fn required_on_ec2(f: &mut Fields<'_>, ec2: bool, key: &str, check: fn(&str) -> Result<(), String>) -> String {
     if ec2 && !f.is_set(key) {
         f.error(key, format!("{key} is required when LaunchType is EC2."));
     }
@@ -103,10 +92,7 @@ fn check_instance_type(v: &str) -> Result<(), String> {
     if syntax::is_instance_type(v) {
         Ok(())
     } else {
-        Err(format!(
-            "Ec2InstanceType {} is not an EC2 instance type; use one like c5.xlarge or t3a.medium.",
-            quote(v)
-        ))
+        Err(format!("Ec2InstanceType {} is not an EC2 instance type; use one like c5.xlarge or t3a.medium.", quote(v)))
     }
 }
 
@@ -136,10 +122,7 @@ fn check_key_pair(v: &str) -> Result<(), String> {
     if syntax::is_key_pair_name(v) {
         Ok(())
     } else {
-        Err(format!(
-            "Ec2KeyPair {} is not a key pair name: use 1 to 255 ASCII characters.",
-            quote(v)
-        ))
+        Err(format!("Ec2KeyPair {} is not a key pair name: use 1 to 255 ASCII characters.", quote(v)))
     }
 }
 
@@ -147,9 +130,6 @@ fn check_user_data(v: &str) -> Result<(), String> {
     if v.len() <= USER_DATA_MAX {
         Ok(())
     } else {
-        Err(format!(
-            "Ec2UserData is {} bytes; at most {USER_DATA_MAX} (16 KiB) are allowed.",
-            v.len()
-        ))
+        Err(format!("Ec2UserData is {} bytes; at most {USER_DATA_MAX} (16 KiB) are allowed.", v.len()))
     }
 }

@@ -63,43 +63,27 @@ impl ElasticProfile {
     pub fn parse(props: &Properties) -> Result<ElasticProfile, Vec<FieldError>> {
         let mut f = Fields::new(props, ProfileKind::Elastic);
         let image = f.required("Image", |v| {
-            syntax::check_image(v).map_err(|why| {
-                format!("Image {} is not a Docker image reference: {why}.", quote(v))
-            })
+            syntax::check_image(v).map_err(|why| format!("Image {} is not a Docker image reference: {why}.", quote(v)))
         });
         let cpu = f.number("Cpu", 2..=16384, 1024);
         let memory = f.number("Memory", 6..=122_880, 2048);
         let memory_reservation = f.optional_number("MemoryReservation", 6..=122_880);
-        if let Some(reservation) =
-            memory_reservation.filter(|r| *r > memory && !f.has_error("Memory"))
-        {
+        if let Some(reservation) = memory_reservation.filter(|r| *r > memory && !f.has_error("Memory")) {
             let message = format!("MemoryReservation ({reservation} MiB) must not be more than Memory ({memory} MiB).");
             f.error("MemoryReservation", message);
         }
         let command = f.lines("Command");
         let environment = f.key_values("Environment", &ENV_VARIABLES);
         let secrets = f.key_values("Secrets", &SECRETS);
-        for (name, _) in secrets
-            .iter()
-            .filter(|(name, _)| environment.iter().any(|(env, _)| env == name))
-        {
-            f.error(
-                "Secrets",
-                format!("{name} is set both in Environment and in Secrets; keep one."),
-            );
+        for (name, _) in secrets.iter().filter(|(name, _)| environment.iter().any(|(env, _)| env == name)) {
+            f.error("Secrets", format!("{name} is set both in Environment and in Secrets; keep one."));
         }
         let task_role_arn = f.string("TaskRoleArn", |v| check_role("TaskRoleArn", v));
-        let execution_role_arn =
-            f.string("ExecutionRoleArn", |v| check_role("ExecutionRoleArn", v));
+        let execution_role_arn = f.string("ExecutionRoleArn", |v| check_role("ExecutionRoleArn", v));
         let operating_system_family = f.choice("OperatingSystemFamily", OPERATING_SYSTEM_FAMILIES);
         let cpu_architecture = f.choice("CpuArchitecture", CPU_ARCHITECTURES);
-        if cpu_architecture == Some("ARM64")
-            && operating_system_family.is_some_and(|os| os != "LINUX")
-        {
-            f.error(
-                "CpuArchitecture",
-                "ARM64 is only available with OperatingSystemFamily LINUX.",
-            );
+        if cpu_architecture == Some("ARM64") && operating_system_family.is_some_and(|os| os != "LINUX") {
+            f.error("CpuArchitecture", "ARM64 is only available with OperatingSystemFamily LINUX.");
         }
         let profile = ElasticProfile {
             image: image.unwrap_or_default(),
@@ -145,16 +129,10 @@ pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
 fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
     let given = f.is_set("TaskDefinitionArn");
     if !given && f.is_set("AgentContainerName") {
-        f.error(
-            "AgentContainerName",
-            "AgentContainerName only applies when TaskDefinitionArn is set.",
-        );
+        f.error("AgentContainerName", "AgentContainerName only applies when TaskDefinitionArn is set.");
     }
     if !given && f.is_set("Secrets") && !f.is_set("ExecutionRoleArn") {
-        f.error(
-            "Secrets",
-            "Secrets need ExecutionRoleArn: ECS reads them with the execution role.",
-        );
+        f.error("Secrets", "Secrets need ExecutionRoleArn: ECS reads them with the execution role.");
     }
     if given {
         let conflicts = [
@@ -175,7 +153,10 @@ fn check_role(key: &str, v: &str) -> Result<(), String> {
     if syntax::is_role_arn(v) {
         Ok(())
     } else {
-        Err(format!("{key} {} is not an IAM role ARN: it must look like arn:aws:iam::123456789012:role/gocd-build.", quote(v)))
+        Err(format!(
+            "{key} {} is not an IAM role ARN: it must look like arn:aws:iam::123456789012:role/gocd-build.",
+            quote(v)
+        ))
     }
 }
 
@@ -194,6 +175,9 @@ fn check_container_name(v: &str) -> Result<(), String> {
     if syntax::is_ecs_name(v) {
         Ok(())
     } else {
-        Err(format!("AgentContainerName {} is not a container name: use 1 to 255 letters, digits, '-' and '_'.", quote(v)))
+        Err(format!(
+            "AgentContainerName {} is not a container name: use 1 to 255 letters, digits, '-' and '_'.",
+            quote(v)
+        ))
     }
 }

@@ -37,11 +37,7 @@ pub(crate) fn one_of(items: &[&str]) -> String {
 
 /// The trimmed value of `key`, or `None` when it is missing, `null`, empty or blank.
 pub(crate) fn set_value<'a>(props: &'a Properties, key: &str) -> Option<&'a str> {
-    props
-        .get(key)?
-        .as_deref()
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
+    props.get(key)?.as_deref().map(str::trim).filter(|v| !v.is_empty())
 }
 
 /// How to read a `KEY=VALUE`-per-line field.
@@ -68,17 +64,10 @@ pub(crate) struct Fields<'a> {
 impl<'a> Fields<'a> {
     /// Starts reading; keys that are not in the profile's table are reported right away.
     pub(crate) fn new(props: &'a Properties, kind: ProfileKind) -> Self {
-        let mut fields = Fields {
-            props,
-            kind,
-            errors: Vec::new(),
-        };
+        let mut fields = Fields { props, kind, errors: Vec::new() };
         for key in props.keys() {
             if kind.spec(key).is_none() && set_value(props, key).is_some() {
-                fields.errors.push(FieldError {
-                    key: key.clone(),
-                    message: unknown_key_message(kind, key),
-                });
+                fields.errors.push(FieldError { key: key.clone(), message: unknown_key_message(kind, key) });
             }
         }
         fields
@@ -86,10 +75,7 @@ impl<'a> Fields<'a> {
 
     /// The trimmed value of `key`, `None` when not set. `key` must be in the profile's table.
     pub(crate) fn raw(&self, key: &str) -> Option<&'a str> {
-        debug_assert!(
-            self.kind.spec(key).is_some(),
-            "{key} is missing from the key table"
-        );
+        debug_assert!(self.kind.spec(key).is_some(), "{key} is missing from the key table");
         set_value(self.props, key)
     }
 
@@ -100,10 +86,7 @@ impl<'a> Fields<'a> {
 
     /// Records a problem with `key`.
     pub(crate) fn error(&mut self, key: &str, message: impl Into<String>) {
-        self.errors.push(FieldError {
-            key: key.to_string(),
-            message: message.into(),
-        });
+        self.errors.push(FieldError { key: key.to_string(), message: message.into() });
     }
 
     /// Whether a problem with `key` was recorded already.
@@ -121,11 +104,7 @@ impl<'a> Fields<'a> {
     }
 
     /// An optional string; `check` returns the whole message when the value is not acceptable.
-    pub(crate) fn string(
-        &mut self,
-        key: &str,
-        check: impl FnOnce(&str) -> Result<(), String>,
-    ) -> Option<String> {
+    pub(crate) fn string(&mut self, key: &str, check: impl FnOnce(&str) -> Result<(), String>) -> Option<String> {
         let value = self.raw(key)?;
         match check(value) {
             Ok(()) => Some(value.to_string()),
@@ -137,11 +116,7 @@ impl<'a> Fields<'a> {
     }
 
     /// A required string: `{key} is required.` when not set.
-    pub(crate) fn required(
-        &mut self,
-        key: &str,
-        check: impl FnOnce(&str) -> Result<(), String>,
-    ) -> Option<String> {
+    pub(crate) fn required(&mut self, key: &str, check: impl FnOnce(&str) -> Result<(), String>) -> Option<String> {
         if !self.is_set(key) {
             self.error(key, format!("{key} is required."));
             return None;
@@ -165,10 +140,7 @@ impl<'a> Fields<'a> {
                 format!("{key} must be at least {low}; {n} is too small.")
             }
             _ if digits => format!("{key} must be at most {high}; {value} is too large."),
-            _ => format!(
-                "{key} must be a whole number from {low} to {high}{}.",
-                self.is_not(key, value)
-            ),
+            _ => format!("{key} must be a whole number from {low} to {high}{}.", self.is_not(key, value)),
         };
         self.error(key, message);
         None
@@ -191,11 +163,7 @@ impl<'a> Fields<'a> {
     }
 
     /// One of `choices` (case-sensitive); the first choice when not set, `None` when bad.
-    pub(crate) fn choice(
-        &mut self,
-        key: &str,
-        choices: &'static [&'static str],
-    ) -> Option<&'static str> {
+    pub(crate) fn choice(&mut self, key: &str, choices: &'static [&'static str]) -> Option<&'static str> {
         let Some(value) = self.raw(key) else {
             return choices.first().copied();
         };
@@ -206,32 +174,19 @@ impl<'a> Fields<'a> {
             Some(c) => format!(" (in capitals: did you mean {c}?)"),
             None => String::new(),
         };
-        let message = format!(
-            "{key} must be one of {}{}{hint}.",
-            one_of(choices),
-            self.is_not(key, value)
-        );
+        let message = format!("{key} must be one of {}{}{hint}.", one_of(choices), self.is_not(key, value));
         self.error(key, message);
         None
     }
 
     /// Ids separated by commas (spaces allowed): each `<prefix>-` and 8 or 17 hex digits,
     /// no duplicates, at most `max`.
-    pub(crate) fn id_list(
-        &mut self,
-        key: &str,
-        prefix: &str,
-        noun: &str,
-        max: usize,
-    ) -> Vec<String> {
+    pub(crate) fn id_list(&mut self, key: &str, prefix: &str, noun: &str, max: usize) -> Vec<String> {
         let Some(value) = self.raw(key) else {
             return Vec::new();
         };
         let mut ids: Vec<String> = Vec::new();
-        for item in value
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|s| !s.is_empty())
-        {
+        for item in value.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty()) {
             if !super::syntax::is_hex_id(item, prefix) {
                 let message = format!(
                     "{} is not a {noun}: it must be {prefix}- followed by 8 or 17 lowercase hex digits, like {prefix}-0a1b2c3d.",
@@ -245,13 +200,7 @@ impl<'a> Fields<'a> {
             }
         }
         if ids.len() > max {
-            self.error(
-                key,
-                format!(
-                    "{key} lists {} {noun}s; at most {max} are allowed.",
-                    ids.len()
-                ),
-            );
+            self.error(key, format!("{key} lists {} {noun}s; at most {max} are allowed.", ids.len()));
         }
         ids
     }
@@ -261,12 +210,7 @@ impl<'a> Fields<'a> {
         let Some(value) = self.raw(key) else {
             return Vec::new();
         };
-        value
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .map(String::from)
-            .collect()
+        value.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from).collect()
     }
 
     /// `KEY=VALUE` per line: blank lines skipped, keys and values trimmed, each key once.
@@ -281,10 +225,7 @@ impl<'a> Fields<'a> {
                 continue;
             }
             let Some((k, v)) = line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) else {
-                self.error(
-                    key,
-                    format!("Line {n} must look like KEY=VALUE but has no '='."),
-                );
+                self.error(key, format!("Line {n} must look like KEY=VALUE but has no '='."));
                 continue;
             };
             let problem = if let Err(reason) = (rule.check_key)(k) {
@@ -303,11 +244,7 @@ impl<'a> Fields<'a> {
             }
         }
         if let Some(max) = rule.max.filter(|max| pairs.len() > *max) {
-            let message = format!(
-                "{key} has {} {}s; at most {max} are allowed.",
-                pairs.len(),
-                rule.noun
-            );
+            let message = format!("{key} has {} {}s; at most {max} are allowed.", pairs.len(), rule.noun);
             self.error(key, message);
         }
         pairs
@@ -326,11 +263,7 @@ impl<'a> Fields<'a> {
             match glob::Pattern::new(line) {
                 Ok(pattern) => patterns.push(pattern),
                 Err(e) => {
-                    let message = format!(
-                        "Line {n}: {} is not a valid glob pattern: {}.",
-                        quote(line),
-                        e.msg
-                    );
+                    let message = format!("Line {n}: {} is not a valid glob pattern: {}.", quote(line), e.msg);
                     self.error(key, message);
                 }
             }
@@ -353,20 +286,11 @@ mod tests {
     use super::*;
 
     fn props(pairs: &[(&str, Option<&str>)]) -> Properties {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.map(String::from)))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.map(String::from))).collect()
     }
 
     fn messages(fields: Fields<'_>) -> Vec<String> {
-        fields
-            .finish(())
-            .err()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|e| e.message)
-            .collect()
+        fields.finish(()).err().unwrap_or_default().into_iter().map(|e| e.message).collect()
     }
 
     #[test]
@@ -386,11 +310,7 @@ mod tests {
 
     #[test]
     fn blank_and_null_mean_not_set() {
-        let p = props(&[
-            ("MaxAgents", Some("  ")),
-            ("Region", None),
-            ("LogGroup", Some(" /x ")),
-        ]);
+        let p = props(&[("MaxAgents", Some("  ")), ("Region", None), ("LogGroup", Some(" /x "))]);
         let f = Fields::new(&p, ProfileKind::Cluster);
         assert_eq!(f.raw("MaxAgents"), None);
         assert_eq!(f.raw("Region"), None);
@@ -421,11 +341,7 @@ mod tests {
 
     #[test]
     fn booleans_and_choices() {
-        let p = props(&[
-            ("AssignPublicIp", Some("TRUE")),
-            ("Ec2Spot", Some("yes")),
-            ("LaunchType", Some("fargate")),
-        ]);
+        let p = props(&[("AssignPublicIp", Some("TRUE")), ("Ec2Spot", Some("yes")), ("LaunchType", Some("fargate"))]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         assert!(f.boolean("AssignPublicIp", false));
         assert!(!f.boolean("Ec2Spot", false));
@@ -441,15 +357,9 @@ mod tests {
 
     #[test]
     fn id_lists_report_each_bad_item_duplicates_and_length() {
-        let p = props(&[(
-            "SubnetIds",
-            Some("subnet-0a1b2c3d, subnet-0a1b2c3d,,subnet-xyz subnet-1a1b2c3d"),
-        )]);
+        let p = props(&[("SubnetIds", Some("subnet-0a1b2c3d, subnet-0a1b2c3d,,subnet-xyz subnet-1a1b2c3d"))]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
-        assert_eq!(
-            f.id_list("SubnetIds", "subnet", "subnet id", 1),
-            ["subnet-0a1b2c3d", "subnet-1a1b2c3d"]
-        );
+        assert_eq!(f.id_list("SubnetIds", "subnet", "subnet id", 1), ["subnet-0a1b2c3d", "subnet-1a1b2c3d"]);
         let m = messages(f);
         assert_eq!(m.len(), 3, "{m:?}");
         assert!(m[0].contains("more than once"));
@@ -471,10 +381,7 @@ mod tests {
             check_value: |_, _| Ok(()),
             max: Some(2),
         };
-        let p = props(&[(
-            "EnvironmentVariables",
-            Some("A=1\n\n B = two words \nA=3\nnoequals\n1X=2\nC=\nD=4"),
-        )]);
+        let p = props(&[("EnvironmentVariables", Some("A=1\n\n B = two words \nA=3\nnoequals\n1X=2\nC=\nD=4"))]);
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         let pairs = f.key_values("EnvironmentVariables", &rule);
         assert_eq!(
@@ -504,10 +411,7 @@ mod tests {
         assert_eq!(f.globs("AllowedImages").len(), 1);
         let m = messages(f);
         assert_eq!(m.len(), 1);
-        assert!(
-            m[0].starts_with("Line 3: '[unclosed' is not a valid glob pattern"),
-            "{m:?}"
-        );
+        assert!(m[0].starts_with("Line 3: '[unclosed' is not a valid glob pattern"), "{m:?}");
     }
 
     #[test]

@@ -93,30 +93,15 @@ const fn spec(
     input: Input,
     help: &'static str,
 ) -> KeySpec {
-    KeySpec {
-        key,
-        required: false,
-        secure: false,
-        group,
-        label,
-        help,
-        input,
-    }
+    KeySpec { key, required: false, secure: false, group, label, help, input }
 }
 
 const fn required(spec: KeySpec) -> KeySpec {
-    KeySpec {
-        required: true,
-        ..spec
-    }
+    KeySpec { required: true, ..spec }
 }
 
 const fn secure(spec: KeySpec) -> KeySpec {
-    KeySpec {
-        secure: true,
-        input: Input::Password,
-        ..spec
-    }
+    KeySpec { secure: true, input: Input::Password, ..spec }
 }
 
 /// `LaunchType` values; the first is the default.
@@ -275,42 +260,21 @@ mod tests {
         for kind in [ProfileKind::Cluster, ProfileKind::Elastic] {
             let keys = kind.keys();
             for (i, spec) in keys.iter().enumerate() {
-                assert!(
-                    keys[..i].iter().all(|s| s.key != spec.key),
-                    "{} twice",
-                    spec.key
-                );
-                assert!(
-                    kind.groups().contains(&spec.group),
-                    "{} in unknown group",
-                    spec.key
-                );
+                assert!(keys[..i].iter().all(|s| s.key != spec.key), "{} twice", spec.key);
+                assert!(kind.groups().contains(&spec.group), "{} in unknown group", spec.key);
                 assert!(!spec.help.is_empty() && !spec.label.is_empty());
             }
             for group in kind.groups() {
-                assert!(
-                    keys.iter().any(|s| s.group == *group),
-                    "empty fieldset {group}"
-                );
+                assert!(keys.iter().any(|s| s.group == *group), "empty fieldset {group}");
             }
         }
     }
 
     #[test]
     fn only_the_documented_keys_are_required_or_secure() {
-        let required: Vec<_> = CLUSTER_KEYS
-            .iter()
-            .chain(ELASTIC_KEYS)
-            .filter(|s| s.required)
-            .map(|s| s.key)
-            .collect();
+        let required: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.required).map(|s| s.key).collect();
         assert_eq!(required, ["ClusterName", "Image"]);
-        let secure: Vec<_> = CLUSTER_KEYS
-            .iter()
-            .chain(ELASTIC_KEYS)
-            .filter(|s| s.secure)
-            .map(|s| s.key)
-            .collect();
+        let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
         assert_eq!(CLUSTER_KEYS.len(), 30);
         assert_eq!(ELASTIC_KEYS.len(), 20);

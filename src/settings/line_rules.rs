@@ -4,12 +4,8 @@ use super::fields::{quote, LineRule};
 use super::syntax;
 
 /// Environment variables: `NAME=value`, any value.
-pub(crate) const ENV_VARIABLES: LineRule = LineRule {
-    noun: "variable",
-    check_key: check_env_name,
-    check_value: |_, _| Ok(()),
-    max: None,
-};
+pub(crate) const ENV_VARIABLES: LineRule =
+    LineRule { noun: "variable", check_key: check_env_name, check_value: |_, _| Ok(()), max: None };
 
 /// User tags: key 1 to 128 characters, value at most 256, AWS's tag characters, no reserved prefix.
 pub(crate) const TAGS: LineRule = LineRule {
@@ -17,30 +13,20 @@ pub(crate) const TAGS: LineRule = LineRule {
     check_key: |key| {
         let lower = key.to_lowercase();
         if let Some(prefix) = ["aws:", "gocd:"].into_iter().find(|p| lower.starts_with(p)) {
-            Err(format!(
-                "tag keys starting with {prefix} are reserved; {} cannot be used",
-                quote(key)
-            ))
+            Err(format!("tag keys starting with {prefix} are reserved; {} cannot be used", quote(key)))
         } else if key.is_empty() || key.chars().count() > 128 {
             Err("a tag key must have 1 to 128 characters".to_string())
         } else if !syntax::is_tag_text(key) {
-            Err(format!(
-                "{} may use only letters, digits, spaces and _ . : / + - @",
-                quote(key)
-            ))
+            Err(format!("{} may use only letters, digits, spaces and _ . : / + - @", quote(key)))
         } else {
             Ok(())
         }
     },
     check_value: |key, value| {
         if value.chars().count() > 256 {
-            Err(format!(
-                "the value of tag {key} is longer than 256 characters"
-            ))
+            Err(format!("the value of tag {key} is longer than 256 characters"))
         } else if !syntax::is_tag_text(value) {
-            Err(format!(
-                "the value of tag {key} may use only letters, digits, spaces and _ . : / = + - @"
-            ))
+            Err(format!("the value of tag {key} may use only letters, digits, spaces and _ . : / = + - @"))
         } else {
             Ok(())
         }

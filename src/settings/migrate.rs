@@ -55,9 +55,7 @@ pub struct ElasticProfileInfo {
     pub properties: BTreeMap<String, Option<String>>,
 }
 
-fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
-    d: D,
-) -> Result<T, D::Error> {
+fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
@@ -67,10 +65,7 @@ const LEGACY_KEYS: &[(&str, &str)] = &[
     ("AWSRegion", "Region"),
     ("AWSAccessKeyId", "AccessKeyId"),
     ("AWSSecretAccessKey", "SecretAccessKey"),
-    (
-        "ContainerAutoregisterTimeout",
-        "AgentRegisterTimeoutMinutes",
-    ),
+    ("ContainerAutoregisterTimeout", "AgentRegisterTimeoutMinutes"),
     ("IamInstanceProfile", "Ec2InstanceProfile"),
     ("KeyPairName", "Ec2KeyPair"),
     ("LinuxAmi", "Ec2AmiId"),
@@ -86,10 +81,7 @@ const LEGACY_KEYS: &[(&str, &str)] = &[
 /// cluster profile [`MIGRATED_CLUSTER_PROFILE_ID`] and every elastic profile without a cluster
 /// profile is pointed at it; otherwise the request comes back unchanged.
 pub fn migrate_config(mut request: MigrateConfig) -> MigrateConfig {
-    let legacy_set = request
-        .plugin_settings
-        .keys()
-        .any(|k| set_value(&request.plugin_settings, k).is_some());
+    let legacy_set = request.plugin_settings.keys().any(|k| set_value(&request.plugin_settings, k).is_some());
     if !legacy_set || !request.cluster_profiles.is_empty() {
         return request;
     }
@@ -103,29 +95,20 @@ pub fn migrate_config(mut request: MigrateConfig) -> MigrateConfig {
         plugin_id: PLUGIN_ID.to_string(),
         properties,
     });
-    for profile in request
-        .elastic_agent_profiles
-        .iter_mut()
-        .filter(|p| p.cluster_profile_id.trim().is_empty())
-    {
+    for profile in request.elastic_agent_profiles.iter_mut().filter(|p| p.cluster_profile_id.trim().is_empty()) {
         profile.cluster_profile_id = MIGRATED_CLUSTER_PROFILE_ID.to_string();
     }
     request
 }
 
 /// Legacy settings mapped to cluster profile properties (set values only).
-fn cluster_properties(
-    settings: &BTreeMap<String, Option<String>>,
-) -> BTreeMap<String, Option<String>> {
+fn cluster_properties(settings: &BTreeMap<String, Option<String>>) -> BTreeMap<String, Option<String>> {
     let mut properties = BTreeMap::new();
     for key in settings.keys() {
         let Some(value) = set_value(settings, key) else {
             continue;
         };
-        let ours = LEGACY_KEYS
-            .iter()
-            .find(|(legacy, _)| legacy == key)
-            .map(|(_, ours)| *ours);
+        let ours = LEGACY_KEYS.iter().find(|(legacy, _)| legacy == key).map(|(_, ours)| *ours);
         match ours.or_else(|| ProfileKind::Cluster.spec(key).map(|s| s.key)) {
             // A key already named like ours wins over the legacy name mapped onto it.
             Some(ours) if ours != key && set_value(settings, ours).is_some() => {}
@@ -176,9 +159,7 @@ mod tests {
         assert_eq!(migrate_json(empty), empty);
         assert_eq!(migrate_json("{}"), empty);
         assert_eq!(
-            migrate_json(
-                r#"{"plugin_settings":null,"cluster_profiles":null,"elastic_agent_profiles":null}"#
-            ),
+            migrate_json(r#"{"plugin_settings":null,"cluster_profiles":null,"elastic_agent_profiles":null}"#),
             empty
         );
     }
@@ -229,11 +210,8 @@ mod tests {
         let cluster = &response.cluster_profiles[0];
         assert_eq!(cluster.id, "migrated_from_plugin_settings");
         assert_eq!(cluster.plugin_id, "cd.go.contrib.elastic-agent.ecs");
-        let props: Vec<(&str, &str)> = cluster
-            .properties
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or("null")))
-            .collect();
+        let props: Vec<(&str, &str)> =
+            cluster.properties.iter().map(|(k, v)| (k.as_str(), v.as_deref().unwrap_or("null"))).collect();
         assert_eq!(
             props,
             [
@@ -252,19 +230,12 @@ mod tests {
                 ("SecretAccessKey", "s3cr3t"),
             ]
         );
-        assert_eq!(
-            super::super::validate_cluster_profile(&cluster.properties),
-            []
-        );
+        assert_eq!(super::super::validate_cluster_profile(&cluster.properties), []);
         assert!(response
             .elastic_agent_profiles
             .iter()
             .all(|p| p.cluster_profile_id == "migrated_from_plugin_settings"));
-        assert_eq!(
-            response.plugin_settings.len(),
-            18,
-            "plugin settings are echoed"
-        );
+        assert_eq!(response.plugin_settings.len(), 18, "plugin settings are echoed");
     }
 
     #[test]
@@ -273,10 +244,7 @@ mod tests {
         let response = migrate_config(request(json));
         let props = &response.cluster_profiles[0].properties;
         assert_eq!(props.get("Region"), Some(&Some("us-east-1".to_string())));
-        assert!(
-            !props.contains_key("LaunchType"),
-            "no EC2 key, no launch type"
-        );
+        assert!(!props.contains_key("LaunchType"), "no EC2 key, no launch type");
     }
 
     #[test]

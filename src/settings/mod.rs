@@ -27,15 +27,12 @@ use std::collections::BTreeMap;
 
 use sha2::{Digest, Sha256};
 
-pub use cluster_profile::{
-    validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials,
-};
+pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
 pub use compat::check_compatible;
 pub use ec2_capacity::Ec2Capacity;
 pub use elastic_profile::{validate_elastic_profile, ElasticProfile};
 pub use migrate::{
-    migrate_config, ClusterProfileInfo, ElasticProfileInfo, MigrateConfig,
-    MIGRATED_CLUSTER_PROFILE_ID, PLUGIN_ID,
+    migrate_config, ClusterProfileInfo, ElasticProfileInfo, MigrateConfig, MIGRATED_CLUSTER_PROFILE_ID, PLUGIN_ID,
 };
 pub use views::{cluster_profile_view, elastic_profile_view};
 
@@ -86,10 +83,7 @@ fn metadata(kind: ProfileKind) -> Vec<MetadataEntry> {
         .iter()
         .map(|spec| MetadataEntry {
             key: spec.key.to_string(),
-            metadata: Metadata {
-                required: spec.required,
-                secure: spec.secure,
-            },
+            metadata: Metadata { required: spec.required, secure: spec.secure },
         })
         .collect()
 }
@@ -103,10 +97,5 @@ pub fn profile_hash(props: &Properties) -> String {
             hasher.update(format!("{key}={value}\n").as_bytes());
         }
     }
-    hasher
-        .finalize()
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
 }

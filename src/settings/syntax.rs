@@ -4,21 +4,10 @@
 //! Checks answer `bool`, or `Err(reason)` where a reason helps the user more than "invalid".
 
 /// Region name prefixes (partition and geography), longest first so `us-gov` wins over `us`.
-const REGION_PREFIXES: &[&str] = &[
-    "us-isob", "us-isof", "us-iso", "eu-isoe", "us-gov", "us", "eu", "ap", "sa", "ca", "me", "af",
-    "il", "mx", "cn",
-];
-const REGION_DIRECTIONS: &[&str] = &[
-    "northeast",
-    "northwest",
-    "southeast",
-    "southwest",
-    "central",
-    "north",
-    "south",
-    "east",
-    "west",
-];
+const REGION_PREFIXES: &[&str] =
+    &["us-isob", "us-isof", "us-iso", "eu-isoe", "us-gov", "us", "eu", "ap", "sa", "ca", "me", "af", "il", "mx", "cn"];
+const REGION_DIRECTIONS: &[&str] =
+    &["northeast", "northwest", "southeast", "southwest", "central", "north", "south", "east", "west"];
 
 /// A region name such as `us-east-1`, `eu-west-3`, `us-gov-west-1`, `cn-north-1`, `ap-southeast-4`.
 pub(crate) fn is_region(s: &str) -> bool {
@@ -38,8 +27,7 @@ pub(crate) fn is_region(s: &str) -> bool {
 
 /// An AWS partition: `aws`, `aws-cn`, `aws-us-gov`, ... (`aws[-a-z]*`).
 fn is_partition(s: &str) -> bool {
-    s.strip_prefix("aws")
-        .is_some_and(|rest| rest.bytes().all(|b| b == b'-' || b.is_ascii_lowercase()))
+    s.strip_prefix("aws").is_some_and(|rest| rest.bytes().all(|b| b == b'-' || b.is_ascii_lowercase()))
 }
 
 /// A 12-digit account id.
@@ -49,19 +37,14 @@ fn is_account_id(s: &str) -> bool {
 
 /// `<prefix>-` followed by 8 or 17 lowercase hex digits (`subnet-`, `sg-`, `ami-`).
 pub(crate) fn is_hex_id(s: &str, prefix: &str) -> bool {
-    s.strip_prefix(prefix)
-        .and_then(|r| r.strip_prefix('-'))
-        .is_some_and(|hex| {
-            (hex.len() == 8 || hex.len() == 17)
-                && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        })
+    s.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).is_some_and(|hex| {
+        (hex.len() == 8 || hex.len() == 17) && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
 }
 
 /// `[A-Za-z0-9_-]{1,255}`: ECS cluster, task family and container names.
 pub(crate) fn is_ecs_name(s: &str) -> bool {
-    (1..=255).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    (1..=255).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// IAM's name characters `[\w+=,.@-]`.
@@ -81,19 +64,10 @@ pub(crate) struct Arn<'a> {
 pub(crate) fn parse_arn<'a>(s: &'a str, service: &str, global: bool) -> Option<Arn<'a>> {
     let mut parts = s.splitn(6, ':');
     let (arn, partition) = (parts.next()?, parts.next()?);
-    let (svc, region, account, resource) =
-        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    let region_ok = if global {
-        region.is_empty()
-    } else {
-        is_region(region)
-    };
-    (arn == "arn"
-        && is_partition(partition)
-        && svc == service
-        && region_ok
-        && is_account_id(account))
-    .then_some(Arn { region, resource })
+    let (svc, region, account, resource) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let region_ok = if global { region.is_empty() } else { is_region(region) };
+    (arn == "arn" && is_partition(partition) && svc == service && region_ok && is_account_id(account))
+        .then_some(Arn { region, resource })
 }
 
 /// An IAM path and name after `role/` or `instance-profile/`: `[path/]name`, IAM characters.
@@ -101,15 +75,12 @@ fn is_iam_path_name(s: &str) -> bool {
     let name = s.rsplit('/').next().unwrap_or_default();
     (1..=64).contains(&name.len())
         && s.len() <= 512
-        && s.split('/')
-            .all(|segment| !segment.is_empty() && segment.chars().all(is_iam_char))
+        && s.split('/').all(|segment| !segment.is_empty() && segment.chars().all(is_iam_char))
 }
 
 /// `arn:aws[-a-z]*:iam::<account>:role/<path/name>`.
 pub(crate) fn is_role_arn(s: &str) -> bool {
-    parse_arn(s, "iam", true)
-        .and_then(|arn| arn.resource.strip_prefix("role/"))
-        .is_some_and(is_iam_path_name)
+    parse_arn(s, "iam", true).and_then(|arn| arn.resource.strip_prefix("role/")).is_some_and(is_iam_path_name)
 }
 
 /// `arn:aws[-a-z]*:iam::<account>:instance-profile/<path/name>`.
@@ -134,10 +105,7 @@ pub(crate) fn cluster_arn(s: &str) -> Option<(&str, &str)> {
 /// A Secrets Manager secret ARN or an SSM parameter ARN.
 pub(crate) fn is_secret_source_arn(s: &str) -> bool {
     if let Some(arn) = parse_arn(s, "secretsmanager", false) {
-        return arn
-            .resource
-            .strip_prefix("secret:")
-            .is_some_and(|r| !r.is_empty());
+        return arn.resource.strip_prefix("secret:").is_some_and(|r| !r.is_empty());
     }
     if let Some(arn) = parse_arn(s, "ssm", false) {
         return arn
@@ -171,31 +139,23 @@ fn is_revision(s: &str) -> bool {
 /// An environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
 pub(crate) fn is_env_name(s: &str) -> bool {
     let mut bytes = s.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+    bytes.next().is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 /// Characters AWS allows in tag keys and values: letters, digits, spaces and `_ . : / = + - @`.
 pub(crate) fn is_tag_text(s: &str) -> bool {
-    s.chars()
-        .all(|c| c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c))
+    s.chars().all(|c| c.is_alphanumeric() || c == ' ' || "_.:/=+-@".contains(c))
 }
 
 /// A CloudWatch log group name: `[.\-_/#A-Za-z0-9]{1,512}`.
 pub(crate) fn is_log_group(s: &str) -> bool {
-    (1..=512).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b".-_/#".contains(&b))
+    (1..=512).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_/#".contains(&b))
 }
 
 /// An EC2 instance type such as `c5.xlarge`, `t3a.medium` or `m7g.metal-48xl`.
 pub(crate) fn is_instance_type(s: &str) -> bool {
-    let lower_alnum_dash = |p: &str| {
-        p.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    };
+    let lower_alnum_dash = |p: &str| p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
     s.len() <= 64
         && s.split_once('.').is_some_and(|(family, size)| {
             family.starts_with(|c: char| c.is_ascii_lowercase())
@@ -244,14 +204,8 @@ fn check_authority(authority: &str) -> Result<(), &'static str> {
     }
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
-            let (inside, after) = v6
-                .split_once(']')
-                .ok_or("the IPv6 address is not closed with ]")?;
-            if inside.is_empty()
-                || !inside
-                    .bytes()
-                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
-            {
+            let (inside, after) = v6.split_once(']').ok_or("the IPv6 address is not closed with ]")?;
+            if inside.is_empty() || !inside.bytes().all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
                 return Err("the host is not a valid IPv6 address");
             }
             (inside, after.strip_prefix(':'))
@@ -262,17 +216,12 @@ fn check_authority(authority: &str) -> Result<(), &'static str> {
         },
     };
     let host_ok = !host.is_empty()
-        && (authority.starts_with('[')
-            || host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
+        && (authority.starts_with('[') || host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-'));
     if !host_ok {
         return Err("it has no valid host name");
     }
     match port {
-        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => {
-            Err("the port must be a number from 1 to 65535")
-        }
+        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => Err("the port must be a number from 1 to 65535"),
         _ => Ok(()),
     }
 }
@@ -290,13 +239,9 @@ pub(crate) fn check_image(s: &str) -> Result<(), &'static str> {
         None => (s, None),
     };
     if let Some(digest) = digest {
-        let (algorithm, hex) = digest
-            .split_once(':')
-            .ok_or("the digest must look like sha256:<hex>")?;
+        let (algorithm, hex) = digest.split_once(':').ok_or("the digest must look like sha256:<hex>")?;
         let ok = !algorithm.is_empty()
-            && algorithm
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
+            && algorithm.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+._-".contains(&b))
             && hex.len() >= 32
             && hex.bytes().all(|b| b.is_ascii_hexdigit());
         if !ok {
@@ -305,22 +250,15 @@ pub(crate) fn check_image(s: &str) -> Result<(), &'static str> {
     }
     let last_slash = name_tag.rfind('/').map_or(0, |i| i + 1);
     let (name, tag) = match name_tag[last_slash..].rfind(':') {
-        Some(i) => (
-            &name_tag[..last_slash + i],
-            Some(&name_tag[last_slash + i + 1..]),
-        ),
+        Some(i) => (&name_tag[..last_slash + i], Some(&name_tag[last_slash + i + 1..])),
         None => (name_tag, None),
     };
     if let Some(tag) = tag {
         let ok = (1..=128).contains(&tag.len())
             && !tag.starts_with(['.', '-'])
-            && tag
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+            && tag.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
         if !ok {
-            return Err(
-                "the tag after ':' may use letters, digits, '_', '.' and '-' (at most 128)",
-            );
+            return Err("the tag after ':' may use letters, digits, '_', '.' and '-' (at most 128)");
         }
     }
     check_image_name(name)
@@ -337,8 +275,7 @@ fn check_image_name(name: &str) -> Result<(), &'static str> {
     let component_ok = |c: &str| {
         c.starts_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
             && c.ends_with(|ch: char| ch.is_ascii_lowercase() || ch.is_ascii_digit())
-            && c.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && c.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
     };
     if components.iter().all(|c| component_ok(c)) {
         Ok(())
@@ -364,16 +301,8 @@ mod tests {
         ] {
             assert!(is_region(good), "{good}");
         }
-        for bad in [
-            "",
-            "us-east",
-            "US-EAST-1",
-            "us-east-01",
-            "moon-east-1",
-            "us-upward-1",
-            "us-east-1a",
-            "us-east-123",
-        ] {
+        for bad in ["", "us-east", "US-EAST-1", "us-east-01", "moon-east-1", "us-upward-1", "us-east-1a", "us-east-123"]
+        {
             assert!(!is_region(bad), "{bad}");
         }
     }
@@ -390,76 +319,43 @@ mod tests {
     #[test]
     fn arns() {
         assert!(is_role_arn("arn:aws:iam::123456789012:role/gocd"));
-        assert!(is_role_arn(
-            "arn:aws-us-gov:iam::123456789012:role/service-role/gocd-agents"
-        ));
+        assert!(is_role_arn("arn:aws-us-gov:iam::123456789012:role/service-role/gocd-agents"));
         assert!(!is_role_arn("arn:aws:iam::123456789012:user/gocd"));
         assert!(!is_role_arn("arn:aws:iam::12345:role/gocd"));
         assert!(!is_role_arn("arn:aws:iam:us-east-1:123456789012:role/gocd"));
         assert!(!is_role_arn("arn:aws:iam::123456789012:role/"));
         assert!(!is_role_arn("arn:aws:iam::123456789012:role/a b"));
-        assert!(is_instance_profile_arn(
-            "arn:aws:iam::123456789012:instance-profile/ecs"
-        ));
-        assert_eq!(
-            cluster_arn("arn:aws:ecs:eu-west-1:123456789012:cluster/ci"),
-            Some(("eu-west-1", "ci"))
-        );
-        assert_eq!(
-            cluster_arn("arn:aws:ecs:eu-west-1:123456789012:service/ci"),
-            None
-        );
-        assert!(is_secret_source_arn(
-            "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/npm-AbCdEf"
-        ));
-        assert!(is_secret_source_arn(
-            "arn:aws:ssm:us-east-1:123456789012:parameter/ci/npm"
-        ));
+        assert!(is_instance_profile_arn("arn:aws:iam::123456789012:instance-profile/ecs"));
+        assert_eq!(cluster_arn("arn:aws:ecs:eu-west-1:123456789012:cluster/ci"), Some(("eu-west-1", "ci")));
+        assert_eq!(cluster_arn("arn:aws:ecs:eu-west-1:123456789012:service/ci"), None);
+        assert!(is_secret_source_arn("arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/npm-AbCdEf"));
+        assert!(is_secret_source_arn("arn:aws:ssm:us-east-1:123456789012:parameter/ci/npm"));
         assert!(!is_secret_source_arn("arn:aws:s3:::bucket/key"));
-        assert!(!is_secret_source_arn(
-            "arn:aws:ssm:us-east-1:123456789012:document/x"
-        ));
+        assert!(!is_secret_source_arn("arn:aws:ssm:us-east-1:123456789012:document/x"));
     }
 
     #[test]
     fn task_definitions() {
-        for good in [
-            "gocd-agent",
-            "gocd-agent:3",
-            "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-agent:12",
-        ] {
+        for good in ["gocd-agent", "gocd-agent:3", "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-agent:12"] {
             assert!(is_task_definition(good), "{good}");
         }
-        for bad in [
-            "gocd agent",
-            "gocd:0",
-            "gocd:x",
-            "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd",
-            "arn:nope",
-        ] {
+        for bad in
+            ["gocd agent", "gocd:0", "gocd:x", "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd", "arn:nope"]
+        {
             assert!(!is_task_definition(bad), "{bad}");
         }
     }
 
     #[test]
     fn go_server_urls() {
-        for good in [
-            "https://gocd.example.com/go",
-            "http://10.0.0.1:8153/go",
-            "https://[::1]:8154/go",
-            "https://h/ci/go",
-        ] {
+        for good in
+            ["https://gocd.example.com/go", "http://10.0.0.1:8153/go", "https://[::1]:8154/go", "https://h/ci/go"]
+        {
             assert_eq!(check_go_server_url(good), Ok(()), "{good}");
         }
-        assert_eq!(
-            check_go_server_url("https://h/go/"),
-            Err("remove the slash after /go")
-        );
+        assert_eq!(check_go_server_url("https://h/go/"), Err("remove the slash after /go"));
         assert_eq!(check_go_server_url("https://h"), Err("it must end in /go"));
-        assert_eq!(
-            check_go_server_url("ftp://h/go"),
-            Err("it must start with https:// or http://")
-        );
+        assert_eq!(check_go_server_url("ftp://h/go"), Err("it must start with https:// or http://"));
         assert!(check_go_server_url("https://h:99999/go").is_err());
         assert!(check_go_server_url("https://u:p@h/go").is_err());
         assert!(check_go_server_url("https:///go").is_err());
@@ -477,36 +373,20 @@ mod tests {
         ] {
             assert_eq!(check_image(good), Ok(()), "{good}");
         }
-        for bad in [
-            "gocd agent",
-            "Gocd/Agent",
-            "agent:",
-            "agent:-x",
-            "agent@md5",
-            "/agent",
-            &"a".repeat(256),
-        ] {
+        for bad in ["gocd agent", "Gocd/Agent", "agent:", "agent:-x", "agent@md5", "/agent", &"a".repeat(256)] {
             assert!(check_image(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn small_names() {
-        assert!(
-            is_env_name("_A1") && !is_env_name("1A") && !is_env_name("A-B") && !is_env_name("")
-        );
+        assert!(is_env_name("_A1") && !is_env_name("1A") && !is_env_name("A-B") && !is_env_name(""));
         assert!(is_tag_text("team: ci/cd @x") && !is_tag_text("a*b"));
         assert!(is_log_group("/gocd/agents#1") && !is_log_group("a b"));
         assert!(
-            is_instance_type("c5.xlarge")
-                && is_instance_type("m7g.metal-48xl")
-                && is_instance_type("u-6tb1.metal")
+            is_instance_type("c5.xlarge") && is_instance_type("m7g.metal-48xl") && is_instance_type("u-6tb1.metal")
         );
-        assert!(
-            !is_instance_type("c5")
-                && !is_instance_type("C5.xlarge")
-                && !is_instance_type("5c.large")
-        );
+        assert!(!is_instance_type("c5") && !is_instance_type("C5.xlarge") && !is_instance_type("5c.large"));
         assert!(is_key_pair_name("my key") && !is_key_pair_name("k\u{e9}y"));
         assert!(is_iam_name("gocd-ecs", 64) && !is_iam_name("a b", 64));
         assert!(is_ecs_name("ci_agents-1") && !is_ecs_name("ci.agents"));

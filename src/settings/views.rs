@@ -34,11 +34,7 @@ fn render(kind: ProfileKind) -> String {
 fn field(html: &mut String, spec: &KeySpec) {
     let key = spec.key;
     let server_error = format!("GOINPUTNAME[{key}].$error.server");
-    let asterisk = if spec.required {
-        "<span class=\"asterix\">*</span>"
-    } else {
-        ""
-    };
+    let asterisk = if spec.required { "<span class=\"asterix\">*</span>" } else { "" };
     let required = spec.required;
     let _ = writeln!(html, "  <div class=\"form_item_block\">");
     let _ = writeln!(
@@ -53,9 +49,7 @@ fn field(html: &mut String, spec: &KeySpec) {
         Input::Password => {
             format!("<input type=\"password\" ng-model=\"{key}\" ng-required=\"{required}\"/>")
         }
-        Input::Lines => format!(
-            "<textarea ng-model=\"{key}\" ng-required=\"{required}\" rows=\"4\"></textarea>"
-        ),
+        Input::Lines => format!("<textarea ng-model=\"{key}\" ng-required=\"{required}\" rows=\"4\"></textarea>"),
         Input::Checkbox => {
             format!("<input type=\"checkbox\" ng-model=\"{key}\" ng-true-value=\"true\" ng-false-value=\"false\"/>")
         }
@@ -66,11 +60,7 @@ fn field(html: &mut String, spec: &KeySpec) {
         html,
         "    <span class=\"form_error form-error\" ng-class=\"{{'is-visible': {server_error}}}\" ng-show=\"{server_error}\">{{{{{server_error}}}}}</span>"
     );
-    let _ = writeln!(
-        html,
-        "    <span class=\"form-help-content\">{}</span>",
-        escape(spec.help)
-    );
+    let _ = writeln!(html, "    <span class=\"form-help-content\">{}</span>", escape(spec.help));
     let _ = writeln!(html, "  </div>");
 }
 
@@ -78,11 +68,7 @@ fn field(html: &mut String, spec: &KeySpec) {
 fn select(key: &str, required: bool, options: &[&str]) -> String {
     let mut html = format!("<select ng-model=\"{key}\" ng-required=\"{required}\">");
     if let Some(default) = options.first() {
-        let _ = write!(
-            html,
-            "<option value=\"\">Default ({})</option>",
-            escape(default)
-        );
+        let _ = write!(html, "<option value=\"\">Default ({})</option>", escape(default));
     }
     for option in options {
         let option = escape(option);
@@ -117,33 +103,18 @@ mod tests {
 
     #[test]
     fn every_key_has_a_bound_input_error_span_and_help() {
-        for (kind, html) in [
-            (ProfileKind::Cluster, cluster_profile_view()),
-            (ProfileKind::Elastic, elastic_profile_view()),
-        ] {
+        for (kind, html) in
+            [(ProfileKind::Cluster, cluster_profile_view()), (ProfileKind::Elastic, elastic_profile_view())]
+        {
             for spec in kind.keys() {
-                assert!(
-                    html.contains(&format!("ng-model=\"{}\"", spec.key)),
-                    "{}",
-                    spec.key
-                );
-                assert!(
-                    html.contains(&format!("{{{{GOINPUTNAME[{}].$error.server}}}}", spec.key)),
-                    "{}",
-                    spec.key
-                );
+                assert!(html.contains(&format!("ng-model=\"{}\"", spec.key)), "{}", spec.key);
+                assert!(html.contains(&format!("{{{{GOINPUTNAME[{}].$error.server}}}}", spec.key)), "{}", spec.key);
             }
             for group in kind.groups() {
-                assert!(
-                    html.contains(&format!("<legend>{group}</legend>")),
-                    "{group}"
-                );
+                assert!(html.contains(&format!("<legend>{group}</legend>")), "{group}");
             }
             assert_eq!(html.matches("<fieldset>").count(), kind.groups().len());
-            assert_eq!(
-                html.matches("class=\"form_item_block\"").count(),
-                kind.keys().len()
-            );
+            assert_eq!(html.matches("class=\"form_item_block\"").count(), kind.keys().len());
         }
     }
 
@@ -152,14 +123,9 @@ mod tests {
         let html = cluster_profile_view();
         assert_eq!(html.matches("class=\"asterix\"").count(), 1);
         assert!(html.contains("ECS cluster name or ARN:<span class=\"asterix\">*</span></label>"));
-        assert!(
-            html.contains("<input type=\"text\" ng-model=\"ClusterName\" ng-required=\"true\"/>")
-        );
+        assert!(html.contains("<input type=\"text\" ng-model=\"ClusterName\" ng-required=\"true\"/>"));
         assert!(html.contains("<input type=\"text\" ng-model=\"Region\" ng-required=\"false\"/>"));
-        assert_eq!(
-            elastic_profile_view().matches("class=\"asterix\"").count(),
-            1
-        );
+        assert_eq!(elastic_profile_view().matches("class=\"asterix\"").count(), 1);
     }
 
     #[test]
@@ -167,8 +133,7 @@ mod tests {
         let cluster = cluster_profile_view();
         assert!(cluster.contains("<input type=\"password\" ng-model=\"SecretAccessKey\""));
         assert!(cluster.contains("<input type=\"password\" ng-model=\"AccessKeyId\""));
-        assert!(cluster
-            .contains("<textarea ng-model=\"Tags\" ng-required=\"false\" rows=\"4\"></textarea>"));
+        assert!(cluster.contains("<textarea ng-model=\"Tags\" ng-required=\"false\" rows=\"4\"></textarea>"));
         assert!(cluster.contains(
             "<select ng-model=\"LaunchType\" ng-required=\"false\"><option value=\"\">Default (FARGATE)</option><option value=\"FARGATE\">FARGATE</option><option value=\"FARGATE_SPOT\">FARGATE_SPOT</option><option value=\"EC2\">EC2</option></select>"
         ));
@@ -186,23 +151,16 @@ mod tests {
             escape("a<b> & \"c\" 'd' {{e}}"),
             "a&lt;b&gt; &amp; &quot;c&quot; &#39;d&#39; &#123;&#123;e&#125;&#125;"
         );
-        for (kind, html) in [
-            (ProfileKind::Cluster, cluster_profile_view()),
-            (ProfileKind::Elastic, elastic_profile_view()),
-        ] {
+        for (kind, html) in
+            [(ProfileKind::Cluster, cluster_profile_view()), (ProfileKind::Elastic, elastic_profile_view())]
+        {
             for spec in kind.keys() {
-                let shown = format!(
-                    "<span class=\"form-help-content\">{}</span>",
-                    escape(spec.help)
-                );
+                let shown = format!("<span class=\"form-help-content\">{}</span>", escape(spec.help));
                 assert!(html.contains(&shown), "{}", spec.key);
             }
             // Every `<` starts one of the tags this module writes; none comes from help text.
             for tag in html.split('<').skip(1) {
-                let name: String = tag
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '/')
-                    .collect();
+                let name: String = tag.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '/').collect();
                 let allowed = [
                     "div",
                     "/div",

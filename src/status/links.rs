@@ -26,12 +26,7 @@ fn console(region: &str) -> String {
 
 /// The cluster's tasks in the ECS console.
 pub fn ecs_cluster(region: &str, cluster: &str) -> String {
-    format!(
-        "{}/ecs/v2/clusters/{}/tasks?region={}",
-        console(region),
-        encode(cluster),
-        encode(region)
-    )
+    format!("{}/ecs/v2/clusters/{}/tasks?region={}", console(region), encode(cluster), encode(region))
 }
 
 /// One task in the ECS console.
@@ -57,21 +52,11 @@ pub fn log_group(region: &str, group: &str) -> String {
 
 /// One log stream of a group in CloudWatch Logs.
 pub fn log_stream(region: &str, group: &str, stream: &str) -> String {
-    format!(
-        "{}/log-events/{}",
-        log_group(region, group),
-        console_fragment(stream)
-    )
+    format!("{}/log-events/{}", log_group(region, group), console_fragment(stream))
 }
 
 /// GoCD's job details page (relative: the report is shown inside GoCD).
-pub fn gocd_job(
-    pipeline: &str,
-    pipeline_counter: i64,
-    stage: &str,
-    stage_counter: &str,
-    job: &str,
-) -> String {
+pub fn gocd_job(pipeline: &str, pipeline_counter: i64, stage: &str, stage_counter: &str, job: &str) -> String {
     format!(
         "/go/tab/build/detail/{}/{pipeline_counter}/{}/{}/{}",
         encode(pipeline),
@@ -92,9 +77,6 @@ mod tests {
             log_stream("us-east-1", "/gocd/agents", "gocd/gocd-agent/abc"),
             "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#logsV2:log-groups/log-group/$252Fgocd$252Fagents/log-events/gocd$252Fgocd-agent$252Fabc"
         );
-        assert_eq!(
-            gocd_job("build", 4, "test", "1", "unit tests"),
-            "/go/tab/build/detail/build/4/test/1/unit%20tests"
-        );
+        assert_eq!(gocd_job("build", 4, "test", "1", "unit tests"), "/go/tab/build/detail/build/4/test/1/unit%20tests");
     }
 }

@@ -249,21 +249,12 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         calls: cluster.aws.calls.snapshot(),
         role_expires: cluster.aws.role.expires(),
         role_error: cluster.aws.role.last_error(),
-        assume_role_calls: cluster
-            .aws
-            .role
-            .assume_role_calls
-            .load(std::sync::atomic::Ordering::Relaxed),
-        swept_orphans: cluster
-            .swept_orphans
-            .load(std::sync::atomic::Ordering::Relaxed),
+        assume_role_calls: cluster.aws.role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
+        swept_orphans: cluster.swept_orphans.load(std::sync::atomic::Ordering::Relaxed),
     };
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
-    snapshot.ec2 = profile
-        .ec2
-        .as_ref()
-        .map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
     snapshot
 }
 
@@ -274,10 +265,8 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
     let name_only = profile.cluster_short_name().to_string();
     let mut agents: Vec<&AgentRecord> = facts.agents.iter().collect();
     agents.sort_by_key(|a| std::cmp::Reverse(a.created_at));
-    let rows: Vec<AgentRow> = agents
-        .iter()
-        .map(|a| agent_row(a, &region, &name_only, profile.log_group.as_deref(), now))
-        .collect();
+    let rows: Vec<AgentRow> =
+        agents.iter().map(|a| agent_row(a, &region, &name_only, profile.log_group.as_deref(), now)).collect();
     let live = agents.iter().filter(|a| a.phase.is_live()).count();
     let prefix = format!("ECS cluster {} ({region}): ", profile.cluster_name);
     let events = event_rows(&facts.events, &prefix, now);
@@ -303,10 +292,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         max_agents: profile.max_agents,
         capacity_percent: (live.min(max) * 100 / max) as u32,
         register_timeout_minutes: profile.agent_register_timeout_minutes,
-        log_group_url: profile
-            .log_group
-            .as_deref()
-            .map(|g| links::log_group(&region, g)),
+        log_group_url: profile.log_group.as_deref().map(|g| links::log_group(&region, g)),
         log_group: profile.log_group.clone(),
         states: count_states(&rows),
         agents: rows,
@@ -328,19 +314,12 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
 }
 
 /// Finds an agent by id, or by the job it serves (newest first).
-pub fn find_agent(
-    cluster: &Cluster,
-    agent_id: Option<&str>,
-    job_id: Option<i64>,
-) -> Option<AgentRow> {
+pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>) -> Option<AgentRow> {
     let profile = cluster.profile();
     let registry = cluster.registry();
     let record = match (agent_id, job_id) {
         (Some(id), _) => registry.get(id),
-        (None, Some(job)) => registry
-            .all()
-            .filter(|a| a.job.job_id == job)
-            .max_by_key(|a| a.created_at),
+        (None, Some(job)) => registry.all().filter(|a| a.job.job_id == job).max_by_key(|a| a.created_at),
         (None, None) => None,
     }?;
     Some(agent_row(
@@ -365,11 +344,7 @@ const STATES: [(&str, &str); 6] = [
 fn count_states(rows: &[AgentRow]) -> Vec<StateCount> {
     STATES
         .iter()
-        .map(|(label, class)| StateCount {
-            label,
-            class,
-            count: rows.iter().filter(|r| r.state == *label).count(),
-        })
+        .map(|(label, class)| StateCount { label, class, count: rows.iter().filter(|r| r.state == *label).count() })
         .collect()
 }
 
@@ -383,58 +358,28 @@ fn state_of(a: &AgentRecord) -> (&'static str, &'static str) {
         Phase::Stopping => "stopping",
         Phase::Stopped => "stopped",
     };
-    STATES
-        .iter()
-        .copied()
-        .find(|(l, _)| *l == label)
-        .unwrap_or(("stopped", "st-stopped"))
+    STATES.iter().copied().find(|(l, _)| *l == label).unwrap_or(("stopped", "st-stopped"))
 }
 
 /// One agent as of `now`; `cluster` is the cluster's short name.
-pub fn agent_row(
-    a: &AgentRecord,
-    region: &str,
-    cluster: &str,
-    log_group: Option<&str>,
-    now: SystemTime,
-) -> AgentRow {
+pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option<&str>, now: SystemTime) -> AgentRow {
     let task = a.task.as_ref();
-    let task_id = a
-        .task_arn
-        .as_ref()
-        .and_then(|arn| arn.rsplit('/').next())
-        .map(str::to_string);
-    let task_url = task_id
-        .as_ref()
-        .map(|id| links::ecs_task(region, cluster, id));
-    let container = task
-        .and_then(|t| t.containers.first())
-        .map_or("gocd-agent", |c| c.name.as_str());
+    let task_id = a.task_arn.as_ref().and_then(|arn| arn.rsplit('/').next()).map(str::to_string);
+    let task_url = task_id.as_ref().map(|id| links::ecs_task(region, cluster, id));
+    let container = task.and_then(|t| t.containers.first()).map_or("gocd-agent", |c| c.name.as_str());
     let logs_url = match (log_group, &task_id) {
-        (Some(group), Some(id)) => Some(links::log_stream(
-            region,
-            group,
-            &format!("gocd/{container}/{id}"),
-        )),
+        (Some(group), Some(id)) => Some(links::log_stream(region, group, &format!("gocd/{container}/{id}"))),
         _ => None,
     };
     let containers = task.map(|t| t.containers.clone()).unwrap_or_default();
     let stop_code = task.and_then(|t| t.stop_code.clone());
     let failed = a.phase == Phase::Stopped
-        && (containers
-            .iter()
-            .any(|c| c.exit_code.is_some_and(|code| code != 0))
-            || matches!(
-                stop_code.as_deref(),
-                Some("TaskFailedToStart" | "EssentialContainerExited")
-            )
-            || a.stop_reason
-                .as_deref()
-                .is_some_and(|r| r.starts_with("launch failed")));
+        && (containers.iter().any(|c| c.exit_code.is_some_and(|code| code != 0))
+            || matches!(stop_code.as_deref(), Some("TaskFailedToStart" | "EssentialContainerExited"))
+            || a.stop_reason.as_deref().is_some_and(|r| r.starts_with("launch failed")));
     let (state, state_class) = state_of(a);
-    let mut tags: Vec<(String, String)> = task
-        .map(|t| t.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
+    let mut tags: Vec<(String, String)> =
+        task.map(|t| t.tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
     tags.sort();
     let job = &a.job;
     AgentRow {
@@ -467,23 +412,13 @@ pub fn agent_row(
         task_arn: a.task_arn.clone(),
         task_url,
         stop_reason: a.stop_reason.clone(),
-        last_status: task
-            .map(|t| t.last_status.clone())
-            .unwrap_or_else(|| "—".into()),
-        desired_status: task
-            .map(|t| t.desired_status.clone())
-            .unwrap_or_else(|| "—".into()),
+        last_status: task.map(|t| t.last_status.clone()).unwrap_or_else(|| "—".into()),
+        desired_status: task.map(|t| t.desired_status.clone()).unwrap_or_else(|| "—".into()),
         stop_code,
         containers,
         environment: a.environment.clone(),
         attempt: a.attempt,
-        size: task.and_then(|t| {
-            Some(format!(
-                "{} CPU units, {} MiB",
-                t.cpu.as_ref()?,
-                t.memory.as_ref()?
-            ))
-        }),
+        size: task.and_then(|t| Some(format!("{} CPU units, {} MiB", t.cpu.as_ref()?, t.memory.as_ref()?))),
         availability_zone: task.and_then(|t| t.availability_zone.clone()),
         tags,
         timeline: timeline(a, failed, now),
@@ -494,16 +429,9 @@ pub fn agent_row(
 /// Created, image pulled, started, registered, stopped.
 fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep> {
     let task = a.task.as_ref();
-    let stopped = if a.phase == Phase::Stopped {
-        a.stopped_at.or(task.and_then(|t| t.stopped_at))
-    } else {
-        None
-    };
+    let stopped = if a.phase == Phase::Stopped { a.stopped_at.or(task.and_then(|t| t.stopped_at)) } else { None };
     let points: [(&'static str, Option<SystemTime>); 5] = [
-        (
-            "created",
-            Some(task.and_then(|t| t.created_at).unwrap_or(a.created_at)),
-        ),
+        ("created", Some(task.and_then(|t| t.created_at).unwrap_or(a.created_at))),
         ("image pulled", task.and_then(|t| t.pull_stopped_at)),
         ("started", task.and_then(|t| t.started_at)),
         ("registered", a.registered_at),
@@ -528,12 +456,7 @@ fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep>
                 None if i < last_done => "skipped",
                 None => "pending",
             };
-            TimelineStep {
-                name,
-                at: at.map(|t| When::at(t, now)),
-                after,
-                state,
-            }
+            TimelineStep { name, at: at.map(|t| When::at(t, now)), after, state }
         })
         .collect()
 }
@@ -549,18 +472,10 @@ fn event_rows(events: &[Event], prefix: &str, now: SystemTime) -> Vec<EventRow> 
             HealthKind::Warning => "warning",
             HealthKind::Error => "error",
         };
-        if let Some(row) = rows
-            .iter_mut()
-            .find(|r| r.message == message && r.kind == kind)
-        {
+        if let Some(row) = rows.iter_mut().find(|r| r.message == message && r.kind == kind) {
             row.repeats += 1;
         } else if rows.len() < 30 {
-            rows.push(EventRow {
-                kind,
-                at: When::at(e.at, now),
-                message: message.to_string(),
-                repeats: 1,
-            });
+            rows.push(EventRow { kind, at: When::at(e.at, now), message: message.to_string(), repeats: 1 });
         }
     }
     rows

@@ -29,16 +29,10 @@ fn env() -> &'static Environment<'static> {
 }
 
 fn render(name: &str, ctx: minijinja::Value) -> String {
-    env()
-        .get_template(name)
-        .and_then(|t| t.render(ctx))
-        .unwrap_or_else(|e| {
-            tracing::error!(template = name, error = %e, "status report could not be rendered");
-            format!(
-                "<div>The {name} status report could not be rendered: {}</div>",
-                escape(&e.to_string())
-            )
-        })
+    env().get_template(name).and_then(|t| t.render(ctx)).unwrap_or_else(|e| {
+        tracing::error!(template = name, error = %e, "status report could not be rendered");
+        format!("<div>The {name} status report could not be rendered: {}</div>", escape(&e.to_string()))
+    })
 }
 
 /// Totals over every cluster profile, for the plugin report's cards.
@@ -67,17 +61,9 @@ struct ClusterEvent<'a> {
 pub fn render_plugin(server_id: &str, clusters: &[ClusterSnapshot], broken: &[String]) -> String {
     let live: usize = clusters.iter().map(|c| c.live).sum();
     let max: usize = clusters.iter().map(|c| c.max_agents as usize).sum();
-    let mut states: Vec<StateCount> = clusters
-        .first()
-        .map(|c| c.states.clone())
-        .unwrap_or_default();
+    let mut states: Vec<StateCount> = clusters.first().map(|c| c.states.clone()).unwrap_or_default();
     for s in &mut states {
-        s.count = clusters
-            .iter()
-            .flat_map(|c| &c.states)
-            .filter(|x| x.label == s.label)
-            .map(|x| x.count)
-            .sum();
+        s.count = clusters.iter().flat_map(|c| &c.states).filter(|x| x.label == s.label).map(|x| x.count).sum();
     }
     let totals = Totals {
         profiles: clusters.len(),
@@ -93,12 +79,7 @@ pub fn render_plugin(server_id: &str, clusters: &[ClusterSnapshot], broken: &[St
     };
     let mut problems: Vec<ClusterEvent<'_>> = clusters
         .iter()
-        .flat_map(|c| {
-            c.events.iter().map(move |event| ClusterEvent {
-                cluster: &c.cluster_name,
-                event,
-            })
-        })
+        .flat_map(|c| c.events.iter().map(move |event| ClusterEvent { cluster: &c.cluster_name, event }))
         .collect();
     problems.sort_by(|a, b| b.event.at.iso.cmp(&a.event.at.iso));
     problems.truncate(10);
@@ -112,10 +93,7 @@ pub fn render_plugin(server_id: &str, clusters: &[ClusterSnapshot], broken: &[St
 /// The cluster report.
 pub fn render_cluster(c: &ClusterSnapshot) -> String {
     let now = When::at(SystemTime::now(), SystemTime::now());
-    render(
-        "cluster.html",
-        context! { c, now, version => env!("CARGO_PKG_VERSION") },
-    )
+    render("cluster.html", context! { c, now, version => env!("CARGO_PKG_VERSION") })
 }
 
 /// The agent report (`a` is `None` when the agent is unknown).
@@ -134,9 +112,5 @@ pub fn render_agent(
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
 }

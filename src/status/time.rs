@@ -27,11 +27,7 @@ impl When {
             Err(e) if e.duration() < Duration::from_secs(5) => "just now".to_string(),
             Err(e) => format!("in {}", span(e.duration())),
         };
-        When {
-            iso,
-            absolute,
-            relative,
-        }
+        When { iso, absolute, relative }
     }
 }
 
@@ -61,10 +57,7 @@ mod tests {
         assert_eq!(w.absolute, "2026-09-21 14:13:20 UTC");
         assert_eq!(w.relative, "3 min 5 s ago");
         assert_eq!(When::at(t, t).relative, "just now");
-        assert_eq!(
-            When::at(t + Duration::from_secs(600), t).relative,
-            "in 10 min"
-        );
+        assert_eq!(When::at(t + Duration::from_secs(600), t).relative, "in 10 min");
     }
 
     #[test]

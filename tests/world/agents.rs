@@ -33,11 +33,7 @@ pub struct Fleet {
 impl Fleet {
     /// A fleet.
     pub fn new(label: &str, config: &SdkConfig, cluster: &str) -> Fleet {
-        Fleet {
-            label: label.into(),
-            config: config.clone(),
-            cluster: cluster.into(),
-        }
+        Fleet { label: label.into(), config: config.clone(), cluster: cluster.into() }
     }
 }
 
@@ -107,11 +103,7 @@ impl SimState {
 
     /// Jobs with more than one task.
     pub fn duplicate_jobs(&self) -> Vec<(String, usize)> {
-        self.tasks_per_job
-            .iter()
-            .filter(|(_, t)| t.len() > 1)
-            .map(|(j, t)| (j.clone(), t.len()))
-            .collect()
+        self.tasks_per_job.iter().filter(|(_, t)| t.len() > 1).map(|(j, t)| (j.clone(), t.len())).collect()
     }
 }
 
@@ -130,9 +122,7 @@ pub struct AgentSimulator {
 
 impl std::fmt::Debug for AgentSimulator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentSimulator")
-            .field("fleets", &self.inner.fleets.len())
-            .finish()
+        f.debug_struct("AgentSimulator").field("fleets", &self.inner.fleets.len()).finish()
     }
 }
 
@@ -148,17 +138,8 @@ impl AgentSimulator {
     /// Starts watching the fleets.
     pub fn start(host: &GoCdHost, fleets: Vec<Fleet>, policy: SimPolicy) -> AgentSimulator {
         let ecs = fleets.iter().map(|f| aws_sdk_ecs::Client::new(&f.config)).collect();
-        let state = SimState {
-            policy,
-            max_live_per_fleet: vec![0; fleets.len()],
-            ..SimState::default()
-        };
-        let inner = Arc::new(SimInner {
-            host: host.clone(),
-            fleets,
-            ecs,
-            state: Mutex::new(state),
-        });
+        let state = SimState { policy, max_live_per_fleet: vec![0; fleets.len()], ..SimState::default() };
+        let inner = Arc::new(SimInner { host: host.clone(), fleets, ecs, state: Mutex::new(state) });
         let i = inner.clone();
         let task = tokio::spawn(async move {
             loop {
@@ -176,13 +157,7 @@ impl AgentSimulator {
 
     /// Never register the agent of this job id or agent id.
     pub fn never_register(&self, id: impl ToString) {
-        self.inner
-            .state
-            .lock()
-            .unwrap()
-            .policy
-            .never_register
-            .insert(id.to_string());
+        self.inner.state.lock().unwrap().policy.never_register.insert(id.to_string());
     }
 
     /// Hold the registration of this job id or agent id until released.
@@ -293,13 +268,8 @@ impl SimInner {
             .map_err(|e| format!("ListTasks: {}", aws_error_text(&e)))?;
         let mut arns: Vec<String> = list.task_arns().to_vec();
         // Tasks that were live last time: describe them too, to learn why they stopped.
-        let known_live: Vec<String> = self.with(|s| {
-            s.tasks
-                .values()
-                .filter(|t| t.fleet == i && !t.stopped)
-                .map(|t| t.task_arn.clone())
-                .collect()
-        });
+        let known_live: Vec<String> = self
+            .with(|s| s.tasks.values().filter(|t| t.fleet == i && !t.stopped).map(|t| t.task_arn.clone()).collect());
         for a in known_live {
             if !arns.contains(&a) {
                 arns.push(a);
@@ -359,11 +329,7 @@ impl SimInner {
                 registration: None,
                 last_status: last,
                 stopped,
-                stopped_reason: if stopped {
-                    t.stopped_reason().map(str::to_string)
-                } else {
-                    None
-                },
+                stopped_reason: if stopped { t.stopped_reason().map(str::to_string) } else { None },
             };
             if let Some(j) = &seen.job_id {
                 st.tasks_per_job.entry(j.clone()).or_default().insert(arn.to_string());

@@ -40,10 +40,7 @@ pub struct Ec2Policy {
 
 impl Default for Ec2Policy {
     fn default() -> Self {
-        Ec2Policy {
-            register_delay: Duration::from_secs(2),
-            never_register_first: 0,
-        }
+        Ec2Policy { register_delay: Duration::from_secs(2), never_register_first: 0 }
     }
 }
 
@@ -94,10 +91,7 @@ pub struct Ec2SimState {
 impl Ec2SimState {
     /// Instances seen in one fleet.
     pub fn of_fleet(&self, fleet: usize) -> Vec<&SeenInstance> {
-        self.instances
-            .values()
-            .filter(|i| i.fleet == fleet)
-            .collect()
+        self.instances.values().filter(|i| i.fleet == fleet).collect()
     }
 
     /// Instances still pending or running.
@@ -122,9 +116,7 @@ pub struct InstanceSimulator {
 
 impl std::fmt::Debug for InstanceSimulator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InstanceSimulator")
-            .field("fleets", &self.inner.fleets.len())
-            .finish()
+        f.debug_struct("InstanceSimulator").field("fleets", &self.inner.fleets.len()).finish()
     }
 }
 
@@ -140,20 +132,11 @@ impl InstanceSimulator {
     /// Starts watching the fleets' accounts for instances tagged with `server_id`.
     pub fn start(fleets: Vec<Fleet>, server_id: &str, policy: Ec2Policy) -> InstanceSimulator {
         let inner = Arc::new(Inner {
-            ec2: fleets
-                .iter()
-                .map(|f| aws_sdk_ec2::Client::new(&f.config))
-                .collect(),
-            ecs: fleets
-                .iter()
-                .map(|f| aws_sdk_ecs::Client::new(&f.config))
-                .collect(),
+            ec2: fleets.iter().map(|f| aws_sdk_ec2::Client::new(&f.config)).collect(),
+            ecs: fleets.iter().map(|f| aws_sdk_ecs::Client::new(&f.config)).collect(),
             fleets,
             server_id: server_id.to_string(),
-            state: Mutex::new(Ec2SimState {
-                policy: Some(policy),
-                ..Ec2SimState::default()
-            }),
+            state: Mutex::new(Ec2SimState { policy: Some(policy), ..Ec2SimState::default() }),
         });
         let i = inner.clone();
         let task = tokio::spawn(async move {
@@ -184,12 +167,7 @@ impl InstanceSimulator {
     ///
     /// # Panics
     /// After `timeout`, with `what` and the instances seen.
-    pub async fn wait_until(
-        &self,
-        what: &str,
-        timeout: Duration,
-        pred: impl Fn(&Ec2SimState) -> bool,
-    ) {
+    pub async fn wait_until(&self, what: &str, timeout: Duration, pred: impl Fn(&Ec2SimState) -> bool) {
         let deadline = Instant::now() + timeout;
         loop {
             if self.with_state(&pred) {
@@ -229,33 +207,18 @@ impl Inner {
     async fn poll(&self) {
         for i in 0..self.fleets.len() {
             if let Err(e) = self.observe(i).await {
-                self.state
-                    .lock()
-                    .unwrap()
-                    .errors
-                    .push(format!("{}: {e}", self.fleets[i].label));
+                self.state.lock().unwrap().errors.push(format!("{}: {e}", self.fleets[i].label));
             }
         }
         let due: Vec<(usize, String, String, String)> = {
             let st = self.state.lock().unwrap();
-            let delay = st
-                .policy
-                .as_ref()
-                .map_or(Duration::ZERO, |p| p.register_delay);
+            let delay = st.policy.as_ref().map_or(Duration::ZERO, |p| p.register_delay);
             st.instances
                 .values()
-                .filter(|i| {
-                    i.alive()
-                        && i.state == "running"
-                        && i.registered_at.is_none()
-                        && !i.never_registers
-                })
+                .filter(|i| i.alive() && i.state == "running" && i.registered_at.is_none() && !i.never_registers)
                 .filter(|i| i.first_seen.elapsed() >= delay)
                 .map(|i| {
-                    let cluster = i
-                        .cluster
-                        .clone()
-                        .unwrap_or_else(|| self.fleets[i.fleet].cluster.clone());
+                    let cluster = i.cluster.clone().unwrap_or_else(|| self.fleets[i.fleet].cluster.clone());
                     (i.fleet, i.id.clone(), cluster, i.instance_type.clone())
                 })
                 .collect()
@@ -282,12 +245,7 @@ impl Inner {
     async fn observe(&self, fleet: usize) -> Result<(), String> {
         let out = self.ec2[fleet]
             .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name("tag:gocd:server-id")
-                    .values(&self.server_id)
-                    .build(),
-            )
+            .filters(Filter::builder().name("tag:gocd:server-id").values(&self.server_id).build())
             .send()
             .await
             .map_err(|e| format!("DescribeInstances: {}", aws_error_text(&e)))?;
@@ -295,11 +253,7 @@ impl Inner {
             let Some(id) = inst.instance_id() else {
                 continue;
             };
-            let state = inst
-                .state()
-                .and_then(|s| s.name())
-                .map(|n| n.as_str().to_string())
-                .unwrap_or_default();
+            let state = inst.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default();
             let known = self.state.lock().unwrap().instances.contains_key(id);
             if known {
                 let mut st = self.state.lock().unwrap();
@@ -314,34 +268,21 @@ impl Inner {
             let user_data = self.user_data(fleet, id).await.unwrap_or_default();
             let mut st = self.state.lock().unwrap();
             let order = st.instances.len();
-            let never = st
-                .policy
-                .as_ref()
-                .is_some_and(|p| order < p.never_register_first);
+            let never = st.policy.as_ref().is_some_and(|p| order < p.never_register_first);
             let alive = state == "pending" || state == "running";
             st.instances.insert(
                 id.to_string(),
                 SeenInstance {
                     fleet,
                     id: id.to_string(),
-                    instance_type: inst
-                        .instance_type()
-                        .map(|t| t.as_str().to_string())
-                        .unwrap_or_default(),
-                    spot: inst
-                        .instance_lifecycle()
-                        .is_some_and(|l| l.as_str() == "spot"),
+                    instance_type: inst.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+                    spot: inst.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
                     tags: inst
                         .tags()
                         .iter()
-                        .filter_map(|t| {
-                            Some((t.key()?.to_string(), t.value().unwrap_or("").to_string()))
-                        })
+                        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
                         .collect(),
-                    iam_instance_profile: inst
-                        .iam_instance_profile()
-                        .and_then(|p| p.arn())
-                        .map(str::to_string),
+                    iam_instance_profile: inst.iam_instance_profile().and_then(|p| p.arn()).map(str::to_string),
                     key_name: inst.key_name().map(str::to_string),
                     subnet_id: inst.subnet_id().map(str::to_string),
                     security_groups: inst
@@ -350,10 +291,7 @@ impl Inner {
                         .filter_map(|g| g.group_id())
                         .map(str::to_string)
                         .collect(),
-                    http_tokens: inst
-                        .metadata_options()
-                        .and_then(|m| m.http_tokens())
-                        .map(|t| t.as_str().to_string()),
+                    http_tokens: inst.metadata_options().and_then(|m| m.http_tokens()).map(|t| t.as_str().to_string()),
                     cluster: cluster_of(&user_data),
                     user_data,
                     state,
@@ -378,35 +316,18 @@ impl Inner {
             .send()
             .await
             .map_err(|e| format!("DescribeInstanceAttribute: {}", aws_error_text(&e)))?;
-        let raw = out
-            .user_data()
-            .and_then(|v| v.value())
-            .unwrap_or("")
-            .to_string();
-        Ok(
-            match base64::engine::general_purpose::STANDARD.decode(raw.trim()) {
-                Ok(bytes) => String::from_utf8(bytes).unwrap_or(raw),
-                Err(_) => raw,
-            },
-        )
+        let raw = out.user_data().and_then(|v| v.value()).unwrap_or("").to_string();
+        Ok(match base64::engine::general_purpose::STANDARD.decode(raw.trim()) {
+            Ok(bytes) => String::from_utf8(bytes).unwrap_or(raw),
+            Err(_) => raw,
+        })
     }
 
-    async fn register(
-        &self,
-        fleet: usize,
-        id: &str,
-        cluster: &str,
-        instance_type: &str,
-    ) -> Result<String, String> {
+    async fn register(&self, fleet: usize, id: &str, cluster: &str, instance_type: &str) -> Result<String, String> {
         let document = serde_json::json!({"instanceId": id, "region": REGION}).to_string();
         let (cpu, memory) = type_resources(instance_type);
-        let resource = |name: &str, value: i32| {
-            Resource::builder()
-                .name(name)
-                .r#type("INTEGER")
-                .integer_value(value)
-                .build()
-        };
+        let resource =
+            |name: &str, value: i32| Resource::builder().name(name).r#type("INTEGER").integer_value(value).build();
         let out = self.ecs[fleet]
             .register_container_instance()
             .cluster(cluster)
@@ -447,8 +368,7 @@ fn type_resources(instance_type: &str) -> (i32, i32) {
 /// # Panics
 /// When moto refuses.
 pub async fn create_instance_profile(moto: SocketAddr, access_key_id: &str, name: &str) -> String {
-    let body =
-        format!("Action=CreateInstanceProfile&InstanceProfileName={name}&Version=2010-05-08");
+    let body = format!("Action=CreateInstanceProfile&InstanceProfileName={name}&Version=2010-05-08");
     let request = HttpRequest {
         method: "POST".into(),
         target: "/".into(),
@@ -463,20 +383,10 @@ pub async fn create_instance_profile(moto: SocketAddr, access_key_id: &str, name
         ],
         body: body.into_bytes(),
     };
-    let response = http::send(moto, &request)
-        .await
-        .unwrap_or_else(|e| panic!("CreateInstanceProfile {name}: {e}"));
+    let response = http::send(moto, &request).await.unwrap_or_else(|e| panic!("CreateInstanceProfile {name}: {e}"));
     let text = response.text();
-    assert_eq!(
-        response.status, 200,
-        "CreateInstanceProfile {name} answered {}: {text}",
-        response.status
-    );
-    text.split("<Arn>")
-        .nth(1)
-        .and_then(|r| r.split("</Arn>").next())
-        .unwrap_or_default()
-        .to_string()
+    assert_eq!(response.status, 200, "CreateInstanceProfile {name} answered {}: {text}", response.status);
+    text.split("<Arn>").nth(1).and_then(|r| r.split("</Arn>").next()).unwrap_or_default().to_string()
 }
 
 /// Ids of instances, as a set.

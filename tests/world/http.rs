@@ -62,8 +62,7 @@ impl HttpResponse {
     /// A JSON response in the `awsJson1_1` content type ECS uses.
     pub fn aws_json(status: u16, value: &serde_json::Value) -> Self {
         let mut r = Self::new(status, "application/x-amz-json-1.1", value.to_string());
-        r.headers
-            .push(("x-amzn-RequestId".into(), uuid::Uuid::new_v4().to_string()));
+        r.headers.push(("x-amzn-RequestId".into(), uuid::Uuid::new_v4().to_string()));
         r
     }
 
@@ -85,10 +84,7 @@ impl HttpResponse {
 
 /// The first header of that name (case-insensitive).
 pub fn header<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 fn is_hop_by_hop(name: &str) -> bool {
@@ -158,9 +154,7 @@ async fn read_head<R: AsyncBufRead + Unpin>(r: &mut R) -> io::Result<Option<(Str
         if line.is_empty() {
             break;
         }
-        let (k, v) = line
-            .split_once(':')
-            .ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
+        let (k, v) = line.split_once(':').ok_or_else(|| invalid(format!("bad header line {line:?}")))?;
         headers.push((k.trim().to_string(), v.trim().to_string()));
     }
     Ok(Some((start.trim_end_matches(['\r', '\n']).to_string(), headers)))
@@ -202,10 +196,7 @@ async fn read_body<R: AsyncBufRead + Unpin>(r: &mut R, headers: &Headers, until_
         return read_chunked(r).await;
     }
     if let Some(len) = header(headers, "content-length") {
-        let len: usize = len
-            .trim()
-            .parse()
-            .map_err(|_| invalid(format!("bad content-length {len:?}")))?;
+        let len: usize = len.trim().parse().map_err(|_| invalid(format!("bad content-length {len:?}")))?;
         if len > MAX_BODY {
             return Err(invalid("body too large"));
         }
@@ -242,31 +233,18 @@ pub async fn read_request<R: AsyncBufRead + Unpin>(r: &mut R) -> io::Result<Opti
 /// Reads one response (skipping `100 Continue`). `head_request` means no body follows.
 pub async fn read_response<R: AsyncBufRead + Unpin>(r: &mut R, head_request: bool) -> io::Result<HttpResponse> {
     loop {
-        let (start, headers) = read_head(r)
-            .await?
-            .ok_or_else(|| invalid("connection closed before the response"))?;
+        let (start, headers) = read_head(r).await?.ok_or_else(|| invalid("connection closed before the response"))?;
         let mut parts = start.splitn(3, ' ');
         let _version = parts.next();
-        let status: u16 = parts
-            .next()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| invalid(format!("bad status line {start:?}")))?;
+        let status: u16 =
+            parts.next().and_then(|s| s.parse().ok()).ok_or_else(|| invalid(format!("bad status line {start:?}")))?;
         let reason = parts.next().unwrap_or("").to_string();
         if status == 100 {
             continue;
         }
         let no_body = head_request || status == 204 || status == 304 || (100..200).contains(&status);
-        let body = if no_body {
-            Vec::new()
-        } else {
-            read_body(r, &headers, true).await?
-        };
-        return Ok(HttpResponse {
-            status,
-            reason,
-            headers,
-            body,
-        });
+        let body = if no_body { Vec::new() } else { read_body(r, &headers, true).await? };
+        return Ok(HttpResponse { status, reason, headers, body });
     }
 }
 
@@ -279,11 +257,7 @@ pub async fn write_request<W: AsyncWrite + Unpin>(w: &mut W, req: &HttpRequest, 
     if !req.body.is_empty() || !matches!(req.method.as_str(), "GET" | "HEAD" | "DELETE" | "OPTIONS") {
         head.push_str(&format!("Content-Length: {}\r\n", req.body.len()));
     }
-    head.push_str(if close {
-        "Connection: close\r\n\r\n"
-    } else {
-        "Connection: keep-alive\r\n\r\n"
-    });
+    head.push_str(if close { "Connection: close\r\n\r\n" } else { "Connection: keep-alive\r\n\r\n" });
     w.write_all(head.as_bytes()).await?;
     w.write_all(&req.body).await?;
     w.flush().await
@@ -291,21 +265,13 @@ pub async fn write_request<W: AsyncWrite + Unpin>(w: &mut W, req: &HttpRequest, 
 
 /// Writes a response with its body framed by `Content-Length`.
 pub async fn write_response<W: AsyncWrite + Unpin>(w: &mut W, resp: &HttpResponse, close: bool) -> io::Result<()> {
-    let reason = if resp.reason.is_empty() {
-        reason_phrase(resp.status)
-    } else {
-        resp.reason.as_str()
-    };
+    let reason = if resp.reason.is_empty() { reason_phrase(resp.status) } else { resp.reason.as_str() };
     let mut head = format!("HTTP/1.1 {} {}\r\n", resp.status, reason);
     for (k, v) in resp.headers.iter().filter(|(k, _)| !is_hop_by_hop(k)) {
         head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str(&format!("Content-Length: {}\r\n", resp.body.len()));
-    head.push_str(if close {
-        "Connection: close\r\n\r\n"
-    } else {
-        "Connection: keep-alive\r\n\r\n"
-    });
+    head.push_str(if close { "Connection: close\r\n\r\n" } else { "Connection: keep-alive\r\n\r\n" });
     w.write_all(head.as_bytes()).await?;
     w.write_all(&resp.body).await?;
     w.flush().await

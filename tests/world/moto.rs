@@ -89,9 +89,7 @@ impl Moto {
             let port = free_port();
             let addr: SocketAddr = ([127, 0, 0, 1], port).into();
             let mut cmd = Command::new(&path);
-            cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-                .stdin(Stdio::null())
-                .kill_on_drop(true);
+            cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]).stdin(Stdio::null()).kill_on_drop(true);
             if std::env::var_os("WORLD_MOTO_LOG").is_some() {
                 let log = std::env::temp_dir().join(format!("ecs-ea-moto-{port}.log"));
                 let file = std::fs::File::create(&log).expect("create moto log");
@@ -100,9 +98,7 @@ impl Moto {
             } else {
                 cmd.stdout(Stdio::null()).stderr(Stdio::null());
             }
-            let child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
+            let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
             let mut moto = Moto { child, addr };
             match moto.wait_ready(Duration::from_secs(20)).await {
                 Ok(()) => {
@@ -136,9 +132,7 @@ impl Moto {
     /// Keeps ECS tasks RUNNING until StopTask (moto otherwise advances them on every DescribeTasks).
     async fn manual_task_transitions(&self) {
         let body = r#"{"model_name":"ecs::task","transition":{"progression":"manual","times":1000000000}}"#;
-        let r = self
-            .api("POST", "/moto-api/state-manager/set-transition", Some(body))
-            .await;
+        let r = self.api("POST", "/moto-api/state-manager/set-transition", Some(body)).await;
         assert!(r.status < 300, "set-transition answered {}: {}", r.status, r.text());
     }
 
@@ -154,9 +148,7 @@ impl Moto {
 
     /// A call to moto's own API (`/moto-api/...`).
     pub async fn api(&self, method: &str, path: &str, body: Option<&str>) -> HttpResponse {
-        http::simple(self.addr, method, path, body)
-            .await
-            .unwrap_or_else(|e| panic!("moto-api {method} {path}: {e}"))
+        http::simple(self.addr, method, path, body).await.unwrap_or_else(|e| panic!("moto-api {method} {path}: {e}"))
     }
 
     /// Clears all of moto's state (the transition setting survives).
@@ -177,8 +169,7 @@ impl Moto {
 
     /// The base account (`123456789012`) with the test keys.
     pub async fn base_config(&self) -> SdkConfig {
-        self.sdk_config(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, REGION)
-            .await
+        self.sdk_config(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, REGION).await
     }
 
     /// AssumeRole (with the base keys) and an SDK config acting in the role's account.
@@ -200,12 +191,7 @@ impl Moto {
         };
         let config = sdk_config_for(&self.endpoint(), &credentials, REGION).await;
         let account = role_arn.split(':').nth(4).unwrap_or_default().to_string();
-        AssumedRole {
-            config,
-            credentials,
-            account,
-            role_arn: role_arn.to_string(),
-        }
+        AssumedRole { config, credentials, account, role_arn: role_arn.to_string() }
     }
 }
 
@@ -247,10 +233,7 @@ pub async fn create_cluster(cfg: &SdkConfig, name: &str) -> String {
         .send()
         .await
         .unwrap_or_else(|e| panic!("CreateCluster {name}: {}", aws_error_text(&e)));
-    out.cluster()
-        .and_then(|c| c.cluster_arn())
-        .expect("cluster ARN")
-        .to_string()
+    out.cluster().and_then(|c| c.cluster_arn()).expect("cluster ARN").to_string()
 }
 
 /// The default VPC of an account, its default-for-AZ subnets and its `default` security group.
@@ -271,12 +254,7 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeVpcs: {}", aws_error_text(&e)));
-    let vpc_id = vpcs
-        .vpcs()
-        .first()
-        .and_then(|v| v.vpc_id())
-        .expect("a default VPC")
-        .to_string();
+    let vpc_id = vpcs.vpcs().first().and_then(|v| v.vpc_id()).expect("a default VPC").to_string();
     let subnets = ec2
         .describe_subnets()
         .filters(filter("vpc-id", &vpc_id))
@@ -284,12 +262,7 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeSubnets: {}", aws_error_text(&e)));
-    let subnet_ids = subnets
-        .subnets()
-        .iter()
-        .filter_map(|s| s.subnet_id())
-        .map(str::to_string)
-        .collect();
+    let subnet_ids = subnets.subnets().iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
     let groups = ec2
         .describe_security_groups()
         .filters(filter("vpc-id", &vpc_id))
@@ -297,17 +270,9 @@ pub async fn default_network(cfg: &SdkConfig) -> DefaultNetwork {
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeSecurityGroups: {}", aws_error_text(&e)));
-    let security_group_id = groups
-        .security_groups()
-        .first()
-        .and_then(|g| g.group_id())
-        .expect("a default group")
-        .to_string();
-    DefaultNetwork {
-        vpc_id,
-        subnet_ids,
-        security_group_id,
-    }
+    let security_group_id =
+        groups.security_groups().first().and_then(|g| g.group_id()).expect("a default group").to_string();
+    DefaultNetwork { vpc_id, subnet_ids, security_group_id }
 }
 
 /// Whether a task belongs to the named cluster (moto's ListTasks/DescribeTasks ignore the cluster).
@@ -363,10 +328,7 @@ pub async fn all_tasks(cfg: &SdkConfig, cluster: &str) -> Vec<Task> {
 
 /// The value of a task tag.
 pub fn task_tag<'a>(task: &'a Task, key: &str) -> Option<&'a str> {
-    task.tags()
-        .iter()
-        .find(|t| t.key() == Some(key))
-        .and_then(|t| t.value())
+    task.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value())
 }
 
 /// The value of an environment variable in a task's container overrides.

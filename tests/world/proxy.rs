@@ -51,18 +51,10 @@ impl Call {
             .map(|c| c.split([',', ' ']).next().unwrap_or("").split('/').collect())
             .unwrap_or_default();
         let access_key_id = scope.first().filter(|s| !s.is_empty()).map(|s| s.to_string());
-        let is_form = request
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
-        let form = if is_form {
-            http::form_decode(&request.body)
-        } else {
-            Vec::new()
-        };
-        let target_op = request
-            .header("x-amz-target")
-            .and_then(|t| t.rsplit('.').next())
-            .map(str::to_string);
+        let is_form =
+            request.header("content-type").is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
+        let form = if is_form { http::form_decode(&request.body) } else { Vec::new() };
+        let target_op = request.header("x-amz-target").and_then(|t| t.rsplit('.').next()).map(str::to_string);
         let form_op = form.iter().find(|(k, _)| k == "Action").map(|(_, v)| v.clone());
         let operation = target_op.or(form_op).unwrap_or_else(|| "?".into());
         let mut service = scope.get(3).map(|s| s.to_string()).unwrap_or_else(|| "?".into());
@@ -73,13 +65,7 @@ impl Call {
                 }
             }
         }
-        Call {
-            request,
-            service,
-            operation,
-            access_key_id,
-            form,
-        }
+        Call { request, service, operation, access_key_id, form }
     }
 
     /// `service:Operation`, the key of the counters (`ecs:RunTask`, `sts:AssumeRole`).
@@ -125,10 +111,7 @@ pub enum Verdict {
 impl Verdict {
     /// An ECS (awsJson1_1) error such as `{"__type":"ThrottlingException","message":"Rate exceeded"}`.
     pub fn ecs_error(status: u16, error_type: &str, message: &str) -> Verdict {
-        Verdict::Respond(HttpResponse::aws_json(
-            status,
-            &json!({"__type": error_type, "message": message}),
-        ))
+        Verdict::Respond(HttpResponse::aws_json(status, &json!({"__type": error_type, "message": message})))
     }
 
     /// An STS (awsQuery) error, e.g. `AccessDenied` with 403 or `Throttling` with 400.
@@ -153,10 +136,7 @@ impl Verdict {
 }
 
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// A rule: decides per call.
@@ -240,10 +220,7 @@ pub struct Proxy {
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Proxy")
-            .field("addr", &self.addr)
-            .field("upstream", &self.upstream)
-            .finish()
+        f.debug_struct("Proxy").field("addr", &self.addr).field("upstream", &self.upstream).finish()
     }
 }
 
@@ -271,12 +248,7 @@ impl Proxy {
                 while conns.try_join_next().is_some() {}
             }
         });
-        Proxy {
-            addr,
-            upstream,
-            shared,
-            accept,
-        }
+        Proxy { addr, upstream, shared, accept }
     }
 
     /// `http://127.0.0.1:PORT`: what the plugin's `AWS_ENDPOINT_URL` should be.
@@ -291,11 +263,7 @@ impl Proxy {
 
     /// Adds a rule (evaluated after those added before it).
     pub fn add_rule(&self, name: &str, rule: impl Fn(&Call) -> Verdict + Send + Sync + 'static) {
-        self.shared
-            .rules
-            .write()
-            .unwrap()
-            .push((name.to_string(), Arc::new(rule)));
+        self.shared.rules.write().unwrap().push((name.to_string(), Arc::new(rule)));
     }
 
     /// Removes every rule of that name.
@@ -330,13 +298,7 @@ impl Proxy {
 
     /// How many calls of `service:Operation` (e.g. `"ecs:RunTask"`) the proxy saw.
     pub fn count(&self, key: &str) -> u64 {
-        self.shared
-            .log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.key() == key)
-            .count() as u64
+        self.shared.log.lock().unwrap().iter().filter(|r| r.key() == key).count() as u64
     }
 
     /// The JSON bodies of every call of that service and operation (ECS), in order.
@@ -451,10 +413,7 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
 }
 
 fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Option<String>) {
-    let assumed_account = call
-        .access_key_id
-        .as_ref()
-        .and_then(|k| shared.key_accounts.lock().unwrap().get(k).cloned());
+    let assumed_account = call.access_key_id.as_ref().and_then(|k| shared.key_accounts.lock().unwrap().get(k).cloned());
     let is_assume = call.is("sts", "AssumeRole");
     let entry = CallRecord {
         at: Instant::now(),
@@ -465,12 +424,8 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
         status,
         outcome,
         rule,
-        role_arn: is_assume
-            .then(|| call.form_param("RoleArn").map(str::to_string))
-            .flatten(),
-        external_id: is_assume
-            .then(|| call.form_param("ExternalId").map(str::to_string))
-            .flatten(),
+        role_arn: is_assume.then(|| call.form_param("RoleArn").map(str::to_string)).flatten(),
+        external_id: is_assume.then(|| call.form_param("ExternalId").map(str::to_string)).flatten(),
         json: (call.service == "ecs").then(|| call.json()).flatten(),
     };
     shared.log.lock().unwrap().push(entry);
@@ -495,11 +450,9 @@ fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
     }
     if call.is("sts", "AssumeRole") {
         let text = response.text();
-        let (Some(ak), Some(sk), Some(token)) = (
-            xml_field(&text, "AccessKeyId"),
-            xml_field(&text, "SecretAccessKey"),
-            xml_field(&text, "SessionToken"),
-        ) else {
+        let (Some(ak), Some(sk), Some(token)) =
+            (xml_field(&text, "AccessKeyId"), xml_field(&text, "SecretAccessKey"), xml_field(&text, "SessionToken"))
+        else {
             return;
         };
         let role_arn = call.form_param("RoleArn").unwrap_or("").to_string();
@@ -507,11 +460,7 @@ fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
             .and_then(|a| a.split(':').nth(4))
             .map(str::to_string)
             .unwrap_or_else(|| role_arn.split(':').nth(4).unwrap_or("").to_string());
-        shared
-            .key_accounts
-            .lock()
-            .unwrap()
-            .insert(ak.to_string(), account.clone());
+        shared.key_accounts.lock().unwrap().insert(ak.to_string(), account.clone());
         shared.captured.lock().unwrap().push(CapturedCredentials {
             credentials: StaticCredentials {
                 access_key_id: ak.to_string(),
@@ -612,18 +561,14 @@ pub mod aws_like {
     /// without `nextToken` fetches moto's whole answer, answers its first `maxResults` (at most
     /// 100) ARNs and keeps the rest under a fresh `nextToken`; a call with a token answers the next
     /// page from what was kept. Every page is one ListTasks call in the log, as in AWS.
-    pub fn list_tasks_paging(
-        upstream: SocketAddr,
-    ) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+    pub fn list_tasks_paging(upstream: SocketAddr) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
         let kept: Arc<Mutex<HashMap<String, Vec<Value>>>> = Arc::default();
         move |call: &Call| {
             if !call.is("ecs", "ListTasks") {
                 return Verdict::Forward;
             }
             let body = call.json().unwrap_or(Value::Null);
-            let size = body["maxResults"]
-                .as_u64()
-                .map_or(LIST_TASKS_PAGE, |n| (n as usize).clamp(1, LIST_TASKS_PAGE));
+            let size = body["maxResults"].as_u64().map_or(LIST_TASKS_PAGE, |n| (n as usize).clamp(1, LIST_TASKS_PAGE));
             let mut arns = match body["nextToken"].as_str() {
                 Some(token) => match kept.lock().unwrap().remove(token) {
                     Some(rest) => rest,
@@ -652,11 +597,7 @@ pub mod aws_like {
                     }
                 }
             };
-            let rest = if arns.len() > size {
-                arns.split_off(size)
-            } else {
-                Vec::new()
-            };
+            let rest = if arns.len() > size { arns.split_off(size) } else { Vec::new() };
             let mut page = json!({ "taskArns": arns });
             if !rest.is_empty() {
                 let token = uuid::Uuid::new_v4().simple().to_string();
@@ -675,27 +616,11 @@ pub mod aws_like {
                 return Verdict::Forward;
             };
             match call.operation.as_str() {
-                "DescribeTasks"
-                    if body["tasks"]
-                        .as_array()
-                        .is_some_and(|t| t.len() > DESCRIBE_TASKS_MAX) =>
-                {
-                    Verdict::ecs_error(
-                        400,
-                        "InvalidParameterException",
-                        "Tasks cannot be longer than 100.",
-                    )
+                "DescribeTasks" if body["tasks"].as_array().is_some_and(|t| t.len() > DESCRIBE_TASKS_MAX) => {
+                    Verdict::ecs_error(400, "InvalidParameterException", "Tasks cannot be longer than 100.")
                 }
-                "RunTask"
-                    if body["count"]
-                        .as_u64()
-                        .is_some_and(|c| c > RUN_TASK_MAX_COUNT) =>
-                {
-                    Verdict::ecs_error(
-                        400,
-                        "InvalidParameterException",
-                        "count must be between 1 and 10.",
-                    )
+                "RunTask" if body["count"].as_u64().is_some_and(|c| c > RUN_TASK_MAX_COUNT) => {
+                    Verdict::ecs_error(400, "InvalidParameterException", "count must be between 1 and 10.")
                 }
                 _ => Verdict::Forward,
             }
@@ -806,13 +731,7 @@ pub mod faults {
 
         /// Throttling, 5xx and drops at these rates, half the drops after forwarding, no latency.
         pub fn new(throttle: f64, server_error: f64, drop: f64) -> FaultRates {
-            FaultRates {
-                throttle,
-                server_error,
-                drop,
-                drop_after_forward: 0.5,
-                ..FaultRates::NONE
-            }
+            FaultRates { throttle, server_error, drop, drop_after_forward: 0.5, ..FaultRates::NONE }
         }
 
         /// Every call faulted: `throttle` share throttled, the rest split between 5xx and drops.
@@ -890,11 +809,7 @@ pub mod faults {
     impl std::fmt::Debug for Faults {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             let s = self.state.lock().unwrap();
-            f.debug_struct("Faults")
-                .field("rates", &s.rates)
-                .field("seed", &s.seed)
-                .field("counts", &s.counts)
-                .finish()
+            f.debug_struct("Faults").field("rates", &s.rates).field("seed", &s.seed).field("counts", &s.counts).finish()
         }
     }
 
@@ -1031,7 +946,9 @@ pub mod faults {
     pub fn server_error(service: &str, unavailable: bool) -> Verdict {
         match (service, unavailable) {
             ("ec2", false) => Verdict::ec2_error(500, "InternalError", "An internal error has occurred"),
-            ("ec2", true) => Verdict::ec2_error(503, "Unavailable", "The server is overloaded and can't handle the request"),
+            ("ec2", true) => {
+                Verdict::ec2_error(503, "Unavailable", "The server is overloaded and can't handle the request")
+            }
             ("sts", false) => Verdict::sts_error(500, "InternalFailure", "An internal error occurred"),
             ("sts", true) => Verdict::sts_error(503, "ServiceUnavailable", "Service is unavailable"),
             (_, false) => Verdict::Respond(HttpResponse::aws_json(

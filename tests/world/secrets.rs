@@ -117,17 +117,8 @@ impl SecretScanner {
             .iter()
             .enumerate()
             .filter_map(|(index, (kind, v))| {
-                let offset = if is_uuid(v) {
-                    uuids.get(v.as_str()).copied()
-                } else {
-                    text.find(v.as_str())
-                };
-                offset.map(|offset| Leak {
-                    kind: *kind,
-                    index,
-                    place: place.to_string(),
-                    offset,
-                })
+                let offset = if is_uuid(v) { uuids.get(v.as_str()).copied() } else { text.find(v.as_str()) };
+                offset.map(|offset| Leak { kind: *kind, index, place: place.to_string(), offset })
             })
             .collect()
     }
@@ -135,11 +126,7 @@ impl SecretScanner {
     /// Panics on a leak in `text`, naming the kind and place only.
     pub fn assert_clean(&self, place: &str, text: &str) {
         let leaks = self.scan(place, text);
-        assert!(
-            leaks.is_empty(),
-            "{}",
-            leaks.iter().map(Leak::to_string).collect::<Vec<_>>().join("\n")
-        );
+        assert!(leaks.is_empty(), "{}", leaks.iter().map(Leak::to_string).collect::<Vec<_>>().join("\n"));
     }
 
     /// Scans everything the host saw of the plugin: stderr, status report views, error answers,
@@ -149,10 +136,7 @@ impl SecretScanner {
             (
                 s.stderr.clone(),
                 s.views.clone(),
-                s.error_responses
-                    .iter()
-                    .map(|e| format!("{}: {}", e.name, e.body))
-                    .collect::<Vec<_>>(),
+                s.error_responses.iter().map(|e| format!("{}: {}", e.name, e.body)).collect::<Vec<_>>(),
                 s.health_history.iter().map(|m| m.message.clone()).collect::<Vec<_>>(),
                 s.console.iter().map(|c| c.text.clone()).collect::<Vec<_>>(),
             )
@@ -164,11 +148,7 @@ impl SecretScanner {
         leaks.extend(self.scan("the plugin's error answers", &errors.join("\n")));
         leaks.extend(self.scan("server-health messages", &health.join("\n")));
         leaks.extend(self.scan("console logs", &console.join("\n")));
-        assert!(
-            leaks.is_empty(),
-            "{}",
-            leaks.iter().map(Leak::to_string).collect::<Vec<_>>().join("\n")
-        );
+        assert!(leaks.is_empty(), "{}", leaks.iter().map(Leak::to_string).collect::<Vec<_>>().join("\n"));
     }
 }
 

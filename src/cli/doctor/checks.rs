@@ -30,10 +30,7 @@ pub(super) async fn all(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>)
 
 /// A fix for an AccessDenied error, else `other`.
 fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
-    let denied = e
-        .code
-        .as_deref()
-        .is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
+    let denied = e.code.as_deref().is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
     if denied {
         format!("allow {action} to the plugin's identity (`ecs-elastic-agent iam-policy` prints the policy)")
     } else {
@@ -42,41 +39,22 @@ fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
 }
 
 /// DescribeClusters: the cluster exists and is ACTIVE.
-async fn cluster(
-    aws: &Aws,
-    profile: &ClusterProfile,
-    r: &mut Report<'_>,
-) -> io::Result<Option<Cluster>> {
+async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<Cluster>> {
     let name = &profile.cluster_name;
     let call = aws.ecs.describe_clusters().clusters(name).send();
     let answer = aws
-        .call("DescribeClusters", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeClusters", &e))
-        })
+        .call("DescribeClusters", async { call.await.map_err(|e| AwsError::from_sdk("DescribeClusters", &e)) })
         .await;
     let out = match answer {
         Ok(out) => out,
         Err(e) => {
-            let fix = fix_for(
-                &e,
-                "ecs:DescribeClusters",
-                "check network access to ECS in this region",
-            );
-            r.fail(
-                "cluster",
-                format!("cannot describe ECS cluster {name}: {}", e.detail),
-                fix,
-            )?;
+            let fix = fix_for(&e, "ecs:DescribeClusters", "check network access to ECS in this region");
+            r.fail("cluster", format!("cannot describe ECS cluster {name}: {}", e.detail), fix)?;
             return Ok(None);
         }
     };
     let Some(found) = out.clusters().first().cloned() else {
-        let reason = out
-            .failures()
-            .first()
-            .and_then(|f| f.reason())
-            .unwrap_or("MISSING");
+        let reason = out.failures().first().and_then(|f| f.reason()).unwrap_or("MISSING");
         r.fail(
             "cluster",
             format!("ECS cluster {name} does not exist in {} of account {} ({reason})", aws.region, aws.account),
@@ -123,11 +101,7 @@ fn filter(name: &str, value: &str) -> Filter {
 
 /// Subnets and security groups exist and share one VPC (or the default VPC has default subnets
 /// and a default group).
-async fn network(
-    aws: &Aws,
-    profile: &ClusterProfile,
-    r: &mut Report<'_>,
-) -> io::Result<Option<Network>> {
+async fn network(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<Network>> {
     let (vpc, subnets, from_default) = if profile.subnet_ids.is_empty() {
         match default_subnets(aws).await {
             Ok((vpc, subnets)) => (vpc, subnets, true),
@@ -142,26 +116,16 @@ async fn network(
     let groups = if profile.security_group_ids.is_empty() {
         default_group(aws, &vpc).await.map(|g| vec![g])
     } else {
-        given_groups(aws, &profile.security_group_ids, &vpc)
-            .await
-            .map(|_| profile.security_group_ids.clone())
+        given_groups(aws, &profile.security_group_ids, &vpc).await.map(|_| profile.security_group_ids.clone())
     };
     let groups = match groups {
         Ok(groups) => groups,
         Err((finding, fix)) => return r.fail("network", finding, fix).map(|_| None),
     };
-    let origin = if from_default {
-        "the default VPC "
-    } else {
-        "VPC "
-    };
+    let origin = if from_default { "the default VPC " } else { "VPC " };
     r.ok(
         "network",
-        format!(
-            "subnet(s) {} and security group(s) {} exist in {origin}{vpc}",
-            subnets.join(", "),
-            groups.join(", ")
-        ),
+        format!("subnet(s) {} and security group(s) {} exist in {origin}{vpc}", subnets.join(", "), groups.join(", ")),
     )?;
     Ok(Some(Network { subnets, groups }))
 }
@@ -169,16 +133,9 @@ async fn network(
 type Problem = (String, String);
 
 async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
-    let call = aws
-        .ec2
-        .describe_vpcs()
-        .filters(filter("is-default", "true"))
-        .send();
+    let call = aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send();
     let vpcs = aws
-        .call("DescribeVpcs", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeVpcs", &e))
-        })
+        .call("DescribeVpcs", async { call.await.map_err(|e| AwsError::from_sdk("DescribeVpcs", &e)) })
         .await
         .map_err(|e| {
             (
@@ -186,31 +143,16 @@ async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
                 fix_for(&e, "ec2:DescribeVpcs", "check network access to EC2"),
             )
         })?;
-    let Some(vpc) = vpcs
-        .vpcs()
-        .iter()
-        .find_map(|v| v.vpc_id())
-        .map(str::to_string)
-    else {
+    let Some(vpc) = vpcs.vpcs().iter().find_map(|v| v.vpc_id()).map(str::to_string) else {
         return Err((
-            format!(
-                "the profile sets no SubnetIds and {} has no default VPC",
-                aws.region
-            ),
+            format!("the profile sets no SubnetIds and {} has no default VPC", aws.region),
             "set SubnetIds and SecurityGroupIds in the cluster profile".into(),
         ));
     };
-    let call = aws
-        .ec2
-        .describe_subnets()
-        .filters(filter("vpc-id", &vpc))
-        .filters(filter("default-for-az", "true"))
-        .send();
+    let call =
+        aws.ec2.describe_subnets().filters(filter("vpc-id", &vpc)).filters(filter("default-for-az", "true")).send();
     let out = aws
-        .call("DescribeSubnets", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeSubnets", &e))
-        })
+        .call("DescribeSubnets", async { call.await.map_err(|e| AwsError::from_sdk("DescribeSubnets", &e)) })
         .await
         .map_err(|e| {
             (
@@ -218,12 +160,7 @@ async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
                 fix_for(&e, "ec2:DescribeSubnets", "check network access to EC2"),
             )
         })?;
-    let mut subnets: Vec<String> = out
-        .subnets()
-        .iter()
-        .filter_map(|s| s.subnet_id())
-        .map(str::to_string)
-        .collect();
+    let mut subnets: Vec<String> = out.subnets().iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
     subnets.sort();
     if subnets.is_empty() {
         return Err((
@@ -235,53 +172,28 @@ async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
 }
 
 async fn given_subnets(aws: &Aws, ids: &[String]) -> Result<String, Problem> {
-    let call = aws
-        .ec2
-        .describe_subnets()
-        .set_subnet_ids(Some(ids.to_vec()))
-        .send();
+    let call = aws.ec2.describe_subnets().set_subnet_ids(Some(ids.to_vec())).send();
     let out = aws
-        .call("DescribeSubnets", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeSubnets", &e))
-        })
+        .call("DescribeSubnets", async { call.await.map_err(|e| AwsError::from_sdk("DescribeSubnets", &e)) })
         .await
         .map_err(|e| {
             let fix = fix_for(
                 &e,
                 "ec2:DescribeSubnets",
-                format!(
-                    "correct SubnetIds: use subnets of {} in the cluster's account",
-                    aws.region
-                ),
+                format!("correct SubnetIds: use subnets of {} in the cluster's account", aws.region),
             );
-            (
-                format!("subnet(s) {} cannot be used: {}", ids.join(", "), e.detail),
-                fix,
-            )
+            (format!("subnet(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
         })?;
     let found: Vec<(String, String)> = out
         .subnets()
         .iter()
-        .filter_map(|s| {
-            Some((
-                s.subnet_id()?.to_string(),
-                s.vpc_id().unwrap_or("?").to_string(),
-            ))
-        })
+        .filter_map(|s| Some((s.subnet_id()?.to_string(), s.vpc_id().unwrap_or("?").to_string())))
         .collect();
-    let missing: Vec<&String> = ids
-        .iter()
-        .filter(|id| !found.iter().any(|(f, _)| f == *id))
-        .collect();
+    let missing: Vec<&String> = ids.iter().filter(|id| !found.iter().any(|(f, _)| f == *id)).collect();
     if !missing.is_empty() {
         let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
         return Err((
-            format!(
-                "subnet(s) {} do not exist in {}",
-                missing.join(", "),
-                aws.region
-            ),
+            format!("subnet(s) {} do not exist in {}", missing.join(", "), aws.region),
             "correct SubnetIds".into(),
         ));
     }
@@ -306,65 +218,34 @@ async fn default_group(aws: &Aws, vpc: &str) -> Result<String, Problem> {
         .send();
     let out = aws
         .call("DescribeSecurityGroups", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
+            call.await.map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
         })
         .await
         .map_err(|e| {
             (
                 format!("cannot look up the default security group: {}", e.detail),
-                fix_for(
-                    &e,
-                    "ec2:DescribeSecurityGroups",
-                    "check network access to EC2",
-                ),
+                fix_for(&e, "ec2:DescribeSecurityGroups", "check network access to EC2"),
             )
         })?;
-    out.security_groups()
-        .iter()
-        .find_map(|g| g.group_id())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            (
-                format!("VPC {vpc} has no default security group"),
-                "set SecurityGroupIds in the cluster profile".into(),
-            )
-        })
+    out.security_groups().iter().find_map(|g| g.group_id()).map(str::to_string).ok_or_else(|| {
+        (format!("VPC {vpc} has no default security group"), "set SecurityGroupIds in the cluster profile".into())
+    })
 }
 
 async fn given_groups(aws: &Aws, ids: &[String], vpc: &str) -> Result<(), Problem> {
-    let call = aws
-        .ec2
-        .describe_security_groups()
-        .set_group_ids(Some(ids.to_vec()))
-        .send();
+    let call = aws.ec2.describe_security_groups().set_group_ids(Some(ids.to_vec())).send();
     let out = aws
         .call("DescribeSecurityGroups", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
+            call.await.map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
         })
         .await
         .map_err(|e| {
-            let fix = fix_for(
-                &e,
-                "ec2:DescribeSecurityGroups",
-                format!("correct SecurityGroupIds: use groups of VPC {vpc}"),
-            );
-            (
-                format!(
-                    "security group(s) {} cannot be used: {}",
-                    ids.join(", "),
-                    e.detail
-                ),
-                fix,
-            )
+            let fix =
+                fix_for(&e, "ec2:DescribeSecurityGroups", format!("correct SecurityGroupIds: use groups of VPC {vpc}"));
+            (format!("security group(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
         })?;
     for id in ids {
-        match out
-            .security_groups()
-            .iter()
-            .find(|g| g.group_id() == Some(id.as_str()))
-        {
+        match out.security_groups().iter().find(|g| g.group_id() == Some(id.as_str())) {
             None => {
                 return Err((
                     format!("security group {id} does not exist in {}", aws.region),
@@ -395,23 +276,30 @@ async fn capacity(
     r: &mut Report<'_>,
 ) -> io::Result<()> {
     if profile.launch_type == LaunchType::Ec2 {
-        let call = aws
-            .ecs
-            .list_container_instances()
-            .cluster(&profile.cluster_name)
-            .send();
-        return match aws.call("ListContainerInstances", async { call.await.map_err(|e| AwsError::from_sdk("ListContainerInstances", &e)) }).await {
+        let call = aws.ecs.list_container_instances().cluster(&profile.cluster_name).send();
+        return match aws
+            .call("ListContainerInstances", async {
+                call.await.map_err(|e| AwsError::from_sdk("ListContainerInstances", &e))
+            })
+            .await
+        {
             Ok(out) => r.ok(
                 "capacity",
-                format!("EC2: {} container instance(s) registered; the plugin launches more as jobs need them", out.container_instance_arns().len()),
+                format!(
+                    "EC2: {} container instance(s) registered; the plugin launches more as jobs need them",
+                    out.container_instance_arns().len()
+                ),
             ),
-            Err(e) => r.fail("capacity", format!("cannot list container instances: {}", e.detail), fix_for(&e, "ecs:ListContainerInstances", "check the cluster")),
+            Err(e) => r.fail(
+                "capacity",
+                format!("cannot list container instances: {}", e.detail),
+                fix_for(&e, "ecs:ListContainerInstances", "check the cluster"),
+            ),
         };
     }
     let spot = profile.launch_type == LaunchType::FargateSpot;
-    let on_cluster: Vec<&str> = cluster
-        .map(|c| c.capacity_providers().iter().map(String::as_str).collect())
-        .unwrap_or_default();
+    let on_cluster: Vec<&str> =
+        cluster.map(|c| c.capacity_providers().iter().map(String::as_str).collect()).unwrap_or_default();
     if spot && cluster.is_some() && !on_cluster.contains(&"FARGATE_SPOT") {
         r.fail(
             "capacity",
@@ -422,34 +310,18 @@ async fn capacity(
             ),
         )?;
     }
-    let names: Vec<String> = if spot {
-        vec!["FARGATE_SPOT".into(), "FARGATE".into()]
-    } else {
-        vec!["FARGATE".into()]
-    };
-    let call = aws
-        .ecs
-        .describe_capacity_providers()
-        .set_capacity_providers(Some(names.clone()))
-        .send();
+    let names: Vec<String> = if spot { vec!["FARGATE_SPOT".into(), "FARGATE".into()] } else { vec!["FARGATE".into()] };
+    let call = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(names.clone())).send();
     let answer = aws
         .call("DescribeCapacityProviders", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeCapacityProviders", &e))
+            call.await.map_err(|e| AwsError::from_sdk("DescribeCapacityProviders", &e))
         })
         .await;
     match answer {
         Err(e) => r.warn(
             "capacity",
-            format!(
-                "could not describe the Fargate capacity providers: {}",
-                e.detail
-            ),
-            fix_for(
-                &e,
-                "ecs:DescribeCapacityProviders",
-                "nothing, if tasks start; this only informs",
-            ),
+            format!("could not describe the Fargate capacity providers: {}", e.detail),
+            fix_for(&e, "ecs:DescribeCapacityProviders", "nothing, if tasks start; this only informs"),
         ),
         Ok(out) => {
             let missing: Vec<String> = out
@@ -458,16 +330,9 @@ async fn capacity(
                 .filter_map(|f| f.arn())
                 .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
                 .collect();
-            let usable = format!(
-                "{} with launch type {}",
-                names.join(" and "),
-                profile.launch_type.as_str()
-            );
+            let usable = format!("{} with launch type {}", names.join(" and "), profile.launch_type.as_str());
             if missing.is_empty() {
-                r.ok(
-                    "capacity",
-                    format!("{usable}: ECS reports the capacity providers ACTIVE"),
-                )
+                r.ok("capacity", format!("{usable}: ECS reports the capacity providers ACTIVE"))
             } else {
                 r.warn(
                     "capacity",
@@ -492,24 +357,13 @@ fn list_or_none(items: &[&str]) -> String {
 }
 
 /// EC2 launch type: the AMI, the instance profile, the key pair, and a dry-run RunInstances.
-async fn ec2(
-    aws: &Aws,
-    profile: &ClusterProfile,
-    network: Option<&Network>,
-    r: &mut Report<'_>,
-) -> io::Result<()> {
+async fn ec2(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: &mut Report<'_>) -> io::Result<()> {
     let Some(capacity) = &profile.ec2 else {
         return Ok(());
     };
     let ami = &capacity.ami_id;
     let call = aws.ec2.describe_images().image_ids(ami).send();
-    match aws
-        .call("DescribeImages", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("DescribeImages", &e))
-        })
-        .await
-    {
+    match aws.call("DescribeImages", async { call.await.map_err(|e| AwsError::from_sdk("DescribeImages", &e)) }).await {
         Ok(out) if !out.images().is_empty() => {
             let image = &out.images()[0];
             r.ok(
@@ -521,53 +375,25 @@ async fn ec2(
                 ),
             )?
         }
-        Ok(_) => r.fail(
-            "ec2 image",
-            format!("AMI {ami} does not exist in {}", aws.region),
-            ami_fix(&aws.region),
-        )?,
+        Ok(_) => r.fail("ec2 image", format!("AMI {ami} does not exist in {}", aws.region), ami_fix(&aws.region))?,
         Err(e) => {
             let fix = fix_for(&e, "ec2:DescribeImages", ami_fix(&aws.region));
-            r.fail(
-                "ec2 image",
-                format!("AMI {ami} cannot be used: {}", e.detail),
-                fix,
-            )?
+            r.fail("ec2 image", format!("AMI {ami} cannot be used: {}", e.detail), fix)?
         }
     }
-    let name = capacity
-        .instance_profile
-        .rsplit('/')
-        .next()
-        .unwrap_or(&capacity.instance_profile)
-        .to_string();
-    let call = aws
-        .iam
-        .get_instance_profile()
-        .instance_profile_name(&name)
-        .send();
+    let name = capacity.instance_profile.rsplit('/').next().unwrap_or(&capacity.instance_profile).to_string();
+    let call = aws.iam.get_instance_profile().instance_profile_name(&name).send();
     match aws
-        .call("GetInstanceProfile", async {
-            call.await
-                .map_err(|e| AwsError::from_sdk("GetInstanceProfile", &e))
-        })
+        .call("GetInstanceProfile", async { call.await.map_err(|e| AwsError::from_sdk("GetInstanceProfile", &e)) })
         .await
     {
         Ok(out) => {
-            let roles: Vec<&str> = out
-                .instance_profile()
-                .map(|p| p.roles().iter().map(|r| r.role_name()).collect())
-                .unwrap_or_default();
+            let roles: Vec<&str> =
+                out.instance_profile().map(|p| p.roles().iter().map(|r| r.role_name()).collect()).unwrap_or_default();
             if roles.is_empty() {
                 r.fail("ec2 instance profile", format!("instance profile {name} has no role"), format!("aws iam add-role-to-instance-profile --instance-profile-name {name} --role-name <a role with AmazonEC2ContainerServiceforEC2Role>"))?
             } else {
-                r.ok(
-                    "ec2 instance profile",
-                    format!(
-                        "instance profile {name} exists with role {}",
-                        roles.join(", ")
-                    ),
-                )?
+                r.ok("ec2 instance profile", format!("instance profile {name} exists with role {}", roles.join(", ")))?
             }
         }
         Err(e) => {
@@ -576,25 +402,16 @@ async fn ec2(
                 "iam:GetInstanceProfile",
                 format!("create it: aws iam create-instance-profile --instance-profile-name {name}, then add a role with the AmazonEC2ContainerServiceforEC2Role policy"),
             );
-            r.fail(
-                "ec2 instance profile",
-                format!("instance profile {name} cannot be used: {}", e.detail),
-                fix,
-            )?
+            r.fail("ec2 instance profile", format!("instance profile {name} cannot be used: {}", e.detail), fix)?
         }
     }
     if let Some(key) = &capacity.key_pair {
         let call = aws.ec2.describe_key_pairs().key_names(key).send();
         match aws
-            .call("DescribeKeyPairs", async {
-                call.await
-                    .map_err(|e| AwsError::from_sdk("DescribeKeyPairs", &e))
-            })
+            .call("DescribeKeyPairs", async { call.await.map_err(|e| AwsError::from_sdk("DescribeKeyPairs", &e)) })
             .await
         {
-            Ok(out) if !out.key_pairs().is_empty() => {
-                r.ok("ec2 key pair", format!("key pair {key} exists"))?
-            }
+            Ok(out) if !out.key_pairs().is_empty() => r.ok("ec2 key pair", format!("key pair {key} exists"))?,
             Ok(_) => r.fail(
                 "ec2 key pair",
                 format!("key pair {key} does not exist in {}", aws.region),
@@ -617,27 +434,14 @@ fn ami_fix(region: &str) -> String {
 }
 
 /// RunInstances with DryRun: permissions and parameters, without launching anything.
-async fn dry_run(
-    aws: &Aws,
-    profile: &ClusterProfile,
-    network: Option<&Network>,
-    r: &mut Report<'_>,
-) -> io::Result<()> {
+async fn dry_run(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: &mut Report<'_>) -> io::Result<()> {
     let (Some(capacity), Some(network)) = (&profile.ec2, network) else {
-        return r.warn(
-            "ec2 launch",
-            "RunInstances not dry-run: the networking check failed",
-            None,
-        );
+        return r.warn("ec2 launch", "RunInstances not dry-run: the networking check failed", None);
     };
     let instance_profile = if capacity.instance_profile.starts_with("arn:") {
-        IamInstanceProfileSpecification::builder()
-            .arn(&capacity.instance_profile)
-            .build()
+        IamInstanceProfileSpecification::builder().arn(&capacity.instance_profile).build()
     } else {
-        IamInstanceProfileSpecification::builder()
-            .name(&capacity.instance_profile)
-            .build()
+        IamInstanceProfileSpecification::builder().name(&capacity.instance_profile).build()
     };
     let call = aws
         .ec2
@@ -657,10 +461,18 @@ async fn dry_run(
             r.ok("ec2 launch", format!("RunInstances of a {} would succeed (dry run)", capacity.instance_type))
         }
         Err(e) => {
-            let fix = fix_for(&e, "ec2:RunInstances (and iam:PassRole for the instance role)", "correct the Ec2* settings named in the error");
+            let fix = fix_for(
+                &e,
+                "ec2:RunInstances (and iam:PassRole for the instance role)",
+                "correct the Ec2* settings named in the error",
+            );
             r.fail("ec2 launch", format!("RunInstances (dry run) was refused: {}", e.detail), fix)
         }
-        Ok(_) => r.warn("ec2 launch", "RunInstances answered a dry run with instances; terminate any instance without gocd tags", None),
+        Ok(_) => r.warn(
+            "ec2 launch",
+            "RunInstances answered a dry run with instances; terminate any instance without gocd tags",
+            None,
+        ),
     }
 }
 
@@ -681,33 +493,13 @@ fn log_group(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Res
 
 /// ListTasks: what every server-ping starts with.
 async fn tasks(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
-    let call = aws
-        .ecs
-        .list_tasks()
-        .cluster(&profile.cluster_name)
-        .desired_status(DesiredStatus::Running)
-        .send();
-    match aws
-        .call("ListTasks", async {
-            call.await.map_err(|e| AwsError::from_sdk("ListTasks", &e))
-        })
-        .await
-    {
-        Ok(out) => r.ok(
-            "tasks",
-            format!(
-                "ListTasks works: {} running task(s) in the cluster",
-                out.task_arns().len()
-            ),
-        ),
+    let call = aws.ecs.list_tasks().cluster(&profile.cluster_name).desired_status(DesiredStatus::Running).send();
+    match aws.call("ListTasks", async { call.await.map_err(|e| AwsError::from_sdk("ListTasks", &e)) }).await {
+        Ok(out) => r.ok("tasks", format!("ListTasks works: {} running task(s) in the cluster", out.task_arns().len())),
         Err(e) => r.fail(
             "tasks",
             format!("ListTasks was refused: {}", e.detail),
-            fix_for(
-                &e,
-                "ecs:ListTasks",
-                "check the cluster and network access to ECS",
-            ),
+            fix_for(&e, "ecs:ListTasks", "check the cluster and network access to ECS"),
         ),
     }
 }

@@ -61,22 +61,11 @@ struct Report<'a> {
 
 impl Report<'_> {
     /// `VERDICT check: finding; fix: ...` on one line.
-    fn line(
-        &mut self,
-        verdict: Verdict,
-        check: &str,
-        finding: impl Display,
-        fix: Option<String>,
-    ) -> io::Result<()> {
+    fn line(&mut self, verdict: Verdict, check: &str, finding: impl Display, fix: Option<String>) -> io::Result<()> {
         self.failed |= verdict == Verdict::Fail;
         let finding = one_line(&finding.to_string());
         match fix {
-            Some(fix) => writeln!(
-                self.out,
-                "{:<4} {check}: {finding}; fix: {}",
-                verdict.label(),
-                one_line(&fix)
-            )?,
+            Some(fix) => writeln!(self.out, "{:<4} {check}: {finding}; fix: {}", verdict.label(), one_line(&fix))?,
             None => writeln!(self.out, "{:<4} {check}: {finding}", verdict.label())?,
         }
         self.out.flush()
@@ -86,21 +75,11 @@ impl Report<'_> {
         self.line(Verdict::Ok, check, finding, None)
     }
 
-    fn warn(
-        &mut self,
-        check: &str,
-        finding: impl Display,
-        fix: impl Into<Option<String>>,
-    ) -> io::Result<()> {
+    fn warn(&mut self, check: &str, finding: impl Display, fix: impl Into<Option<String>>) -> io::Result<()> {
         self.line(Verdict::Warn, check, finding, fix.into())
     }
 
-    fn fail(
-        &mut self,
-        check: &str,
-        finding: impl Display,
-        fix: impl Into<String>,
-    ) -> io::Result<()> {
+    fn fail(&mut self, check: &str, finding: impl Display, fix: impl Into<String>) -> io::Result<()> {
         self.line(Verdict::Fail, check, finding, Some(fix.into()))
     }
 }
@@ -136,17 +115,15 @@ async fn within<T, F>(timeout: Duration, operation: &'static str, call: F) -> Re
 where
     F: Future<Output = Result<T, AwsError>>,
 {
-    tokio::time::timeout(timeout, call)
-        .await
-        .unwrap_or_else(|_| {
-            Err(AwsError {
-                operation,
-                code: None,
-                detail: format!("no answer within {} s", timeout.as_secs()),
-                transient: true,
-                throttled: false,
-            })
+    tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
+        Err(AwsError {
+            operation,
+            code: None,
+            detail: format!("no answer within {} s", timeout.as_secs()),
+            transient: true,
+            throttled: false,
         })
+    })
 }
 
 /// Runs every check; `Ok(true)` when none failed.
@@ -164,22 +141,10 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
     };
     let base = base_config(&profile, &region, timeout).await;
     let Some(account) = credentials(&profile, &base, timeout, &mut r).await? else {
-        r.warn(
-            "other checks",
-            "skipped: they need working credentials",
-            None,
-        )?;
+        r.warn("other checks", "skipped: they need working credentials", None)?;
         return Ok(false);
     };
-    let Some((config, account)) = role(
-        &profile,
-        args.server_id.as_deref(),
-        base,
-        account,
-        timeout,
-        &mut r,
-    )
-    .await?
+    let Some((config, account)) = role(&profile, args.server_id.as_deref(), base, account, timeout, &mut r).await?
     else {
         r.warn("other checks", "skipped: they need the role", None)?;
         return Ok(false);
@@ -221,7 +186,11 @@ fn profile(args: &DoctorArgs, r: &mut Report<'_>) -> io::Result<Option<ClusterPr
             }
             Err(problems) => {
                 for p in problems {
-                    r.fail("profile", format!("{path}: {}: {}", p.key, p.message), "correct the profile (`ecs-elastic-agent validate` lists the same problems)")?;
+                    r.fail(
+                        "profile",
+                        format!("{path}: {}: {}", p.key, p.message),
+                        "correct the profile (`ecs-elastic-agent validate` lists the same problems)",
+                    )?;
                 }
                 Ok(None)
             }
@@ -234,17 +203,9 @@ async fn region(profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Opti
         r.ok("region", format!("{region} (from the cluster profile)"))?;
         return Ok(Some(region.clone()));
     }
-    match aws_config::default_provider::region::default_provider()
-        .region()
-        .await
-    {
+    match aws_config::default_provider::region::default_provider().region().await {
         Some(region) => {
-            r.ok(
-                "region",
-                format!(
-                    "{region} (from the SDK's default region chain: the profile sets no Region)"
-                ),
-            )?;
+            r.ok("region", format!("{region} (from the SDK's default region chain: the profile sets no Region)"))?;
             Ok(Some(region.to_string()))
         }
         None => {
@@ -260,10 +221,7 @@ async fn region(profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Opti
 
 /// Base credentials as the plugin loads them: the profile's keys, else the SDK's default chain.
 async fn base_config(profile: &ClusterProfile, region: &str, timeout: Duration) -> SdkConfig {
-    let timeouts = TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .operation_timeout(timeout)
-        .build();
+    let timeouts = TimeoutConfig::builder().connect_timeout(Duration::from_secs(5)).operation_timeout(timeout).build();
     let loader = crate::aws::accounts::base_loader(profile, region)
         .timeout_config(timeouts)
         .retry_config(RetryConfig::standard().with_max_attempts(2));
@@ -284,10 +242,7 @@ async fn credentials(
     };
     match caller_identity(base, timeout).await {
         Ok((arn, account)) => {
-            r.ok(
-                "credentials",
-                format!("{source} resolves to {arn} (account {account})"),
-            )?;
+            r.ok("credentials", format!("{source} resolves to {arn} (account {account})"))?;
             Ok(Some(account))
         }
         Err(e) => {
@@ -296,11 +251,7 @@ async fn credentials(
             } else {
                 "give the GoCD server's process AWS credentials (environment, ~/.aws, an instance or task role), or set AccessKeyId and SecretAccessKey"
             };
-            r.fail(
-                "credentials",
-                format!("{source} does not work: {}", e.detail),
-                fix,
-            )?;
+            r.fail("credentials", format!("{source} does not work: {}", e.detail), fix)?;
             Ok(None)
         }
     }
@@ -317,10 +268,7 @@ async fn role(
     r: &mut Report<'_>,
 ) -> io::Result<Option<(SdkConfig, String)>> {
     let Some(role_arn) = &profile.role_arn else {
-        r.ok(
-            "role",
-            "no RoleArn: the plugin calls AWS with these credentials",
-        )?;
+        r.ok("role", "no RoleArn: the plugin calls AWS with these credentials")?;
         return Ok(Some((base, account)));
     };
     let (external_id, described) = match (&profile.external_id, server_id) {
@@ -342,11 +290,7 @@ async fn role(
     let provider =
         crate::aws::accounts::assume_role_provider(&base, role_arn, Some(external_id), profile.role_session_name())
             .await;
-    let config = base
-        .clone()
-        .into_builder()
-        .credentials_provider(SharedCredentialsProvider::new(provider))
-        .build();
+    let config = base.clone().into_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build();
     match caller_identity(&config, timeout).await {
         Ok((arn, role_account)) => {
             r.ok(
@@ -387,11 +331,7 @@ where
     while let Some(s) = source {
         if let Some(meta) = s.downcast_ref::<ErrorMetadata>() {
             e.code = meta.code().map(str::to_string);
-            e.detail = format!(
-                "{}: {}",
-                meta.code().unwrap_or("error"),
-                meta.message().unwrap_or("no message")
-            );
+            e.detail = format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
             return e;
         }
         let text = s.to_string();
@@ -405,20 +345,11 @@ where
 }
 
 /// (caller ARN, account) from sts:GetCallerIdentity.
-async fn caller_identity(
-    config: &SdkConfig,
-    timeout: Duration,
-) -> Result<(String, String), AwsError> {
+async fn caller_identity(config: &SdkConfig, timeout: Duration) -> Result<(String, String), AwsError> {
     let sts = aws_sdk_sts::Client::new(config);
     let out = within(timeout, "GetCallerIdentity", async {
-        sts.get_caller_identity()
-            .send()
-            .await
-            .map_err(|e| described("GetCallerIdentity", &e))
+        sts.get_caller_identity().send().await.map_err(|e| described("GetCallerIdentity", &e))
     })
     .await?;
-    Ok((
-        out.arn().unwrap_or("?").to_string(),
-        out.account().unwrap_or("?").to_string(),
-    ))
+    Ok((out.arn().unwrap_or("?").to_string(), out.account().unwrap_or("?").to_string()))
 }

@@ -25,11 +25,7 @@ fn ec2() -> ClusterProfile {
 }
 
 fn sized(cpu: u32, memory: u32) -> ElasticProfile {
-    elastic(&[
-        ("Image", "alpine"),
-        ("Cpu", &cpu.to_string()),
-        ("Memory", &memory.to_string()),
-    ])
+    elastic(&[("Image", "alpine"), ("Cpu", &cpu.to_string()), ("Memory", &memory.to_string())])
 }
 
 #[test]
@@ -45,11 +41,7 @@ fn every_fargate_size_is_accepted() {
     ];
     for (cpu, memories) in valid {
         for memory in memories {
-            assert_eq!(
-                check_compatible(&fargate(), &sized(*cpu, *memory)),
-                [],
-                "{cpu}/{memory}"
-            );
+            assert_eq!(check_compatible(&fargate(), &sized(*cpu, *memory)), [], "{cpu}/{memory}");
         }
     }
 }
@@ -57,10 +49,14 @@ fn every_fargate_size_is_accepted() {
 #[test]
 fn other_sizes_are_refused_with_the_allowed_values() {
     let errors = check_compatible(&fargate(), &sized(1024, 1024));
-    assert_eq!(errors, [FieldError {
-        key: "Memory".into(),
-        message: "On Fargate, Cpu 1024 allows Memory 2048 to 8192 in steps of 1024 (MiB); 1024 is not one of them.".into(),
-    }]);
+    assert_eq!(
+        errors,
+        [FieldError {
+            key: "Memory".into(),
+            message: "On Fargate, Cpu 1024 allows Memory 2048 to 8192 in steps of 1024 (MiB); 1024 is not one of them."
+                .into(),
+        }]
+    );
     let errors = check_compatible(&fargate(), &sized(256, 1536));
     assert_eq!(
         errors[0].message,
@@ -73,16 +69,10 @@ fn other_sizes_are_refused_with_the_allowed_values() {
         errors,
         [FieldError {
             key: "Cpu".into(),
-            message:
-                "On Fargate, Cpu must be 256, 512, 1024, 2048, 4096, 8192 or 16384; 1000 is not."
-                    .into(),
+            message: "On Fargate, Cpu must be 256, 512, 1024, 2048, 4096, 8192 or 16384; 1000 is not.".into(),
         }]
     );
-    assert_eq!(
-        check_compatible(&ec2(), &sized(1000, 1000)),
-        [],
-        "any size on EC2"
-    );
+    assert_eq!(check_compatible(&ec2(), &sized(1000, 1000)), [], "any size on EC2");
 }
 
 #[test]
@@ -95,14 +85,8 @@ fn ec2_only_settings_are_refused_on_fargate() {
     ]);
     let errors = check_compatible(&fargate(), &e);
     let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(
-        keys,
-        ["MemoryReservation", "Privileged", "MountDockerSocket"]
-    );
-    assert_eq!(
-        errors[1].message,
-        "Privileged only applies on EC2; this cluster profile's launch type is FARGATE."
-    );
+    assert_eq!(keys, ["MemoryReservation", "Privileged", "MountDockerSocket"]);
+    assert_eq!(errors[1].message, "Privileged only applies on EC2; this cluster profile's launch type is FARGATE.");
     assert_eq!(check_compatible(&ec2(), &e), []);
     let off = elastic(&[("Image", "alpine"), ("Privileged", "false")]);
     assert_eq!(check_compatible(&fargate(), &off), []);
@@ -111,19 +95,13 @@ fn ec2_only_settings_are_refused_on_fargate() {
 #[test]
 fn windows_cannot_use_fargate_spot() {
     let spot = cluster(&[("ClusterName", "ci"), ("LaunchType", "FARGATE_SPOT")]);
-    let windows = elastic(&[
-        ("Image", "alpine"),
-        ("OperatingSystemFamily", "WINDOWS_SERVER_2019_CORE"),
-    ]);
+    let windows = elastic(&[("Image", "alpine"), ("OperatingSystemFamily", "WINDOWS_SERVER_2019_CORE")]);
     let errors = check_compatible(&spot, &windows);
     assert_eq!(messages_for(&errors, "OperatingSystemFamily"), [
         "Windows tasks (WINDOWS_SERVER_2019_CORE) cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2."
     ]);
     assert_eq!(check_compatible(&fargate(), &windows), []);
-    assert_eq!(
-        check_compatible(&spot, &elastic(&[("Image", "alpine")])),
-        []
-    );
+    assert_eq!(check_compatible(&spot, &elastic(&[("Image", "alpine")])), []);
 }
 
 #[test]
@@ -131,87 +109,49 @@ fn ephemeral_storage_is_fargate_only() {
     let e = elastic(&[("Image", "alpine"), ("EphemeralStorageGiB", "50")]);
     assert_eq!(check_compatible(&fargate(), &e), []);
     let errors = check_compatible(&ec2(), &e);
-    assert_eq!(messages_for(&errors, "EphemeralStorageGiB"), [
-        "EphemeralStorageGiB only applies on Fargate; this cluster profile's launch type is EC2."
-    ]);
+    assert_eq!(
+        messages_for(&errors, "EphemeralStorageGiB"),
+        ["EphemeralStorageGiB only applies on Fargate; this cluster profile's launch type is EC2."]
+    );
 }
 
 #[test]
 fn images_must_be_allowed() {
-    let guarded = cluster(&[
-        ("ClusterName", "ci"),
-        ("AllowedImages", "gocd/*\n*.dkr.ecr.*.amazonaws.com/ci/*"),
-    ]);
-    assert_eq!(
-        check_compatible(&guarded, &elastic(&[("Image", "gocd/agent:v1")])),
-        []
-    );
-    assert_eq!(
-        check_compatible(
-            &guarded,
-            &elastic(&[("Image", "1.dkr.ecr.eu-west-1.amazonaws.com/ci/x:1")])
-        ),
-        []
-    );
+    let guarded = cluster(&[("ClusterName", "ci"), ("AllowedImages", "gocd/*\n*.dkr.ecr.*.amazonaws.com/ci/*")]);
+    assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "gocd/agent:v1")])), []);
+    assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "1.dkr.ecr.eu-west-1.amazonaws.com/ci/x:1")])), []);
     let errors = check_compatible(&guarded, &elastic(&[("Image", "evil/miner")]));
     assert_eq!(errors, [FieldError {
         key: "Image".into(),
         message: "Image 'evil/miner' is not allowed by this cluster profile; AllowedImages are: 'gocd/*', '*.dkr.ecr.*.amazonaws.com/ci/*'.".into(),
     }]);
-    assert_eq!(
-        check_compatible(&fargate(), &elastic(&[("Image", "evil/miner")])),
-        [],
-        "no list, any image"
-    );
+    assert_eq!(check_compatible(&fargate(), &elastic(&[("Image", "evil/miner")])), [], "no list, any image");
 }
 
 #[test]
 fn task_roles_must_be_allowed_when_set() {
-    let guarded = cluster(&[
-        ("ClusterName", "ci"),
-        (
-            "AllowedTaskRoleArns",
-            "arn:aws:iam::123456789012:role/gocd-*",
-        ),
-    ]);
+    let guarded = cluster(&[("ClusterName", "ci"), ("AllowedTaskRoleArns", "arn:aws:iam::123456789012:role/gocd-*")]);
     let role = |arn: &str| elastic(&[("Image", "alpine"), ("TaskRoleArn", arn)]);
-    assert_eq!(
-        check_compatible(&guarded, &role("arn:aws:iam::123456789012:role/gocd-build")),
-        []
-    );
+    assert_eq!(check_compatible(&guarded, &role("arn:aws:iam::123456789012:role/gocd-build")), []);
     let errors = check_compatible(&guarded, &role("arn:aws:iam::123456789012:role/admin"));
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].key, "TaskRoleArn");
-    assert!(errors[0]
-        .message
-        .starts_with("TaskRoleArn 'arn:aws:iam::123456789012:role/admin' is not allowed"));
-    assert_eq!(
-        check_compatible(&guarded, &elastic(&[("Image", "alpine")])),
-        [],
-        "no task role, nothing to check"
-    );
+    assert!(errors[0].message.starts_with("TaskRoleArn 'arn:aws:iam::123456789012:role/admin' is not allowed"));
+    assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "alpine")])), [], "no task role, nothing to check");
 }
 
 #[test]
 fn tags_of_both_profiles_count_together() {
-    let tags = |range: std::ops::Range<u32>| {
-        range
-            .map(|i| format!("k{i}=v"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let tags = |range: std::ops::Range<u32>| range.map(|i| format!("k{i}=v")).collect::<Vec<_>>().join("\n");
     let c = cluster(&[("ClusterName", "ci"), ("Tags", &tags(0..30))]);
     assert_eq!(
-        check_compatible(
-            &c,
-            &elastic(&[("Image", "alpine"), ("Tags", &tags(20..40))])
-        ),
+        check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(20..40))])),
         [],
         "overrides count once"
     );
-    let errors = check_compatible(
-        &c,
-        &elastic(&[("Image", "alpine"), ("Tags", &tags(30..41))]),
+    let errors = check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(30..41))]));
+    assert_eq!(
+        messages_for(&errors, "Tags"),
+        ["With the cluster profile's tags a task would get 41 user tags; at most 40 are allowed."]
     );
-    assert_eq!(messages_for(&errors, "Tags"), ["With the cluster profile's tags a task would get 41 user tags; at most 40 are allowed."]);
 }

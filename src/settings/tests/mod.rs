@@ -10,10 +10,7 @@ use super::*;
 
 /// A property map from `(key, value)` pairs.
 fn props(pairs: &[(&str, &str)]) -> Properties {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
 }
 
 /// `base` with `key` set to `value`.
@@ -25,11 +22,7 @@ fn with(base: &[(&str, &str)], key: &str, value: &str) -> Properties {
 
 /// The messages of `errors` keyed by `key`.
 fn messages_for<'a>(errors: &'a [FieldError], key: &str) -> Vec<&'a str> {
-    errors
-        .iter()
-        .filter(|e| e.key == key)
-        .map(|e| e.message.as_str())
-        .collect()
+    errors.iter().filter(|e| e.key == key).map(|e| e.message.as_str()).collect()
 }
 
 /// Checks one rule: `good` gives no error; each `bad` gives exactly one error, keyed by `key`.
@@ -41,24 +34,12 @@ fn check_rule(
     good: &str,
     bad: &[&str],
 ) {
-    assert_eq!(
-        validate(&with(base, key, good)),
-        [],
-        "{key}={good:?} should be valid"
-    );
+    assert_eq!(validate(&with(base, key, good)), [], "{key}={good:?} should be valid");
     for bad in bad {
         let errors = validate(&with(base, key, bad));
-        assert_eq!(
-            errors.len(),
-            1,
-            "{key}={bad:?} should give one error: {errors:?}"
-        );
+        assert_eq!(errors.len(), 1, "{key}={bad:?} should give one error: {errors:?}");
         assert_eq!(errors[0].key, key, "{key}={bad:?}: {errors:?}");
-        assert!(
-            errors[0].message.ends_with(['.', '?']),
-            "a sentence: {}",
-            errors[0].message
-        );
+        assert!(errors[0].message.ends_with(['.', '?']), "a sentence: {}", errors[0].message);
     }
 }
 
@@ -78,11 +59,7 @@ fn profile_file(name: &str) -> Properties {
 
 #[test]
 fn sample_profiles_are_valid() {
-    for name in [
-        "cluster-fargate",
-        "cluster-fargate-spot-assume-role",
-        "cluster-ec2",
-    ] {
+    for name in ["cluster-fargate", "cluster-fargate-spot-assume-role", "cluster-ec2"] {
         assert_eq!(validate_cluster_profile(&profile_file(name)), [], "{name}");
     }
     for name in ["elastic-small", "elastic-ec2-docker"] {
@@ -94,39 +71,18 @@ fn sample_profiles_are_valid() {
 fn sample_profiles_fit_together_as_intended() {
     let cluster = |name| ClusterProfile::parse(&profile_file(name)).expect(name);
     let elastic = |name| ElasticProfile::parse(&profile_file(name)).expect(name);
-    assert_eq!(
-        check_compatible(&cluster("cluster-fargate"), &elastic("elastic-small")),
-        []
-    );
-    assert_eq!(
-        check_compatible(
-            &cluster("cluster-fargate-spot-assume-role"),
-            &elastic("elastic-small")
-        ),
-        []
-    );
-    assert_eq!(
-        check_compatible(&cluster("cluster-ec2"), &elastic("elastic-small")),
-        []
-    );
-    assert_eq!(
-        check_compatible(&cluster("cluster-ec2"), &elastic("elastic-ec2-docker")),
-        []
-    );
+    assert_eq!(check_compatible(&cluster("cluster-fargate"), &elastic("elastic-small")), []);
+    assert_eq!(check_compatible(&cluster("cluster-fargate-spot-assume-role"), &elastic("elastic-small")), []);
+    assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-small")), []);
+    assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-ec2-docker")), []);
     let refused = check_compatible(&cluster("cluster-fargate"), &elastic("elastic-ec2-docker"));
     let keys: Vec<&str> = refused.iter().map(|e| e.key.as_str()).collect();
-    assert_eq!(
-        keys,
-        ["MemoryReservation", "Privileged", "MountDockerSocket"]
-    );
+    assert_eq!(keys, ["MemoryReservation", "Privileged", "MountDockerSocket"]);
 }
 
 #[test]
 fn field_errors_serialize_as_gocd_expects() {
-    let error = FieldError {
-        key: "Image".into(),
-        message: "Image is required.".into(),
-    };
+    let error = FieldError { key: "Image".into(), message: "Image is required.".into() };
     let json = serde_json::to_string(&error).unwrap_or_default();
     assert_eq!(json, r#"{"key":"Image","message":"Image is required."}"#);
     assert_eq!(serde_json::from_str::<FieldError>(&json).ok(), Some(error));
@@ -138,20 +94,14 @@ fn metadata_lists_every_key_with_exact_json() {
     assert!(cluster.starts_with(
         r#"[{"key":"ClusterName","metadata":{"required":true,"secure":false}},{"key":"Region","metadata":{"required":false,"secure":false}},"#
     ), "{cluster}");
-    assert!(
-        cluster.contains(r#"{"key":"AccessKeyId","metadata":{"required":false,"secure":true}}"#)
-    );
-    assert!(cluster
-        .contains(r#"{"key":"SecretAccessKey","metadata":{"required":false,"secure":true}}"#));
+    assert!(cluster.contains(r#"{"key":"AccessKeyId","metadata":{"required":false,"secure":true}}"#));
+    assert!(cluster.contains(r#"{"key":"SecretAccessKey","metadata":{"required":false,"secure":true}}"#));
     assert!(cluster.contains(r#"{"key":"Ec2AmiId","metadata":{"required":false,"secure":false}}"#));
     let elastic = serde_json::to_string(&elastic_profile_metadata()).unwrap_or_default();
     assert!(elastic.starts_with(
         r#"[{"key":"Image","metadata":{"required":true,"secure":false}},{"key":"Cpu","metadata":{"required":false,"secure":false}},"#
     ), "{elastic}");
-    let keys: Vec<String> = cluster_profile_metadata()
-        .into_iter()
-        .map(|m| m.key)
-        .collect();
+    let keys: Vec<String> = cluster_profile_metadata().into_iter().map(|m| m.key).collect();
     let table: Vec<&str> = keys::CLUSTER_KEYS.iter().map(|s| s.key).collect();
     assert_eq!(keys, table);
     assert_eq!(elastic_profile_metadata().len(), keys::ELASTIC_KEYS.len());
@@ -165,14 +115,9 @@ fn profile_hash_is_short_stable_and_ignores_unset_values() {
     noisy.insert("MaxAgents".into(), None);
     assert_eq!(profile_hash(&noisy), base);
     assert_ne!(profile_hash(&props(&[("ClusterName", "ci2")])), base);
-    assert_eq!(
-        profile_hash(&props(&[("Memory", "4096"), ("Image", "alpine")])),
-        "5423199035f7"
-    );
+    assert_eq!(profile_hash(&props(&[("Memory", "4096"), ("Image", "alpine")])), "5423199035f7");
     assert_eq!(profile_hash(&Properties::new()).len(), 12);
-    assert!(base
-        .bytes()
-        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+    assert!(base.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
 }
 
 #[test]

@@ -11,10 +11,7 @@ impl GoCdHost {
         *self.state().callbacks.entry(name.to_string()).or_insert(0) += 1;
         let bad_version = |host: &GoCdHost| {
             host.violation(format!("callback {name} with unsupported api version {version:?}"));
-            (
-                400,
-                json!({"message": format!("Unsupported version {version} for {name}")}),
-            )
+            (400, json!({"message": format!("Unsupported version {version} for {name}")}))
         };
         match name {
             "go.processor.elastic-agents.list-agents" => {
@@ -22,12 +19,8 @@ impl GoCdHost {
                     return bad_version(self);
                 }
                 let st = self.state();
-                let agents: Vec<Value> = st
-                    .agents
-                    .iter()
-                    .filter(|a| a.plugin_id == PLUGIN_ID)
-                    .map(Agent::to_json)
-                    .collect();
+                let agents: Vec<Value> =
+                    st.agents.iter().filter(|a| a.plugin_id == PLUGIN_ID).map(Agent::to_json).collect();
                 (200, Value::Array(agents))
             }
             "go.processor.elastic-agents.disable-agents" | "go.processor.elastic-agents.delete-agents" => {
@@ -92,20 +85,8 @@ impl GoCdHost {
             }
             "go.processor.console-log.append" => {
                 let (p, pc, s, sc, j) = match version {
-                    "1.0" => (
-                        "pipelineName",
-                        "pipelineCounter",
-                        "stageName",
-                        "stageCounter",
-                        "jobName",
-                    ),
-                    "2.0" => (
-                        "pipeline_name",
-                        "pipeline_counter",
-                        "stage_name",
-                        "stage_counter",
-                        "job_name",
-                    ),
+                    "1.0" => ("pipelineName", "pipelineCounter", "stageName", "stageCounter", "jobName"),
+                    "2.0" => ("pipeline_name", "pipeline_counter", "stage_name", "stage_counter", "job_name"),
                     _ => return bad_version(self),
                 };
                 let text_of = |v: &Value| match v {
@@ -186,10 +167,7 @@ impl GoCdHost {
 fn agent_ids(body: &Value) -> Option<Vec<String>> {
     match body {
         Value::Null => Some(Vec::new()),
-        Value::Array(items) => items
-            .iter()
-            .map(|a| a["agent_id"].as_str().map(str::to_string))
-            .collect(),
+        Value::Array(items) => items.iter().map(|a| a["agent_id"].as_str().map(str::to_string)).collect(),
         _ => None,
     }
 }

@@ -82,14 +82,7 @@ impl GoCdHost {
     pub fn issue_key(&self, job: Option<JobHandle>) -> String {
         let key = uuid::Uuid::new_v4().to_string();
         let mut st = self.state();
-        st.keys.insert(
-            key.clone(),
-            KeyInfo {
-                job,
-                issued_at: Instant::now(),
-                used: false,
-            },
-        );
+        st.keys.insert(key.clone(), KeyInfo { job, issued_at: Instant::now(), used: false });
         st.issued_keys.push(key.clone());
         key
     }
@@ -163,7 +156,7 @@ impl GoCdHost {
                 Some(k) if !k.used && k.issued_at.elapsed() <= validity => k.used = true,
                 Some(k) if k.used => {
                     return Err(
-                        "Elastic agent registration requires an auto-register agent key: key already used".into(),
+                        "Elastic agent registration requires an auto-register agent key: key already used".into()
                     )
                 }
                 Some(_) => {
@@ -177,9 +170,7 @@ impl GoCdHost {
                 return Err(format!("agent registered for plugin {plugin_id:?}, not {PLUGIN_ID}"));
             }
             if st.agents.iter().any(|a| a.agent_id == agent_id) {
-                return Err(format!(
-                    "Duplicate Elastic agent Id used to register elastic agent: {agent_id}"
-                ));
+                return Err(format!("Duplicate Elastic agent Id used to register elastic agent: {agent_id}"));
             }
             Ok(())
         })();
@@ -206,10 +197,7 @@ impl GoCdHost {
                 Ok(())
             }
             Err(reason) => {
-                st.rejections.push(Rejection {
-                    agent_id: agent_id.to_string(),
-                    reason: reason.clone(),
-                });
+                st.rejections.push(Rejection { agent_id: agent_id.to_string(), reason: reason.clone() });
                 Err(reason)
             }
         }
@@ -227,13 +215,7 @@ impl GoCdHost {
 
     /// Console-log lines appended for a job.
     pub fn console_log(&self, h: JobHandle) -> Vec<String> {
-        self.with_state(|s| {
-            s.console
-                .iter()
-                .filter(|c| c.job == Some(h))
-                .map(|c| c.text.clone())
-                .collect()
-        })
+        self.with_state(|s| s.console.iter().filter(|c| c.job == Some(h)).map(|c| c.text.clone()).collect())
     }
 
     /// Registrations refused so far.
@@ -257,10 +239,7 @@ impl GoCdHost {
                 return;
             }
             if Instant::now() > deadline {
-                panic!(
-                    "timed out after {timeout:?} waiting for {what}\n{}",
-                    self.with_state(|s| s.summary())
-                );
+                panic!("timed out after {timeout:?} waiting for {what}\n{}", self.with_state(|s| s.summary()));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

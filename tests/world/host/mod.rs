@@ -99,9 +99,7 @@ pub struct GoCdHost {
 
 impl std::fmt::Debug for GoCdHost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GoCdHost")
-            .field("server_id", &self.inner.server_id)
-            .finish()
+        f.debug_struct("GoCdHost").field("server_id", &self.inner.server_id).finish()
     }
 }
 
@@ -206,14 +204,9 @@ impl GoCdHost {
         for (k, v) in &cfg.env {
             cmd.env(k, v);
         }
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         self.inner.loaded.store(false, Ordering::SeqCst);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
+        let mut child = cmd.spawn().map_err(|e| format!("cannot start {}: {e}", program.display()))?;
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let stderr = child.stderr.take().expect("stderr");
@@ -289,20 +282,14 @@ impl GoCdHost {
             }
             let g = conn.generation;
             let Some(text) = buf.strip_suffix(b"\n") else {
-                self.violation(format!(
-                    "[{g}] stdout ended with a line without newline: {}",
-                    preview(&buf)
-                ));
+                self.violation(format!("[{g}] stdout ended with a line without newline: {}", preview(&buf)));
                 break;
             };
             let parsed: Result<Value, _> = serde_json::from_slice(text);
             let msg = match parsed {
                 Ok(Value::Object(m)) => m,
                 Ok(_) => {
-                    self.violation(format!(
-                        "[{g}] stdout line is JSON but not an object: {}",
-                        preview(text)
-                    ));
+                    self.violation(format!("[{g}] stdout line is JSON but not an object: {}", preview(text)));
                     continue;
                 }
                 Err(_) => {
@@ -355,10 +342,7 @@ impl GoCdHost {
                     conn.send_line(line);
                 }
                 "hello" => self.violation(format!("[{g}] a second hello line")),
-                other => self.violation(format!(
-                    "[{g}] stdout line of unknown type {other:?}: {}",
-                    preview(text)
-                )),
+                other => self.violation(format!("[{g}] stdout line of unknown type {other:?}: {}", preview(text))),
             }
         }
         conn.alive.store(false, Ordering::SeqCst);
@@ -366,12 +350,7 @@ impl GoCdHost {
     }
 
     fn current_conn(&self) -> Option<Arc<Conn>> {
-        self.inner
-            .conn
-            .lock()
-            .unwrap()
-            .clone()
-            .filter(|c| c.alive.load(Ordering::SeqCst))
+        self.inner.conn.lock().unwrap().clone().filter(|c| c.alive.load(Ordering::SeqCst))
     }
 
     /// Whether a plugin process is up.
@@ -421,10 +400,7 @@ impl GoCdHost {
     pub async fn restart(&self) {
         self.kill().await;
         if let Err(e) = self.spawn_plugin().await {
-            panic!(
-                "restarted plugin did not start: {e}\n{}",
-                self.with_state(|s| s.summary())
-            );
+            panic!("restarted plugin did not start: {e}\n{}", self.with_state(|s| s.summary()));
         }
         self.load().await;
     }
@@ -496,10 +472,7 @@ impl GoCdHost {
 fn check_hello(msg: &serde_json::Map<String, Value>) -> Result<Value, String> {
     let v = Value::Object(msg.clone());
     if v["type"] != "hello" {
-        return Err(format!(
-            "first stdout line is not a hello: {}",
-            preview(v.to_string().as_bytes())
-        ));
+        return Err(format!("first stdout line is not a hello: {}", preview(v.to_string().as_bytes())));
     }
     if v["protocol"] != 1 {
         return Err(format!("hello speaks protocol {} (host speaks 1)", v["protocol"]));
@@ -508,19 +481,10 @@ fn check_hello(msg: &serde_json::Map<String, Value>) -> Result<Value, String> {
         return Err(format!("hello names plugin {} (expected {PLUGIN_ID})", v["plugin_id"]));
     }
     if v["extension"] != "elastic-agent" {
-        return Err(format!(
-            "hello names extension {} (expected elastic-agent)",
-            v["extension"]
-        ));
+        return Err(format!("hello names extension {} (expected elastic-agent)", v["extension"]));
     }
-    if !v["extension_versions"]
-        .as_array()
-        .is_some_and(|a| a.iter().any(|x| x == "5.0"))
-    {
-        return Err(format!(
-            "hello offers extension versions {} (host needs 5.0)",
-            v["extension_versions"]
-        ));
+    if !v["extension_versions"].as_array().is_some_and(|a| a.iter().any(|x| x == "5.0")) {
+        return Err(format!("hello offers extension versions {} (host needs 5.0)", v["extension_versions"]));
     }
     Ok(v)
 }
@@ -528,11 +492,7 @@ fn check_hello(msg: &serde_json::Map<String, Value>) -> Result<Value, String> {
 fn preview(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
     if text.chars().count() > 300 {
-        format!(
-            "{}... ({} bytes)",
-            text.chars().take(300).collect::<String>(),
-            bytes.len()
-        )
+        format!("{}... ({} bytes)", text.chars().take(300).collect::<String>(), bytes.len())
     } else {
         text.into_owned()
     }

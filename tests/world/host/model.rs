@@ -86,10 +86,7 @@ impl HostConfig {
 
     /// Adds a cluster profile.
     pub fn cluster_profile(mut self, id: &str, properties: Props) -> Self {
-        self.cluster_profiles.push(ClusterProfile {
-            id: id.into(),
-            properties,
-        });
+        self.cluster_profiles.push(ClusterProfile { id: id.into(), properties });
         self
     }
 
@@ -118,11 +115,7 @@ pub struct JobSpec {
 impl JobSpec {
     /// A job of that elastic profile, no environment.
     pub fn new(elastic_profile: &str, duration: Duration) -> Self {
-        JobSpec {
-            elastic_profile: elastic_profile.into(),
-            environment: None,
-            duration,
-        }
+        JobSpec { elastic_profile: elastic_profile.into(), environment: None, duration }
     }
 
     /// The same job in an environment.
@@ -364,12 +357,7 @@ impl HostState {
             self.rejections.len(),
             self.generation
         ));
-        for j in self
-            .jobs
-            .iter()
-            .filter(|j| !matches!(j.state, JobState::Completed { .. }))
-            .take(10)
-        {
+        for j in self.jobs.iter().filter(|j| !matches!(j.state, JobState::Completed { .. })).take(10) {
             s.push_str(&format!(
                 "  job {} (id {}): {:?}, create-agent posted {} answered {} failed {}\n",
                 j.handle.0,

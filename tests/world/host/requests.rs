@@ -39,11 +39,9 @@ impl GoCdHost {
             }
         };
         match &result {
-            Ok(r) if r.code != 200 => self.state().error_responses.push(ErrorResponse {
-                name: short,
-                code: r.code,
-                body: r.body.clone(),
-            }),
+            Ok(r) if r.code != 200 => {
+                self.state().error_responses.push(ErrorResponse { name: short, code: r.code, body: r.body.clone() })
+            }
             Ok(_) => {}
             Err(e) => self.state().host_errors.push(format!("{short} (request {id}): {e:?}")),
         }
@@ -77,27 +75,20 @@ impl GoCdHost {
                 return Err(format!("migrate-config answer has no {key} array: {migrated}"));
             }
         }
-        let elastic_profile_metadata = self
-            .expect_200("get-elastic-agent-profile-metadata", Value::Null)
-            .await?;
+        let elastic_profile_metadata = self.expect_200("get-elastic-agent-profile-metadata", Value::Null).await?;
         let elastic_profile_view = self.expect_200("get-elastic-agent-profile-view", Value::Null).await?;
         let cluster_profile_metadata = self.expect_200("get-cluster-profile-metadata", Value::Null).await?;
         let cluster_profile_view = self.expect_200("get-cluster-profile-view", Value::Null).await?;
         let icon = self.expect_200("get-icon", Value::Null).await?;
         let capabilities = self.expect_200("get-capabilities", Value::Null).await?;
-        for (what, v) in [
-            ("elastic", &elastic_profile_metadata),
-            ("cluster", &cluster_profile_metadata),
-        ] {
+        for (what, v) in [("elastic", &elastic_profile_metadata), ("cluster", &cluster_profile_metadata)] {
             if !v.is_array() {
                 return Err(format!("{what} profile metadata is not an array: {v}"));
             }
         }
         for (what, v) in [("elastic", &elastic_profile_view), ("cluster", &cluster_profile_view)] {
             if v["template"].as_str().is_none_or(|t| t.trim().is_empty()) {
-                return Err(format!(
-                    "{what} profile view has a blank template (GoCD: \"Template was blank!\")"
-                ));
+                return Err(format!("{what} profile view has a blank template (GoCD: \"Template was blank!\")"));
             }
         }
         if !(icon["content_type"].is_string() && icon["data"].is_string()) {
@@ -109,9 +100,7 @@ impl GoCdHost {
         // GoCD sends these to every plugin and tolerates any failure.
         let _ = self.request("go.plugin-settings.get-configuration", Value::Null).await;
         let _ = self.request("go.plugin-settings.get-view", Value::Null).await;
-        self.state()
-            .error_responses
-            .retain(|e| !e.name.starts_with("go.plugin-settings."));
+        self.state().error_responses.retain(|e| !e.name.starts_with("go.plugin-settings."));
         self.inner.loaded.store(true, Ordering::SeqCst);
         Ok(LoadReport {
             hello: self.inner.hello.lock().unwrap().clone(),
@@ -152,23 +141,14 @@ impl GoCdHost {
     }
 
     pub(super) fn all_cluster_properties(&self) -> Vec<Props> {
-        self.inner
-            .config
-            .cluster_profiles
-            .iter()
-            .map(|c| c.properties.clone())
-            .collect()
+        self.inner.config.cluster_profiles.iter().map(|c| c.properties.clone()).collect()
     }
 
     /// One server-ping with every cluster profile, awaited.
     pub async fn server_ping(&self) -> Result<Reply, HostError> {
         let idx = {
             let mut st = self.state();
-            st.pings.push(PingRecord {
-                started: Instant::now(),
-                finished: None,
-                code: None,
-            });
+            st.pings.push(PingRecord { started: Instant::now(), finished: None, code: None });
             st.pings.len() - 1
         };
         let body = json!({"all_cluster_profile_properties": self.all_cluster_properties()});
@@ -197,18 +177,13 @@ impl GoCdHost {
 
     /// The plugin status report (all cluster profiles).
     pub async fn plugin_status_report(&self) -> Result<Reply, HostError> {
-        self.status_report(
-            "plugin",
-            json!({"all_cluster_profiles_properties": self.all_cluster_properties()}),
-        )
-        .await
+        self.status_report("plugin", json!({"all_cluster_profiles_properties": self.all_cluster_properties()})).await
     }
 
     /// The cluster status report of a cluster profile.
     pub async fn cluster_status_report(&self, cluster_profile_id: &str) -> Result<Reply, HostError> {
         let props = self.cluster_profile(cluster_profile_id).properties.clone();
-        self.status_report("cluster", json!({"cluster_profile_properties": props}))
-            .await
+        self.status_report("cluster", json!({"cluster_profile_properties": props})).await
     }
 
     /// The agent status report, by agent id and/or job (keys omitted when absent, as GoCD does).

@@ -38,8 +38,7 @@ impl GoCdHost {
                         .iter()
                         .filter(|j| j.state == JobState::Waiting)
                         .filter(|j| {
-                            j.last_create_posted
-                                .is_none_or(|t| t.elapsed() >= host.inner.config.starvation_interval)
+                            j.last_create_posted.is_none_or(|t| t.elapsed() >= host.inner.config.starvation_interval)
                         })
                         .map(|j| j.handle)
                         .collect()
@@ -85,9 +84,7 @@ impl GoCdHost {
                 })
                 .collect();
             for (h, agent_id) in due {
-                st.jobs[h.0].state = JobState::Completed {
-                    agent_id: agent_id.clone(),
-                };
+                st.jobs[h.0].state = JobState::Completed { agent_id: agent_id.clone() };
                 st.jobs[h.0].completed_at = Some(now);
                 if let Some(a) = st.agents.iter_mut().find(|a| a.agent_id == agent_id) {
                     a.agent_state = "Idle";
@@ -142,14 +139,7 @@ impl GoCdHost {
                     continue;
                 }
                 let pair = (agent_id.clone(), *job_id);
-                if self
-                    .inner
-                    .asked
-                    .lock()
-                    .unwrap()
-                    .get(&pair)
-                    .is_some_and(|t| t.elapsed() < reask)
-                {
+                if self.inner.asked.lock().unwrap().get(&pair).is_some_and(|t| t.elapsed() < reask) {
                     continue;
                 }
                 let body = self.with_state(|s| {
@@ -187,9 +177,7 @@ impl GoCdHost {
                 let job = &st.jobs[h.0];
                 if agent_ok && job.state == JobState::Waiting && job.identifier.job_id == *job_id {
                     let job = &mut st.jobs[h.0];
-                    job.state = JobState::Running {
-                        agent_id: agent_id.clone(),
-                    };
+                    job.state = JobState::Running { agent_id: agent_id.clone() };
                     job.started_at = Some(Instant::now());
                     if let Some(a) = st.agents.iter_mut().find(|a| a.agent_id == agent_id) {
                         a.agent_state = "Building";
