@@ -75,7 +75,7 @@ impl Scenario {
     pub fn host_config(&self) -> HostConfig {
         let mut cfg = HostConfig::new(&self.proxy.endpoint());
         cfg.program = Some((
-            std::path::PathBuf::from(if std::env::var_os("EXPERIMENT_NO_UNKNOWN").is_some() { "/tmp/plugin-experiment" } else { env!("CARGO_BIN_EXE_ecs-elastic-agent") }),
+            std::path::PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")),
             vec!["serve".into(), "--metrics-addr".into(), format!("127.0.0.1:{}", self.metrics_port)],
         ));
         cfg
