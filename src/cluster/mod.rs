@@ -160,7 +160,17 @@ impl Cluster {
         let cluster = profile.cluster_name.as_str();
         let suffix = cluster_arn_suffix(cluster);
         let arns = tasks::list_running(&self.aws, cluster, &self.started_by).await?;
-        let running = tasks::describe(&self.aws, cluster, &suffix, &arns, &self.server_id, &self.key).await?;
+        // Tasks already tracked need none of our own tags back (their records hold them): dropped
+        // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
+        // "Performance"). Still one DescribeTasks per 100 ARNs.
+        let known: std::collections::HashSet<String> =
+            self.registry().all().filter_map(|a| a.task_arn.clone()).collect();
+        let mut running = Vec::with_capacity(arns.len());
+        for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
+            let views = tasks::describe(&self.aws, cluster, &suffix, chunk, &self.server_id, &self.key).await?;
+            running.extend(views.into_iter().map(|t| if known.contains(&t.arn) { t.without_own_tags() } else { t }));
+        }
+        drop(known);
         let running_arns: std::collections::HashSet<&str> = running.iter().map(|t| t.arn.as_str()).collect();
         let fallen: Vec<String> = self
             .registry()

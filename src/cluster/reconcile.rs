@@ -80,7 +80,7 @@ pub fn observe(
             // Unchanged (the common case): keep the copy we have rather than allocate a new one
             // for every agent on every ping.
             if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
-                record.task = Some(task.clone().without_own_tags());
+                record.task = Some(task.kept_copy());
             }
             if record.phase == Phase::Launching {
                 record.phase = Phase::Running;
@@ -230,7 +230,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         assigned_at: None,
         stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
         stop_reason: stopped.then(|| task.stop_summary()),
-        task: Some(task.clone().without_own_tags()),
+        task: Some(task.kept_copy()),
     })
 }
 

@@ -88,12 +88,14 @@ pub async fn describe_given(
     let names: Vec<&str> = td.container_definitions().iter().filter_map(|c| c.name()).collect();
     let agent_container = match container {
         Some(wanted) if names.contains(&wanted) => wanted.to_string(),
-        Some(wanted) => return Err(AwsError::in_answer(
-            "DescribeTaskDefinition",
-            format!(
+        Some(wanted) => {
+            return Err(AwsError::in_answer(
+                "DescribeTaskDefinition",
+                format!(
                 "task definition {arn} has no container named {wanted:?} (it has {names:?}): fix AgentContainerName"
             ),
-        )),
+            ))
+        }
         None => names.first().map(|n| n.to_string()).ok_or_else(|| {
             AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} has no containers"))
         })?,

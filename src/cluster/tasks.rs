@@ -85,6 +85,50 @@ impl TaskView {
         self
     }
 
+    /// [`TaskView::without_own_tags`] of a view still needed whole: copies only what is kept.
+    pub fn kept_copy(&self) -> TaskView {
+        let TaskView {
+            arn,
+            cluster_arn,
+            last_status,
+            desired_status,
+            capacity,
+            task_definition,
+            tags,
+            stop_code,
+            stopped_reason,
+            containers,
+            created_at,
+            pull_started_at,
+            pull_stopped_at,
+            started_at,
+            stopped_at,
+            availability_zone,
+            cpu,
+            memory,
+        } = self;
+        TaskView {
+            arn: arn.clone(),
+            cluster_arn: cluster_arn.clone(),
+            last_status: last_status.clone(),
+            desired_status: desired_status.clone(),
+            capacity: capacity.clone(),
+            task_definition: task_definition.clone(),
+            tags: tags.iter().filter(|(k, _)| !is_own_tag(k)).map(|(k, v)| (k.clone(), v.clone())).collect(),
+            stop_code: stop_code.clone(),
+            stopped_reason: stopped_reason.clone(),
+            containers: containers.clone(),
+            created_at: *created_at,
+            pull_started_at: *pull_started_at,
+            pull_stopped_at: *pull_stopped_at,
+            started_at: *started_at,
+            stopped_at: *stopped_at,
+            availability_zone: availability_zone.clone(),
+            cpu: cpu.clone(),
+            memory: memory.clone(),
+        }
+    }
+
     /// Whether a fresh description says nothing that this kept view (see
     /// [`TaskView::without_own_tags`]) does not already say.
     pub fn unchanged_by(&self, fresh: &TaskView) -> bool {
