@@ -492,6 +492,9 @@ pub async fn launch_burst(n: usize, check_time: bool) -> (Row, String) {
     let aws = Aws::start().await;
     aws.proxy.add_rule(RUN_TASK_BUDGET_RULE, aws_like::run_task_budget());
     moto::create_cluster(&aws.base, CLUSTER).await;
+    // moto builds a region's EC2 defaults on its first EC2 call (0.8 s here; AWS has no such
+    // cost): done before the clock starts, straight to moto and not counted.
+    moto::default_network(&aws.base).await;
     let cluster = cluster_props(CLUSTER, &[]);
     let elastic = elastic_props();
     let cfg =
@@ -510,6 +513,13 @@ pub async fn launch_burst(n: usize, check_time: bool) -> (Row, String) {
     let launched = aws.proxy.ecs_tasks_started() as usize;
     let last = run_tasks.iter().filter(|r| r.outcome == Outcome::Forwarded).map(|r| r.at).max().unwrap_or(started);
     let secs = last.saturating_duration_since(started).as_secs_f64();
+    // When the plugin let the last RunTask go, apart from how long moto took to answer it.
+    let last_sent = run_tasks.iter().map(|r| r.received).max().unwrap_or(started);
+    let mut answer_ms: Vec<f64> =
+        run_tasks.iter().map(|r| r.at.saturating_duration_since(r.received).as_secs_f64() * 1000.0).collect();
+    answer_ms.sort_by(f64::total_cmp);
+    let p50_ms = answer_ms.get(answer_ms.len() / 2).copied().unwrap_or_default();
+    let max_ms = answer_ms.last().copied().unwrap_or_default();
     host.shutdown().await;
     let floor = n.saturating_sub(100) as f64 / 40.0;
     let in_time = !check_time || secs <= 1.2 * floor.max(0.1);
@@ -523,7 +533,10 @@ pub async fn launch_burst(n: usize, check_time: bool) -> (Row, String) {
     };
     let note = format!(
         "Burst: {n} create-agent calls for distinct jobs sent at once (MaxAgents 1000); timed from the first sent to \
-         the last RunTask answered; every create-agent answered after {:.2} s; {} RunTask calls reached the proxy",
+         the last RunTask answered (moto's EC2 defaults built beforehand); the last RunTask reached the proxy after {:.2} s; moto answered RunTask in \
+         {p50_ms:.0} ms (p50), {max_ms:.0} ms (max); every create-agent answered after {:.2} s; {} RunTask calls \
+         reached the proxy",
+        last_sent.saturating_duration_since(started).as_secs_f64(),
         answered.as_secs_f64(),
         run_tasks.len()
     );

@@ -5,7 +5,7 @@
 //!    a refusal goes to the job's console and to server health,
 //! 3. one atomic reservation: a live agent for the job means nothing to do, `MaxAgents` live
 //!    agents means the job waits for GoCD's next create-agent,
-//! 4. task definition (registered once) and networking (resolved once),
+//! 4. task definition (registered once) and networking (resolved once), looked up together,
 //! 5. RunTask with the agent's registration data as overrides and a client token from the job
 //!    id and attempt; the reservation becomes the agent's record, or is released on failure.
 //!    On EC2 the work is queued instead (`ec2::driver::enqueue`): the cluster's loop starts it
@@ -154,8 +154,8 @@ async fn launch(
     attempt: u32,
 ) -> Result<String> {
     let profile = cluster.profile();
-    let task_definition = cluster.task_definition(elastic).await?;
-    let network = cluster.network(elastic).await?;
+    // Both are cached after the first launch; the first one waits for the slower, not the sum.
+    let (task_definition, network) = tokio::try_join!(cluster.task_definition(elastic), cluster.network(elastic))?;
     let mut user_tags = profile.tags.clone();
     user_tags.extend(elastic.tags.iter().cloned());
     let job = &params.job_identifier;

@@ -40,6 +40,8 @@ pub struct Call {
     pub access_key_id: Option<String>,
     /// Form fields of a query-protocol call (EC2, STS); empty otherwise.
     pub form: Vec<(String, String)>,
+    /// When the whole request had reached the proxy.
+    pub received: Instant,
 }
 
 impl Call {
@@ -65,7 +67,7 @@ impl Call {
                 }
             }
         }
-        Call { request, service, operation, access_key_id, form }
+        Call { request, service, operation, access_key_id, form, received: Instant::now() }
     }
 
     /// `service:Operation`, the key of the counters (`ecs:RunTask`, `sts:AssumeRole`).
@@ -160,7 +162,10 @@ pub enum Outcome {
 /// One entry of the call log.
 #[derive(Debug, Clone)]
 pub struct CallRecord {
+    /// When the call was answered (or dropped).
     pub at: Instant,
+    /// When the request reached the proxy.
+    pub received: Instant,
     pub service: String,
     pub operation: String,
     pub access_key_id: Option<String>,
@@ -417,6 +422,7 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
     let is_assume = call.is("sts", "AssumeRole");
     let entry = CallRecord {
         at: Instant::now(),
+        received: call.received,
         service: call.service.clone(),
         operation: call.operation.clone(),
         access_key_id: call.access_key_id.clone(),
