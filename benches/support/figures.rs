@@ -275,6 +275,9 @@ fn stdio_figures(
     assert_eq!(yes, timing.latency_samples, "should-assign-work said no for agents the plugin tracks");
     let rss_kib = plugin.status_kib("VmRSS").unwrap_or(0);
     let hwm_kib = plugin.status_kib("VmHWM").unwrap_or(0);
+    // Heap and stacks apart from the binary's code and data mapped from its file.
+    let anon_kib = plugin.status_kib("RssAnon").unwrap_or(0);
+    let file_kib = plugin.status_kib("RssFile").unwrap_or(0);
     let mut echo = blocking(|| StdioProcess::spawn(&Launch::echo())).expect("the echo starts");
     let (mut echo_lat, _) = blocking(|| latencies(&mut echo, &bodies, timing.latency_samples));
     plugin_lat.sort();
@@ -340,8 +343,11 @@ fn stdio_figures(
     });
     out.notes.push(format!(
         "Memory: VmRSS of the plugin process from /proc/<pid>/status after adoption, pings and the latency run \
-         (peak VmHWM {:.1} MiB)",
-        mib(hwm_kib)
+         (peak VmHWM {:.1} MiB): {:.1} MiB anonymous (heap, stacks), {:.1} MiB mapped from the binary and \
+         libraries",
+        mib(hwm_kib),
+        mib(anon_kib),
+        mib(file_kib)
     ));
 }
 

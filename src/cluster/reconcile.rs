@@ -59,7 +59,7 @@ pub fn observe(
 ) -> Vec<Duration> {
     let mut registered = Vec::new();
     for task in running.iter().chain(described) {
-        let known = registry.by_task(&task.arn).map(|a| a.agent_id.clone());
+        let known = registry.agent_of(task).map(|a| a.agent_id.clone());
         let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
             Some(id) => id,
             None => continue,

@@ -144,9 +144,21 @@ impl Registry {
         self.agents.values().filter(|a| a.phase.is_live()).count()
     }
 
-    /// The agent whose task is `arn`.
+    /// The agent whose task is `arn`: a scan of every agent, for ARNs known without their tags
+    /// (tasks ECS no longer knows). Prefer [`Registry::agent_of`].
     pub fn by_task(&self, arn: &str) -> Option<&AgentRecord> {
         self.all().find(|a| a.task_arn.as_deref() == Some(arn))
+    }
+
+    /// The agent whose task `task` is, in one lookup through the task's agent id tag: a
+    /// record's `task_arn` only ever comes from a task tagged with its own agent id (RunTask's
+    /// answer, or a refresh that found the task by that tag), so no other record can hold it.
+    /// A ping asks this for every task; a scan each would be quadratic in the agents.
+    pub fn agent_of(&self, task: &TaskView) -> Option<&AgentRecord> {
+        match task.agent_id() {
+            Some(id) => self.get(id).filter(|a| a.task_arn.as_deref() == Some(task.arn.as_str())),
+            None => self.by_task(&task.arn),
+        }
     }
 
     /// Reserves a slot for `job` unless a live agent serves it or `max_agents` are live, in one
@@ -277,7 +289,7 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::job;
+    use super::super::fixtures::{job, tags, task};
     use super::*;
 
     #[test]
@@ -297,6 +309,22 @@ mod tests {
             Reservation::Reserved { agent_id: "e".into(), attempt: 2 }
         );
         assert_eq!(r.live_count(), 2);
+    }
+
+    #[test]
+    fn agent_of_finds_a_task_through_its_agent_id_tag() {
+        let now = SystemTime::UNIX_EPOCH;
+        let mut r = Registry::default();
+        for (id, job_id) in [("a", 1), ("b", 2)] {
+            r.reserve(&job(job_id), id.into(), 5, |_| {}, now);
+        }
+        r.launched("a", task("t-a", tags("a", 1), "RUNNING"));
+        assert_eq!(r.agent_of(&task("t-a", tags("a", 1), "RUNNING")).map(|a| a.agent_id.as_str()), Some("a"));
+        // A second task tagged for `a`, and a task of `b`, which has none yet: neither is theirs.
+        assert!(r.agent_of(&task("t-a2", tags("a", 1), "RUNNING")).is_none());
+        assert!(r.agent_of(&task("t-b", tags("b", 2), "RUNNING")).is_none());
+        // Without tags, only the ARN tells.
+        assert_eq!(r.agent_of(&task("t-a", vec![], "RUNNING")).map(|a| a.agent_id.as_str()), Some("a"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub fn sweep(registry: &Registry, running: &[TaskView], previous_marks: &HashSet
 }
 
 fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
-    match registry.by_task(&task.arn) {
+    match registry.agent_of(task) {
         Some(record) if record.phase == Phase::Stopped => {
             Some(format!("orphan: agent {} is finished but its task still runs", record.agent_id))
         }
