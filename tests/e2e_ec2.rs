@@ -370,9 +370,14 @@ async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
 /// A TerminateInstances the proxy saw: the access key that signed it and the instance ids.
 type Termination = (Option<String>, Vec<String>);
 
+/// A RunInstances the proxy saw: the access key that signed it, and its form fields about the
+/// network (`SubnetId`, `SecurityGroupId.N`, `NetworkInterface.1.*`).
+type NetworkAsked = (Option<String>, BTreeMap<String, String>);
+
 /// (e) Two EC2 cluster profiles in two accounts (one through AssumeRole) each launch, use and
 /// terminate their own instances, and never touch the other's. Every third StartTask is lost on
-/// the way (the connection drops): the retry still starts exactly one task per job.
+/// the way (the connection drops): the retry still starts exactly one task per job. Profile B
+/// asks for public IPs (`AssignPublicIp`): its instances get them on their network interface.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let mut w = Scenario::new("two_accounts").await;
@@ -389,6 +394,22 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
         }
         Verdict::Forward
     });
+    let launches: Arc<Mutex<Vec<NetworkAsked>>> = Arc::default();
+    let asked = launches.clone();
+    w.proxy.add_rule("record-launch-networks", move |call| {
+        if call.is("ec2", "RunInstances") {
+            let network = call
+                .form
+                .iter()
+                .filter(|(k, _)| {
+                    k == "SubnetId" || k.starts_with("SecurityGroupId.") || k.starts_with("NetworkInterface.")
+                })
+                .cloned()
+                .collect();
+            asked.lock().unwrap().push((call.access_key_id.clone(), network));
+        }
+        Verdict::Forward
+    });
     let start_tasks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = start_tasks.clone();
     w.proxy.add_rule("lose-start-tasks", move |call| {
@@ -401,7 +422,7 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let cfg = w
         .host_config()
         .cluster_profile("a", ec2_props("gocd-a", &[]))
-        .cluster_profile("b", ec2_props("gocd-b", &[("RoleArn", ROLE_ARN)]))
+        .cluster_profile("b", ec2_props("gocd-b", &[("RoleArn", ROLE_ARN), ("AssignPublicIp", "true")]))
         .elastic_profile("quarter-a", "a", quarter_props())
         .elastic_profile("quarter-b", "b", quarter_props());
     let host = GoCdHost::launch(cfg).await;
@@ -448,6 +469,23 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     assert!(ka.len() == 1 && kb.len() == 1 && ka != kb, "each profile tags its own instances: {ka:?} {kb:?}");
     let role_keys: BTreeSet<String> =
         w.proxy.captured_credentials().into_iter().map(|c| c.credentials.access_key_id).collect();
+    let launches = launches.lock().unwrap().clone();
+    assert!(launches.len() >= 2, "RunInstances in both accounts: {launches:?}");
+    for (key, network) in &launches {
+        let get = |k: &str| network.get(k).map(String::as_str);
+        if key.as_deref() == Some(TEST_ACCESS_KEY_ID) {
+            assert!(get("SubnetId").is_some(), "profile A names the subnet at the top level: {network:?}");
+            assert!(!network.keys().any(|k| k.starts_with("NetworkInterface.")), "and no interface: {network:?}");
+        } else {
+            assert_eq!(get("NetworkInterface.1.AssociatePublicIpAddress"), Some("true"), "{network:?}");
+            assert_eq!(get("NetworkInterface.1.DeviceIndex"), Some("0"), "{network:?}");
+            assert!(get("NetworkInterface.1.SubnetId").is_some() && get("SubnetId").is_none(), "{network:?}");
+            assert!(
+                get("NetworkInterface.1.SecurityGroupId.1").is_some(),
+                "the groups go on the interface: {network:?}"
+            );
+        }
+    }
     for (key, ids) in terminated.lock().unwrap().iter() {
         let fleet = if key.as_deref() == Some(TEST_ACCESS_KEY_ID) {
             0

@@ -8,8 +8,8 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
-    InstanceMetadataOptionsRequest, InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
-    TagSpecification, VolumeType,
+    InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceType, MarketType, ResourceType,
+    SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
 };
 use aws_sdk_ecs::types::ContainerInstanceStatus;
 
@@ -55,6 +55,8 @@ pub struct LaunchRequest<'a> {
     pub subnet: &'a str,
     /// Security groups.
     pub security_groups: &'a [String],
+    /// `AssignPublicIp`: a public IP for the instance; otherwise the subnet's own setting.
+    pub public_ip: bool,
     /// `Ec2KeyPair`.
     pub key_pair: Option<&'a str>,
     /// `Ec2RootVolumeGiB`.
@@ -256,8 +258,6 @@ pub async fn run_instances(
         .min_count(1)
         .max_count(count)
         .iam_instance_profile(profile)
-        .subnet_id(launch.subnet)
-        .set_security_group_ids(Some(launch.security_groups.to_vec()))
         .set_key_name(launch.key_pair.map(str::to_string))
         .block_device_mappings(
             BlockDeviceMapping::builder()
@@ -286,6 +286,21 @@ pub async fn run_instances(
         )
         .user_data(&launch.user_data)
         .client_token(&launch.client_token);
+    // A public IP can only be asked for on a network interface given whole, and EC2 refuses the
+    // subnet and groups at the top level beside one.
+    request = if launch.public_ip {
+        request.network_interfaces(
+            InstanceNetworkInterfaceSpecification::builder()
+                .device_index(0)
+                .subnet_id(launch.subnet)
+                .set_groups(Some(launch.security_groups.to_vec()))
+                .associate_public_ip_address(true)
+                .delete_on_termination(true)
+                .build(),
+        )
+    } else {
+        request.subnet_id(launch.subnet).set_security_group_ids(Some(launch.security_groups.to_vec()))
+    };
     if launch.spot {
         request = request.instance_market_options(
             InstanceMarketOptionsRequest::builder()

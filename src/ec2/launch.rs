@@ -85,6 +85,7 @@ async fn launch_some(
                 instance_profile: &cfg.instance_profile,
                 subnet,
                 security_groups: &network.security_groups,
+                public_ip: profile.assign_public_ip,
                 key_pair: cfg.key_pair.as_deref(),
                 root_volume_gib: cfg.root_volume_gib,
                 user_data: user_data::encoded(os, &join),

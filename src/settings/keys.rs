@@ -159,7 +159,7 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
         "Comma-separated security groups for the agent tasks, at most 5. Default: the default VPC's default group. Example: sg-0123abcd."),
     spec("AssignPublicIp", NETWORK, "Assign public IP", Input::Checkbox,
-        "Give each task a public IP, needed in public subnets without a NAT gateway. Default: off."),
+        "Give each task (with EC2: each container instance) a public IP, needed in public subnets without a NAT gateway. Default: off (with EC2: the subnet's own setting)."),
     spec("MaxAgents", LIMITS, "Maximum agents", Input::Text,
         "Running plus pending agents of this cluster profile, 1 to 1000; never exceeded. Default: 10."),
     spec("AgentRegisterTimeoutMinutes", LIMITS, "Agent register timeout (minutes)", Input::Text,
