@@ -49,7 +49,28 @@ impl CallStats {
     ///
     /// # Errors
     /// The last attempt's error, described, when it is not transient or attempts ran out.
-    pub async fn call<T, E, R, F, Fut>(&self, operation: &'static str, mut send: F) -> Result<T, AwsError>
+    pub async fn call<T, E, R, F, Fut>(&self, operation: &'static str, send: F) -> Result<T, AwsError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        self.call_unless(operation, |_| false, send).await
+    }
+
+    /// [`CallStats::call`] for a call where some errors are an ordinary answer (a lookup that
+    /// finds nothing): those `expected` says so of come back at once, neither retried nor
+    /// counted as failed nor logged as a warning.
+    ///
+    /// # Errors
+    /// The expected error, or as [`CallStats::call`].
+    pub async fn call_unless<T, E, R, F, Fut>(
+        &self,
+        operation: &'static str,
+        expected: impl Fn(&AwsError) -> bool,
+        mut send: F,
+    ) -> Result<T, AwsError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, R>>>,
@@ -61,6 +82,7 @@ impl CallStats {
             attempt += 1;
             match self.attempt(operation, attempt, send()).await {
                 Ok(value) => return Ok(value),
+                Err(e) if expected(&e) => return Err(e),
                 Err(e) if e.transient && attempt < MAX_ATTEMPTS => self.back_off(operation, attempt, &e).await,
                 Err(e) => return Err(self.give_up(operation, attempt, e)),
             }
@@ -156,6 +178,33 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aws_sdk_ecs::operation::describe_task_definition::DescribeTaskDefinitionError;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+    use aws_smithy_types::error::ErrorMetadata;
+
+    /// What ECS answers DescribeTaskDefinition for a family it does not have.
+    async fn client_exception() -> Result<(), SdkError<DescribeTaskDefinitionError, Response>> {
+        let meta = ErrorMetadata::builder().code("ClientException").message("Unable to describe task definition.");
+        let status = StatusCode::try_from(400).expect("a status code");
+        Err(SdkError::service_error(
+            DescribeTaskDefinitionError::generic(meta.build()),
+            Response::new(status, SdkBody::empty()),
+        ))
+    }
+
+    #[tokio::test]
+    async fn an_expected_answer_is_not_a_failure() {
+        let calls = CallStats::default();
+        let absent = |e: &AwsError| e.code.as_deref() == Some("ClientException");
+        let found = calls.call_unless("DescribeTaskDefinition", absent, client_exception).await;
+        assert_eq!(found.map_err(|e| e.code), Err(Some("ClientException".to_string())));
+        let counts = calls.snapshot()["DescribeTaskDefinition"];
+        assert_eq!(counts, OpCounts { calls: 1, throttled: 0, retries: 0, failed: 0 });
+        // The same answer where nothing expects it is a failure.
+        assert!(calls.call("DescribeTaskDefinition", client_exception).await.is_err());
+        assert_eq!(calls.snapshot()["DescribeTaskDefinition"].failed, 1);
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

@@ -44,7 +44,8 @@ pub async fn find_or_register(
     cluster_key: &str,
 ) -> Result<TaskDefinitionRef, AwsError> {
     let describe = aws.ecs.describe_task_definition().task_definition(family).include(TaskDefinitionField::Tags);
-    let existing = aws.calls.call("DescribeTaskDefinition", || describe.clone().send()).await;
+    // A family not registered yet is the usual answer for a new elastic profile, not a failure.
+    let existing = aws.calls.call_unless("DescribeTaskDefinition", is_absent, || describe.clone().send()).await;
     match existing {
         Ok(out) => {
             // Only a revision this server registered: another GoCD server on the same cluster has
@@ -60,13 +61,17 @@ pub async fn find_or_register(
                 });
             }
         }
-        Err(e)
-            if e.code.as_deref() == Some("ClientException")
-                || e.code.as_deref() == Some("InvalidParameterException") => {}
+        Err(e) if is_absent(&e) => {}
         Err(e) if e.transient => return Err(e),
         Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
     }
     register(aws, family, cluster, elastic, server_id, cluster_key).await
+}
+
+/// How ECS says a family has no revision (`ClientException`, or `InvalidParameterException`
+/// for a name it cannot parse).
+fn is_absent(e: &AwsError) -> bool {
+    matches!(e.code.as_deref(), Some("ClientException" | "InvalidParameterException"))
 }
 
 /// Looks up a task definition the elastic profile names, and its agent container.
