@@ -55,42 +55,12 @@ fn quarter_props() -> Props {
     props(&[("Image", IMAGE), ("Cpu", "1024"), ("Memory", "1800")])
 }
 
-/// One test's world.
-struct Scenario {
-    name: &'static str,
-    started: Instant,
-    moto: Moto,
-    proxy: Proxy,
-    base: SdkConfig,
-    fleets: Vec<Fleet>,
-}
-
 impl Scenario {
-    async fn new(name: &'static str) -> Scenario {
-        let moto = Moto::start().await;
-        let proxy = Proxy::start(moto.addr()).await;
-        let base = moto.base_config().await;
-        Scenario { name, started: Instant::now(), moto, proxy, base, fleets: Vec::new() }
-    }
-
     /// Creates an ECS cluster and the instance profile in the account of `cfg` (whose access key
     /// is `access_key_id`) and watches it.
-    async fn cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
-        moto::create_cluster(cfg, cluster).await;
+    async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
+        self.cluster(label, cfg, cluster).await;
         create_instance_profile(self.moto.addr(), access_key_id, INSTANCE_PROFILE).await;
-        self.fleets.push(Fleet::new(label, cfg, cluster));
-    }
-
-    fn host_config(&self) -> HostConfig {
-        HostConfig::new(&self.proxy.endpoint())
-    }
-
-    fn agents(&self, host: &GoCdHost) -> AgentSimulator {
-        AgentSimulator::start(
-            host,
-            self.fleets.clone(),
-            SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() },
-        )
     }
 
     fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator {
@@ -158,6 +128,11 @@ impl Scenario {
     }
 }
 
+/// Agents register 300 ms after their task starts.
+fn quick_registration() -> SimPolicy {
+    SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() }
+}
+
 /// Every job completed, every agent deleted, no registration refused, one task per job.
 async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
@@ -177,13 +152,13 @@ async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
 async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_idle() {
     let mut w = Scenario::new("thirty_jobs_packed").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
         .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Tags", "team=ci"), ("Ec2KeyPair", "ops")]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host);
+    let sim = w.agents(&host, quick_registration());
     let ec2 = w.instances(&host, Ec2Policy::default());
 
     host.add_jobs(JobSpec::new("quarter", Duration::from_secs(8)), 30).await;
@@ -245,13 +220,13 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
 async fn an_instance_that_never_registers_is_terminated_and_its_work_placed_elsewhere() {
     let mut w = Scenario::new("never_registers").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
         .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2RegisterTimeoutMinutes", "1")]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host);
+    let sim = w.agents(&host, quick_registration());
     let ec2 = w.instances(&host, Ec2Policy { never_register_first: 1, ..Ec2Policy::default() });
 
     host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 2).await;
@@ -292,7 +267,7 @@ fn asks_spot(call: &world::proxy::Call) -> bool {
 async fn spot_refused_for_capacity_falls_back_to_on_demand() {
     let mut w = Scenario::new("spot_falls_back").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     w.proxy.add_rule("no-spot", |call| {
         if asks_spot(call) {
             Verdict::ec2_error(
@@ -310,7 +285,7 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
         quarter_props(),
     );
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host);
+    let sim = w.agents(&host, quick_registration());
     let ec2 = w.instances(&host, Ec2Policy::default());
 
     host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 4).await;
@@ -339,13 +314,13 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
 async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
     let mut w = Scenario::new("restart_adopts").await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
         .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MaxInstances", "2")]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host);
+    let sim = w.agents(&host, quick_registration());
     let ec2 = w.instances(&host, Ec2Policy::default());
 
     host.add_jobs(JobSpec::new("quarter", Duration::from_secs(20)), 12).await;
@@ -383,8 +358,8 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let mut w = Scenario::new("two_accounts").await;
     let role = w.moto.assume_role_config(ROLE_ARN).await;
     let base = w.base.clone();
-    w.cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-a").await;
-    w.cluster("role", &role.config, &role.credentials.access_key_id, "gocd-b").await;
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-a").await;
+    w.ec2_cluster("role", &role.config, &role.credentials.access_key_id, "gocd-b").await;
     let terminated: Arc<Mutex<Vec<Termination>>> = Arc::default();
     let seen = terminated.clone();
     w.proxy.add_rule("record-terminations", move |call| {
@@ -426,7 +401,7 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
         .elastic_profile("quarter-a", "a", quarter_props())
         .elastic_profile("quarter-b", "b", quarter_props());
     let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host);
+    let sim = w.agents(&host, quick_registration());
     let ec2 = w.instances(&host, Ec2Policy::default());
 
     for _ in 0..5 {

@@ -17,7 +17,6 @@ mod world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use aws_config::SdkConfig;
 use world::host::{HostState, Props};
 use world::moto::{self, REGION};
 use world::proxy::{rules, Outcome};
@@ -39,84 +38,13 @@ fn elastic_props() -> Props {
     props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
 }
 
-/// One test's world: moto, the proxy, the base account and the clusters (fleets) it made.
-struct Scenario {
-    name: &'static str,
-    started: Instant,
-    moto: Moto,
-    proxy: Proxy,
-    base: SdkConfig,
-    fleets: Vec<Fleet>,
-}
-
 impl Scenario {
-    async fn new(name: &'static str) -> Scenario {
-        let moto = Moto::start().await;
-        let proxy = Proxy::start(moto.addr()).await;
-        let base = moto.base_config().await;
-        Scenario { name, started: Instant::now(), moto, proxy, base, fleets: Vec::new() }
-    }
-
-    /// Creates an ECS cluster in the account of `cfg` and watches it.
-    async fn cluster(&mut self, label: &str, cfg: &SdkConfig, cluster: &str) {
-        moto::create_cluster(cfg, cluster).await;
-        self.fleets.push(Fleet::new(label, cfg, cluster));
-    }
-
-    /// A host config pointing the plugin at the proxy.
-    fn host_config(&self) -> HostConfig {
-        HostConfig::new(&self.proxy.endpoint())
-    }
-
-    fn agents(&self, host: &GoCdHost, policy: SimPolicy) -> AgentSimulator {
-        AgentSimulator::start(host, self.fleets.clone(), policy)
-    }
-
-    /// Waits (bounded) until no fleet has a live task, then asserts it.
-    async fn assert_no_live_tasks(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let mut left = Vec::new();
-            for f in &self.fleets {
-                for t in moto::live_tasks(&f.config, &f.cluster).await {
-                    left.push(format!(
-                        "{}: {} (job {:?}, status {:?})",
-                        f.label,
-                        t.task_arn().unwrap_or("?"),
-                        moto::task_tag(&t, "gocd:job-id"),
-                        t.last_status()
-                    ));
-                }
-            }
-            if left.is_empty() {
-                return;
-            }
-            assert!(Instant::now() < deadline, "tasks still RUNNING after {within:?}:\n  {}", left.join("\n  "));
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
     /// The common end: no live task, quiet-ping figures, status reports and secret scan, clean
     /// shutdown, the `FIGURES:` line.
     async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(60)).await;
 
-        if std::env::var_os("WORLD_DUMP_CALLS").is_some() {
-            let t0 = self.started;
-            for r in self.proxy.log() {
-                eprintln!(
-                    "CALL {:>7}ms {} {} {:?} key={:?} account={:?} role={:?} rule={:?}",
-                    (r.at - t0).as_millis(),
-                    r.key(),
-                    r.status,
-                    r.outcome,
-                    r.access_key_id,
-                    r.assumed_account,
-                    r.role_arn,
-                    r.rule
-                );
-            }
-        }
+        self.dump_calls();
 
         // AWS calls inside the timed pings of the run (approximate: other calls may overlap).
         let windows =

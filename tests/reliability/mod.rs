@@ -1,20 +1,18 @@
-//! What the reliability tests (`e2e_faults`, `e2e_crash`, `e2e_isolation`) share: a [`Scenario`]
-//! (fresh moto, a proxy in front of it, the clusters watched by the agent simulator), the plugin
-//! started with its metrics endpoint, the checks every test ends with ([`Scenario::finish`]: no
-//! task of ours left running, no job with two tasks, no registration GoCD refused, no secret in
-//! anything operators read, a clean shutdown) and the `FIGURES:` line.
+//! What the reliability tests (`e2e_faults`, `e2e_crash`, `e2e_isolation`) share beyond the
+//! world's [`Scenario`]: the plugin's own call counters from its metrics endpoint, the checks
+//! every test ends with ([`Scenario::finish`]: no task of ours left running, no job with two
+//! tasks, no registration GoCD refused, no secret in anything operators read, a clean shutdown)
+//! and the `FIGURES:` line.
 //!
 //! Uses `crate::world` (each test crate declares `mod world;` before `mod reliability;`).
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
-
-use aws_config::SdkConfig;
+use std::time::Duration;
 
 use crate::world::host::{HostState, Props};
-use crate::world::moto::{self, REGION};
+use crate::world::moto::REGION;
 use crate::world::*;
 
 /// The agent image of every elastic profile here.
@@ -37,54 +35,7 @@ pub fn seed(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// One test's world.
-pub struct Scenario {
-    pub name: &'static str,
-    pub started: Instant,
-    pub moto: Moto,
-    pub proxy: Proxy,
-    pub base: SdkConfig,
-    pub fleets: Vec<Fleet>,
-    /// The plugin's `--metrics-addr` port (the same for every process of the test).
-    pub metrics_port: u16,
-}
-
 impl Scenario {
-    pub async fn new(name: &'static str) -> Scenario {
-        let moto = Moto::start().await;
-        let proxy = Proxy::start(moto.addr()).await;
-        let base = moto.base_config().await;
-        Scenario {
-            name,
-            started: Instant::now(),
-            moto,
-            proxy,
-            base,
-            fleets: Vec::new(),
-            metrics_port: moto::free_port(),
-        }
-    }
-
-    /// Creates an ECS cluster in the account of `cfg` and watches it.
-    pub async fn cluster(&mut self, label: &str, cfg: &SdkConfig, cluster: &str) {
-        moto::create_cluster(cfg, cluster).await;
-        self.fleets.push(Fleet::new(label, cfg, cluster));
-    }
-
-    /// A host config pointing the plugin at the proxy, with its metrics endpoint on.
-    pub fn host_config(&self) -> HostConfig {
-        let mut cfg = HostConfig::new(&self.proxy.endpoint());
-        cfg.program = Some((
-            std::path::PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")),
-            vec!["serve".into(), "--metrics-addr".into(), format!("127.0.0.1:{}", self.metrics_port)],
-        ));
-        cfg
-    }
-
-    pub fn agents(&self, host: &GoCdHost, policy: SimPolicy) -> AgentSimulator {
-        AgentSimulator::start(host, self.fleets.clone(), policy)
-    }
-
     /// The plugin's own counters of AWS calls, summed by API budget category:
     /// category → (calls, throttled, retries, failed). Empty when the endpoint is not up.
     pub async fn plugin_calls_by_category(&self) -> BTreeMap<String, [u64; 4]> {
@@ -93,31 +44,6 @@ impl Scenario {
             return BTreeMap::new();
         };
         parse_calls_by_category(&r.text())
-    }
-
-    /// Waits (bounded) until no fleet has a live task, then asserts it.
-    pub async fn assert_no_live_tasks(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        loop {
-            let mut left = Vec::new();
-            for f in &self.fleets {
-                for t in moto::live_tasks(&f.config, &f.cluster).await {
-                    left.push(format!(
-                        "{}: {} (job {:?}, server {:?}, status {:?})",
-                        f.label,
-                        t.task_arn().unwrap_or("?"),
-                        moto::task_tag(&t, "gocd:job-id"),
-                        moto::task_tag(&t, "gocd:server-id"),
-                        t.last_status()
-                    ));
-                }
-            }
-            if left.is_empty() {
-                return;
-            }
-            assert!(Instant::now() < deadline, "tasks still RUNNING after {within:?}:\n  {}", left.join("\n  "));
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
     }
 
     /// The common end of a test with one host: no live task, status reports rendered and every
@@ -129,18 +55,7 @@ impl Scenario {
     /// [`Scenario::finish`] for several hosts (GoCD servers) on the same moto.
     pub async fn finish_hosts(self, hosts: &[GoCdHost], sims: Vec<AgentSimulator>, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(120)).await;
-        if std::env::var_os("WORLD_DUMP_CALLS").is_some() {
-            for r in self.proxy.log() {
-                eprintln!(
-                    "CALL {:>7}ms {} {} {:?} rule={:?}",
-                    (r.at - self.started).as_millis(),
-                    r.key(),
-                    r.status,
-                    r.outcome,
-                    r.rule
-                );
-            }
-        }
+        self.dump_calls();
         let mut scanned = 0;
         for host in hosts {
             host.pause_pings(true);
