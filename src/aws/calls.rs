@@ -60,8 +60,8 @@ impl CallStats {
     }
 
     /// [`CallStats::call`] for a call where some errors are an ordinary answer (a lookup that
-    /// finds nothing): those `expected` says so of come back at once, neither retried nor
-    /// counted as failed nor logged as a warning.
+    /// finds nothing): an error `expected` accepts comes back at once, not retried, not counted
+    /// as failed and not logged as a warning.
     ///
     /// # Errors
     /// The expected error, or as [`CallStats::call`].
