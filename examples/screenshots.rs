@@ -21,11 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use world::moto::{self, REGION};
+use world::profiles::IMAGE;
 use world::proxy::{rules, Call};
 use world::*;
 
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
-const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 4)]
 async fn main() {

@@ -23,10 +23,10 @@ use aws_config::SdkConfig;
 use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use world::host::{HostState, Props};
 use world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
+use world::profiles::IMAGE;
 use world::proxy::{Outcome, Verdict};
 use world::*;
 
-const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 const AMI: &str = "ami-0abcdef1234567890";
 const INSTANCE_PROFILE: &str = "gocd-ecs-instance";
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";

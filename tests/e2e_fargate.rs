@@ -17,26 +17,14 @@ mod world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use world::host::{HostState, Props};
-use world::moto::{self, REGION};
+use world::host::HostState;
+use world::moto;
+use world::profiles::{cluster_props, elastic_props};
 use world::proxy::{rules, Outcome};
 use world::*;
 
-const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 const DENIED_ROLE_ARN: &str = "arn:aws:iam::222222222222:role/gocd-forbidden";
-
-/// A Fargate cluster profile (DESIGN.md §3 keys) plus extra keys.
-fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
-    let mut p = props(&[("ClusterName", cluster), ("Region", REGION)]);
-    p.extend(props(extra));
-    p
-}
-
-/// A small valid Fargate elastic profile.
-fn elastic_props() -> Props {
-    props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
-}
 
 impl Scenario {
     /// The common end: no live task, quiet-ping figures, status reports and secret scan, clean

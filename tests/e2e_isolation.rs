@@ -27,6 +27,7 @@ use aws_sdk_ecs::types::{
 use ecs_elastic_agent::cluster::identity::cluster_key;
 use reliability::*;
 use world::moto::{self, aws_error_text, REGION};
+use world::profiles::IMAGE;
 use world::*;
 
 /// A host on `proxy` (no metrics endpoint: one per test is enough).

@@ -22,12 +22,12 @@ use super::stdio::{percentile, Launch, StdioProcess};
 use super::table::{ratio, Row};
 use crate::world::host::{props, GoCdHost, HostConfig, Props};
 use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::profiles::{self, elastic_props};
 use crate::world::proxy::{aws_like, Outcome, Proxy};
 
 /// The role of the AssumeRole figure (moto lets the base account assume it).
 pub const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-bench";
 const ROLE_ACCOUNT: &str = "111111111111";
-const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 const SERVER_PING: &str = "cd.go.elastic-agent.server-ping";
 const SHOULD_ASSIGN_WORK: &str = "cd.go.elastic-agent.should-assign-work";
 /// Name of the proxy rule that plays ECS's RunTask budget.
@@ -90,19 +90,9 @@ impl Aws {
 /// A Fargate cluster profile for a benchmark: room for every agent, and agents that never
 /// register (nothing plays the containers here) are left alone for the whole run.
 pub fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
-    let mut p = props(&[
-        ("ClusterName", cluster),
-        ("Region", REGION),
-        ("MaxAgents", "1000"),
-        ("AgentRegisterTimeoutMinutes", "120"),
-    ]);
+    let mut p = profiles::cluster_props(cluster, &[("MaxAgents", "1000"), ("AgentRegisterTimeoutMinutes", "120")]);
     p.extend(props(extra));
     p
-}
-
-/// One small Fargate elastic profile.
-pub fn elastic_props() -> Props {
-    props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
 }
 
 fn ceil_div(n: usize, d: usize) -> u64 {

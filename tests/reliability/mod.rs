@@ -11,24 +11,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::world::host::{HostState, Props};
-use crate::world::moto::REGION;
+use crate::world::host::HostState;
 use crate::world::*;
 
-/// The agent image of every elastic profile here.
-pub const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
-
-/// A Fargate cluster profile plus extra keys.
-pub fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
-    let mut p = props(&[("ClusterName", cluster), ("Region", REGION)]);
-    p.extend(props(extra));
-    p
-}
-
-/// A small valid Fargate elastic profile.
-pub fn elastic_props() -> Props {
-    props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024")])
-}
+pub use crate::world::profiles::{cluster_props, elastic_props};
 
 /// A seed from `$name` (decimal), else `default`: printed in the figures so a run can be replayed.
 pub fn seed(name: &str, default: u64) -> u64 {

@@ -7,6 +7,7 @@
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
 //! - [`ec2`]: `InstanceSimulator`, the ECS agent of every EC2 instance the plugin launches.
+//! - [`profiles`]: the agent image and the small Fargate profiles tests start from.
 //! - [`scenario`]: `Scenario`, one test's moto, proxy and watched clusters.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
 //! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
@@ -22,6 +23,7 @@ pub mod ec2;
 pub mod host;
 pub mod http;
 pub mod moto;
+pub mod profiles;
 pub mod proxy;
 pub mod scenario;
 pub mod secrets;
