@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::plugin::Plugin;
-use crate::settings::{self, MigrateConfig};
+use crate::protocol::profiles::MigrateConfig;
+use crate::settings;
 
 /// Configured profiles come back unchanged; legacy settings are migrated (see `settings::migrate`).
 pub async fn migrate(_: Arc<Plugin>, request: MigrateConfig) -> Result<MigrateConfig> {

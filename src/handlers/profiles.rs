@@ -6,8 +6,9 @@ use serde::de::IgnoredAny;
 
 use crate::error::Result;
 use crate::plugin::Plugin;
+use crate::protocol::profiles::{FieldError, MetadataEntry, Properties};
 use crate::protocol::requests::View;
-use crate::settings::{self, FieldError, MetadataEntry, Properties};
+use crate::settings;
 
 /// Elastic profile keys with `required` and `secure`.
 pub async fn elastic_metadata(_: Arc<Plugin>, _: IgnoredAny) -> Result<Vec<MetadataEntry>> {

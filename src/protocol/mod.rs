@@ -6,6 +6,7 @@
 
 pub mod framing;
 pub mod host_calls;
+pub mod profiles;
 pub mod requests;
 pub mod types;
 

@@ -8,9 +8,9 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::profiles::{FieldError, MetadataEntry, MigrateConfig, Properties};
 use super::types::{AgentMetadata, JobIdentifier};
 use crate::secret::Secret;
-use crate::settings::{FieldError, MetadataEntry, MigrateConfig, Properties};
 
 /// A request GoCD sends the plugin.
 pub trait HostRequest {

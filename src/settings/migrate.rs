@@ -3,61 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
-
 use super::fields::set_value;
 use super::keys::ProfileKind;
+use crate::protocol::profiles::{ClusterProfileInfo, MigrateConfig};
+use crate::protocol::PLUGIN_ID;
 
 /// Id of the cluster profile made from legacy plugin settings.
 pub const MIGRATED_CLUSTER_PROFILE_ID: &str = "migrated_from_plugin_settings";
-
-/// This plugin's id.
-pub const PLUGIN_ID: &str = "cd.go.contrib.elastic-agent.ecs";
-
-/// The migrate-config request and response body. All three keys are always serialized.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MigrateConfig {
-    /// Legacy plugin settings (`{}` when none).
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub plugin_settings: BTreeMap<String, Option<String>>,
-    /// This plugin's cluster profiles.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub cluster_profiles: Vec<ClusterProfileInfo>,
-    /// Elastic agent profiles whose cluster profile belongs to this plugin.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub elastic_agent_profiles: Vec<ElasticProfileInfo>,
-}
-
-/// A cluster profile as migrate-config carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClusterProfileInfo {
-    /// The profile's id.
-    pub id: String,
-    /// The plugin id.
-    pub plugin_id: String,
-    /// The profile's properties (values may be `null`).
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub properties: BTreeMap<String, Option<String>>,
-}
-
-/// An elastic agent profile as migrate-config carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ElasticProfileInfo {
-    /// The profile's id.
-    pub id: String,
-    /// The plugin id (GoCD derives it from the cluster profile and ignores it on the way back).
-    pub plugin_id: String,
-    /// The cluster profile it uses; empty for profiles from before cluster profiles existed.
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub cluster_profile_id: String,
-    /// The profile's properties (values may be `null`).
-    #[serde(default, deserialize_with = "null_as_default")]
-    pub properties: BTreeMap<String, Option<String>>,
-}
-
-fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
-    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
-}
 
 /// Old Java plugin setting → our cluster profile key. Keys already named like ours are kept as
 /// they are; every other legacy key has no equivalent and is dropped.

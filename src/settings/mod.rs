@@ -23,50 +23,22 @@ mod views;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-
 use sha2::{Digest, Sha256};
 
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
 pub use compat::check_compatible;
 pub use ec2_capacity::Ec2Capacity;
 pub use elastic_profile::{validate_elastic_profile, ElasticProfile};
-pub use migrate::{
-    migrate_config, ClusterProfileInfo, ElasticProfileInfo, MigrateConfig, MIGRATED_CLUSTER_PROFILE_ID, PLUGIN_ID,
-};
+pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};
 pub use views::{cluster_profile_view, elastic_profile_view};
 
+// The wire shapes of profiles are the protocol's; re-exported here because every profile
+// function speaks them.
+pub use crate::protocol::profiles::{
+    ClusterProfileInfo, ElasticProfileInfo, FieldError, Metadata, MetadataEntry, MigrateConfig, Properties,
+};
+
 use keys::ProfileKind;
-
-/// GoCD's flat property map; validate calls may carry JSON `null` values.
-pub type Properties = BTreeMap<String, Option<String>>;
-
-/// One validation problem, keyed by the property it is about. Serializes as `{"key":..,"message":..}`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct FieldError {
-    /// The property key.
-    pub key: String,
-    /// A plain sentence saying what is wrong and what would be right.
-    pub message: String,
-}
-
-/// One entry of a profile metadata answer: `{"key":..,"metadata":{"required":..,"secure":..}}`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct MetadataEntry {
-    /// The property key.
-    pub key: String,
-    /// Its flags.
-    pub metadata: Metadata,
-}
-
-/// The flags of one key.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Metadata {
-    /// GoCD marks the field required.
-    pub required: bool,
-    /// GoCD stores the value encrypted.
-    pub secure: bool,
-}
 
 /// Every cluster profile key, in the table's stable order.
 pub fn cluster_profile_metadata() -> Vec<MetadataEntry> {
