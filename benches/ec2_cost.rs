@@ -17,9 +17,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Slot};
-use ecs_elastic_agent::ec2::pool::PLACEMENT_GRACE;
-use ecs_elastic_agent::ec2::{capacity, OsClass, Resources};
+use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Slot};
+use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
+use ecs_elastic_agent::cluster::ec2::{capacity, OsClass, Resources};
 
 /// Time from RunInstances to the container instance registering (boot, ECS agent start).
 const BOOT: u64 = 90;

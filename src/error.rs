@@ -1,12 +1,16 @@
 //! The crate's error type and how each error crosses the wire: every variant documents the
 //! response code the host sees. Messages are sentences for an operator, never with a secret.
 
+use crate::aws::{AwsError, NoRegion};
+use crate::cluster::error::EngineError;
+pub use crate::cluster::gocd::HostCallError;
 use crate::protocol::{MessageId, Response};
 
 /// `Result` with this crate's [`PluginError`].
 pub type Result<T, E = PluginError> = std::result::Result<T, E>;
 
-/// Anything a request handler can fail with.
+/// Anything a request handler can fail with: each layer's own error, joined here, so what
+/// the metrics label and the status report see is what happened (a throttle stays a throttle).
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
     /// The body is not of the shape its request needs. Host sees 400.
@@ -18,9 +22,12 @@ pub enum PluginError {
     /// A call back to the GoCD server failed. Host sees 500.
     #[error(transparent)]
     Host(#[from] HostCallError),
-    /// AWS refused or failed a call; the message names the operation and profile. Host sees 500.
-    #[error("{0}")]
-    Aws(String),
+    /// AWS refused or failed a call; the message names the operation. Host sees 500.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    /// No region for a cluster profile. Host sees 500.
+    #[error(transparent)]
+    NoRegion(#[from] NoRegion),
     /// A profile is not usable as it stands (what to fix is in the message). Host sees 500.
     #[error("{0}")]
     Config(String),
@@ -29,13 +36,27 @@ pub enum PluginError {
     Internal(String),
 }
 
+impl From<EngineError> for PluginError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Aws(e) => PluginError::Aws(e),
+            EngineError::Gocd(e) => PluginError::Host(e),
+            EngineError::Refused(message) | EngineError::Config(message) => PluginError::Config(message),
+        }
+    }
+}
+
 impl PluginError {
     /// The GoCD response code for this error.
     pub fn code(&self) -> u16 {
         match self {
             PluginError::BadRequest(_) => 400,
             PluginError::UnknownRequest(_) => 404,
-            PluginError::Host(_) | PluginError::Aws(_) | PluginError::Config(_) | PluginError::Internal(_) => 500,
+            PluginError::Host(_)
+            | PluginError::Aws(_)
+            | PluginError::NoRegion(_)
+            | PluginError::Config(_)
+            | PluginError::Internal(_) => 500,
         }
     }
 
@@ -45,8 +66,10 @@ impl PluginError {
             PluginError::BadRequest(_) => "bad_request",
             PluginError::UnknownRequest(_) => "unknown_request",
             PluginError::Host(_) => "host_call",
+            PluginError::Aws(e) if e.throttled => "aws_throttled",
+            PluginError::Aws(e) if e.transient => "aws_transient",
             PluginError::Aws(_) => "aws",
-            PluginError::Config(_) => "config",
+            PluginError::NoRegion(_) | PluginError::Config(_) => "config",
             PluginError::Internal(_) => "internal",
         }
     }
@@ -61,43 +84,6 @@ impl PluginError {
         }
         Response::error(id, self.code(), &message)
     }
-}
-
-/// A plugin→host call that did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum HostCallError {
-    /// stdin closed (or the plugin is shutting down) before the host answered.
-    #[error("the GoCD server closed the connection before answering {call}")]
-    Disconnected {
-        /// The callback name.
-        call: &'static str,
-    },
-    /// No answer within the call timeout.
-    #[error("the GoCD server did not answer {call} within {seconds} s")]
-    Timeout {
-        /// The callback name.
-        call: &'static str,
-        /// The timeout.
-        seconds: u64,
-    },
-    /// The host answered with a code other than 200.
-    #[error("the GoCD server answered {call} with code {code}: {message}")]
-    Status {
-        /// The callback name.
-        call: &'static str,
-        /// The code.
-        code: u16,
-        /// Its message, if any.
-        message: String,
-    },
-    /// The answer's body is not of the shape the callback returns.
-    #[error("the GoCD server's answer to {call} could not be read: {reason}")]
-    BadAnswer {
-        /// The callback name.
-        call: &'static str,
-        /// What was wrong.
-        reason: String,
-    },
 }
 
 #[cfg(test)]
@@ -119,5 +105,20 @@ mod tests {
         assert_eq!(e.code(), 500);
         assert_eq!(e.metric_label(), "host_call");
         assert_eq!(e.to_string(), "the GoCD server did not answer go.processor.server-info.get within 30 s");
+    }
+
+    #[test]
+    fn a_throttle_stays_a_throttle_up_to_the_label() {
+        let throttled = AwsError {
+            operation: "RunTask",
+            code: Some("ThrottlingException".into()),
+            detail: "ThrottlingException: Rate exceeded".into(),
+            transient: true,
+            throttled: true,
+        };
+        let e = PluginError::from(EngineError::from(throttled.clone()));
+        assert_eq!(e.metric_label(), "aws_throttled");
+        assert!(matches!(&e, PluginError::Aws(inner) if *inner == throttled));
+        assert_eq!(e.to_response(None).message(), Some("AWS RunTask failed: ThrottlingException: Rate exceeded"));
     }
 }

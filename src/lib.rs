@@ -6,22 +6,27 @@
 //!
 //! # Where things live
 //! - [`protocol`]: the wire as pure data (envelopes, v5 bodies, callbacks).
-//! - [`server`]: stdio, request dispatch, calls back to the host.
-//! - [`handlers`]: one file per request family.
+//! - [`server`]: stdio, concurrency, calls back to the host (the engine's GoCD port).
+//! - [`handlers`]: the request list and one thin adapter per request family.
+//! - [`plugin`]: every cluster profile's engine, server-info, server-ping across profiles.
+//! - [`cluster`]: the engine — one cluster profile's life, its registry, reconciler, launches
+//!   and EC2 capacity.
+//! - [`aws`]: SDK clients per account, the call budget, `AwsError`.
 //! - [`settings`]: profiles parsed and validated.
 //! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor).
 //! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
 //!
 //! # Architecture invariants
 //! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
-//! - `protocol` does no I/O and imports neither `server` nor AWS.
+//! - Layers import downwards only (docs/architecture.md): `protocol` imports nothing of ours but
+//!   `secret` and does no I/O; nothing under `cluster`, `aws` or `settings` imports `server`,
+//!   `handlers` or `plugin` — the engine reaches GoCD through [`cluster::gocd::Gocd`].
 //! - A secret lives in [`secret::Secret`] and is exposed only where it is handed to AWS or a task.
 //! - Bad input is answered and skipped; nothing a host sends stops the server.
 
 pub mod aws;
 pub mod cli;
 pub mod cluster;
-pub mod ec2;
 pub mod error;
 pub mod handlers;
 pub mod metrics;

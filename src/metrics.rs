@@ -5,7 +5,10 @@
 //!   requests by name and result;
 //! - computed at scrape from the plugin's clusters: agents by cluster profile, elastic profile and
 //!   state, `MaxAgents`, orphans swept, AWS calls, throttles, retries and failures by operation
-//!   and category (from [`crate::aws::CallStats`]), AssumeRole calls.
+//!   and category (from each account's `CallStats`), AssumeRole calls.
+//!
+//! Metrics never see the plugin itself: the plugin registers as a [`ClusterGauges`] after start
+//! (held weakly), and a scrape asks it for its clusters.
 //!
 //! The HTTP side is a minimal HTTP/1.1 responder on tokio: one request per connection,
 //! `GET /metrics` → 200, anything else → 404. No secret is ever a label: labels are cluster
@@ -22,8 +25,15 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::aws::budget::Category;
 use crate::cluster::registry::Phase;
-use crate::plugin::Plugin;
+use crate::cluster::Cluster;
 use crate::settings::LaunchType;
+
+/// What a scrape reads the cluster gauges from (the plugin, which registers with
+/// [`Metrics::attach`]).
+pub trait ClusterGauges: Send + Sync {
+    /// Every cluster known now, in a stable order.
+    fn clusters(&self) -> Vec<Arc<Cluster>>;
+}
 
 /// What one create-agent came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +100,7 @@ pub struct Metrics {
     launches: [AtomicU64; LaunchResult::ALL.len()],
     register: Mutex<Histogram>,
     requests: Mutex<BTreeMap<(String, &'static str), u64>>,
-    plugin: Mutex<Weak<Plugin>>,
+    gauges: Mutex<Option<Weak<dyn ClusterGauges>>>,
 }
 
 impl Metrics {
@@ -115,19 +125,20 @@ impl Metrics {
         *self.requests.lock().unwrap_or_else(PoisonError::into_inner).entry((short, result)).or_default() += 1;
     }
 
-    /// Lets scrapes read the clusters of `plugin` (held weakly: metrics never keep it alive).
-    pub fn attach(&self, plugin: &Arc<Plugin>) {
-        *self.plugin.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(plugin);
+    /// Lets scrapes read the clusters of `gauges` (held weakly: metrics never keep it alive).
+    pub fn attach<G: ClusterGauges + 'static>(&self, gauges: &Arc<G>) {
+        let weak: Weak<G> = Arc::downgrade(gauges);
+        *self.gauges.lock().unwrap_or_else(PoisonError::into_inner) = Some(weak);
     }
 
     /// The exposition text.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
-        let plugin = self.plugin.lock().unwrap_or_else(PoisonError::into_inner).upgrade();
+        let gauges = self.gauges.lock().unwrap_or_else(PoisonError::into_inner).as_ref().and_then(|w| w.upgrade());
         header(&mut out, "ecs_ea_build_info", "gauge", "The plugin's version.");
         sample(&mut out, "ecs_ea_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
-        if let Some(plugin) = &plugin {
-            clusters(&mut out, plugin);
+        if let Some(gauges) = &gauges {
+            clusters(&mut out, &gauges.clusters());
         }
         header(&mut out, "ecs_ea_launches_total", "counter", "create-agent outcomes by result.");
         for (r, n) in LaunchResult::ALL.iter().zip(&self.launches) {
@@ -168,15 +179,14 @@ impl Metrics {
 }
 
 /// Agents, limits, AWS calls and AssumeRole calls of every known cluster.
-fn clusters(out: &mut String, plugin: &Plugin) {
-    let clusters = plugin.known_clusters();
+fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
     header(
         out,
         "ecs_ea_agents",
         "gauge",
         "Agents the plugin knows, by cluster profile, elastic profile (hash) and state.",
     );
-    for c in &clusters {
+    for c in clusters {
         let profile = c.profile();
         let mut by: BTreeMap<String, [u64; 4]> = BTreeMap::new();
         for a in c.registry().all() {
@@ -196,7 +206,7 @@ fn clusters(out: &mut String, plugin: &Plugin) {
         }
     }
     header(out, "ecs_ea_max_agents", "gauge", "MaxAgents of each cluster profile.");
-    for c in &clusters {
+    for c in clusters {
         let profile = c.profile();
         let labels =
             [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
@@ -208,13 +218,13 @@ fn clusters(out: &mut String, plugin: &Plugin) {
         "counter",
         "Tasks of ours that no agent record explained, stopped by the orphan sweep.",
     );
-    for c in &clusters {
+    for c in clusters {
         let profile = c.profile();
         let labels =
             [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
         sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans.load(Ordering::Relaxed) as f64);
     }
-    aws_calls(out, &clusters);
+    aws_calls(out, clusters);
 }
 
 fn phase_index(phase: Phase) -> usize {
@@ -227,7 +237,7 @@ fn phase_index(phase: Phase) -> usize {
 }
 
 /// Call counts per account (clients shared by several profiles are counted once).
-fn aws_calls(out: &mut String, clusters: &[Arc<crate::cluster::Cluster>]) {
+fn aws_calls(out: &mut String, clusters: &[Arc<Cluster>]) {
     type Key = (String, String, String, &'static str);
     let mut seen = Vec::new();
     let mut calls: BTreeMap<Key, [u64; 4]> = BTreeMap::new();

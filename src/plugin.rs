@@ -1,6 +1,9 @@
-//! `Plugin`: the state every handler shares — the host client, the GoCD server's identity, the
-//! AWS clients per account and the run-time state of each cluster profile. Nothing here is
-//! persisted: AWS is the store (DESIGN.md §2), and a new process adopts what it finds there.
+//! `Plugin`: the state every handler shares — the port to GoCD, the GoCD server's identity, the
+//! AWS clients per account and the engine of each cluster profile ([`Cluster`]). Nothing here
+//! is persisted: AWS is the store (DESIGN.md §2), and a new process adopts what it finds there.
+//! Server-ping across every cluster profile is `plugin/ping.rs`.
+
+mod ping;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -9,10 +12,9 @@ use tokio::sync::OnceCell;
 
 use crate::aws::Accounts;
 use crate::cluster::identity::{cluster_key, cluster_key_of_agent};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Gocd};
 use crate::error::{PluginError, Result};
 use crate::protocol::host_calls::ServerInfo;
-use crate::server::host::HostClient;
 use crate::settings::{ClusterProfile, FieldError, Properties};
 
 /// Knobs of the plugin itself (not of the wire).
@@ -25,7 +27,7 @@ pub struct PluginOptions {
 /// Shared by every request handler.
 #[derive(Debug)]
 pub struct Plugin {
-    host: HostClient,
+    gocd: Arc<dyn Gocd>,
     server: OnceCell<ServerInfo>,
     accounts: Accounts,
     clusters: Mutex<HashMap<String, Arc<Cluster>>>,
@@ -33,10 +35,10 @@ pub struct Plugin {
 }
 
 impl Plugin {
-    /// A plugin talking back to the host through `host`.
-    pub fn new(host: HostClient, options: PluginOptions) -> Self {
+    /// A plugin talking back to GoCD through `gocd`.
+    pub fn new(gocd: Arc<dyn Gocd>, options: PluginOptions) -> Self {
         Plugin {
-            host,
+            gocd,
             server: OnceCell::new(),
             accounts: Accounts::default(),
             clusters: Mutex::new(HashMap::new()),
@@ -49,9 +51,9 @@ impl Plugin {
         &self.metrics
     }
 
-    /// The GoCD server's callbacks.
-    pub fn host(&self) -> &HostClient {
-        &self.host
+    /// The port to GoCD.
+    pub fn gocd(&self) -> &Arc<dyn Gocd> {
+        &self.gocd
     }
 
     /// The GoCD server's id and URLs, asked once (and again only after a failure).
@@ -62,7 +64,7 @@ impl Plugin {
         let info = self
             .server
             .get_or_try_init(|| async {
-                let info = self.host.server_info().await?;
+                let info = self.gocd.server_info().await?;
                 if info.server_id.is_empty() {
                     return Err(PluginError::Internal("the GoCD server sent an empty server_id".into()));
                 }
@@ -87,7 +89,7 @@ impl Plugin {
             return Ok(cluster);
         }
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
-        let fresh = Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile));
+        let fresh = Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile, self.gocd.clone()));
         Ok(self.clusters().entry(key).or_insert(fresh).clone())
     }
 
@@ -105,6 +107,20 @@ impl Plugin {
     pub fn cluster_of_agent(&self, agent_id: &str) -> Option<Arc<Cluster>> {
         let key = cluster_key_of_agent(agent_id)?;
         self.clusters().get(key).cloned()
+    }
+
+    /// The cluster of one of our agents: the one this process knows for its id, else the one
+    /// of the cluster profile GoCD sent with the request (after a restart); `None` when neither
+    /// names one.
+    ///
+    /// # Errors
+    /// As [`Plugin::cluster`].
+    pub async fn cluster_for_agent(&self, agent_id: &str, props: &Properties) -> Result<Option<Arc<Cluster>>> {
+        match self.cluster_of_agent(agent_id) {
+            Some(cluster) => Ok(Some(cluster)),
+            None if !props.is_empty() => Ok(Some(self.cluster(props).await?)),
+            None => Ok(None),
+        }
     }
 
     /// Every cluster known to this process.
@@ -138,6 +154,13 @@ impl Plugin {
 
     fn clusters(&self) -> MutexGuard<'_, HashMap<String, Arc<Cluster>>> {
         self.clusters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Scrapes read the gauges of every known cluster (see `serve`, which attaches the plugin).
+impl crate::metrics::ClusterGauges for Plugin {
+    fn clusters(&self) -> Vec<Arc<Cluster>> {
+        self.known_clusters()
     }
 }
 

@@ -15,7 +15,8 @@ use aws_sdk_ecs::types::{Container, Tag, Task, TaskStopCode};
 use aws_smithy_types::DateTime;
 use ecs_elastic_agent::aws::calls::OpCounts;
 use ecs_elastic_agent::cluster::events::Event;
-use ecs_elastic_agent::cluster::registry::{Phase, Registry};
+use ecs_elastic_agent::cluster::launch::Capacity;
+use ecs_elastic_agent::cluster::registry::{AgentRecord, NewAgent, Phase, Registry};
 use ecs_elastic_agent::cluster::tasks::TaskView;
 use ecs_elastic_agent::protocol::host_calls::HealthKind;
 use ecs_elastic_agent::protocol::types::JobIdentifier;
@@ -96,8 +97,10 @@ fn task(id: &str, stopped: bool) -> TaskView {
     TaskView::from_sdk(&t.build())
 }
 
-/// A registry with a building agent, a stopped one, one starting and one launching.
-fn registry() -> Registry {
+/// The agents of a registry with a building agent, a stopped one, one starting and one
+/// launching (records are changed only through the registry's transitions; the times GoCD saw
+/// them are set on the copies a status report reads).
+fn registry() -> Agents {
     let mut r = Registry::default();
     let jobs = [
         (101, "ea-building", format!("unit tests {SCRIPT}\nwith a newline")),
@@ -110,37 +113,46 @@ fn registry() -> Registry {
             &job(*id, name),
             agent.to_string(),
             10,
-            |a| {
-                a.image = format!("gocd/gocd-agent-alpine-3.19:v24.1.0{SCRIPT}");
-                a.elastic_profile = "3f2a9c1b7d4e".into();
-                a.environment = Some(format!("prod{SCRIPT}"));
+            NewAgent {
+                image: format!("gocd/gocd-agent-alpine-3.19:v24.1.0{SCRIPT}"),
+                elastic_profile: "3f2a9c1b7d4e".into(),
+                environment: Some(format!("prod{SCRIPT}")),
             },
             at(0),
         );
         assert!(matches!(reserved, ecs_elastic_agent::cluster::registry::Reservation::Reserved { .. }));
     }
-    r.launched("ea-building", task("building", false));
-    r.launched("ea-stopped", task("stopped", true));
-    r.launched("ea-starting", task("starting", false));
-    for a in r.all_mut() {
-        a.capacity = Some("FARGATE".into());
-    }
-    let building = r.get_mut("ea-building").unwrap();
-    building.registered_at = Some(at(48));
-    building.assigned_at = Some(at(50));
-    let stopped = r.get_mut("ea-stopped").unwrap();
-    stopped.registered_at = Some(at(52));
-    stopped.attempt = 2;
+    r.launched("ea-building", task("building", false), Capacity::Fargate);
+    r.launched("ea-stopped", task("stopped", true), Capacity::Fargate);
+    r.launched("ea-starting", task("starting", false), Capacity::Fargate);
     r.stopped(
         "ea-stopped",
         "the task of agent ea-stopped stopped before the job completed: Essential container in task exited: <b>OOM</b>",
         at(400),
     );
     assert_eq!(r.get("ea-stopped").unwrap().phase, Phase::Stopped);
-    r
+    let mut agents: Vec<AgentRecord> = r.all().cloned().collect();
+    for a in &mut agents {
+        match a.agent_id.as_str() {
+            "ea-building" => (a.registered_at, a.assigned_at) = (Some(at(48)), Some(at(50))),
+            "ea-stopped" => (a.registered_at, a.attempt) = (Some(at(52)), 2),
+            "ea-launching" => a.capacity = Some(Capacity::Fargate),
+            _ => {}
+        }
+    }
+    Agents(agents)
 }
 
-fn facts<'a>(profile: &'a ClusterProfile, registry: &Registry) -> ClusterFacts<'a> {
+/// A status report's copy of a registry's agents.
+struct Agents(Vec<AgentRecord>);
+
+impl Agents {
+    fn get(&self, agent_id: &str) -> Option<&AgentRecord> {
+        self.0.iter().find(|a| a.agent_id == agent_id)
+    }
+}
+
+fn facts<'a>(profile: &'a ClusterProfile, registry: &Agents) -> ClusterFacts<'a> {
     let mut calls = BTreeMap::new();
     calls.insert("DescribeTasks", OpCounts { calls: 120, throttled: 3, retries: 3, failed: 0 });
     calls.insert("RunTask", OpCounts { calls: 9, throttled: 0, retries: 0, failed: 1 });
@@ -148,7 +160,7 @@ fn facts<'a>(profile: &'a ClusterProfile, registry: &Registry) -> ClusterFacts<'
         key: "3f2a9c1b7d4e",
         profile,
         region: "us-east-1",
-        agents: registry.all().cloned().collect(),
+        agents: registry.0.clone(),
         events: vec![
             Event {
                 at: at(400),

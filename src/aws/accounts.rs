@@ -19,7 +19,7 @@ use aws_sdk_ecs::config::Region;
 use tokio::sync::OnceCell;
 
 use super::calls::CallStats;
-use crate::error::{PluginError, Result};
+use super::NoRegion;
 use crate::settings::ClusterProfile;
 
 /// The clients of one account and region.
@@ -120,8 +120,8 @@ impl Accounts {
     /// The region a profile calls: its `Region`, else the SDK's default region chain.
     ///
     /// # Errors
-    /// [`PluginError::Config`] when neither names a region.
-    pub async fn region_of(&self, profile: &ClusterProfile) -> Result<String> {
+    /// [`NoRegion`] when neither names a region.
+    pub async fn region_of(&self, profile: &ClusterProfile) -> Result<String, NoRegion> {
         if let Some(region) = &profile.region {
             return Ok(region.clone());
         }
@@ -131,19 +131,14 @@ impl Accounts {
                 aws_config::default_provider::region::default_provider().region().await.map(|r| r.to_string())
             })
             .await;
-        default.clone().ok_or_else(|| {
-            PluginError::Config(format!(
-                "cluster profile for cluster {} sets no Region and the AWS default region chain names none: set Region",
-                profile.cluster_name
-            ))
-        })
+        default.clone().ok_or_else(|| NoRegion { cluster: profile.cluster_name.clone() })
     }
 
     /// The clients for `profile`, built on first use and shared after.
     ///
     /// # Errors
-    /// [`PluginError::Config`] when no region can be found.
-    pub async fn clients_for(&self, profile: &ClusterProfile, server_id: &str) -> Result<Arc<AwsClients>> {
+    /// [`NoRegion`] when no region can be found.
+    pub async fn clients_for(&self, profile: &ClusterProfile, server_id: &str) -> Result<Arc<AwsClients>, NoRegion> {
         let region = self.region_of(profile).await?;
         let key = AccountKey {
             base: profile

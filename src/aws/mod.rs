@@ -87,8 +87,13 @@ impl AwsError {
     }
 }
 
-impl From<AwsError> for crate::error::PluginError {
-    fn from(e: AwsError) -> Self {
-        crate::error::PluginError::Aws(e.to_string())
-    }
+/// A cluster profile that names no region, where the SDK's default region chain names none
+/// either.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cluster profile for cluster {cluster} sets no Region and the AWS default region chain names none: set Region"
+)]
+pub struct NoRegion {
+    /// The profile's `ClusterName`.
+    pub cluster: String,
 }

@@ -8,46 +8,132 @@ use aws_sdk_ecs::types::{
     LaunchType as EcsLaunchType, NetworkConfiguration, Tag, TaskOverride,
 };
 
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::identity::{client_token, task_tags, TaskLabels};
 use super::task_definition::TaskDefinitionRef;
 use super::tasks::TaskView;
 use crate::aws::network::Network;
 use crate::aws::{AwsClients, AwsError};
+use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
-/// What the agent container needs to register with GoCD.
-#[derive(Debug)]
-pub struct AgentEnv<'a> {
-    /// `GO_EA_SERVER_URL`.
-    pub server_url: &'a str,
-    /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use).
-    pub auto_register_key: &'a Secret<String>,
-    /// `GO_EA_AUTO_REGISTER_ENVIRONMENT`, only when given.
-    pub environment: Option<&'a str>,
-    /// `GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`.
-    pub agent_id: &'a str,
+/// Where a task runs: what the registry records and the status report shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Capacity {
+    /// Fargate, on-demand.
+    Fargate,
+    /// Fargate Spot (through the `FARGATE_SPOT` capacity provider).
+    FargateSpot,
+    /// An EC2 container instance.
+    Ec2,
 }
 
-/// Everything one RunTask needs.
+impl Capacity {
+    /// ECS's own spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capacity::Fargate => "FARGATE",
+            Capacity::FargateSpot => "FARGATE_SPOT",
+            Capacity::Ec2 => "EC2",
+        }
+    }
+
+    /// ECS's launch type or capacity provider name, when it is one of ours.
+    pub fn from_ecs(value: &str) -> Option<Capacity> {
+        match value {
+            "FARGATE" => Some(Capacity::Fargate),
+            "FARGATE_SPOT" => Some(Capacity::FargateSpot),
+            "EC2" => Some(Capacity::Ec2),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One agent to start, as create-agent decided it: everything Fargate's RunTask and EC2's
+/// StartTask need, built once (EC2 work waits with it for room on an instance).
+#[derive(Debug, Clone)]
+pub struct Work {
+    /// The reserved agent id (`GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`).
+    pub agent_id: String,
+    /// Which launch for the job (1 for the first).
+    pub attempt: u32,
+    /// The job it is for.
+    pub job: JobIdentifier,
+    /// The pipeline's environment (`GO_EA_AUTO_REGISTER_ENVIRONMENT`, only when given).
+    pub environment: Option<String>,
+    /// The checked elastic profile.
+    pub elastic: Arc<ElasticProfile>,
+    /// Task definition and agent container.
+    pub task_definition: TaskDefinitionRef,
+    /// `GO_EA_SERVER_URL`.
+    pub server_url: String,
+    /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use; GoCD sends a new one with each create-agent).
+    pub auto_register_key: Secret<String>,
+}
+
+/// Everything one RunTask or StartTask sends. Built by [`LaunchSpec::new`] only, so both launch
+/// paths send the same tags, `startedBy`, overrides and client token.
 #[derive(Debug)]
 pub struct LaunchSpec<'a> {
-    /// ECS cluster name or ARN.
+    /// The cluster profile (its snapshot for this launch).
     pub cluster: &'a ClusterProfile,
-    /// The job's elastic profile.
-    pub elastic: &'a ElasticProfile,
-    /// Task definition and agent container.
-    pub task_definition: &'a TaskDefinitionRef,
-    /// Subnets and groups.
-    pub network: &'a Network,
+    /// The agent to start.
+    pub work: &'a Work,
+    /// Subnets and groups (awsvpc: Fargate); `None` on EC2 (bridge networking).
+    pub network: Option<&'a Network>,
     /// Our `startedBy`.
     pub started_by: &'a str,
-    /// Every tag.
+    /// GoCD's server id.
+    pub server_id: &'a str,
+    /// The cluster profile's key.
+    pub cluster_key: &'a str,
+    /// Every tag: ours, then the profiles' (DESIGN.md §2).
     pub tags: Vec<(String, String)>,
-    /// The agent's registration data.
-    pub agent: AgentEnv<'a>,
     /// Idempotency token for this job and attempt.
     pub client_token: String,
+}
+
+impl<'a> LaunchSpec<'a> {
+    /// The launch of `work` in `cluster`, whose profile is `profile`.
+    pub fn new(
+        cluster: &'a super::Cluster,
+        profile: &'a ClusterProfile,
+        work: &'a Work,
+        network: Option<&'a Network>,
+    ) -> Self {
+        let mut user_tags = profile.tags.clone();
+        user_tags.extend(work.elastic.tags.iter().cloned());
+        let labels = TaskLabels {
+            server_id: &cluster.server_id,
+            cluster_key: &cluster.key,
+            agent_id: &work.agent_id,
+            job: &work.job,
+            environment: work.environment.as_deref(),
+            elastic_profile: &work.elastic.hash,
+            attempt: work.attempt,
+        };
+        LaunchSpec {
+            cluster: profile,
+            work,
+            network,
+            started_by: &cluster.started_by,
+            server_id: &cluster.server_id,
+            cluster_key: &cluster.key,
+            tags: task_tags(&labels, &user_tags),
+            client_token: client_token(&cluster.server_id, &cluster.key, work.job.job_id, work.attempt, ""),
+        }
+    }
 }
 
 /// A task ECS accepted.
@@ -55,8 +141,8 @@ pub struct LaunchSpec<'a> {
 pub struct Launched {
     /// ECS's description of it.
     pub task: TaskView,
-    /// `FARGATE`, `FARGATE_SPOT` or `EC2`.
-    pub capacity: String,
+    /// Where it runs.
+    pub capacity: Capacity,
     /// Spot was refused and the task runs on FARGATE instead.
     pub fell_back_from_spot: bool,
 }
@@ -83,22 +169,22 @@ impl LaunchError {
 /// The failed RunTask call, or its `failures` when ECS started nothing.
 pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
     match spec.cluster.launch_type {
-        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::Spot, "").await {
-            Ok(task) => Ok(Launched { task, capacity: "FARGATE_SPOT".into(), fell_back_from_spot: false }),
+        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::FargateSpot, "").await {
+            Ok(task) => Ok(Launched { task, capacity: Capacity::FargateSpot, fell_back_from_spot: false }),
             Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
-                tracing::warn!(agent_id = spec.agent.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
+                tracing::warn!(agent_id = %spec.work.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
                 let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
-                Ok(Launched { task, capacity: "FARGATE".into(), fell_back_from_spot: true })
+                Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: true })
             }
             Err(e) => Err(e),
         },
         LaunchType::Fargate => {
             let task = run_once(aws, spec, Capacity::Fargate, "").await?;
-            Ok(Launched { task, capacity: "FARGATE".into(), fell_back_from_spot: false })
+            Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
         }
         LaunchType::Ec2 => {
             let task = run_once(aws, spec, Capacity::Ec2, "").await?;
-            Ok(Launched { task, capacity: "EC2".into(), fell_back_from_spot: false })
+            Ok(Launched { task, capacity: Capacity::Ec2, fell_back_from_spot: false })
         }
     }
 }
@@ -120,11 +206,11 @@ pub async fn start_task(
         .ecs
         .start_task()
         .cluster(&spec.cluster.cluster_name)
-        .task_definition(&spec.task_definition.arn)
+        .task_definition(&spec.work.task_definition.arn)
         .container_instances(container_instance)
         .started_by(spec.started_by)
         .overrides(overrides(spec))
-        .enable_execute_command(spec.elastic.enable_execute_command)
+        .enable_execute_command(spec.work.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
     let mut attempt = 0;
     let out = loop {
@@ -150,20 +236,13 @@ pub async fn start_task(
     }
     for f in out.failures() {
         tracing::warn!(
-            agent_id = spec.agent.agent_id,
+            agent_id = %spec.work.agent_id,
             reason = f.reason().unwrap_or(""),
             detail = f.detail().unwrap_or(""),
             "StartTask started nothing"
         );
     }
     Ok(None)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Capacity {
-    Fargate,
-    Spot,
-    Ec2,
 }
 
 fn is_capacity_refusal(e: &AwsError) -> bool {
@@ -181,18 +260,18 @@ async fn run_once(
         .ecs
         .run_task()
         .cluster(&spec.cluster.cluster_name)
-        .task_definition(&spec.task_definition.arn)
+        .task_definition(&spec.work.task_definition.arn)
         .count(1)
         .started_by(spec.started_by)
         .client_token(format!("{}{token_suffix}", spec.client_token))
         .network_configuration(network(spec).map_err(LaunchError::known)?)
         .overrides(overrides(spec))
-        .enable_execute_command(spec.elastic.enable_execute_command)
+        .enable_execute_command(spec.work.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
     request = match capacity {
         Capacity::Fargate => request.launch_type(EcsLaunchType::Fargate),
         Capacity::Ec2 => request.launch_type(EcsLaunchType::Ec2),
-        Capacity::Spot => request.capacity_provider_strategy(
+        Capacity::FargateSpot => request.capacity_provider_strategy(
             CapacityProviderStrategyItem::builder()
                 .capacity_provider("FARGATE_SPOT")
                 .weight(1)
@@ -278,25 +357,19 @@ async fn run_task_idempotently(
 async fn find_started(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Option<TaskView>, AwsError> {
     let cluster = spec.cluster.cluster_name.as_str();
     let arns = super::tasks::list_running(aws, cluster, spec.started_by).await?;
-    let server_id = tag(spec, super::identity::TAG_SERVER_ID);
-    let key = tag(spec, super::identity::TAG_CLUSTER_PROFILE);
-    let suffix = match cluster.rsplit_once(":cluster/") {
-        Some((_, name)) => format!(":cluster/{name}"),
-        None => format!(":cluster/{cluster}"),
-    };
-    let tasks = super::tasks::describe(aws, cluster, &suffix, &arns, &server_id, &key).await?;
-    Ok(tasks.into_iter().find(|t| t.agent_id() == Some(spec.agent.agent_id)))
-}
-
-fn tag(spec: &LaunchSpec<'_>, key: &str) -> String {
-    spec.tags.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()).unwrap_or_default()
+    let suffix = super::cluster_arn_suffix(cluster);
+    let tasks = super::tasks::describe(aws, cluster, &suffix, &arns, spec.server_id, spec.cluster_key).await?;
+    Ok(tasks.into_iter().find(|t| t.agent_id() == Some(spec.work.agent_id.as_str())))
 }
 
 fn network(spec: &LaunchSpec<'_>) -> Result<NetworkConfiguration, AwsError> {
+    let Some(net) = spec.network else {
+        return Err(AwsError::in_answer("RunTask", "a Fargate launch without awsvpc networking (an internal error)"));
+    };
     let public_ip = if spec.cluster.assign_public_ip { AssignPublicIp::Enabled } else { AssignPublicIp::Disabled };
     let vpc = AwsVpcConfiguration::builder()
-        .set_subnets(Some(spec.network.subnets.clone()))
-        .set_security_groups(Some(spec.network.security_groups.clone()))
+        .set_subnets(Some(net.subnets.clone()))
+        .set_security_groups(Some(net.security_groups.clone()))
         .assign_public_ip(public_ip)
         .build()
         .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?;
@@ -311,18 +384,19 @@ fn overrides(spec: &LaunchSpec<'_>) -> TaskOverride {
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
     };
-    for (k, v) in spec.cluster.environment_variables.iter().chain(spec.elastic.environment.iter()) {
+    let work = spec.work;
+    for (k, v) in spec.cluster.environment_variables.iter().chain(work.elastic.environment.iter()) {
         set(k, v);
     }
-    set("GO_EA_SERVER_URL", spec.agent.server_url);
-    set("GO_EA_AUTO_REGISTER_KEY", spec.agent.auto_register_key.expose());
-    if let Some(environment) = spec.agent.environment {
+    set("GO_EA_SERVER_URL", &work.server_url);
+    set("GO_EA_AUTO_REGISTER_KEY", work.auto_register_key.expose());
+    if let Some(environment) = &work.environment {
         set("GO_EA_AUTO_REGISTER_ENVIRONMENT", environment);
     }
-    set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", spec.agent.agent_id);
+    set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", &work.agent_id);
     set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
     let container = ContainerOverride::builder()
-        .name(&spec.task_definition.agent_container)
+        .name(&work.task_definition.agent_container)
         .set_environment(Some(env.into_iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build()).collect()))
         .build();
     TaskOverride::builder().container_overrides(container).build()

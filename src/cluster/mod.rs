@@ -1,10 +1,28 @@
-//! One cluster profile at run time: its AWS clients, its agents, the task definitions and
-//! networking it resolved, and what happened to it lately. Everything here can be rebuilt from
-//! AWS (`ensure_adopted`), which a new process does before its first decision.
+//! The engine: one cluster profile at run time — its AWS clients, its agents, the task
+//! definitions and networking it resolved, its EC2 capacity, and what happened to it lately.
+//! Everything here can be rebuilt from AWS (`ensure_adopted`), which a new process does before
+//! its first decision.
+//!
+//! The façade is four verbs, each in its own file, that the request handlers call:
+//! - [`Cluster::create_agent`] (`create.rs`): reserve, then launch (`launch.rs`, Fargate) or
+//!   queue for an instance (`ec2/`);
+//! - [`Cluster::complete`] (`complete.rs`): job-completion;
+//! - [`Cluster::ping`] (`reconcile/`): server-ping's observe, plan and apply;
+//! - [`Cluster::should_assign`]: should-assign-work, from memory.
+//!
+//! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
+//! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
 
+pub mod complete;
+pub mod create;
+pub mod ec2;
+pub mod error;
 pub mod events;
 #[cfg(test)]
+mod fake_aws;
+#[cfg(test)]
 mod fixtures;
+pub mod gocd;
 pub mod identity;
 pub mod launch;
 pub mod reconcile;
@@ -13,6 +31,12 @@ pub mod sweep;
 pub mod task_definition;
 pub mod task_definition_sweep;
 pub mod tasks;
+#[cfg(test)]
+mod tests;
+
+pub use create::{AgentRequest, Created};
+pub use error::EngineError;
+pub use gocd::{Gocd, HostCallError};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -66,15 +90,24 @@ pub struct Cluster {
     /// Task ARNs the last orphan sweep marked (see `sweep`).
     pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
-    pub ping_lock: tokio::sync::Mutex<()>,
+    ping_lock: tokio::sync::Mutex<()>,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
-    pub ec2: crate::ec2::Pool,
+    pub ec2: ec2::Pool,
+    /// The port to GoCD (console lines, agent deletes).
+    gocd: Arc<dyn Gocd>,
 }
 
 impl Cluster {
     /// A cluster profile's state, empty until [`Cluster::ensure_adopted`].
-    pub fn new(key: String, server_id: String, aws: Arc<AwsClients>, profile: ClusterProfile) -> Self {
+    pub fn new(
+        key: String,
+        server_id: String,
+        aws: Arc<AwsClients>,
+        profile: ClusterProfile,
+        gocd: Arc<dyn Gocd>,
+    ) -> Self {
         Cluster {
+            gocd,
             started_by: identity::started_by(&server_id, &key),
             key,
             server_id,
@@ -89,8 +122,19 @@ impl Cluster {
             orphan_marks: Mutex::new(std::collections::HashSet::new()),
             swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
-            ec2: crate::ec2::Pool::default(),
+            ec2: ec2::Pool::default(),
         }
+    }
+
+    /// The port to GoCD.
+    pub fn gocd(&self) -> &Arc<dyn Gocd> {
+        &self.gocd
+    }
+
+    /// should-assign-work: true iff the agent is live and was started for exactly this job.
+    /// Memory only: GoCD asks under a global lock.
+    pub fn should_assign(&self, agent_id: &str, job_id: i64) -> bool {
+        self.registry().assigned(agent_id, job_id, SystemTime::now())
     }
 
     /// The profile as last sent by GoCD.
@@ -103,7 +147,8 @@ impl Cluster {
         *self.profile.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(profile);
     }
 
-    /// The agents, locked. Never hold it across an `.await`.
+    /// The agents, locked, to read (changes go through the registry's transitions). Never hold
+    /// it across an `.await`.
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -140,7 +185,7 @@ impl Cluster {
                 let refresh = self.refresh().await?;
                 {
                     let mut registry = self.registry();
-                    reconcile::observe(&mut registry, &refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
+                    registry.observe(&refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
                 }
                 tracing::info!(cluster = %self.profile().cluster_name, tasks = refresh.running.len(), "adopted running tasks");
                 fresh = Some(refresh);
@@ -195,11 +240,14 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed lookup or registration; the next launch tries again.
-    pub async fn task_definition(&self, elastic: &ElasticProfile) -> Result<TaskDefinitionRef, AwsError> {
-        let profile = self.profile();
+    pub async fn task_definition(
+        &self,
+        profile: &ClusterProfile,
+        elastic: &ElasticProfile,
+    ) -> Result<TaskDefinitionRef, AwsError> {
         let family = match &elastic.task_definition_arn {
             Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
-            None => task_definition::family(&self.key, &profile, elastic, &self.aws.region),
+            None => task_definition::family(&self.key, profile, elastic, &self.aws.region),
         };
         self.task_definition_sweep.saw(&family, SystemTime::now());
         let cell = self
@@ -219,7 +267,7 @@ impl Cluster {
                         task_definition::find_or_register(
                             &self.aws,
                             &family,
-                            &profile,
+                            profile,
                             elastic,
                             &self.server_id,
                             &self.key,
@@ -237,8 +285,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed EC2 lookups; the next launch tries again.
-    pub async fn network(&self, elastic: &ElasticProfile) -> Result<Network, AwsError> {
-        let profile = self.profile();
+    pub async fn network(&self, profile: &ClusterProfile, elastic: &ElasticProfile) -> Result<Network, AwsError> {
         let subnets =
             if elastic.subnet_ids.is_empty() { profile.subnet_ids.clone() } else { elastic.subnet_ids.clone() };
         let groups = if elastic.security_group_ids.is_empty() {
@@ -263,16 +310,5 @@ fn cluster_arn_suffix(cluster: &str) -> String {
     match cluster.rsplit_once(":cluster/") {
         Some((_, name)) => format!(":cluster/{name}"),
         None => format!(":cluster/{cluster}"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cluster_arn_suffix;
-
-    #[test]
-    fn cluster_arn_suffix_from_name_or_arn() {
-        assert_eq!(cluster_arn_suffix("ci"), ":cluster/ci");
-        assert_eq!(cluster_arn_suffix("arn:aws:ecs:us-east-1:123456789012:cluster/ci"), ":cluster/ci");
     }
 }

@@ -55,6 +55,7 @@ fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
 mod tests {
     use super::super::fixtures::{job, tags, task};
     use super::*;
+    use crate::cluster::registry::NewAgent;
     use std::time::SystemTime;
 
     fn running(arn: &str, tags: Vec<(String, String)>) -> TaskView {
@@ -75,9 +76,9 @@ mod tests {
     #[test]
     fn tasks_with_a_live_record_or_adoptable_tags_are_explained() {
         let mut registry = Registry::default();
-        registry.reserve(&job(7), "a".into(), 5, |_| {}, SystemTime::UNIX_EPOCH);
+        registry.reserve(&job(7), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
         let t = running("t1", tags("a", 7));
-        registry.launched("a", t.clone());
+        registry.launched("a", t.clone(), crate::cluster::launch::Capacity::Fargate);
         let marks: HashSet<String> = ["t1".to_string(), "t2".to_string()].into();
         assert_eq!(sweep(&registry, std::slice::from_ref(&t), &marks), Sweep::default());
         let adoptable = running("t2", tags("b", 8));

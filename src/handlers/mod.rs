@@ -1,9 +1,11 @@
-//! One file per request family; `dispatcher()` is the list of every request we answer.
+//! One file per request family; `dispatcher()` is the list of every request we answer, and
+//! [`dispatch::Dispatcher`] the registry that parses each body and calls its handler.
 //! Start here to follow a request: `create_agent.rs` goes from the parsed body to RunTask.
 
 mod capabilities;
 mod cluster_profile_changed;
 mod create_agent;
+pub mod dispatch;
 mod job_completion;
 mod migrate_config;
 mod plugin_settings;
@@ -12,8 +14,8 @@ mod server_ping;
 mod should_assign_work;
 mod status_reports;
 
+pub use self::dispatch::Dispatcher;
 use crate::protocol::requests::*;
-use crate::server::dispatch::Dispatcher;
 
 /// Every v5 request this plugin answers, name → handler.
 pub fn dispatcher() -> Dispatcher {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::connection::{CallFailure, Connection};
-use crate::error::HostCallError;
+use crate::cluster::gocd::{Gocd, GocdFuture, HostCallError};
 use crate::protocol::host_calls::{
     AddServerHealthMessages, AgentRef, AppendConsoleLog, ConsoleLogLine, DeleteAgents, DisableAgents, GetServerInfo,
     HealthMessage, HostCall, ListAgents, ServerInfo,
@@ -107,6 +107,33 @@ impl HostClient {
     /// As [`HostClient::call`].
     pub async fn console_log(&self, job: &JobIdentifier, text: impl Into<String>) -> Result<(), HostCallError> {
         self.call::<AppendConsoleLog>(&ConsoleLogLine::new(job, text)).await.map(drop)
+    }
+}
+
+/// The engine's port to GoCD, over this connection.
+impl Gocd for HostClient {
+    fn console_log<'a>(&'a self, job: &'a JobIdentifier, text: String) -> GocdFuture<'a, ()> {
+        Box::pin(HostClient::console_log(self, job, text))
+    }
+
+    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+        Box::pin(HostClient::disable_agents(self, agent_ids))
+    }
+
+    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+        Box::pin(HostClient::delete_agents(self, agent_ids))
+    }
+
+    fn list_agents(&self) -> GocdFuture<'_, Vec<AgentMetadata>> {
+        Box::pin(HostClient::list_agents(self))
+    }
+
+    fn server_info(&self) -> GocdFuture<'_, ServerInfo> {
+        Box::pin(HostClient::server_info(self))
+    }
+
+    fn set_health_messages<'a>(&'a self, messages: &'a [HealthMessage]) -> GocdFuture<'a, ()> {
+        Box::pin(HostClient::set_health_messages(self, messages))
     }
 }
 

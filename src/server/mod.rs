@@ -5,7 +5,6 @@
 //! `serve` is the testable core: `main` hands it stdin and stdout, tests hand it in-memory pipes.
 
 pub mod connection;
-pub mod dispatch;
 pub mod host;
 
 use std::future::Future;
@@ -16,9 +15,8 @@ use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::task::JoinSet;
 
 use self::connection::{read_line, Connection, Line};
-use self::dispatch::Dispatcher;
 use self::host::{HostClient, DEFAULT_CALL_TIMEOUT};
-use crate::handlers;
+use crate::handlers::{self, Dispatcher};
 use crate::plugin::{Plugin, PluginOptions};
 use crate::protocol::framing::{decode, too_long, BadLine};
 use crate::protocol::{Incoming, Outgoing, MAX_LINE_BYTES};
@@ -60,7 +58,7 @@ where
     let (connection, writer) = Connection::start(output);
     connection.send(Outgoing::hello()).await;
     let host = HostClient::new(connection.clone(), options.call_timeout);
-    let plugin = Arc::new(Plugin::new(host, options.plugin.clone()));
+    let plugin = Arc::new(Plugin::new(Arc::new(host), options.plugin.clone()));
     plugin.metrics().attach(&plugin);
     let dispatcher = Arc::new(handlers::dispatcher());
 

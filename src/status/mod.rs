@@ -85,7 +85,7 @@ pub struct ClusterSnapshot {
     /// ECS console link.
     pub console_url: String,
     /// EC2 capacity (instances against min and max, waiting work) when `LaunchType` is EC2.
-    pub ec2: Option<crate::ec2::report::PoolSnapshot<When>>,
+    pub ec2: Option<crate::cluster::ec2::report::PoolSnapshot<When>>,
 }
 
 /// How many agents are in one state.
@@ -404,7 +404,7 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
         state_class,
         registered: a.registered_at.is_some(),
         failed,
-        capacity: a.capacity.clone().unwrap_or_default(),
+        capacity: a.capacity.map(|c| c.as_str().to_string()).unwrap_or_default(),
         image: a.image.clone(),
         elastic_profile: a.elastic_profile.clone(),
         created: When::at(a.created_at, now),

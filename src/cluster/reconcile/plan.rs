@@ -1,15 +1,14 @@
-//! Server-ping's thinking, as pure functions (kube-runtime's reconcile contract): `observe`
-//! folds what ECS and GoCD said into the registry; `plan` decides what to do about it. Both
-//! are idempotent — a plan re-run after a crash or a missed ping asks for nothing new — and
-//! neither does I/O, so they are tested with tables.
+//! The reconciler's thinking, a pure function (kube-runtime's reconcile contract): once
+//! `Registry::observe` has folded what ECS and GoCD said into the records, `plan` decides what
+//! to do about it. It is idempotent — a plan re-run after a crash or a missed ping asks for
+//! nothing new — and does no I/O, so it is tested with tables.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use super::identity::job_from_tags;
-use super::registry::{AgentRecord, Phase, Registry};
-use super::tasks::TaskView;
-use crate::protocol::types::{AgentMetadata, AgentState, BuildState, JobIdentifier};
+use crate::cluster::registry::{Phase, Registry};
+use crate::cluster::tasks::TaskView;
+use crate::protocol::types::{AgentMetadata, JobIdentifier};
 
 /// One thing server-ping should do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,84 +40,6 @@ pub enum Step {
         /// ECS's stop reason and exit codes.
         reason: String,
     },
-}
-
-/// Folds ECS's task descriptions and GoCD's agent list into the registry.
-///
-/// `running` are the tasks ECS lists as ours and running; `described` any task described for
-/// another reason (records whose task no longer runs); `missing` the task ARNs ECS no longer
-/// knows at all. Returns how long each agent GoCD lists for the first time took from
-/// create-agent to now (the launch-to-register metric).
-pub fn observe(
-    registry: &mut Registry,
-    running: &[TaskView],
-    described: &[TaskView],
-    missing: &[String],
-    gocd: &HashMap<String, AgentMetadata>,
-    now: SystemTime,
-) -> Vec<Duration> {
-    let mut registered = Vec::new();
-    for task in running.iter().chain(described) {
-        let known = registry.agent_of(task).map(|a| a.agent_id.clone());
-        let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
-            Some(id) => id,
-            None => continue,
-        };
-        if registry.get(&agent_id).is_none() {
-            if let Some(record) = adopted_record(task, &agent_id, now) {
-                tracing::info!(agent_id, task = %task.arn, "adopted a task started before this process");
-                registry.adopt(record);
-            } else {
-                continue;
-            }
-        }
-        if let Some(record) = registry.get_mut(&agent_id) {
-            if record.task_arn.as_deref().is_some_and(|own| own != task.arn) {
-                continue; // a duplicate task of this agent: the orphan sweep deals with it
-            }
-            record.task_arn.get_or_insert_with(|| task.arn.clone());
-            // Unchanged (the common case): keep the copy we have rather than allocate a new one
-            // for every agent on every ping.
-            if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
-                record.task = Some(task.kept_copy());
-            }
-            if record.phase == Phase::Launching {
-                record.phase = Phase::Running;
-            }
-        }
-    }
-    for arn in missing {
-        if let Some(agent_id) = registry.by_task(arn).map(|a| a.agent_id.clone()) {
-            if let Some(record) = registry.get_mut(&agent_id) {
-                if let Some(task) = &mut record.task {
-                    task.last_status = "STOPPED".into();
-                    task.desired_status = "STOPPED".into();
-                    task.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
-                }
-            }
-        }
-    }
-    for record in registry.all_mut() {
-        match gocd.get(&record.agent_id) {
-            Some(agent) => {
-                if record.registered_at.is_none() {
-                    registered.push(now.duration_since(record.created_at).unwrap_or_default());
-                }
-                record.registered_at.get_or_insert(now);
-                let idle = agent.agent_state == AgentState::Idle && agent.build_state == BuildState::Idle;
-                if idle {
-                    record.idle_since.get_or_insert(now);
-                } else {
-                    record.idle_since = None;
-                    if agent.build_state == BuildState::Building || agent.agent_state == AgentState::Building {
-                        record.assigned_at.get_or_insert(now);
-                    }
-                }
-            }
-            None => record.idle_since = None,
-        }
-    }
-    registered
 }
 
 /// Decides what server-ping does for one cluster profile.
@@ -211,35 +132,13 @@ fn minutes(d: Duration) -> String {
     }
 }
 
-fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<AgentRecord> {
-    let job = job_from_tags(&task.tags)?;
-    let stopped = task.is_stopping();
-    Some(AgentRecord {
-        agent_id: agent_id.to_string(),
-        job,
-        environment: task.tags.get(super::identity::TAG_ENVIRONMENT).cloned(),
-        elastic_profile: task.tags.get(super::identity::TAG_ELASTIC_PROFILE).cloned().unwrap_or_default(),
-        image: task.containers.first().and_then(|c| c.image.clone()).unwrap_or_default(),
-        attempt: task.tags.get(super::identity::TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(1),
-        phase: if stopped { Phase::Stopped } else { Phase::Running },
-        task_arn: Some(task.arn.clone()),
-        capacity: Some(task.capacity.clone()).filter(|c| !c.is_empty()),
-        created_at: task.created_at.unwrap_or(now),
-        registered_at: None,
-        idle_since: None,
-        assigned_at: None,
-        stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
-        stop_reason: stopped.then(|| task.stop_summary()),
-        task: Some(task.kept_copy()),
-    })
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{self, job};
-    use super::super::registry::Reservation;
     use super::*;
-    use crate::protocol::types::ConfigState;
+    use crate::cluster::fixtures::{self, job};
+    use crate::cluster::launch::Capacity;
+    use crate::cluster::registry::{NewAgent, Reservation};
+    use crate::protocol::types::{AgentState, BuildState, ConfigState};
 
     const T0: SystemTime = SystemTime::UNIX_EPOCH;
     const TIMEOUT: Duration = Duration::from_secs(600);
@@ -261,9 +160,9 @@ mod tests {
     }
 
     fn launched(registry: &mut Registry, agent_id: &str, job_id: i64, arn: &str) {
-        let r = registry.reserve(&job(job_id), agent_id.into(), 10, |_| {}, T0);
+        let r = registry.reserve(&job(job_id), agent_id.into(), 10, NewAgent::default(), T0);
         assert!(matches!(r, Reservation::Reserved { .. }));
-        registry.launched(agent_id, task(arn, agent_id, job_id, "RUNNING"));
+        registry.launched(agent_id, task(arn, agent_id, job_id, "RUNNING"), Capacity::Fargate);
     }
 
     #[test]
@@ -271,7 +170,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        let registered = observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
+        let registered = reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
         assert_eq!(registered, vec![TIMEOUT * 3], "launch to register, once");
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 3), vec![]);
     }
@@ -281,7 +180,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let none = HashMap::new();
-        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &none, T0 + TIMEOUT);
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &none, T0 + TIMEOUT);
         assert_eq!(plan(&reg, &none, TIMEOUT, T0 + TIMEOUT), vec![], "not before the timeout");
         let steps = plan(&reg, &none, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(matches!(&steps[..], [Step::StopTask { task_arn, job: Some(_), .. }] if task_arn == "t1"), "{steps:?}");
@@ -292,7 +191,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        observe(&mut reg, &[], &[task("t1", "a", 1, "STOPPED")], &[], &gocd, T0);
+        reg.observe(&[], &[task("t1", "a", 1, "STOPPED")], &[], &gocd, T0);
         let steps = plan(&reg, &gocd, TIMEOUT, T0);
         assert!(
             matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user"))
@@ -308,7 +207,7 @@ mod tests {
             agent("ghost", AgentState::Idle, BuildState::Idle),
         ]
         .into();
-        observe(&mut reg, &[task("t2", "b", 2, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t2", "b", 2, "RUNNING")], &[], &[], &gocd, T0);
         assert_eq!(reg.get("b").unwrap().job.job_id, 2);
         assert_eq!(reg.get("b").unwrap().phase, Phase::Running);
         let steps = plan(&reg, &gocd, TIMEOUT, T0);
@@ -320,7 +219,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        observe(&mut reg, &[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
@@ -330,7 +229,7 @@ mod tests {
     fn tasks_ecs_forgot_count_as_stopped() {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
-        observe(&mut reg, &[], &[], &["t1".to_string()], &HashMap::new(), T0);
+        reg.observe(&[], &[], &["t1".to_string()], &HashMap::new(), T0);
         let steps = plan(&reg, &HashMap::new(), TIMEOUT, T0);
         assert!(
             matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows"))

@@ -16,13 +16,12 @@ use super::plan::{self, Plan};
 use super::pool::WaitingTask;
 use super::{api, apply, launch, OsClass, Resources};
 use crate::aws::AwsError;
+use crate::cluster::error::EngineError;
+use crate::cluster::launch::Work;
 use crate::cluster::registry::Phase;
 use crate::cluster::Cluster;
-use crate::error::{PluginError, Result};
 use crate::protocol::host_calls::HealthKind;
-use crate::protocol::requests::CreateAgentParams;
-use crate::server::host::HostClient;
-use crate::settings::{ClusterProfile, Ec2Capacity, ElasticProfile};
+use crate::settings::{ClusterProfile, Ec2Capacity};
 
 /// Pause between passes while work waits or instances start or retire.
 const BUSY: Duration = Duration::from_secs(2);
@@ -37,38 +36,19 @@ const PASS_BUDGET: Duration = Duration::from_secs(90);
 /// Waiting work GoCD has not asked about for this long (at least) is dropped: the job is gone.
 const WAITING_EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
 
-/// What create-agent hands over for one agent.
-#[derive(Debug)]
-pub struct Work<'a> {
-    /// The checked elastic profile.
-    pub elastic: &'a ElasticProfile,
-    /// The request.
-    pub params: &'a CreateAgentParams,
-    /// `GO_EA_SERVER_URL`.
-    pub server_url: &'a str,
-    /// The reserved agent id.
-    pub agent_id: &'a str,
-    /// Launch attempt of the job.
-    pub attempt: u32,
-}
-
 /// Queues an agent of an EC2 cluster profile and wakes its loop; never waits for capacity.
 /// Returns the line for the job's console.
 ///
 /// # Errors
-/// The task definition could not be registered, or the task is larger than one instance of
-/// the profile's type.
-pub async fn enqueue(cluster: &Arc<Cluster>, host: &HostClient, work: Work<'_>) -> Result<String> {
-    let profile = cluster.profile();
-    let cfg = profile
-        .ec2
-        .clone()
-        .ok_or_else(|| PluginError::Internal("an EC2 launch for a cluster profile without Ec2 settings".into()))?;
-    let task_definition = cluster.task_definition(work.elastic).await?;
+/// The task is larger than one instance of the profile's type.
+pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> Result<String, EngineError> {
+    let cfg = profile.ec2.clone().ok_or_else(|| {
+        EngineError::Config("an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType".into())
+    })?;
     let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
     let capacity = cluster.ec2.state().capacity(&cfg.instance_type);
     if let Some(capacity) = capacity.filter(|c| !c.fits(need)) {
-        return Err(PluginError::Config(format!(
+        return Err(EngineError::Config(format!(
             "the task reserves {} CPU units and {} MiB, but an {} instance offers ECS only {} CPU units and {} MiB: \
              lower Cpu/Memory (or MemoryReservation) in the elastic profile, or choose a larger Ec2InstanceType",
             need.cpu, need.memory, cfg.instance_type, capacity.cpu, capacity.memory
@@ -76,31 +56,14 @@ pub async fn enqueue(cluster: &Arc<Cluster>, host: &HostClient, work: Work<'_>) 
     }
     let now = SystemTime::now();
     let os = OsClass::of_family(&work.elastic.operating_system_family);
+    let agent_id = work.agent_id.clone();
     {
         let mut st = cluster.ec2.state();
-        st.waiting.retain(|w| w.agent_id != work.agent_id);
-        st.waiting.push(WaitingTask {
-            agent_id: work.agent_id.to_string(),
-            job: work.params.job_identifier.clone(),
-            environment: work.params.environment.clone(),
-            attempt: work.attempt,
-            elastic: Arc::new(work.elastic.clone()),
-            task_definition,
-            server_url: work.server_url.to_string(),
-            key: work.params.auto_register_key.clone(),
-            need,
-            os,
-            since: now,
-            last_asked: now,
-        });
+        st.waiting.retain(|w| w.work.agent_id != agent_id);
+        st.waiting.push(WaitingTask { work, need, os, since: now, last_asked: now });
     }
-    {
-        let mut registry = cluster.registry();
-        if let Some(record) = registry.get_mut(work.agent_id) {
-            record.capacity = Some("EC2".into());
-        }
-    }
-    ensure_running(cluster, host);
+    cluster.registry().queued_on_ec2(&agent_id);
+    ensure_running(cluster);
     cluster.ec2.wake();
     tracing::info!(
         need_cpu = need.cpu,
@@ -109,30 +72,30 @@ pub async fn enqueue(cluster: &Arc<Cluster>, host: &HostClient, work: Work<'_>) 
         "agent queued for room on an EC2 container instance"
     );
     Ok(format!(
-        "agent {} waits for room on an EC2 container instance ({} CPU units, {} MiB): it starts as soon as one has room; \
+        "agent {agent_id} waits for room on an EC2 container instance ({} CPU units, {} MiB): it starts as soon as one has room; \
          {} instances are launched as needed, up to Ec2MaxInstances {}",
-        work.agent_id, need.cpu, need.memory, cfg.instance_type, cfg.max_instances
+        need.cpu, need.memory, cfg.instance_type, cfg.max_instances
     ))
 }
 
 /// Starts the cluster's background loop unless it runs.
-pub fn ensure_running(cluster: &Arc<Cluster>, host: &HostClient) {
+pub fn ensure_running(cluster: &Arc<Cluster>) {
     let mut task = cluster.ec2.task.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if task.as_ref().is_some_and(|t| !t.is_finished()) {
         return;
     }
     let weak = Arc::downgrade(cluster);
     let wake = cluster.ec2.wake.clone();
-    *task = Some(tokio::spawn(run(weak, wake, host.clone())));
+    *task = Some(tokio::spawn(run(weak, wake)));
 }
 
-async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>, host: HostClient) {
+async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
     loop {
         let pause = {
             let Some(cluster) = cluster.upgrade() else {
                 return;
             };
-            let outcome = tokio::time::timeout(PASS_BUDGET, pass(&cluster, &host)).await;
+            let outcome = tokio::time::timeout(PASS_BUDGET, pass(&cluster)).await;
             let now = SystemTime::now();
             let (pause, error) = match outcome {
                 Ok(Ok(pause)) => (pause, None),
@@ -153,7 +116,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>, host: HostClient) {
 }
 
 /// One pass: observe, plan, apply. Returns the pause before the next.
-async fn pass(cluster: &Cluster, host: &HostClient) -> Result<Duration, AwsError> {
+async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let _one_at_a_time = cluster.ec2.pass_lock.lock().await;
     let profile = cluster.profile();
     let cfg = match profile.ec2.clone() {
@@ -199,9 +162,9 @@ async fn pass(cluster: &Cluster, host: &HostClient) -> Result<Duration, AwsError
     for r in &decided.retire {
         apply::retire(cluster, &profile, r).await;
     }
-    apply::refuse_too_big(cluster, host, &cfg, &decided.too_big).await;
+    apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
     for p in &decided.start {
-        apply::start(cluster, host, &profile, p).await;
+        apply::start(cluster, &profile, p).await;
     }
     if !decided.launch.is_empty() {
         launch::launch(cluster, &profile, &cfg, &decided.launch).await;
@@ -249,10 +212,10 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
         let mut st = cluster.ec2.state();
         let mut expired = Vec::new();
         st.waiting.retain(|w| {
-            let live = registry.get(&w.agent_id).is_some_and(|a| a.phase == Phase::Launching);
+            let live = registry.get(&w.work.agent_id).is_some_and(|a| a.phase == Phase::Launching);
             let asked_lately = now.duration_since(w.last_asked).unwrap_or_default() < limit;
             if live && !asked_lately {
-                expired.push(w.agent_id.clone());
+                expired.push(w.work.agent_id.clone());
             }
             live && asked_lately
         });
@@ -287,7 +250,7 @@ fn wind_down() -> Ec2Capacity {
 }
 
 fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.agent_id).collect();
+    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.work.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
         registry.stopped(&id, why, SystemTime::now());

@@ -1,12 +1,21 @@
 //! The in-memory picture of one cluster profile's agents: which agent was started for which
 //! job, its task, and where it is in its life. It is rebuilt from AWS after a restart
 //! (`adopt`), so losing it loses nothing. Pure data: no I/O, no clock of its own.
+//!
+//! Records are read by anyone (`get`, `all`) and changed only through the registry's named
+//! transitions: `reserve` → `launched` / `queued_on_ec2` / `started_on_instance` →
+//! `stopping` → `stopped`, with `launch_unknown` / `launch_failed` / `settle_unknown_launches`
+//! for launches whose answer was lost, `assigned` for should-assign-work, and `observe`
+//! (in `observe.rs`) folding a refresh and GoCD's agent list in.
+
+mod observe;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::launch::Capacity;
 use super::tasks::TaskView;
 use crate::protocol::types::JobIdentifier;
 
@@ -57,8 +66,8 @@ pub struct AgentRecord {
     pub phase: Phase,
     /// Its task, once RunTask answered.
     pub task_arn: Option<String>,
-    /// How it was launched (FARGATE, FARGATE_SPOT, ...).
-    pub capacity: Option<String>,
+    /// Where it runs, once known.
+    pub capacity: Option<Capacity>,
     /// When create-agent reserved it (or when we adopted it).
     pub created_at: SystemTime,
     /// When GoCD first listed the agent.
@@ -73,6 +82,17 @@ pub struct AgentRecord {
     pub stop_reason: Option<String>,
     /// ECS's last description of its task.
     pub task: Option<TaskView>,
+}
+
+/// What a new agent's record starts with.
+#[derive(Debug, Clone, Default)]
+pub struct NewAgent {
+    /// The pipeline's environment.
+    pub environment: Option<String>,
+    /// Hash of its elastic profile.
+    pub elastic_profile: String,
+    /// Image it runs.
+    pub image: String,
 }
 
 /// What [`Registry::reserve`] decided.
@@ -119,8 +139,7 @@ impl Registry {
         self.agents.get(agent_id).map(|a| &**a)
     }
 
-    /// The agent with this id, to change.
-    pub fn get_mut(&mut self, agent_id: &str) -> Option<&mut AgentRecord> {
+    fn get_mut(&mut self, agent_id: &str) -> Option<&mut AgentRecord> {
         self.agents.get_mut(agent_id).map(|a| &mut **a)
     }
 
@@ -129,8 +148,7 @@ impl Registry {
         self.agents.values().map(|a| &**a)
     }
 
-    /// Every agent, to change.
-    pub fn all_mut(&mut self) -> impl Iterator<Item = &mut AgentRecord> {
+    fn all_mut(&mut self) -> impl Iterator<Item = &mut AgentRecord> {
         self.agents.values_mut().map(|a| &mut **a)
     }
 
@@ -168,7 +186,7 @@ impl Registry {
         job: &JobIdentifier,
         new_agent_id: String,
         max_agents: usize,
-        fill: impl FnOnce(&mut AgentRecord),
+        new: NewAgent,
         now: SystemTime,
     ) -> Reservation {
         if let Some(existing) = self.live_for_job(job.job_id) {
@@ -183,12 +201,12 @@ impl Registry {
         }
         let attempt =
             self.agents.values().filter(|a| a.job.job_id == job.job_id).map(|a| a.attempt).max().unwrap_or(0) + 1;
-        let mut record = AgentRecord {
+        let record = AgentRecord {
             agent_id: new_agent_id.clone(),
             job: job.clone(),
-            environment: None,
-            elastic_profile: String::new(),
-            image: String::new(),
+            environment: new.environment,
+            elastic_profile: new.elastic_profile,
+            image: new.image,
             attempt,
             phase: Phase::Launching,
             task_arn: None,
@@ -201,22 +219,56 @@ impl Registry {
             stop_reason: None,
             task: None,
         };
-        fill(&mut record);
         self.agents.insert(new_agent_id.clone(), Box::new(record));
         Reservation::Reserved { agent_id: new_agent_id, attempt }
     }
 
-    /// Records RunTask's answer.
-    pub fn launched(&mut self, agent_id: &str, task: TaskView) {
+    /// Records RunTask's answer: the agent runs on `capacity`.
+    pub fn launched(&mut self, agent_id: &str, task: TaskView, capacity: Capacity) {
         self.unknown_launches.remove(agent_id);
         if let Some(a) = self.agents.get_mut(agent_id) {
             a.task_arn = Some(task.arn.clone());
-            a.capacity = Some(task.capacity.clone()).filter(|c| !c.is_empty()).or(a.capacity.take());
+            a.capacity = Some(capacity);
             if a.phase == Phase::Launching {
                 a.phase = Phase::Running;
             }
             a.task = Some(task.without_own_tags());
         }
+    }
+
+    /// An EC2 agent waits for room on a container instance.
+    pub fn queued_on_ec2(&mut self, agent_id: &str) {
+        if let Some(a) = self.get_mut(agent_id) {
+            a.capacity = Some(Capacity::Ec2);
+        }
+    }
+
+    /// StartTask placed a waiting EC2 agent's task: it runs, and its register timeout counts
+    /// from now (not from create-agent: it waited for room).
+    pub fn started_on_instance(&mut self, agent_id: &str, task: TaskView, now: SystemTime) {
+        self.launched(agent_id, task, Capacity::Ec2);
+        if let Some(a) = self.get_mut(agent_id) {
+            a.created_at = now;
+        }
+    }
+
+    /// GoCD's job is done: the agent's task is to be stopped. Returns its task, if it has one,
+    /// or `None` when the agent is not ours.
+    pub fn stopping(&mut self, agent_id: &str) -> Option<Option<String>> {
+        let a = self.get_mut(agent_id)?;
+        a.phase = Phase::Stopping;
+        Some(a.task_arn.clone())
+    }
+
+    /// should-assign-work: whether the agent is live and was started for `job_id`; when it is,
+    /// notes when GoCD first assigned it.
+    pub fn assigned(&mut self, agent_id: &str, job_id: i64, now: SystemTime) -> bool {
+        let Some(a) = self.get_mut(agent_id) else { return false };
+        let yes = a.job.job_id == job_id && a.phase.is_live();
+        if yes {
+            a.assigned_at.get_or_insert(now);
+        }
+        yes
     }
 
     /// Marks an agent stopped (launch failed, task stopped, job done).
@@ -297,15 +349,15 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let mut r = Registry::default();
         assert_eq!(
-            r.reserve(&job(1), "a".into(), 2, |_| {}, now),
+            r.reserve(&job(1), "a".into(), 2, NewAgent::default(), now),
             Reservation::Reserved { agent_id: "a".into(), attempt: 1 }
         );
-        assert_eq!(r.reserve(&job(1), "b".into(), 2, |_| {}, now), Reservation::Existing("a".into()));
-        assert!(matches!(r.reserve(&job(2), "c".into(), 2, |_| {}, now), Reservation::Reserved { .. }));
-        assert_eq!(r.reserve(&job(3), "d".into(), 2, |_| {}, now), Reservation::Full { live: 2 });
+        assert_eq!(r.reserve(&job(1), "b".into(), 2, NewAgent::default(), now), Reservation::Existing("a".into()));
+        assert!(matches!(r.reserve(&job(2), "c".into(), 2, NewAgent::default(), now), Reservation::Reserved { .. }));
+        assert_eq!(r.reserve(&job(3), "d".into(), 2, NewAgent::default(), now), Reservation::Full { live: 2 });
         r.stopped("a", "spot reclaimed", now);
         assert_eq!(
-            r.reserve(&job(1), "e".into(), 2, |_| {}, now),
+            r.reserve(&job(1), "e".into(), 2, NewAgent::default(), now),
             Reservation::Reserved { agent_id: "e".into(), attempt: 2 }
         );
         assert_eq!(r.live_count(), 2);
@@ -316,9 +368,9 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let mut r = Registry::default();
         for (id, job_id) in [("a", 1), ("b", 2)] {
-            r.reserve(&job(job_id), id.into(), 5, |_| {}, now);
+            r.reserve(&job(job_id), id.into(), 5, NewAgent::default(), now);
         }
-        r.launched("a", task("t-a", tags("a", 1), "RUNNING"));
+        r.launched("a", task("t-a", tags("a", 1), "RUNNING"), Capacity::Fargate);
         assert_eq!(r.agent_of(&task("t-a", tags("a", 1), "RUNNING")).map(|a| a.agent_id.as_str()), Some("a"));
         // A second task tagged for `a`, and a task of `b`, which has none yet: neither is theirs.
         assert!(r.agent_of(&task("t-a2", tags("a", 1), "RUNNING")).is_none());
@@ -331,7 +383,7 @@ mod tests {
     fn stopped_keeps_the_first_reason_and_prune_forgets_old_ones() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
         let mut r = Registry::default();
-        r.reserve(&job(1), "a".into(), 5, |_| {}, now);
+        r.reserve(&job(1), "a".into(), 5, NewAgent::default(), now);
         r.stopped("a", "first", now);
         r.stopped("a", "second", now + Duration::from_secs(5));
         assert_eq!(r.get("a").unwrap().stop_reason.as_deref(), Some("first"));
@@ -345,27 +397,27 @@ mod tests {
     fn a_completed_job_gets_no_new_agent_from_a_late_create_agent() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
         let mut r = Registry::default();
-        r.reserve(&job(1), "a".into(), 5, |_| {}, now);
+        r.reserve(&job(1), "a".into(), 5, NewAgent::default(), now);
         r.job_finished(1, now);
         r.stopped("a", "job completed", now);
-        assert_eq!(r.reserve(&job(1), "b".into(), 5, |_| {}, now), Reservation::Finished);
-        assert!(matches!(r.reserve(&job(2), "c".into(), 5, |_| {}, now), Reservation::Reserved { .. }));
+        assert_eq!(r.reserve(&job(1), "b".into(), 5, NewAgent::default(), now), Reservation::Finished);
+        assert!(matches!(r.reserve(&job(2), "c".into(), 5, NewAgent::default(), now), Reservation::Reserved { .. }));
         r.prune(now + KEEP_STOPPED + Duration::from_secs(1));
-        assert!(matches!(r.reserve(&job(1), "d".into(), 5, |_| {}, now), Reservation::Reserved { .. }));
+        assert!(matches!(r.reserve(&job(1), "d".into(), 5, NewAgent::default(), now), Reservation::Reserved { .. }));
     }
 
     #[test]
     fn a_launch_of_unknown_outcome_keeps_its_slot_until_a_refresh_settles_it() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
         let mut r = Registry::default();
-        r.reserve(&job(1), "a".into(), 5, |_| {}, t0);
-        r.reserve(&job(2), "b".into(), 5, |_| {}, t0);
+        r.reserve(&job(1), "a".into(), 5, NewAgent::default(), t0);
+        r.reserve(&job(2), "b".into(), 5, NewAgent::default(), t0);
         r.launch_unknown("a", t0);
         r.launch_failed("a", "launch failed: the answer was lost", t0);
         r.launch_failed("b", "launch failed: refused", t0);
         assert_eq!(r.get("a").unwrap().phase, Phase::Launching, "may run: keeps serving its job");
         assert_eq!(r.get("b").unwrap().phase, Phase::Stopped);
-        assert_eq!(r.reserve(&job(1), "a2".into(), 5, |_| {}, t0), Reservation::Existing("a".into()));
+        assert_eq!(r.reserve(&job(1), "a2".into(), 5, NewAgent::default(), t0), Reservation::Existing("a".into()));
         // A refresh from before the launch settled cannot tell.
         assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE - Duration::from_secs(1)), 0);
         assert_eq!(r.get("a").unwrap().phase, Phase::Launching);
@@ -374,13 +426,10 @@ mod tests {
         assert_eq!(r.get("a").unwrap().phase, Phase::Stopped);
         assert!(r.get("a").unwrap().stop_reason.as_deref().unwrap().contains("answer was lost"));
         // Found by a refresh (observe attached the task): it runs.
-        r.reserve(&job(3), "c".into(), 5, |_| {}, t0);
+        r.reserve(&job(3), "c".into(), 5, NewAgent::default(), t0);
         r.launch_unknown("c", t0);
         r.launch_failed("c", "launch failed", t0);
-        if let Some(c) = r.get_mut("c") {
-            c.task_arn = Some("t-c".into());
-            c.phase = Phase::Running;
-        }
+        r.observe(&[task("t-c", tags("c", 3), "RUNNING")], &[], &[], &std::collections::HashMap::new(), t0);
         assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE * 2), 1);
         assert_eq!(r.get("c").unwrap().phase, Phase::Running);
     }

@@ -15,10 +15,9 @@ use tokio::task::JoinHandle;
 use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot};
 use super::{capacity, OsClass, Resources};
 use crate::aws::network::Network;
-use crate::cluster::task_definition::TaskDefinitionRef;
-use crate::protocol::types::JobIdentifier;
+use crate::cluster::launch::Work;
 use crate::secret::Secret;
-use crate::settings::{Ec2Capacity, ElasticProfile};
+use crate::settings::Ec2Capacity;
 
 /// How long a task we placed keeps its instance from counting as idle, whatever ECS says (ECS
 /// may not count a task in the first description after StartTask).
@@ -102,22 +101,9 @@ pub struct InstanceRecord {
 /// A task waiting for room, with everything needed to start it later.
 #[derive(Debug, Clone)]
 pub struct WaitingTask {
-    /// The agent id (reserved in the registry, phase Launching).
-    pub agent_id: String,
-    /// Its job.
-    pub job: JobIdentifier,
-    /// The pipeline's environment.
-    pub environment: Option<String>,
-    /// Launch attempt of the job.
-    pub attempt: u32,
-    /// The elastic profile.
-    pub elastic: Arc<ElasticProfile>,
-    /// Its task definition (registered at create-agent).
-    pub task_definition: TaskDefinitionRef,
-    /// `GO_EA_SERVER_URL`.
-    pub server_url: String,
-    /// The newest auto-register key GoCD sent for the job.
-    pub key: Secret<String>,
+    /// The agent to start (reserved in the registry, phase Launching); its key is the newest
+    /// GoCD sent for the job.
+    pub work: Work,
     /// CPU and memory it reserves.
     pub need: Resources,
     /// The instances it can run on.
@@ -210,8 +196,8 @@ impl Pool {
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
     pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.agent_id == agent_id) {
-            w.key = key.clone();
+        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.work.agent_id == agent_id) {
+            w.work.auto_register_key = key.clone();
             w.last_asked = now;
         }
     }
@@ -318,7 +304,7 @@ impl PoolState {
                 c.tasks += 1;
             }
         }
-        self.waiting.retain(|w| w.agent_id != agent_id);
+        self.waiting.retain(|w| w.work.agent_id != agent_id);
         self.counters.placed += 1;
     }
 
@@ -367,7 +353,10 @@ impl PoolState {
 
     /// The planner's view of the waiting work.
     pub fn demands(&self) -> Vec<Demand> {
-        self.waiting.iter().map(|w| Demand { id: w.agent_id.clone(), need: w.need, os: w.os, since: w.since }).collect()
+        self.waiting
+            .iter()
+            .map(|w| Demand { id: w.work.agent_id.clone(), need: w.need, os: w.os, since: w.since })
+            .collect()
     }
 
     /// How long until the next idle or register deadline of an instance passes, if any: the loop

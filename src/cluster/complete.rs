@@ -1,0 +1,63 @@
+//! Job completion: the agent's work is done — disable it in GoCD, stop its task, delete it —
+//! and [`Cluster::stop_task`], the one StopTask of the engine.
+
+use std::time::SystemTime;
+
+use super::error::EngineError;
+use super::Cluster;
+use crate::aws::AwsError;
+use crate::protocol::host_calls::HealthKind;
+use crate::protocol::types::JobIdentifier;
+
+/// What job-completion did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completed {
+    /// The agent was disabled, its task stopped and the agent deleted.
+    Stopped,
+    /// The agent is not one this plugin started: nothing was touched.
+    NotOurs,
+}
+
+impl Cluster {
+    /// GoCD says the job on `agent_id` completed: no agent is started for the job from now on,
+    /// and the agent is disabled, its task stopped and the agent deleted.
+    ///
+    /// # Errors
+    /// A failed adoption, StopTask or call to GoCD; the agent stays `Stopping` and the next
+    /// server-ping retries the stop.
+    pub async fn complete(&self, agent_id: &str, job: &JobIdentifier) -> Result<Completed, EngineError> {
+        // First, so that a create-agent for this job arriving late never starts another agent.
+        self.registry().job_finished(job.job_id, SystemTime::now());
+        self.ensure_adopted().await?;
+        let Some(task_arn) = self.registry().stopping(agent_id) else {
+            tracing::warn!(agent_id, "job completed on an agent this plugin did not start; leaving it alone");
+            return Ok(Completed::NotOurs);
+        };
+        let ids = [agent_id.to_string()];
+        self.gocd.disable_agents(&ids).await?;
+        if let Some(arn) = &task_arn {
+            self.stop_task(arn, &format!("GoCD job {} completed", job.locator())).await?;
+        }
+        self.gocd.delete_agents(&ids).await?;
+        self.registry().stopped(agent_id, "job completed", SystemTime::now());
+        tracing::info!(agent_id, job = %job.locator(), "job completed: agent stopped and deleted");
+        Ok(Completed::Stopped)
+    }
+
+    /// Stops one task of ours, with a reason ECS shows (at most 255 characters).
+    ///
+    /// # Errors
+    /// The failed StopTask call (server-ping tries again).
+    pub async fn stop_task(&self, task_arn: &str, reason: &str) -> Result<(), AwsError> {
+        let cluster_name = self.profile().cluster_name.clone();
+        let reason: String = reason.chars().take(255).collect();
+        let request = self.aws.ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
+        match self.aws.calls.call("StopTask", || request.clone().send()).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                self.event(HealthKind::Warning, format!("could not stop task {task_arn}: {e}"));
+                Err(e)
+            }
+        }
+    }
+}

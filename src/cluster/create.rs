@@ -1,0 +1,221 @@
+//! create-agent in the engine: from GoCD's request to a task ECS accepted (Fargate) or work
+//! queued for room on an instance (EC2), without ever waiting for capacity.
+//!
+//! 1. the elastic profile, checked against this cluster profile (launch type, allow-lists);
+//!    a refusal goes to the job's console and to server health,
+//! 2. adoption from AWS (once per process), so a re-sent create-agent finds the job's agent,
+//! 3. one atomic reservation: a live agent for the job means nothing to do, a completed job
+//!    means nothing to do, `MaxAgents` live agents means the job waits for GoCD's next ask,
+//! 4. the task definition (registered once) and, on Fargate, the networking (resolved once),
+//!    looked up together; the [`Work`] is built once from them,
+//! 5. Fargate: RunTask ([`super::launch`]); EC2: the work waits in the pool
+//!    ([`super::ec2::driver::enqueue`]). The reservation becomes the agent's record, or is
+//!    released on failure.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use tracing::Instrument;
+
+use super::error::EngineError;
+use super::gocd::console_line;
+use super::identity::new_agent_id;
+use super::launch::{run_task, Capacity, LaunchSpec, Work};
+use super::registry::{NewAgent, Reservation};
+use super::Cluster;
+use crate::protocol::host_calls::HealthKind;
+use crate::protocol::types::JobIdentifier;
+use crate::secret::Secret;
+use crate::settings::{check_compatible, ClusterProfile, ElasticProfile, LaunchType, Properties};
+
+/// One create-agent, as the engine needs it.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    /// The job that needs an agent.
+    pub job: JobIdentifier,
+    /// The pipeline's environment.
+    pub environment: Option<String>,
+    /// The agent's ephemeral registration key.
+    pub auto_register_key: Secret<String>,
+    /// The elastic profile as GoCD sent it.
+    pub elastic_profile: Properties,
+    /// GoCD's own URL for agents (from server-info), used when the profile sets no `GoServerUrl`.
+    pub site_url: Option<String>,
+}
+
+/// What create-agent did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// A task was started on this capacity.
+    Started(Capacity),
+    /// EC2: the agent waits for room on an instance.
+    Queued,
+    /// A live agent already serves the job.
+    Existing,
+    /// The job already completed.
+    Finished,
+    /// `MaxAgents` agents are live: the job waits.
+    Full,
+}
+
+impl Cluster {
+    /// Starts an agent for the job unless one already serves it.
+    ///
+    /// # Errors
+    /// [`EngineError::Refused`] when the elastic profile does not fit this cluster profile; else
+    /// the profiles cannot launch as they stand, or AWS failed. The job's console and server
+    /// health say so, and GoCD's next create-agent tries again.
+    pub async fn create_agent(self: &Arc<Self>, request: AgentRequest) -> Result<Created, EngineError> {
+        let profile = self.profile(); // one snapshot of the profile for the whole request
+        let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
+            Ok(elastic) => Arc::new(elastic),
+            Err(problems) => {
+                let message = format!(
+                    "no agent started for job {}: the elastic profile does not fit this cluster profile: {problems}",
+                    request.job.locator()
+                );
+                self.refuse(&request.job, &message).await;
+                return Err(EngineError::Refused(message));
+            }
+        };
+        self.saw_elastic_profile(&elastic);
+        self.ensure_adopted().await?;
+        let server_url = profile.go_server_url.clone().or(request.site_url.clone()).ok_or_else(|| {
+            EngineError::Config(
+                "GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl"
+                    .into(),
+            )
+        })?;
+        let new = NewAgent {
+            environment: request.environment.clone(),
+            elastic_profile: elastic.hash.clone(),
+            image: elastic.image.clone(),
+        };
+        let agent_id = new_agent_id(&self.key, &request.job);
+        let reserved =
+            self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, SystemTime::now());
+        let (agent_id, attempt) = match reserved {
+            Reservation::Reserved { agent_id, attempt } => (agent_id, attempt),
+            other => return Ok(self.not_started(&profile, &request, other).await),
+        };
+        let span = tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %request.job.locator());
+        let started =
+            self.start(&profile, elastic, &request, agent_id.clone(), attempt, server_url).instrument(span).await;
+        match started {
+            Ok((line, created)) => {
+                let _ = self.gocd.console_log(&request.job, console_line(line)).await;
+                Ok(created)
+            }
+            Err(error) => {
+                self.registry().launch_failed(&agent_id, format!("launch failed: {error}"), SystemTime::now());
+                let message = format!("could not start an agent for job {}: {error}", request.job.locator());
+                self.event(HealthKind::Error, message);
+                let line = console_line(format!("could not start an agent: {error}"));
+                let _ = self.gocd.console_log(&request.job, line).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Builds the agent's [`Work`] once, then launches it (Fargate) or queues it (EC2).
+    /// Returns the line for the job's console.
+    async fn start(
+        self: &Arc<Self>,
+        profile: &Arc<ClusterProfile>,
+        elastic: Arc<ElasticProfile>,
+        request: &AgentRequest,
+        agent_id: String,
+        attempt: u32,
+        server_url: String,
+    ) -> Result<(String, Created), EngineError> {
+        let on_ec2 = profile.launch_type == LaunchType::Ec2;
+        // Both are cached after the first launch; the first one waits for the slower, not the sum.
+        let network = async {
+            match on_ec2 {
+                true => Ok(None), // bridge networking on our own instances
+                false => self.network(profile, &elastic).await.map(Some),
+            }
+        };
+        let (task_definition, network) = tokio::try_join!(self.task_definition(profile, &elastic), network)?;
+        let work = Work {
+            agent_id,
+            attempt,
+            job: request.job.clone(),
+            environment: request.environment.clone(),
+            elastic,
+            task_definition,
+            server_url,
+            auto_register_key: request.auto_register_key.clone(),
+        };
+        if on_ec2 {
+            // EC2: the work waits for room on an instance of ours; this call never waits for it.
+            let line = super::ec2::driver::enqueue(self, profile, work)?;
+            return Ok((line, Created::Queued));
+        }
+        let spec = LaunchSpec::new(self, profile, &work, network.as_ref());
+        let launched = run_task(&self.aws, &spec).await.map_err(|failure| {
+            if failure.outcome_unknown {
+                self.registry().launch_unknown(&work.agent_id, SystemTime::now());
+            }
+            failure.error
+        })?;
+        let (arn, capacity) = (launched.task.arn.clone(), launched.capacity);
+        if launched.fell_back_from_spot {
+            let message = format!("FARGATE_SPOT capacity was refused; agent {} runs on FARGATE", work.agent_id);
+            self.event(HealthKind::Warning, message);
+        }
+        self.registry().launched(&work.agent_id, launched.task, capacity);
+        tracing::info!(task = %arn, %capacity, "started agent task");
+        Ok((format!("started agent {} as ECS task {arn} on {capacity}", work.agent_id), Created::Started(capacity)))
+    }
+
+    /// A reservation that starts nothing: say why where it helps.
+    async fn not_started(&self, profile: &ClusterProfile, request: &AgentRequest, reserved: Reservation) -> Created {
+        let job = &request.job;
+        match reserved {
+            Reservation::Existing(agent_id) => {
+                tracing::info!(job = %job.locator(), agent_id, "an agent already serves this job; nothing to start");
+                if profile.launch_type == LaunchType::Ec2 {
+                    // Still waiting for room? It registers with the newest key GoCD sent.
+                    self.ec2.renew(&agent_id, &request.auto_register_key, SystemTime::now());
+                }
+                Created::Existing
+            }
+            Reservation::Finished => {
+                tracing::info!(job = %job.locator(), "this job already completed; a late create-agent starts nothing");
+                Created::Finished
+            }
+            Reservation::Full { live } => {
+                let message = format!(
+                    "{live} agents are running or starting, the MaxAgents of this cluster profile: the job waits"
+                );
+                tracing::info!(job = %job.locator(), "{message}");
+                let _ = self.gocd.console_log(job, console_line(message)).await;
+                Created::Full
+            }
+            Reservation::Reserved { .. } => Created::Existing, // not reached: the caller launches these
+        }
+    }
+
+    /// Says in the job's console and in server health why no agent was started.
+    async fn refuse(&self, job: &JobIdentifier, message: &str) {
+        self.event(HealthKind::Warning, message.to_string());
+        let _ = self.gocd.console_log(job, console_line(message)).await;
+    }
+}
+
+/// The elastic profile, parsed and checked against the cluster profile; else its problems as
+/// `Key: message; Key: message`.
+fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Result<ElasticProfile, String> {
+    let problems = match ElasticProfile::parse(props) {
+        Ok(elastic) => {
+            let problems = check_compatible(profile, &elastic);
+            if problems.is_empty() {
+                return Ok(elastic);
+            }
+            problems
+        }
+        Err(problems) => problems,
+    };
+    Err(problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect::<Vec<_>>().join("; "))
+}

@@ -1,0 +1,362 @@
+//! Engine tests' AWS: a scripted fake answering the SDK's HTTP calls in memory (kube-rs's
+//! `ApiServerVerifier` idea, one layer down: the engine runs its real SDK clients, budget and
+//! retries against it). It keeps a small ECS — task definitions, tasks with their tags,
+//! `startedBy` and overrides — answers the ECS JSON operations the engine calls, records every
+//! call in order, and fails a named operation on demand (`fail_next`). EC2 calls are refused:
+//! engine tests name their subnets and security groups. And [`FakeGocd`], the GoCD port.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_credential_types::Credentials;
+use aws_sdk_ecs::config::{BehaviorVersion, Region};
+use aws_smithy_runtime_api::client::http::{http_client_fn, HttpConnector, HttpConnectorFuture, SharedHttpConnector};
+use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
+use aws_smithy_runtime_api::http::StatusCode;
+use aws_smithy_types::body::SdkBody;
+use serde_json::{json, Value};
+
+use super::gocd::{Gocd, GocdFuture, HostCallError};
+use crate::aws::{AwsClients, CallStats, RoleStats};
+use crate::protocol::host_calls::{HealthMessage, ServerInfo};
+use crate::protocol::types::{AgentMetadata, JobIdentifier};
+
+/// The account and region of the fake.
+pub const ACCOUNT: &str = "123456789012";
+/// Its region.
+pub const REGION: &str = "us-east-1";
+
+/// One task the fake keeps.
+#[derive(Debug, Clone)]
+pub struct FakeTask {
+    /// Its ARN.
+    pub arn: String,
+    /// `startedBy`.
+    pub started_by: String,
+    /// `RUNNING` or `STOPPED`.
+    pub status: String,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+    /// The agent container's environment overrides.
+    pub environment: BTreeMap<String, String>,
+    /// When it was created.
+    pub created_at: SystemTime,
+    /// StopTask's reason.
+    pub stopped_reason: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    tasks: Vec<FakeTask>,
+    families: BTreeMap<String, (u32, Vec<Value>)>,
+    calls: Vec<String>,
+    failures: HashMap<String, VecDeque<(u16, &'static str, String)>>,
+    next_task: u64,
+}
+
+/// The fake: clone it freely, every clone sees the same state.
+#[derive(Debug, Clone, Default)]
+pub struct FakeAws {
+    state: Arc<Mutex<State>>,
+}
+
+impl FakeAws {
+    /// SDK clients of one account whose every call this fake answers.
+    pub fn clients(&self) -> Arc<AwsClients> {
+        let fake = self.clone();
+        let http = http_client_fn(move |_, _| SharedHttpConnector::new(fake.clone()));
+        let creds = Credentials::new("AKIDFAKE", "fake-secret", None, None, "engine-tests");
+        let ecs = aws_sdk_ecs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .credentials_provider(creds.clone())
+            .http_client(http.clone())
+            .retry_config(aws_sdk_ecs::config::retry::RetryConfig::disabled())
+            .build();
+        let ec2 = aws_sdk_ec2::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(aws_sdk_ec2::config::Region::new(REGION))
+            .credentials_provider(creds)
+            .http_client(http)
+            .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+            .build();
+        Arc::new(AwsClients {
+            ecs: aws_sdk_ecs::Client::from_conf(ecs),
+            ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            region: REGION.into(),
+            role_arn: None,
+            role: Arc::new(RoleStats::default()),
+            calls: Arc::new(CallStats::default()),
+        })
+    }
+
+    /// Every call so far, by operation name, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls of `operation` were made.
+    pub fn count(&self, operation: &str) -> usize {
+        self.lock().calls.iter().filter(|c| *c == operation).count()
+    }
+
+    /// The tasks, running and stopped.
+    pub fn tasks(&self) -> Vec<FakeTask> {
+        self.lock().tasks.clone()
+    }
+
+    /// The running tasks.
+    pub fn running(&self) -> Vec<FakeTask> {
+        self.tasks().into_iter().filter(|t| t.status == "RUNNING").collect()
+    }
+
+    /// Puts a running task in the cluster, as an earlier process (or another tool) started it.
+    pub fn seed_task(&self, started_by: &str, tags: &[(String, String)], created_at: SystemTime) -> String {
+        let mut st = self.lock();
+        let arn = new_task_arn(&mut st);
+        st.tasks.push(FakeTask {
+            arn: arn.clone(),
+            started_by: started_by.to_string(),
+            status: "RUNNING".into(),
+            tags: tags.iter().cloned().collect(),
+            environment: BTreeMap::new(),
+            created_at,
+            stopped_reason: None,
+        });
+        arn
+    }
+
+    /// Stops a task as ECS would on its own (Spot reclaim, OOM).
+    pub fn stop_by_ecs(&self, arn: &str, reason: &str) {
+        if let Some(t) = self.lock().tasks.iter_mut().find(|t| t.arn == arn) {
+            t.status = "STOPPED".into();
+            t.stopped_reason = Some(reason.into());
+        }
+    }
+
+    /// The next call of `operation` fails with AWS's `code` (HTTP `status`).
+    pub fn fail_next(&self, operation: &str, status: u16, code: &'static str, message: &str) {
+        self.lock().failures.entry(operation.into()).or_default().push_back((status, code, message.into()));
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn answer(&self, request: &HttpRequest) -> (u16, Value) {
+        let target = request.headers().get("x-amz-target").unwrap_or_default();
+        let Some(operation) = target.strip_prefix("AmazonEC2ContainerServiceV20141113.") else {
+            self.lock().calls.push(format!("non-ECS {}", request.uri()));
+            return (400, error("UnsupportedOperation", "engine tests name their subnets and security groups"));
+        };
+        let body: Value = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
+        let mut st = self.lock();
+        st.calls.push(operation.to_string());
+        if let Some((status, code, message)) = st.failures.get_mut(operation).and_then(VecDeque::pop_front) {
+            return (status, error(code, &message));
+        }
+        match operation {
+            "RunTask" => run_task(&mut st, &body),
+            "ListTasks" => list_tasks(&st, &body),
+            "DescribeTasks" => describe_tasks(&st, &body),
+            "StopTask" => stop_task(&mut st, &body),
+            "DescribeTaskDefinition" => describe_task_definition(&st, &body),
+            "RegisterTaskDefinition" => register_task_definition(&mut st, &body),
+            "ListTaskDefinitionFamilies" => (200, json!({ "families": st.families.keys().collect::<Vec<_>>() })),
+            "ListTaskDefinitions" => (200, json!({ "taskDefinitionArns": [] })),
+            other => (400, error("InvalidParameterException", &format!("the fake does not answer {other}"))),
+        }
+    }
+}
+
+impl HttpConnector for FakeAws {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let (status, body) = self.answer(&request);
+        let status = StatusCode::try_from(status).unwrap_or_else(|_| StatusCode::try_from(500).expect("500"));
+        let mut response = HttpResponse::new(status, SdkBody::from(body.to_string()));
+        response.headers_mut().insert("content-type", "application/x-amz-json-1.1");
+        HttpConnectorFuture::ready(Ok(response))
+    }
+}
+
+fn error(code: &str, message: &str) -> Value {
+    json!({ "__type": code, "message": message })
+}
+
+fn new_task_arn(st: &mut State) -> String {
+    st.next_task += 1;
+    format!("arn:aws:ecs:{REGION}:{ACCOUNT}:task/ci/{:032x}", st.next_task)
+}
+
+fn str_of<'a>(body: &'a Value, key: &str) -> &'a str {
+    body.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn run_task(st: &mut State, body: &Value) -> (u16, Value) {
+    let arn = new_task_arn(st);
+    let tags =
+        body["tags"].as_array().into_iter().flatten().map(|t| (str_of(t, "key").into(), str_of(t, "value").into()));
+    let environment = body["overrides"]["containerOverrides"][0]["environment"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| (str_of(e, "name").into(), str_of(e, "value").into()))
+        .collect();
+    let task = FakeTask {
+        arn,
+        started_by: str_of(body, "startedBy").into(),
+        status: "RUNNING".into(),
+        tags: tags.collect(),
+        environment,
+        created_at: SystemTime::now(),
+        stopped_reason: None,
+    };
+    let launch_type = body.get("launchType").and_then(Value::as_str).unwrap_or("FARGATE");
+    let answer = json!({ "tasks": [task_json(&task, launch_type)], "failures": [] });
+    st.tasks.push(task);
+    (200, answer)
+}
+
+fn list_tasks(st: &State, body: &Value) -> (u16, Value) {
+    let started_by = str_of(body, "startedBy");
+    let arns: Vec<&str> = st
+        .tasks
+        .iter()
+        .filter(|t| t.status == "RUNNING" && (started_by.is_empty() || t.started_by == started_by))
+        .map(|t| t.arn.as_str())
+        .collect();
+    (200, json!({ "taskArns": arns }))
+}
+
+fn describe_tasks(st: &State, body: &Value) -> (u16, Value) {
+    let wanted: Vec<&str> = body["tasks"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    if wanted.len() > 100 {
+        return (400, error("InvalidParameterException", "Tasks cannot be longer than 100"));
+    }
+    let tasks: Vec<Value> =
+        st.tasks.iter().filter(|t| wanted.contains(&t.arn.as_str())).map(|t| task_json(t, "FARGATE")).collect();
+    (200, json!({ "tasks": tasks, "failures": [] }))
+}
+
+fn stop_task(st: &mut State, body: &Value) -> (u16, Value) {
+    let arn = str_of(body, "task");
+    let Some(task) = st.tasks.iter_mut().find(|t| t.arn == arn) else {
+        return (400, error("InvalidParameterException", "The referenced task was not found."));
+    };
+    task.status = "STOPPED".into();
+    task.stopped_reason = Some(str_of(body, "reason").into());
+    (200, json!({ "task": task_json(task, "FARGATE") }))
+}
+
+fn describe_task_definition(st: &State, body: &Value) -> (u16, Value) {
+    let family = str_of(body, "taskDefinition");
+    match st.families.get(family) {
+        Some((revision, tags)) => (200, json!({ "taskDefinition": td_json(family, *revision), "tags": tags })),
+        None => (400, error("ClientException", "Unable to describe task definition.")),
+    }
+}
+
+fn register_task_definition(st: &mut State, body: &Value) -> (u16, Value) {
+    let family = str_of(body, "family").to_string();
+    let tags = body["tags"].as_array().cloned().unwrap_or_default();
+    let entry = st.families.entry(family.clone()).or_insert((0, Vec::new()));
+    entry.0 += 1;
+    entry.1 = tags.clone();
+    (200, json!({ "taskDefinition": td_json(&family, entry.0), "tags": tags }))
+}
+
+fn td_json(family: &str, revision: u32) -> Value {
+    json!({
+        "taskDefinitionArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:task-definition/{family}:{revision}"),
+        "family": family,
+        "revision": revision,
+        "status": "ACTIVE",
+    })
+}
+
+fn task_json(task: &FakeTask, launch_type: &str) -> Value {
+    let tags: Vec<Value> = task.tags.iter().map(|(k, v)| json!({ "key": k, "value": v })).collect();
+    let created = task.created_at.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs_f64();
+    let mut value = json!({
+        "taskArn": task.arn,
+        "clusterArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/ci"),
+        "lastStatus": task.status,
+        "desiredStatus": task.status,
+        "launchType": launch_type,
+        "startedBy": task.started_by,
+        "createdAt": created,
+        "tags": tags,
+        "containers": [{ "name": "gocd-agent", "lastStatus": task.status }],
+    });
+    if let Some(reason) = &task.stopped_reason {
+        value["stoppedReason"] = json!(reason);
+    }
+    value
+}
+
+/// The GoCD port of engine tests: records what the engine told GoCD, lists what it is given.
+#[derive(Debug, Default)]
+pub struct FakeGocd {
+    /// Console lines, by job id.
+    pub console: Mutex<Vec<(i64, String)>>,
+    /// Agents disabled, in order.
+    pub disabled: Mutex<Vec<String>>,
+    /// Agents deleted, in order.
+    pub deleted: Mutex<Vec<String>>,
+    /// What list-agents answers.
+    pub agents: Mutex<Vec<AgentMetadata>>,
+}
+
+impl FakeGocd {
+    /// The console lines of one job.
+    pub fn console_of(&self, job_id: i64) -> Vec<String> {
+        let lines = self.console.lock().unwrap_or_else(PoisonError::into_inner);
+        lines.iter().filter(|(id, _)| *id == job_id).map(|(_, l)| l.clone()).collect()
+    }
+
+    /// Agents deleted so far.
+    pub fn deleted(&self) -> Vec<String> {
+        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> GocdFuture<'a, T> {
+    Box::pin(std::future::ready(Ok::<T, HostCallError>(value)))
+}
+
+impl Gocd for FakeGocd {
+    fn console_log<'a>(&'a self, job: &'a JobIdentifier, text: String) -> GocdFuture<'a, ()> {
+        self.console.lock().unwrap_or_else(PoisonError::into_inner).push((job.job_id, text));
+        ready(())
+    }
+
+    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+        self.disabled.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
+        ready(())
+    }
+
+    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
+        ready(())
+    }
+
+    fn list_agents(&self) -> GocdFuture<'_, Vec<AgentMetadata>> {
+        ready(self.agents.lock().unwrap_or_else(PoisonError::into_inner).clone())
+    }
+
+    fn server_info(&self) -> GocdFuture<'_, ServerInfo> {
+        let info = serde_json::from_value(json!({
+            "server_id": "server-1",
+            "site_url": "http://gocd.example:8153/go",
+            "secure_site_url": "https://gocd.example:8154/go",
+        }));
+        Box::pin(std::future::ready(
+            info.map_err(|e| HostCallError::BadAnswer { call: "go.processor.server-info.get", reason: e.to_string() }),
+        ))
+    }
+
+    fn set_health_messages<'a>(&'a self, _messages: &'a [HealthMessage]) -> GocdFuture<'a, ()> {
+        ready(())
+    }
+}

@@ -1,0 +1,57 @@
+//! Carrying out a plan's steps: StopTask with the reason, the registry's `stopped` transition,
+//! a line in the job's console and server health, and GoCD's agents disabled and deleted in one
+//! call each.
+
+use std::time::SystemTime;
+
+use super::plan::Step;
+use crate::cluster::error::EngineError;
+use crate::cluster::gocd::console_line;
+use crate::cluster::Cluster;
+use crate::protocol::host_calls::HealthKind;
+
+impl Cluster {
+    /// Applies `steps` in order; a StopTask that fails is tried again by the next pass.
+    ///
+    /// # Errors
+    /// A failed call to GoCD (disable or delete agents).
+    pub(super) async fn apply(&self, steps: Vec<Step>) -> Result<(), EngineError> {
+        let mut remove = Vec::new();
+        for step in steps {
+            match step {
+                Step::StopTask { agent_id, task_arn, reason, job } => {
+                    tracing::info!(agent_id, task = %task_arn, %reason, "stopping task");
+                    if self.stop_task(&task_arn, &reason).await.is_ok() {
+                        self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
+                        if let Some(job) = job {
+                            self.event(
+                                HealthKind::Warning,
+                                format!("stopped agent {agent_id} of job {}: {reason}", job.locator()),
+                            );
+                            let line = console_line(format!("stopped agent {agent_id}: {reason}"));
+                            let _ = self.gocd.console_log(&job, line).await;
+                        }
+                    }
+                }
+                Step::ReportUnexpectedStop { agent_id, job, reason } => {
+                    self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
+                    let message = format!(
+                        "the task of agent {agent_id} (job {}) stopped before the job completed: {reason}",
+                        job.locator()
+                    );
+                    self.event(HealthKind::Error, message.clone());
+                    let _ = self.gocd.console_log(&job, console_line(message)).await;
+                }
+                Step::RemoveAgent { agent_id, reason } => {
+                    tracing::info!(agent_id, %reason, "removing agent from GoCD");
+                    remove.push(agent_id);
+                }
+            }
+        }
+        remove.sort();
+        remove.dedup();
+        self.gocd.disable_agents(&remove).await?;
+        self.gocd.delete_agents(&remove).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! The reconciler: one pass over a cluster profile, run by server-ping, never twice at once for
+//! one profile. Observe (refresh our tasks from ECS, fold them and GoCD's agents into the
+//! registry), plan ([`plan::plan`], pure), apply ([`apply`]: stop tasks, remove agents, tell
+//! jobs), then the orphan sweep and the task-definition sweep. Plan and apply live here
+//! together; the registry's side of observing is `registry/observe.rs`.
+
+mod apply;
+pub mod plan;
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::error::EngineError;
+use super::{sweep, task_definition_sweep, Cluster};
+use crate::protocol::host_calls::HealthKind;
+use crate::protocol::types::AgentMetadata;
+
+pub use plan::Step;
+
+/// What one pass saw that the caller may want to count.
+#[derive(Debug, Default)]
+pub struct PingReport {
+    /// For each agent GoCD listed for the first time: how long it took from create-agent.
+    pub registered_after: Vec<Duration>,
+}
+
+impl Cluster {
+    /// One reconcile pass. `gocd` holds GoCD's agents of this cluster profile only.
+    ///
+    /// # Errors
+    /// The failed refresh (nothing was decided), or a failed call to GoCD while applying.
+    pub async fn ping(&self, gocd: HashMap<String, AgentMetadata>) -> Result<PingReport, EngineError> {
+        let _one_at_a_time = self.ping_lock.lock().await;
+        let refreshed_at = SystemTime::now();
+        // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.
+        let refresh = match self.adopt().await? {
+            Some(adopted) => adopted,
+            None => self.refresh().await?,
+        };
+        let now = SystemTime::now();
+        let timeout = Duration::from_secs(u64::from(self.profile().agent_register_timeout_minutes) * 60);
+        let (registered_after, steps, orphans) = {
+            let mut registry = self.registry();
+            let registered = registry.observe(&refresh.running, &refresh.described, &refresh.missing, &gocd, now);
+            registry.settle_unknown_launches(refreshed_at);
+            let mut marks = self.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let swept = sweep::sweep(&registry, &refresh.running, &marks);
+            *marks = swept.marks;
+            (registered, plan::plan(&registry, &gocd, timeout, now), swept.stop)
+        };
+        for (task_arn, reason) in orphans {
+            if self.stop_task(&task_arn, &reason).await.is_ok() {
+                self.swept_orphans.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.event(HealthKind::Warning, format!("stopped task {task_arn}: {reason}"));
+            }
+        }
+        task_definition_sweep::run(self).await;
+        self.apply(steps).await?;
+        Ok(PingReport { registered_after })
+    }
+}

@@ -1,0 +1,115 @@
+//! The registry's biggest transition: folding what a refresh saw in ECS and what GoCD lists
+//! into the records (adopting tasks started before this process, attaching tasks to their
+//! records, noting registrations and idleness).
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use super::{AgentRecord, Phase, Registry};
+use crate::cluster::identity::job_from_tags;
+use crate::cluster::launch::Capacity;
+use crate::cluster::tasks::TaskView;
+use crate::protocol::types::{AgentMetadata, AgentState, BuildState};
+
+impl Registry {
+    /// Folds ECS's task descriptions and GoCD's agent list into the registry.
+    ///
+    /// `running` are the tasks ECS lists as ours and running; `described` any task described for
+    /// another reason (records whose task no longer runs); `missing` the task ARNs ECS no longer
+    /// knows at all. Returns how long each agent GoCD lists for the first time took from
+    /// create-agent to now (the launch-to-register metric).
+    pub fn observe(
+        &mut self,
+        running: &[TaskView],
+        described: &[TaskView],
+        missing: &[String],
+        gocd: &HashMap<String, AgentMetadata>,
+        now: SystemTime,
+    ) -> Vec<Duration> {
+        let mut registered = Vec::new();
+        for task in running.iter().chain(described) {
+            let known = self.agent_of(task).map(|a| a.agent_id.clone());
+            let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
+                Some(id) => id,
+                None => continue,
+            };
+            if self.get(&agent_id).is_none() {
+                if let Some(record) = adopted_record(task, &agent_id, now) {
+                    tracing::info!(agent_id, task = %task.arn, "adopted a task started before this process");
+                    self.adopt(record);
+                } else {
+                    continue;
+                }
+            }
+            if let Some(record) = self.get_mut(&agent_id) {
+                if record.task_arn.as_deref().is_some_and(|own| own != task.arn) {
+                    continue; // a duplicate task of this agent: the orphan sweep deals with it
+                }
+                record.task_arn.get_or_insert_with(|| task.arn.clone());
+                // Unchanged (the common case): keep the copy we have rather than allocate a new one
+                // for every agent on every ping.
+                if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
+                    record.task = Some(task.kept_copy());
+                }
+                if record.phase == Phase::Launching {
+                    record.phase = Phase::Running;
+                }
+            }
+        }
+        for arn in missing {
+            if let Some(agent_id) = self.by_task(arn).map(|a| a.agent_id.clone()) {
+                if let Some(record) = self.get_mut(&agent_id) {
+                    if let Some(task) = &mut record.task {
+                        task.last_status = "STOPPED".into();
+                        task.desired_status = "STOPPED".into();
+                        task.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
+                    }
+                }
+            }
+        }
+        for record in self.all_mut() {
+            match gocd.get(&record.agent_id) {
+                Some(agent) => {
+                    if record.registered_at.is_none() {
+                        registered.push(now.duration_since(record.created_at).unwrap_or_default());
+                    }
+                    record.registered_at.get_or_insert(now);
+                    let idle = agent.agent_state == AgentState::Idle && agent.build_state == BuildState::Idle;
+                    if idle {
+                        record.idle_since.get_or_insert(now);
+                    } else {
+                        record.idle_since = None;
+                        if agent.build_state == BuildState::Building || agent.agent_state == AgentState::Building {
+                            record.assigned_at.get_or_insert(now);
+                        }
+                    }
+                }
+                None => record.idle_since = None,
+            }
+        }
+        registered
+    }
+}
+
+fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<AgentRecord> {
+    let job = job_from_tags(&task.tags)?;
+    let stopped = task.is_stopping();
+    Some(AgentRecord {
+        agent_id: agent_id.to_string(),
+        job,
+        environment: task.tags.get(crate::cluster::identity::TAG_ENVIRONMENT).cloned(),
+        elastic_profile: task.tags.get(crate::cluster::identity::TAG_ELASTIC_PROFILE).cloned().unwrap_or_default(),
+        image: task.containers.first().and_then(|c| c.image.clone()).unwrap_or_default(),
+        attempt: task.tags.get(crate::cluster::identity::TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(1),
+        phase: if stopped { Phase::Stopped } else { Phase::Running },
+        task_arn: Some(task.arn.clone()),
+        capacity: Capacity::from_ecs(&task.capacity),
+        created_at: task.created_at.unwrap_or(now),
+        registered_at: None,
+        idle_since: None,
+        assigned_at: None,
+        stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
+        stop_reason: stopped.then(|| task.stop_summary()),
+        task: Some(task.kept_copy()),
+    })
+}

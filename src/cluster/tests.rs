@@ -1,0 +1,257 @@
+//! Engine tests: the façade (`create_agent`, `should_assign`, `complete`, `ping`) against the
+//! in-memory AWS of `fake_aws.rs` and a GoCD port that records what it is told. Each runs in
+//! milliseconds; the same paths run against moto in the end-to-end suites.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::fake_aws::{FakeAws, FakeGocd};
+use super::fixtures::job;
+use super::identity::{self, cluster_key, task_tags, TaskLabels, TAG_AGENT_ID};
+use super::registry::Phase;
+use super::{cluster_arn_suffix, AgentRequest, Cluster, Created, EngineError};
+use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState, JobIdentifier};
+use crate::secret::Secret;
+use crate::settings::{ClusterProfile, Properties};
+
+const SERVER: &str = "server-1";
+
+fn props(pairs: &[(&str, &str)]) -> Properties {
+    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
+}
+
+/// A Fargate cluster profile with its networking named (no EC2 lookups) and `max` agents.
+fn profile(max: u32) -> ClusterProfile {
+    let max = max.to_string();
+    let p = props(&[
+        ("ClusterName", "ci"),
+        ("Region", "us-east-1"),
+        ("SubnetIds", "subnet-0a1b2c3d"),
+        ("SecurityGroupIds", "sg-0a1b2c3d"),
+        ("MaxAgents", &max),
+        ("AgentRegisterTimeoutMinutes", "1"),
+    ]);
+    ClusterProfile::parse(&p).expect("a valid cluster profile")
+}
+
+struct World {
+    aws: FakeAws,
+    gocd: Arc<FakeGocd>,
+    cluster: Arc<Cluster>,
+}
+
+impl World {
+    fn new(max: u32) -> World {
+        World::with(FakeAws::default(), max)
+    }
+
+    /// A new process's engine over the same AWS (a restart).
+    fn with(aws: FakeAws, max: u32) -> World {
+        let gocd = Arc::new(FakeGocd::default());
+        let key = cluster_key("us-east-1", "ci", None);
+        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile(max), gocd.clone()));
+        World { aws, gocd, cluster }
+    }
+
+    fn request(&self, job_id: i64, key: &str) -> AgentRequest {
+        AgentRequest {
+            job: job(job_id),
+            environment: None,
+            auto_register_key: Secret::new(key.to_string()),
+            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
+            site_url: Some("https://gocd.example:8154/go".into()),
+        }
+    }
+
+    fn agent_of(&self, job_id: i64) -> String {
+        let registry = self.cluster.registry();
+        registry.live_for_job(job_id).map(|a| a.agent_id.clone()).expect("a live agent for the job")
+    }
+}
+
+fn listed(agent_id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
+    let agent = AgentMetadata {
+        agent_id: agent_id.into(),
+        agent_state: state,
+        build_state: build,
+        config_state: ConfigState::Enabled,
+    };
+    (agent_id.into(), agent)
+}
+
+#[tokio::test]
+async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line() {
+    let w = World::new(5);
+    let created = w.cluster.create_agent(w.request(7, "key-1")).await.expect("launched");
+    assert_eq!(created, Created::Started(super::launch::Capacity::Fargate));
+    let tasks = w.aws.running();
+    assert_eq!(tasks.len(), 1);
+    let task = &tasks[0];
+    let agent_id = w.agent_of(7);
+    assert_eq!(task.tags.get(TAG_AGENT_ID), Some(&agent_id));
+    assert_eq!(task.tags.get(identity::TAG_SERVER_ID).map(String::as_str), Some(SERVER));
+    assert_eq!(task.started_by, w.cluster.started_by);
+    assert_eq!(task.environment.get("GO_EA_AUTO_REGISTER_KEY").map(String::as_str), Some("key-1"));
+    assert_eq!(task.environment.get("GO_EA_SERVER_URL").map(String::as_str), Some("https://gocd.example:8154/go"));
+    let calls = ["ListTasks", "DescribeTaskDefinition", "RegisterTaskDefinition", "RunTask"];
+    assert_eq!(w.aws.calls(), calls, "adopt, register the family once, launch");
+    assert!(w.gocd.console_of(7).iter().any(|l| l.contains(&task.arn)), "{:?}", w.gocd.console_of(7));
+    assert!(w.cluster.should_assign(&agent_id, 7));
+    assert!(!w.cluster.should_assign(&agent_id, 8), "only for its own job");
+}
+
+#[tokio::test]
+async fn a_resent_create_agent_starts_nothing_and_the_task_definition_is_reused() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "key-1")).await.expect("launched");
+    let again = w.cluster.create_agent(w.request(7, "key-2")).await.expect("answered");
+    assert_eq!(again, Created::Existing);
+    w.cluster.create_agent(w.request(8, "key-3")).await.expect("launched");
+    assert_eq!(w.aws.count("RunTask"), 2);
+    assert_eq!(w.aws.count("RegisterTaskDefinition"), 1);
+}
+
+#[tokio::test]
+async fn max_agents_is_never_exceeded_by_a_burst() {
+    let w = World::new(3);
+    let burst = (1..=10).map(|id| {
+        let (cluster, request) = (w.cluster.clone(), w.request(id, "k"));
+        tokio::spawn(async move { cluster.create_agent(request).await })
+    });
+    let outcomes: Vec<_> = futures_join(burst).await;
+    let started = outcomes.iter().filter(|o| matches!(o, Ok(Created::Started(_)))).count();
+    let full = outcomes.iter().filter(|o| matches!(o, Ok(Created::Full))).count();
+    assert_eq!((started, full), (3, 7));
+    assert_eq!(w.aws.running().len(), 3);
+    let waits = w.gocd.console.lock().map(|c| c.iter().filter(|(_, l)| l.contains("MaxAgents")).count());
+    assert_eq!(waits.ok(), Some(7), "each waiting job is told why");
+}
+
+#[tokio::test]
+async fn complete_disables_stops_and_deletes_and_a_late_create_agent_starts_nothing() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    let done = w.cluster.complete(&agent_id, &job(7)).await.expect("completed");
+    assert_eq!(done, super::complete::Completed::Stopped);
+    assert!(w.aws.running().is_empty());
+    assert_eq!(w.gocd.deleted(), vec![agent_id.clone()]);
+    assert_eq!(w.cluster.registry().get(&agent_id).map(|a| a.phase), Some(Phase::Stopped));
+    assert_eq!(w.cluster.create_agent(w.request(7, "late")).await.expect("answered"), Created::Finished);
+    assert_eq!(w.aws.count("RunTask"), 1);
+}
+
+#[tokio::test]
+async fn a_failed_stop_leaves_the_agent_stopping_and_the_next_ping_stops_it() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    w.aws.fail_next("StopTask", 400, "AccessDeniedException", "not allowed");
+    let failed = w.cluster.complete(&agent_id, &job(7)).await;
+    assert!(matches!(failed, Err(EngineError::Aws(ref e)) if !e.throttled), "{failed:?}");
+    assert_eq!(w.cluster.registry().get(&agent_id).map(|a| a.phase), Some(Phase::Stopping));
+    w.cluster.ping(Default::default()).await.expect("pinged");
+    assert!(w.aws.running().is_empty(), "the ping retried the stop");
+}
+
+#[tokio::test]
+async fn a_throttled_run_task_stays_a_throttle_and_is_retried() {
+    let w = World::new(5);
+    w.aws.fail_next("RunTask", 400, "ThrottlingException", "Rate exceeded");
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched on the retry");
+    assert_eq!(w.aws.count("RunTask"), 2);
+    assert_eq!(w.aws.running().len(), 1);
+    let stats = w.cluster.aws.calls.snapshot();
+    assert_eq!(stats.get("RunTask").map(|c| c.throttled), Some(1));
+}
+
+#[tokio::test]
+async fn a_refused_profile_is_told_in_the_console_and_starts_nothing() {
+    let w = World::new(5);
+    let mut request = w.request(7, "k");
+    request.elastic_profile = props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "100000")]);
+    let refused = w.cluster.create_agent(request).await;
+    assert!(matches!(refused, Err(EngineError::Refused(_))), "{refused:?}");
+    assert!(w.gocd.console_of(7).iter().any(|l| l.contains("does not fit")), "{:?}", w.gocd.console_of(7));
+    assert_eq!(w.aws.count("RunTask"), 0);
+}
+
+#[tokio::test]
+async fn a_ping_stops_a_task_whose_agent_never_registered() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    // Registered in GoCD: nothing to do.
+    let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
+    w.cluster.ping(gocd).await.expect("pinged");
+    assert_eq!(w.aws.running().len(), 1);
+    // A task adopted from before a restart, two hours old, whose agent GoCD never listed.
+    let old_job = job(9);
+    let tags = our_tags(&w.cluster, "ea-old", &old_job);
+    let stale = w.aws.seed_task(&w.cluster.started_by, &tags, SystemTime::now() - Duration::from_secs(7200));
+    let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
+    w.cluster.ping(gocd).await.expect("pinged");
+    let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
+    assert!(!running.contains(&stale), "the unregistered task was stopped");
+    assert_eq!(running.len(), 1, "the registered one runs on");
+    assert!(w.gocd.console_of(9).iter().any(|l| l.contains("did not register")), "{:?}", w.gocd.console_of(9));
+}
+
+#[tokio::test]
+async fn a_task_stopped_by_ecs_is_reported_and_its_agent_removed() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    let arn = w.aws.running()[0].arn.clone();
+    w.aws.stop_by_ecs(&arn, "Spot capacity reclaimed");
+    let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
+    w.cluster.ping(gocd).await.expect("pinged");
+    assert_eq!(w.gocd.deleted(), vec![agent_id]);
+    assert!(w.gocd.console_of(7).iter().any(|l| l.contains("Spot capacity reclaimed")));
+}
+
+#[tokio::test]
+async fn a_restarted_engine_adopts_its_tasks_and_a_resent_create_agent_finds_them() {
+    let aws = FakeAws::default();
+    let first = World::with(aws.clone(), 5);
+    first.cluster.create_agent(first.request(7, "k")).await.expect("launched");
+    let agent_id = first.agent_of(7);
+    let foreign = aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
+    drop(first);
+
+    let second = World::with(aws.clone(), 5);
+    let again = second.cluster.create_agent(second.request(7, "k2")).await.expect("answered");
+    assert_eq!(again, Created::Existing, "adopted from the task's tags");
+    assert_eq!(second.agent_of(7), agent_id);
+    assert!(second.cluster.should_assign(&agent_id, 7));
+    assert_eq!(aws.count("RunTask"), 1);
+    second.cluster.ping(Default::default()).await.expect("pinged");
+    assert!(aws.running().iter().any(|t| t.arn == foreign), "a task not ours is never touched");
+}
+
+#[test]
+fn cluster_arn_suffix_from_name_or_arn() {
+    assert_eq!(cluster_arn_suffix("ci"), ":cluster/ci");
+    assert_eq!(cluster_arn_suffix("arn:aws:ecs:us-east-1:123456789012:cluster/ci"), ":cluster/ci");
+}
+
+fn our_tags(cluster: &Cluster, agent_id: &str, job: &JobIdentifier) -> Vec<(String, String)> {
+    let labels = TaskLabels {
+        server_id: &cluster.server_id,
+        cluster_key: &cluster.key,
+        agent_id,
+        job,
+        environment: None,
+        elastic_profile: "h",
+        attempt: 1,
+    };
+    task_tags(&labels, &[])
+}
+
+async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.expect("the task finished"));
+    }
+    out
+}

@@ -1,0 +1,119 @@
+//! server-ping across every cluster profile: each reconciled on its own task
+//! ([`Cluster::ping`]), so a slow or broken account never stalls another; GoCD's agents of
+//! profiles that no longer exist removed; then one server-health update for all.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::task::JoinSet;
+use tracing::Instrument;
+
+use super::Plugin;
+use crate::cluster::ec2::driver::ensure_running;
+use crate::cluster::identity::cluster_key_of_agent;
+use crate::cluster::Cluster;
+use crate::error::Result;
+use crate::protocol::host_calls::{HealthKind, HealthMessage};
+use crate::protocol::types::AgentMetadata;
+use crate::settings::{LaunchType, Properties};
+
+/// How long one cluster profile's reconcile may take before the ping moves on without it.
+const PER_CLUSTER_BUDGET: Duration = Duration::from_secs(40);
+
+impl Plugin {
+    /// Reconciles every cluster profile GoCD sent.
+    ///
+    /// # Errors
+    /// A failed call to GoCD (list-agents, server health); each profile's own failures are
+    /// told in server health instead.
+    pub async fn ping_all(&self, profiles: &[Properties]) -> Result<()> {
+        let mut problems = Vec::new();
+        let mut clusters = Vec::new();
+        let mut all_keys_known = true;
+        for props in profiles {
+            match self.cluster(props).await {
+                Ok(cluster) => clusters.push(cluster),
+                Err(e) => {
+                    all_keys_known &= self.cluster_key(props).await.is_ok();
+                    let message = format!("a cluster profile cannot be served: {e}");
+                    problems.push(HealthMessage { kind: HealthKind::Error, message });
+                }
+            }
+        }
+        let agents = self.gocd().list_agents().await?;
+        let mut by_cluster = group_by_cluster(&agents);
+        let mut pings = JoinSet::new();
+        for cluster in &clusters {
+            let gocd = by_cluster.remove(cluster.key.as_str()).unwrap_or_default();
+            pings.spawn(self.ping_one(cluster.clone(), gocd));
+        }
+        while pings.join_next().await.is_some() {}
+
+        if all_keys_known {
+            self.remove_agents_of_unknown_profiles(&clusters, &agents).await;
+        }
+        let now = SystemTime::now();
+        for cluster in self.known_clusters() {
+            let fresh = cluster.events().fresh(now);
+            problems.extend(fresh.into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));
+            cluster.registry().prune(now);
+        }
+        self.gocd().set_health_messages(&problems).await?;
+        Ok(())
+    }
+
+    /// One profile's pass, bounded in time; its failure becomes a health message of its own.
+    fn ping_one(
+        &self,
+        cluster: Arc<Cluster>,
+        gocd: HashMap<String, AgentMetadata>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let metrics = self.metrics().clone();
+        if cluster.profile().launch_type == LaunchType::Ec2 {
+            // Adopts the profile's instances after a restart, retires idle ones, places waiting work.
+            ensure_running(&cluster);
+        }
+        // A child of the request's span: AWS errors in the log name the cluster they are about.
+        let span =
+            tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws.region);
+        async move {
+            match tokio::time::timeout(PER_CLUSTER_BUDGET, cluster.ping(gocd)).await {
+                Ok(Ok(report)) => report.registered_after.into_iter().for_each(|d| metrics.registered_after(d)),
+                Ok(Err(e)) => cluster.event(HealthKind::Error, format!("server-ping could not reconcile: {e}")),
+                Err(_) => cluster.event(
+                    HealthKind::Error,
+                    format!("server-ping gave up after {} s; AWS is slow or unreachable", PER_CLUSTER_BUDGET.as_secs()),
+                ),
+            }
+        }
+        .instrument(span)
+    }
+
+    /// Our agents whose cluster profile no longer exists have nothing to run on: remove them.
+    async fn remove_agents_of_unknown_profiles(&self, clusters: &[Arc<Cluster>], agents: &[AgentMetadata]) {
+        let keys: HashSet<&str> = clusters.iter().map(|c| c.key.as_str()).collect();
+        let orphans: Vec<String> = agents
+            .iter()
+            .filter(|a| cluster_key_of_agent(&a.agent_id).is_some_and(|k| !keys.contains(k)))
+            .map(|a| a.agent_id.clone())
+            .collect();
+        if orphans.is_empty() {
+            return;
+        }
+        tracing::warn!(count = orphans.len(), "removing GoCD agents of cluster profiles that no longer exist");
+        if self.gocd().disable_agents(&orphans).await.is_ok() {
+            let _ = self.gocd().delete_agents(&orphans).await;
+        }
+    }
+}
+
+fn group_by_cluster(agents: &[AgentMetadata]) -> HashMap<&str, HashMap<String, AgentMetadata>> {
+    let mut by_cluster: HashMap<&str, HashMap<String, AgentMetadata>> = HashMap::new();
+    for agent in agents {
+        if let Some(key) = cluster_key_of_agent(&agent.agent_id) {
+            by_cluster.entry(key).or_default().insert(agent.agent_id.clone(), agent.clone());
+        }
+    }
+    by_cluster
+}
