@@ -6,11 +6,14 @@
 #   profiles/                 example cluster and elastic profiles
 #   iam/                      the IAM policies of those examples, printed by `iam-policy` at build time
 #   docs/                     wire protocol and operators' guide
+#   ecs-elastic-agent-gocd-<version>.jar   the GoCD plugin jar carrying the binary (also put in dist/)
 #
 #   packaging/build.sh                    # release build (cargo build --release --locked)
 #   PROFILE=debug packaging/build.sh      # package the debug build instead (fast; for tests)
 #   BINARY=/path/to/ecs-elastic-agent packaging/build.sh   # package this binary, build nothing
 #   DIST_DIR=/tmp/out packaging/build.sh  # where the archive goes (default dist/)
+#   JAR=0 / JAR=1 packaging/build.sh      # skip / force the GoCD plugin jar (default: only for a
+#                                         # release build without BINARY; needs Java 17 and Maven)
 #   packaging/build.sh iam                # only regenerate packaging/iam/*.json from profiles/
 # Prints the archive's path on stdout, nothing else.
 set -euo pipefail
@@ -22,6 +25,8 @@ case "$profile" in release|debug) ;; *) echo "PROFILE must be release or debug, 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 manifest_version=$(sed -n 's/.*"version": "\(.*\)".*/\1/p' packaging/plugin.json)
 [ "$version" = "$manifest_version" ] || { echo "packaging/plugin.json says $manifest_version, Cargo.toml $version" >&2; exit 1; }
+pom_version=$(sed -n 's|^  <version>\(.*\)</version>|\1|p' packaging/gocd-plugin/pom.xml | head -1)
+[ "$version" = "$pom_version" ] || { echo "packaging/gocd-plugin/pom.xml says $pom_version, Cargo.toml $version" >&2; exit 1; }
 
 binary="${BINARY:-}"
 if [ -z "$binary" ]; then
@@ -33,6 +38,18 @@ if [ -z "$binary" ]; then
   binary="$CARGO_TARGET_DIR/$profile/ecs-elastic-agent"
 fi
 [ -x "$binary" ] || { echo "no binary at $binary" >&2; exit 1; }
+
+# The GoCD plugin jar around this binary (packaging/gocd-plugin; its tests run in scripts/test).
+jar_mode="${JAR:-}"
+if [ -z "$jar_mode" ]; then
+  if [ -z "${BINARY:-}" ] && [ "$profile" = release ]; then jar_mode=1; else jar_mode=0; fi
+fi
+jar=""
+if [ "$jar_mode" = 1 ]; then
+  mvn -B -q -f packaging/gocd-plugin/pom.xml package -Dplugin.binary="$(realpath "$binary")" >&2
+  jar="packaging/gocd-plugin/target/ecs-elastic-agent-gocd-$version.jar"
+  [ -f "$jar" ] || { echo "maven made no $jar" >&2; exit 1; }
+fi
 
 # Each example cluster profile with the elastic profiles meant for it (tests/cli_validate.rs
 # checks the same pairs).
@@ -69,6 +86,7 @@ cp "$binary" "$root/bin/ecs-elastic-agent"
 chmod 755 "$root/bin/ecs-elastic-agent"
 cp packaging/plugin.json packaging/INSTALL.md README.md "$root/"
 cp -r profiles "$root/"
+if [ -n "$jar" ]; then cp "$jar" "$root/"; fi
 cp docs/*.md "$root/docs/"
 iam_policies "$root/iam"
 # The archive's policies are the ones committed under packaging/iam (tests/packaging.rs too).
@@ -79,4 +97,8 @@ done
 dist="${DIST_DIR:-dist}"
 mkdir -p "$dist"
 tar -C "$stage" -czf "$dist/$name.tar.gz" --owner=0 --group=0 "$name"
+if [ -n "$jar" ]; then
+  cp "$jar" "$dist/"
+  echo "GoCD plugin jar: $dist/$(basename "$jar")" >&2
+fi
 echo "$dist/$name.tar.gz"
