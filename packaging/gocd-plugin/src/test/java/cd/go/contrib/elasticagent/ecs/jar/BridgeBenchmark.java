@@ -28,8 +28,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  * </pre>
  *
  * Sends N cheap requests (get-capabilities, and should-assign-work for an agent the plugin does
- * not know) one after another, (a) as lines written straight to a binary of its own and (b)
- * through {@code handle()} of the jar, after a warm-up of each; prints p50/p99/max of both and the
+ * not know) one after another, alternately (a) as lines written straight to a binary of its own
+ * and (b) through {@code handle()} of the jar, after a warm-up; prints p50/p99/max of both and the
  * difference, the heap the bridge holds, and the RSS of this JVM and of the binary. Writes the
  * table to {@code target/benchmark.md} too.
  */
@@ -44,9 +44,9 @@ class BridgeBenchmark {
         CapturedLog.get();
         Path binary = extractedBinary();
         StringBuilder out = new StringBuilder();
-        out.append(String.format(Locale.ROOT, "ecs-elastic-agent GoCD jar: %d sequential requests each, after %d warm-up; %s; %d CPUs%n%n",
+        out.append(String.format(Locale.ROOT, "ecs-elastic-agent GoCD jar: %d sequential requests each, after %d warm-up, direct and jar interleaved; %s; %d CPUs; load average %s%n%n",
                 N, WARMUP, System.getProperty("java.vm.name") + " " + System.getProperty("java.version"),
-                Runtime.getRuntime().availableProcessors()));
+                Runtime.getRuntime().availableProcessors(), loadAverage()));
         out.append("| request | direct p50 | direct p99 | jar p50 | jar p99 | jar max | added p50 | added p99 |\n");
         out.append("|---|---|---|---|---|---|---|---|\n");
 
@@ -54,14 +54,27 @@ class BridgeBenchmark {
         long rssBefore = rssKb(ProcessHandle.current().pid());
         GoPlugin plugin = PluginJar.load().start(Harness.noAws(), java.util.Map.of(), new TestAccessor());
         try {
-            for (String[] req : new String[][]{{"cd.go.elastic-agent.get-capabilities", null},
-                    {"cd.go.elastic-agent.should-assign-work", SHOULD_ASSIGN}}) {
-                long[] direct = direct(binary, req[0], req[1]);
-                long[] jar = viaJar(plugin, req[0], req[1]);
-                out.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %s |%n",
-                        req[0].replace("cd.go.elastic-agent.", ""), us(pct(direct, 50)), us(pct(direct, 99)),
-                        us(pct(jar, 50)), us(pct(jar, 99)), us(jar[jar.length - 1]),
-                        us(pct(jar, 50) - pct(direct, 50)), us(pct(jar, 99) - pct(direct, 99))));
+            try (Direct direct = new Direct(binary)) {
+                for (String[] req : new String[][]{{"cd.go.elastic-agent.get-capabilities", null},
+                        {"cd.go.elastic-agent.should-assign-work", SHOULD_ASSIGN}}) {
+                    // Interleaved, so that both sides see the same load of the machine.
+                    long[] d = new long[N];
+                    long[] j = new long[N];
+                    for (int i = 0; i < WARMUP + N; i++) {
+                        long dt = direct.call(req[0], req[1]);
+                        long jt = viaJar(plugin, req[0], req[1]);
+                        if (i >= WARMUP) {
+                            d[i - WARMUP] = dt;
+                            j[i - WARMUP] = jt;
+                        }
+                    }
+                    d = sorted(d);
+                    j = sorted(j);
+                    out.append(String.format(Locale.ROOT, "| %s | %s | %s | %s | %s | %s | %s | %s |%n",
+                            req[0].replace("cd.go.elastic-agent.", ""), us(pct(d, 50)), us(pct(d, 99)),
+                            us(pct(j, 50)), us(pct(j, 99)), us(j[j.length - 1]),
+                            us(pct(j, 50) - pct(d, 50)), us(pct(j, 99) - pct(d, 99))));
+                }
             }
             long heapAfter = usedHeapAfterGc();
             long pid = PluginJar.binaryPid(plugin);
@@ -79,50 +92,51 @@ class BridgeBenchmark {
         }
     }
 
-    /** Lines written straight to a binary of its own: request, wait for the response, next. */
-    static long[] direct(Path binary, String name, String body) throws Exception {
-        ProcessBuilder pb = new ProcessBuilder(binary.toString(), "serve").redirectError(ProcessBuilder.Redirect.DISCARD);
-        pb.environment().putAll(Harness.noAws());
-        Process p = pb.start();
-        long[] t = new long[N];
-        try (OutputStream in = p.getOutputStream();
-             BufferedReader outLines = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            JsonObject hello = JsonParser.parseString(outLines.readLine()).getAsJsonObject();
+    /** A binary of the benchmark's own, spoken to with lines directly: request, wait for the response. */
+    static final class Direct implements AutoCloseable {
+        final Process p;
+        final OutputStream in;
+        final BufferedReader out;
+        int id;
+
+        Direct(Path binary) throws Exception {
+            ProcessBuilder pb = new ProcessBuilder(binary.toString(), "serve").redirectError(ProcessBuilder.Redirect.DISCARD);
+            pb.environment().putAll(Harness.noAws());
+            p = pb.start();
+            in = p.getOutputStream();
+            out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+            JsonObject hello = JsonParser.parseString(out.readLine()).getAsJsonObject();
             assertEquals("hello", hello.get("type").getAsString());
-            for (int i = 0; i < WARMUP + N; i++) {
-                byte[] line = ("{\"type\":\"request\",\"id\":" + i + ",\"name\":\"" + name + "\",\"version\":\"5.0\",\"body\":"
-                        + (body == null ? "null" : body) + "}\n").getBytes(StandardCharsets.UTF_8);
-                long t0 = System.nanoTime();
-                in.write(line);
-                in.flush();
-                String answer = outLines.readLine();
-                JsonObject r = JsonParser.parseString(answer).getAsJsonObject();
-                long t1 = System.nanoTime();
-                assertEquals(i, r.get("id").getAsInt());
-                assertEquals(200, r.get("code").getAsInt());
-                if (i >= WARMUP) {
-                    t[i - WARMUP] = t1 - t0;
-                }
-            }
-        } finally {
+        }
+
+        long call(String name, String body) throws Exception {
+            int i = ++id;
+            byte[] line = ("{\"type\":\"request\",\"id\":" + i + ",\"name\":\"" + name + "\",\"version\":\"5.0\",\"body\":"
+                    + (body == null ? "null" : body) + "}\n").getBytes(StandardCharsets.UTF_8);
+            long t0 = System.nanoTime();
+            in.write(line);
+            in.flush();
+            JsonObject r = JsonParser.parseString(out.readLine()).getAsJsonObject();
+            long t1 = System.nanoTime();
+            assertEquals(i, r.get("id").getAsInt());
+            assertEquals(200, r.get("code").getAsInt());
+            return t1 - t0;
+        }
+
+        @Override
+        public void close() throws Exception {
+            in.close();
             p.waitFor(10, TimeUnit.SECONDS);
             p.destroyForcibly();
         }
-        return sorted(t);
     }
 
-    static long[] viaJar(GoPlugin plugin, String name, String body) throws Exception {
-        long[] t = new long[N];
-        for (int i = 0; i < WARMUP + N; i++) {
-            long t0 = System.nanoTime();
-            GoPluginApiResponse r = PluginJar.handle(plugin, name, body);
-            long t1 = System.nanoTime();
-            assertEquals(200, r.responseCode(), r.responseBody());
-            if (i >= WARMUP) {
-                t[i - WARMUP] = t1 - t0;
-            }
-        }
-        return sorted(t);
+    static long viaJar(GoPlugin plugin, String name, String body) throws Exception {
+        long t0 = System.nanoTime();
+        GoPluginApiResponse r = PluginJar.handle(plugin, name, body);
+        long t1 = System.nanoTime();
+        assertEquals(200, r.responseCode(), r.responseBody());
+        return t1 - t0;
     }
 
     private static long[] sorted(long[] t) {
@@ -145,6 +159,10 @@ class BridgeBenchmark {
             Thread.sleep(100);
         }
         return ManagementFactory.getMemoryMXBean().getHeapMemoryUsage().getUsed();
+    }
+
+    static String loadAverage() throws Exception {
+        return Files.readString(Path.of("/proc/loadavg")).split(" ")[0];
     }
 
     static long rssKb(long pid) throws Exception {

@@ -100,10 +100,13 @@ class FaultsIT {
         System.setProperty("ecs.elastic.agent.binary", fake.toString());
         try {
             GoPlugin plugin = PluginJar.load().start(Harness.noAws(), QUICK, new TestAccessor());
-            GoPluginApiResponse r = PluginJar.handle(plugin, CAPABILITIES, null);
-            assertEquals(500, r.responseCode());
-            assertTrue(r.responseBody().contains("is plugin some.other.plugin, not cd.go.contrib.elastic-agent.ecs"), r.responseBody());
-            PluginJar.unload(plugin);
+            try {
+                GoPluginApiResponse r = PluginJar.handle(plugin, CAPABILITIES, null);
+                assertEquals(500, r.responseCode());
+                assertTrue(r.responseBody().contains("is plugin some.other.plugin, not cd.go.contrib.elastic-agent.ecs"), r.responseBody());
+            } finally {
+                PluginJar.unload(plugin);
+            }
         } finally {
             System.clearProperty("ecs.elastic.agent.binary");
             Files.deleteIfExists(fake);
@@ -115,10 +118,13 @@ class FaultsIT {
         System.setProperty("ecs.elastic.agent.binary", "/nonexistent/ecs-elastic-agent");
         try {
             GoPlugin plugin = PluginJar.load().start(Harness.noAws(), Map.of("startWait", "300", "backoffMin", "60000"), new TestAccessor());
-            GoPluginApiResponse r = PluginJar.handle(plugin, CAPABILITIES, null);
-            assertEquals(500, r.responseCode());
-            assertTrue(r.responseBody().contains("/nonexistent/ecs-elastic-agent"), r.responseBody());
-            PluginJar.unload(plugin);
+            try {
+                GoPluginApiResponse r = PluginJar.handle(plugin, CAPABILITIES, null);
+                assertEquals(500, r.responseCode());
+                assertTrue(r.responseBody().contains("/nonexistent/ecs-elastic-agent"), r.responseBody());
+            } finally {
+                PluginJar.unload(plugin);
+            }
         } finally {
             System.clearProperty("ecs.elastic.agent.binary");
         }

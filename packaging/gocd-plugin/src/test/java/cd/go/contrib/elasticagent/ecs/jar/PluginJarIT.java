@@ -15,7 +15,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
@@ -80,27 +79,32 @@ class PluginJarIT {
     @Test
     void theBinaryIsExtractedOnceExecutableIntoPluginsWork() throws Exception {
         PluginJar jar = PluginJar.load();
+        String sha;
+        try (InputStream in = jar.loader.getResourceAsStream("bin/linux-x86_64/ecs-elastic-agent.sha256")) {
+            sha = new String(in.readAllBytes(), java.nio.charset.StandardCharsets.US_ASCII).trim().split("\\s+")[0];
+        }
+        Path bin = Path.of(System.getProperty("plugins.work.path"), "ecs-elastic-agent-bin",
+                crateVersion() + "-" + sha.substring(0, 16), "ecs-elastic-agent").toAbsolutePath();
+        Files.deleteIfExists(bin);
         TestAccessor accessor = new TestAccessor();
         GoPlugin first = jar.start(Harness.noAws(), Map.of(), accessor);
-        Path binDir = Path.of(System.getProperty("plugins.work.path"), "ecs-elastic-agent-bin");
-        Path bin;
-        try (Stream<Path> s = Files.walk(binDir)) {
-            List<Path> found = s.filter(p -> p.getFileName().toString().equals("ecs-elastic-agent")).toList();
-            assertEquals(1, found.size(), "one extracted binary: " + found);
-            bin = found.get(0);
+        FileTime extracted;
+        try {
+            assertTrue(Files.isExecutable(bin), bin + " is extracted and executable");
+            extracted = Files.getLastModifiedTime(bin);
+            long pid = PluginJar.binaryPid(first);
+            assertTrue(pid > 0, "the binary runs");
+            assertEquals(bin.toString(), ProcessHandle.of(pid).orElseThrow().info().command().orElse(bin.toString()));
+        } finally {
+            PluginJar.unload(first);
         }
-        assertTrue(bin.getParent().getFileName().toString().startsWith(crateVersion() + "-"), bin.toString());
-        assertTrue(Files.isExecutable(bin));
-        FileTime extracted = Files.getLastModifiedTime(bin);
-        long pid = PluginJar.binaryPid(first);
-        assertTrue(pid > 0, "the binary runs");
-        assertEquals(bin.toString(), ProcessHandle.of(pid).orElseThrow().info().command().orElse(bin.toString()));
-        PluginJar.unload(first);
-
         GoPlugin second = PluginJar.load().start(Harness.noAws(), Map.of(), accessor);
-        assertEquals(extracted, Files.getLastModifiedTime(bin), "the second start reuses the extracted binary");
-        assertEquals(200, PluginJar.handle(second, "cd.go.elastic-agent.get-capabilities", null).responseCode());
-        PluginJar.unload(second);
+        try {
+            assertEquals(extracted, Files.getLastModifiedTime(bin), "the second start reuses the extracted binary");
+            assertEquals(200, PluginJar.handle(second, "cd.go.elastic-agent.get-capabilities", null).responseCode());
+        } finally {
+            PluginJar.unload(second);
+        }
     }
 
     private static String text(Element parent, String tag) {
