@@ -29,14 +29,14 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
  *
  * Sends N cheap requests (get-capabilities, and should-assign-work for an agent the plugin does
  * not know) one after another, alternately (a) as lines written straight to a binary of its own
- * and (b) through {@code handle()} of the jar, after a warm-up; prints p50/p99/max of both and the
+ * and (b) through {@code handle()} of the jar, after a warm-up of both; prints p50/p99/max of both and the
  * difference, the heap the bridge holds, and the RSS of this JVM and of the binary. Writes the
  * table to {@code target/benchmark.md} too.
  */
 class BridgeBenchmark {
 
     static final int N = Integer.getInteger("bench.requests", 10_000);
-    static final int WARMUP = 2_000;
+    static final int WARMUP = 5_000;
     static final String SHOULD_ASSIGN = Bodies.shouldAssignWork("bench", "agent-unknown", 1);
 
     @Test
@@ -44,7 +44,7 @@ class BridgeBenchmark {
         CapturedLog.get();
         Path binary = extractedBinary();
         StringBuilder out = new StringBuilder();
-        out.append(String.format(Locale.ROOT, "ecs-elastic-agent GoCD jar: %d sequential requests each, after %d warm-up, direct and jar interleaved; %s; %d CPUs; load average %s%n%n",
+        out.append(String.format(Locale.ROOT, "ecs-elastic-agent GoCD jar: %d sequential requests each, after %d warm-up of each, direct and jar interleaved; %s; %d CPUs; load average %s%n%n",
                 N, WARMUP, System.getProperty("java.vm.name") + " " + System.getProperty("java.version"),
                 Runtime.getRuntime().availableProcessors(), loadAverage()));
         out.append("| request | direct p50 | direct p99 | jar p50 | jar p99 | jar max | added p50 | added p99 |\n");
@@ -55,18 +55,22 @@ class BridgeBenchmark {
         GoPlugin plugin = PluginJar.load().start(Harness.noAws(), java.util.Map.of(), new TestAccessor());
         try {
             try (Direct direct = new Direct(binary)) {
-                for (String[] req : new String[][]{{"cd.go.elastic-agent.get-capabilities", null},
-                        {"cd.go.elastic-agent.should-assign-work", SHOULD_ASSIGN}}) {
-                    // Interleaved, so that both sides see the same load of the machine.
+                String[][] requests = {{"cd.go.elastic-agent.get-capabilities", null},
+                        {"cd.go.elastic-agent.should-assign-work", SHOULD_ASSIGN}};
+                // Warm-up of both kinds first (the JIT), then each measured on its own; direct and
+                // jar interleaved, so that both see the same load of the machine.
+                for (int i = 0; i < WARMUP; i++) {
+                    for (String[] req : requests) {
+                        direct.call(req[0], req[1]);
+                        viaJar(plugin, req[0], req[1]);
+                    }
+                }
+                for (String[] req : requests) {
                     long[] d = new long[N];
                     long[] j = new long[N];
-                    for (int i = 0; i < WARMUP + N; i++) {
-                        long dt = direct.call(req[0], req[1]);
-                        long jt = viaJar(plugin, req[0], req[1]);
-                        if (i >= WARMUP) {
-                            d[i - WARMUP] = dt;
-                            j[i - WARMUP] = jt;
-                        }
+                    for (int i = 0; i < N; i++) {
+                        d[i] = direct.call(req[0], req[1]);
+                        j[i] = viaJar(plugin, req[0], req[1]);
                     }
                     d = sorted(d);
                     j = sorted(j);
@@ -78,7 +82,7 @@ class BridgeBenchmark {
             }
             long heapAfter = usedHeapAfterGc();
             long pid = PluginJar.binaryPid(plugin);
-            out.append(String.format(Locale.ROOT, "%nMemory: heap held by the bridge (loaded jar, plugin, after %d requests, after GC) %.1f MiB; "
+            out.append(String.format(Locale.ROOT, "%nMemory: heap held by the bridge (loaded jar, plugin, binary connection; after %d requests through it and a GC) %.1f MiB; "
                             + "JVM RSS %.0f MiB (%.0f MiB before loading the jar); binary RSS %.0f MiB; bridge threads %d.%n",
                     2 * (N + WARMUP), (heapAfter - heapBefore) / 1048576.0, rssKb(ProcessHandle.current().pid()) / 1024.0,
                     rssBefore / 1024.0, rssKb(pid) / 1024.0, bridgeThreads()));
