@@ -152,6 +152,10 @@ final class BinaryProcess implements WireConnection.Listener {
                     kill(process);
                     return;
                 }
+                if (conn.isClosed()) {
+                    // It exited right after its hello, before it was ours (onEnd left it to us).
+                    throw new IOException("it exited right after its hello (" + exitOf(process) + ")");
+                }
                 current = new Run(process, conn);
                 lock.notifyAll();
             }
@@ -202,7 +206,7 @@ final class BinaryProcess implements WireConnection.Listener {
         Run run;
         synchronized (lock) {
             if (current == null || current.conn != conn) {
-                conn.close("exited");
+                conn.close("exited"); // not serving yet: launch() sees it closed and restarts
                 return;
             }
             run = current;
