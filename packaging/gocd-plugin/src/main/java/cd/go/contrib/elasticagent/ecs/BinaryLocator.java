@@ -14,13 +14,15 @@ import java.security.NoSuchAlgorithmException;
 import java.util.HexFormat;
 import java.util.Locale;
 import java.util.Properties;
+import java.util.stream.Stream;
 
 /**
  * Finds the ecs-elastic-agent binary to run. An operator's choice wins: the system property
  * {@code ecs.elastic.agent.binary} or the environment variable {@code ECS_ELASTIC_AGENT_BINARY}
  * (another platform, a newer build). Otherwise the Linux x86_64 binary inside the jar is extracted,
  * once, executable, to {@code <plugins_work>/ecs-elastic-agent-bin/<version>-<sha256 prefix>/}
- * ({@code plugins_work} is GoCD's {@code plugins.work.path}); a later start finds it there.
+ * ({@code plugins_work} is GoCD's {@code plugins.work.path}); a later start finds it there, and
+ * a new jar's extraction removes the binaries of earlier ones.
  */
 final class BinaryLocator {
 
@@ -95,7 +97,24 @@ final class BinaryLocator {
         } finally {
             Files.deleteIfExists(tmp);
         }
+        removeOtherVersions(dir);
         return bin;
+    }
+
+    /** Best effort: the binaries earlier versions of the jar extracted (a running one keeps its inode). */
+    private static void removeOtherVersions(Path keep) {
+        try (Stream<Path> siblings = Files.list(keep.getParent())) {
+            for (Path dir : siblings.filter(d -> !d.equals(keep) && Files.isDirectory(d)).toList()) {
+                try (Stream<Path> files = Files.list(dir)) {
+                    for (Path f : files.toList()) {
+                        Files.deleteIfExists(f);
+                    }
+                }
+                Files.deleteIfExists(dir);
+            }
+        } catch (IOException ignored) {
+            // left for the next extraction
+        }
     }
 
     private static InputStream resource(String name) throws IOException {

@@ -17,6 +17,7 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -77,7 +78,7 @@ class PluginJarIT {
     }
 
     @Test
-    void theBinaryIsExtractedOnceExecutableIntoPluginsWork() throws Exception {
+    void theBinaryIsExtractedOnceExecutableIntoPluginsWorkReplacingEarlierOnes() throws Exception {
         PluginJar jar = PluginJar.load();
         String sha;
         try (InputStream in = jar.loader.getResourceAsStream("bin/linux-x86_64/ecs-elastic-agent.sha256")) {
@@ -86,11 +87,15 @@ class PluginJarIT {
         Path bin = Path.of(System.getProperty("plugins.work.path"), "ecs-elastic-agent-bin",
                 crateVersion() + "-" + sha.substring(0, 16), "ecs-elastic-agent").toAbsolutePath();
         Files.deleteIfExists(bin);
+        Path stale = bin.getParent().resolveSibling("0.0.1-0123456789abcdef");
+        Files.createDirectories(stale);
+        Files.writeString(stale.resolve("ecs-elastic-agent"), "an earlier jar's binary");
         TestAccessor accessor = new TestAccessor();
         GoPlugin first = jar.start(Harness.noAws(), Map.of(), accessor);
         FileTime extracted;
         try {
             assertTrue(Files.isExecutable(bin), bin + " is extracted and executable");
+            assertFalse(Files.exists(stale), "an earlier jar's binary is removed");
             extracted = Files.getLastModifiedTime(bin);
             long pid = PluginJar.binaryPid(first);
             assertTrue(pid > 0, "the binary runs");
