@@ -11,6 +11,10 @@
 //! rules live in [`rules`]; a fault proxy (throttling, 5xx, dropped connections at set rates) is
 //! just more rules.
 //!
+//! Before the test's own rules, every call meets AWS's own rules ([`super::aws_rules`], installed by
+//! [`Proxy::start`]): a call that breaks one is answered with AWS's error and never reaches moto;
+//! a test may switch one off with [`Proxy::relax`], with a reason.
+//!
 //! Side records kept for the tests: credentials returned by STS AssumeRole (for the secret scan,
 //! and to tell which account a call acted in), and the ECS tasks started (RunTask answers) minus
 //! those stopped (StopTask calls) through the proxy, with the high-water mark of that number.
@@ -25,6 +29,7 @@ use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
+use super::aws_rules::{self, AwsRules, Emulated, Refusal};
 use super::http::{self, HttpRequest, HttpResponse};
 use super::moto::StaticCredentials;
 
@@ -38,6 +43,11 @@ pub struct Call {
     pub operation: String,
     /// The access key id that signed the call.
     pub access_key_id: Option<String>,
+    /// The account the call acts in: the role's, when its key came from an AssumeRole seen by the
+    /// proxy, else moto's base account `123456789012`.
+    pub account: String,
+    /// The region of the SigV4 scope (`us-east-1` when unsigned).
+    pub region: String,
     /// Form fields of a query-protocol call (EC2, STS); empty otherwise.
     pub form: Vec<(String, String)>,
     /// When the whole request had reached the proxy.
@@ -53,6 +63,7 @@ impl Call {
             .map(|c| c.split([',', ' ']).next().unwrap_or("").split('/').collect())
             .unwrap_or_default();
         let access_key_id = scope.first().filter(|s| !s.is_empty()).map(|s| s.to_string());
+        let region = scope.get(2).filter(|s| !s.is_empty()).map_or("us-east-1", |s| s).to_string();
         let is_form =
             request.header("content-type").is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"));
         let form = if is_form { http::form_decode(&request.body) } else { Vec::new() };
@@ -67,7 +78,8 @@ impl Call {
                 }
             }
         }
-        Call { request, service, operation, access_key_id, form, received: Instant::now() }
+        let account = aws_rules::DEFAULT_ACCOUNT.to_string();
+        Call { request, service, operation, access_key_id, account, region, form, received: Instant::now() }
     }
 
     /// `service:Operation`, the key of the counters (`ecs:RunTask`, `sts:AssumeRole`).
@@ -213,6 +225,7 @@ struct Shared {
     key_accounts: Mutex<HashMap<String, String>>,
     ecs: Mutex<EcsLive>,
     held: std::sync::atomic::AtomicUsize,
+    aws: AwsRules,
 }
 
 /// The proxy; stops accepting when dropped.
@@ -236,7 +249,8 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
-    /// Starts a proxy on a free loopback port forwarding to `upstream` (moto).
+    /// Starts a proxy on a free loopback port forwarding to `upstream` (moto), with every one of
+    /// AWS's rules on ([`super::aws_rules`]).
     pub async fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
@@ -274,6 +288,26 @@ impl Proxy {
     /// Removes every rule of that name.
     pub fn remove_rule(&self, name: &str) {
         self.shared.rules.write().unwrap().retain(|(n, _)| n != name);
+    }
+
+    /// Switches one of AWS's rules off (named as in [`super::aws_rules`], e.g.
+    /// `"ecs.run_task.fargate_rate"`), only to prove the plugin copes when AWS itself is
+    /// inconsistent; the reason goes to stderr.
+    ///
+    /// # Panics
+    /// When no rule has that name.
+    pub fn relax(&self, rule: &str, reason: &str) {
+        self.shared.aws.relax(rule, reason);
+    }
+
+    /// Switches every one of AWS's rules off (the proxy as it was before them), saying why.
+    pub fn relax_all_aws_rules(&self, reason: &str) {
+        self.shared.aws.relax_all(reason);
+    }
+
+    /// Every call AWS's rules refused so far (rule, operation, AWS's error).
+    pub fn aws_refusals(&self) -> Vec<Refusal> {
+        self.shared.aws.refusals()
     }
 
     /// A copy of the whole call log.
@@ -359,21 +393,32 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
             _ => return,
         };
         let close = request.wants_close();
-        let call = Call::new(request);
+        let mut call = Call::new(request);
+        if let Some(account) =
+            call.access_key_id.as_ref().and_then(|k| shared.key_accounts.lock().unwrap().get(k).cloned())
+        {
+            call.account = account;
+        }
         let mut verdict = Verdict::Forward;
         let mut rule_name = None;
-        let rules: Vec<(String, Rule)> = shared.rules.read().unwrap().clone();
-        for (name, rule) in rules {
-            match rule(&call) {
-                Verdict::Forward => {}
-                Verdict::Delay(d) => tokio::time::sleep(d).await,
-                v => {
-                    verdict = v;
-                    rule_name = Some(name);
-                    break;
+        if let Some((name, v)) = shared.aws.check(&call, upstream).await {
+            verdict = v;
+            rule_name = Some(format!("aws-rules:{name}"));
+        } else {
+            let rules: Vec<(String, Rule)> = shared.rules.read().unwrap().clone();
+            for (name, rule) in rules {
+                match rule(&call) {
+                    Verdict::Forward => {}
+                    Verdict::Delay(d) => tokio::time::sleep(d).await,
+                    v => {
+                        verdict = v;
+                        rule_name = Some(name);
+                        break;
+                    }
                 }
             }
         }
+        let mut replayed = false;
         let after = match &verdict {
             Verdict::DropAnswer => Some(Verdict::DropAnswer),
             Verdict::DelayAnswer(d) => Some(Verdict::DelayAnswer(*d)),
@@ -386,7 +431,17 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
             }
             Verdict::Respond(r) => (r, Outcome::Answered),
             Verdict::Forward | Verdict::Delay(_) | Verdict::DropAnswer | Verdict::DelayAnswer(_) => {
-                match http::send(upstream, &call.request).await {
+                let sent = match shared.aws.forward(&call, upstream).await {
+                    None => http::send(upstream, &call.request).await,
+                    Some(Emulated::Answer(answer)) => answer,
+                    Some(Emulated::Replay(answer)) => {
+                        // AWS's answer to a repeated client token: forwarded as far as the client
+                        // can tell, but nothing new happened (no side records).
+                        replayed = true;
+                        Ok(answer)
+                    }
+                };
+                match sent {
                     Ok(r) => (r, Outcome::Forwarded),
                     Err(e) => {
                         let body = format!("proxy: upstream failed: {e}");
@@ -396,7 +451,9 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
             }
         };
         if outcome == Outcome::Forwarded {
-            observe(&shared, &call, &response);
+            if !replayed {
+                observe(&shared, &call, &response);
+            }
             match after {
                 Some(Verdict::DropAnswer) => {
                     record(&shared, &call, response.status, Outcome::DroppedAfterForward, rule_name);
@@ -454,6 +511,7 @@ fn observe(shared: &Shared, call: &Call, response: &HttpResponse) {
     if response.status != 200 {
         return;
     }
+    shared.aws.observe(call, response);
     if call.is("sts", "AssumeRole") {
         let text = response.text();
         let (Some(ak), Some(sk), Some(token)) =
@@ -552,9 +610,9 @@ pub mod aws_like {
     use std::sync::{Arc, Mutex};
     use std::time::Instant;
 
-    use serde_json::{json, Value};
+    use serde_json::Value;
 
-    use super::{http, Call, HttpResponse, Verdict};
+    use super::{aws_rules, http, Call, HttpRequest, HttpResponse, Verdict};
 
     /// AWS's largest (and default) ListTasks page.
     pub const LIST_TASKS_PAGE: usize = 100;
@@ -566,7 +624,10 @@ pub mod aws_like {
     /// ListTasks as AWS pages it (moto returns every ARN at once and never a `nextToken`): a call
     /// without `nextToken` fetches moto's whole answer, answers its first `maxResults` (at most
     /// 100) ARNs and keeps the rest under a fresh `nextToken`; a call with a token answers the next
-    /// page from what was kept. Every page is one ListTasks call in the log, as in AWS.
+    /// page from what was kept. Every page is one ListTasks call in the log, as in AWS. As AWS,
+    /// a call without `desiredStatus` lists RUNNING tasks only, and only the named cluster's.
+    /// (The proxy's own `ecs.list_tasks.paging` rule does the same for every proxy; this rule,
+    /// added by the benchmarks, answers first.)
     pub fn list_tasks_paging(upstream: SocketAddr) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
         let kept: Arc<Mutex<HashMap<String, Vec<Value>>>> = Arc::default();
         move |call: &Call| {
@@ -574,43 +635,26 @@ pub mod aws_like {
                 return Verdict::Forward;
             }
             let body = call.json().unwrap_or(Value::Null);
-            let size = body["maxResults"].as_u64().map_or(LIST_TASKS_PAGE, |n| (n as usize).clamp(1, LIST_TASKS_PAGE));
-            let mut arns = match body["nextToken"].as_str() {
+            let arns = match body["nextToken"].as_str() {
                 Some(token) => match kept.lock().unwrap().remove(token) {
                     Some(rest) => rest,
-                    None => {
-                        return Verdict::ecs_error(
-                            400,
-                            "InvalidParameterException",
-                            "The specified nextToken is not valid.",
-                        )
-                    }
+                    None => return Verdict::Respond(aws_rules::invalid_next_token()),
                 },
                 None => {
-                    let answer = match fetch_blocking(upstream, call) {
+                    let answer = match fetch_blocking(upstream, &aws_rules::list_tasks_request(call)) {
                         Ok(answer) => answer,
                         Err(e) => {
                             let text = format!("proxy: upstream failed: {e}");
                             return Verdict::Respond(HttpResponse::new(502, "text/plain", text));
                         }
                     };
-                    let all = serde_json::from_slice::<Value>(&answer.body)
-                        .ok()
-                        .and_then(|v| v["taskArns"].as_array().cloned());
-                    match all {
-                        Some(all) if answer.status == 200 => all,
-                        _ => return Verdict::Respond(answer),
+                    match aws_rules::list_tasks_arns(call, &answer) {
+                        Some(all) => all,
+                        None => return Verdict::Respond(answer),
                     }
                 }
             };
-            let rest = if arns.len() > size { arns.split_off(size) } else { Vec::new() };
-            let mut page = json!({ "taskArns": arns });
-            if !rest.is_empty() {
-                let token = uuid::Uuid::new_v4().simple().to_string();
-                kept.lock().unwrap().insert(token.clone(), rest);
-                page["nextToken"] = json!(token);
-            }
-            Verdict::Respond(HttpResponse::aws_json(200, &page))
+            Verdict::Respond(aws_rules::list_tasks_answer(&body, arns, &kept))
         }
     }
 
@@ -669,8 +713,7 @@ pub mod aws_like {
     /// One request to moto from inside a (synchronous) rule: on its own thread and runtime, so it
     /// works under either tokio flavor; a multi-thread runtime moves its other tasks off this
     /// worker meanwhile.
-    fn fetch_blocking(upstream: SocketAddr, call: &Call) -> std::io::Result<HttpResponse> {
-        let request = &call.request;
+    fn fetch_blocking(upstream: SocketAddr, request: &HttpRequest) -> std::io::Result<HttpResponse> {
         let run = || {
             std::thread::scope(|s| {
                 s.spawn(|| {

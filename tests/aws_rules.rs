@@ -1,0 +1,854 @@
+//! The proxy's AWS rules (`tests/world/aws_rules.rs`, AWS-RULES.md), each proved: a call that
+//! breaks it is refused with AWS's error type and HTTP status (and the rule's name in the proxy's
+//! refusals), a call that keeps it passes. Driven with the AWS SDK straight at the proxy, so a rule
+//! cannot silently stop working while the end-to-end tests (which all run behind these rules)
+//! still pass.
+//!
+//! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
+
+#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
+
+mod world;
+
+use std::time::{Duration, Instant};
+
+use aws_config::retry::RetryConfig;
+use aws_config::SdkConfig;
+use aws_sdk_ecs::types::{
+    AwsVpcConfiguration, CapacityProviderStrategyItem, Compatibility, ContainerDefinition, ContainerOverride,
+    CpuArchitecture, DesiredStatus, EphemeralStorage, KernelCapabilities, KeyValuePair, LaunchType, LinuxParameters,
+    LogConfiguration, LogDriver, NetworkConfiguration, NetworkMode, OsFamily, RuntimePlatform, Tag, TaskOverride,
+};
+use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use base64::Engine;
+use world::aws_rules;
+use world::moto::{self, aws_error_text, DefaultNetwork, StaticCredentials};
+use world::*;
+
+const CLUSTER: &str = "rules";
+const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
+const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
+const TASK_ROLE: &str = "arn:aws:iam::123456789012:role/agent-task";
+const EXECUTION_ROLE: &str = "arn:aws:iam::123456789012:role/agent-execution";
+const AMI: &str = "ami-0abcdef1234567890";
+
+/// moto, the proxy in front of it, the base account straight at moto (`direct`) and through the
+/// proxy (`via`, SDK retries off so a refusal is seen once), the default network.
+struct Rig {
+    _moto: Moto,
+    proxy: Proxy,
+    direct: SdkConfig,
+    via: SdkConfig,
+    net: DefaultNetwork,
+}
+
+impl Rig {
+    async fn new() -> Rig {
+        let moto = Moto::start().await;
+        let proxy = Proxy::start(moto.addr()).await;
+        let direct = moto.base_config().await;
+        let via = via(&proxy, &base_credentials(), moto::REGION).await;
+        moto::create_cluster(&direct, CLUSTER).await;
+        let net = moto::default_network(&direct).await;
+        Rig { _moto: moto, proxy, direct, via, net }
+    }
+
+    fn ecs(&self) -> aws_sdk_ecs::Client {
+        aws_sdk_ecs::Client::new(&self.via)
+    }
+
+    fn network(&self) -> NetworkConfiguration {
+        network(&self.net.subnet_ids[..1], std::slice::from_ref(&self.net.security_group_id))
+    }
+
+    /// A Fargate RunTask of `td` in the test cluster, on the default network.
+    fn fargate(&self, td: &str) -> aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder {
+        self.ecs()
+            .run_task()
+            .cluster(CLUSTER)
+            .task_definition(td)
+            .launch_type(LaunchType::Fargate)
+            .network_configuration(self.network())
+    }
+
+    /// Registers a task definition straight in moto (not through the proxy).
+    async fn task_definition(&self, family: &str, task_role: bool, windows: bool) -> String {
+        let mut r = aws_sdk_ecs::Client::new(&self.direct)
+            .register_task_definition()
+            .family(family)
+            .requires_compatibilities(Compatibility::Fargate)
+            .network_mode(NetworkMode::Awsvpc)
+            .cpu("1024")
+            .memory("2048")
+            .container_definitions(container("agent"));
+        if task_role {
+            r = r.task_role_arn(TASK_ROLE);
+        }
+        if windows {
+            r = r.runtime_platform(
+                RuntimePlatform::builder().operating_system_family(OsFamily::WindowsServer2019Core).build(),
+            );
+        }
+        let out = r.send().await.unwrap_or_else(|e| panic!("RegisterTaskDefinition: {}", aws_error_text(&e)));
+        out.task_definition().and_then(|t| t.task_definition_arn()).unwrap().to_string()
+    }
+}
+
+fn base_credentials() -> StaticCredentials {
+    StaticCredentials {
+        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
+        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
+        session_token: None,
+    }
+}
+
+/// An SDK config through the proxy, with the SDK's retries off.
+async fn via(proxy: &Proxy, creds: &StaticCredentials, region: &str) -> SdkConfig {
+    moto::sdk_config_for(&proxy.endpoint(), creds, region)
+        .await
+        .into_builder()
+        .retry_config(RetryConfig::disabled())
+        .build()
+}
+
+fn network(subnets: &[String], groups: &[String]) -> NetworkConfiguration {
+    NetworkConfiguration::builder()
+        .awsvpc_configuration(
+            AwsVpcConfiguration::builder()
+                .set_subnets(Some(subnets.to_vec()))
+                .set_security_groups(Some(groups.to_vec()))
+                .build()
+                .unwrap(),
+        )
+        .build()
+}
+
+fn container(name: &str) -> ContainerDefinition {
+    ContainerDefinition::builder().name(name).image(IMAGE).cpu(512).memory(1024).build()
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build()
+}
+
+fn strategy(provider: &str) -> CapacityProviderStrategyItem {
+    CapacityProviderStrategyItem::builder().capacity_provider(provider).weight(1).build().unwrap()
+}
+
+fn env_override(value: &str) -> TaskOverride {
+    TaskOverride::builder()
+        .container_overrides(
+            ContainerOverride::builder()
+                .name("agent")
+                .environment(KeyValuePair::builder().name("GO_EA_AUTO_REGISTER_KEY").value(value).build())
+                .build(),
+        )
+        .build()
+}
+
+/// The call was refused by `rule`, with AWS's `code` and HTTP 400; returns AWS's message.
+#[track_caller]
+fn refused<O: std::fmt::Debug, E>(
+    proxy: &Proxy,
+    result: Result<O, SdkError<E, Response>>,
+    rule: &str,
+    code: &str,
+) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let err = match result {
+        Ok(o) => panic!("expected {rule} to refuse with {code}, but the call passed: {o:?}"),
+        Err(e) => e,
+    };
+    let status = err.raw_response().map(|r| r.status().as_u16());
+    let text = aws_error_text(&err);
+    let service = err.as_service_error().unwrap_or_else(|| panic!("not a service error: {text}"));
+    assert_eq!(service.code(), Some(code), "{rule}: {text}");
+    assert_eq!(status, Some(400), "{rule}: {text}");
+    let last = proxy.aws_refusals().pop().unwrap_or_else(|| panic!("no refusal recorded for {rule}"));
+    assert_eq!(last.rule, rule, "{text}");
+    service.message().unwrap_or_default().to_string()
+}
+
+/// The call passed the proxy and moto.
+#[track_caller]
+fn passed<O, E: std::error::Error + 'static>(result: Result<O, SdkError<E, Response>>, what: &str) -> O {
+    result.unwrap_or_else(|e| panic!("{what} should pass: {}", aws_error_text(&e)))
+}
+
+fn error_code<O, E: ProvideErrorMetadata>(result: &Result<O, SdkError<E, Response>>) -> Option<String> {
+    result.as_ref().err().and_then(|e| e.as_service_error()).and_then(|e| e.code()).map(str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_task_rules_refuse_what_aws_refuses() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let plain = w.task_definition("plain", false, false).await;
+    let with_role = w.task_definition("with-role", true, false).await;
+    let windows = w.task_definition("windows", false, true).await;
+
+    // count 1-10.
+    refused(p, w.fargate(&plain).count(11).send().await, aws_rules::RUN_TASK_COUNT, "InvalidParameterException");
+    refused(p, w.fargate(&plain).count(0).send().await, aws_rules::RUN_TASK_COUNT, "InvalidParameterException");
+    assert_eq!(passed(w.fargate(&plain).count(10).send().await, "count 10").tasks().len(), 10);
+
+    // startedBy: at most 36 of [A-Za-z0-9_-].
+    let rule = aws_rules::RUN_TASK_STARTED_BY;
+    refused(p, w.fargate(&plain).started_by("x".repeat(37)).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).started_by("gocd ecs").send().await, rule, "InvalidParameterException");
+    passed(w.fargate(&plain).started_by(format!("gocd-ecs_{}", "7".repeat(27))).send().await, "startedBy of 36");
+
+    // clientToken: at most 64 ASCII; the same token with other parameters is a conflict, with the
+    // same parameters the first answer again (no new task), even when both are in flight at once.
+    let rule = aws_rules::RUN_TASK_CLIENT_TOKEN;
+    refused(p, w.fargate(&plain).client_token("t".repeat(65)).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).client_token("tökén").send().await, rule, "InvalidParameterException");
+    passed(w.fargate(&plain).client_token("t".repeat(64)).send().await, "a token of 64");
+    let first = passed(w.fargate(&plain).started_by("a").client_token("job-1").send().await, "a new token");
+    let again = passed(w.fargate(&plain).started_by("a").client_token("job-1").send().await, "the same call");
+    let arn = |o: &aws_sdk_ecs::operation::run_task::RunTaskOutput| o.tasks()[0].task_arn().unwrap().to_string();
+    assert_eq!(arn(&first), arn(&again), "the same token and parameters answer the same task");
+    refused(
+        p,
+        w.fargate(&plain).started_by("b").client_token("job-1").send().await,
+        aws_rules::RUN_TASK_CLIENT_TOKEN_CONFLICT,
+        "ConflictException",
+    );
+    let (x, y) = tokio::join!(
+        w.fargate(&plain).started_by("c").client_token("job-2").send(),
+        w.fargate(&plain).started_by("c").client_token("job-2").send()
+    );
+    assert_eq!(arn(&passed(x, "job-2")), arn(&passed(y, "job-2 at the same time")));
+    let running = moto::tasks_with_status(&w.direct, CLUSTER, DesiredStatus::Running).await;
+    let started_by = |s: &str| running.iter().filter(|t| t.started_by() == Some(s)).count();
+    assert_eq!(started_by("a"), 1, "moto started one task for the token job-1");
+    assert_eq!(started_by("c"), 1, "moto started one task for the token job-2");
+
+    // overrides: the JSON of containerOverrides at most 8192 characters.
+    let message = refused(
+        p,
+        w.fargate(&plain).overrides(env_override(&"k".repeat(8200))).send().await,
+        aws_rules::RUN_TASK_OVERRIDES_LENGTH,
+        "InvalidParameterException",
+    );
+    assert_eq!(message, "Container Overrides length must be at most 8192");
+    passed(w.fargate(&plain).overrides(env_override(&"k".repeat(8000))).send().await, "overrides under 8192");
+
+    // tags.
+    let rule = aws_rules::RUN_TASK_TAGS;
+    let many: Vec<Tag> = (0..51).map(|i| tag(&format!("k{i}"), "v")).collect();
+    refused(p, w.fargate(&plain).set_tags(Some(many.clone())).send().await, rule, "InvalidParameterException");
+    let message = refused(
+        p,
+        w.fargate(&plain).tags(tag("gocd:job", "1")).tags(tag("gocd:job", "2")).send().await,
+        rule,
+        "InvalidParameterException",
+    );
+    assert_eq!(message, "Multiple tags contain the same key");
+    refused(p, w.fargate(&plain).tags(tag(&"k".repeat(129), "v")).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).tags(tag("", "v")).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).tags(tag("k", &"v".repeat(257))).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).tags(tag("job#1", "v")).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).tags(tag("k", "a,b")).send().await, rule, "InvalidParameterException");
+    refused(p, w.fargate(&plain).tags(tag("AWS:owner", "v")).send().await, rule, "InvalidParameterException");
+    let mut fine = many[..48].to_vec();
+    fine.push(tag(&"k".repeat(128), &format!("ok +-=._:/@ é {}", "v".repeat(200))));
+    fine.push(tag("empty", ""));
+    passed(w.fargate(&plain).set_tags(Some(fine)).send().await, "50 good tags");
+
+    // enableExecuteCommand needs a task role, the task definition's or the override's.
+    let rule = aws_rules::RUN_TASK_EXEC_NEEDS_TASK_ROLE;
+    refused(p, w.fargate(&plain).enable_execute_command(true).send().await, rule, "InvalidParameterException");
+    passed(w.fargate(&with_role).enable_execute_command(true).send().await, "exec with the definition's role");
+    let role_override = TaskOverride::builder().task_role_arn(TASK_ROLE).build();
+    passed(
+        w.fargate(&plain).enable_execute_command(true).overrides(role_override).send().await,
+        "exec with an override role",
+    );
+
+    // Fargate Spot: a capacity provider, not a launch type; never with a launch type; not Windows.
+    let spot = || {
+        w.ecs()
+            .run_task()
+            .cluster(CLUSTER)
+            .capacity_provider_strategy(strategy("FARGATE_SPOT"))
+            .network_configuration(w.network())
+    };
+    refused(
+        p,
+        w.fargate(&plain).launch_type(LaunchType::from("FARGATE_SPOT")).send().await,
+        aws_rules::RUN_TASK_LAUNCH_TYPE,
+        "InvalidParameterException",
+    );
+    refused(
+        p,
+        spot().task_definition(&plain).launch_type(LaunchType::Fargate).send().await,
+        aws_rules::RUN_TASK_LAUNCH_TYPE_AND_STRATEGY,
+        "InvalidParameterException",
+    );
+    refused(
+        p,
+        spot().task_definition(&windows).send().await,
+        aws_rules::RUN_TASK_SPOT_NOT_WINDOWS,
+        "InvalidParameterException",
+    );
+    passed(spot().task_definition(&plain).send().await, "Fargate Spot by capacity provider");
+    passed(w.fargate(&windows).send().await, "Windows on Fargate on-demand");
+
+    // awsvpc: required on Fargate, at most 16 subnets and 5 security groups.
+    let rule = aws_rules::RUN_TASK_AWSVPC;
+    let no_network = w.ecs().run_task().cluster(CLUSTER).task_definition(&plain).launch_type(LaunchType::Fargate);
+    refused(p, no_network.send().await, rule, "InvalidParameterException");
+    let subnets: Vec<String> = (0..17).map(|i| format!("subnet-{i:08x}")).collect();
+    let group = vec![w.net.security_group_id.clone()];
+    refused(
+        p,
+        w.fargate(&plain).network_configuration(network(&subnets, &group)).send().await,
+        rule,
+        "InvalidParameterException",
+    );
+    let groups: Vec<String> = (0..6).map(|i| format!("sg-{i:08x}")).collect();
+    refused(
+        p,
+        w.fargate(&plain).network_configuration(network(&w.net.subnet_ids[..1], &groups)).send().await,
+        rule,
+        "InvalidParameterException",
+    );
+    let all_subnets = w.net.subnet_ids.clone();
+    passed(w.fargate(&plain).network_configuration(network(&all_subnets, &group)).send().await, "a good network");
+
+    // Nothing refused reached moto: every task there came from a passing call.
+    let refused_run_tasks = p.log().iter().filter(|r| r.key() == "ecs:RunTask" && r.rule.is_some()).count();
+    assert_eq!(refused_run_tasks, p.aws_refusals().len());
+    eprintln!("FIGURES: aws_rules run_task {} refusals, {} tasks", p.aws_refusals().len(), p.ecs_tasks_started());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_definition_rules_refuse_what_aws_refuses() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ecs = w.ecs();
+    let fargate = |family: &str| {
+        ecs.register_task_definition()
+            .family(family)
+            .requires_compatibilities(Compatibility::Fargate)
+            .network_mode(NetworkMode::Awsvpc)
+            .cpu("1024")
+            .memory("2048")
+    };
+    let (client, invalid) = ("ClientException", "InvalidParameterException");
+
+    // Names: at most 255 of [A-Za-z0-9_-], family and containers.
+    let rule = aws_rules::TD_NAMES;
+    refused(p, fargate("gocd.agents").container_definitions(container("agent")).send().await, rule, client);
+    refused(p, fargate(&"f".repeat(256)).container_definitions(container("agent")).send().await, rule, client);
+    refused(p, fargate("gocd-agents").container_definitions(container("the agent")).send().await, rule, client);
+    passed(fargate(&"f".repeat(255)).container_definitions(container("gocd_agent-1")).send().await, "good names");
+
+    // awslogs on Fargate needs an execution role.
+    let logs = LogConfiguration::builder().log_driver(LogDriver::Awslogs).build().unwrap();
+    let logged = ContainerDefinition::builder().name("agent").image(IMAGE).log_configuration(logs).build();
+    let message = refused(
+        p,
+        fargate("logged").container_definitions(logged.clone()).send().await,
+        aws_rules::TD_AWSLOGS_NEEDS_EXECUTION_ROLE,
+        client,
+    );
+    assert_eq!(message, "Fargate requires task definition to have execution role ARN to support log driver awslogs.");
+    passed(
+        fargate("logged").container_definitions(logged).execution_role_arn(EXECUTION_ROLE).send().await,
+        "awslogs with an execution role",
+    );
+
+    // Fargate task sizes.
+    let rule = aws_rules::TD_FARGATE_SIZE;
+    let sized =
+        |cpu: &str, memory: &str| fargate("sized").cpu(cpu).memory(memory).container_definitions(container("agent"));
+    refused(p, sized("256", "4096").send().await, rule, client);
+    refused(p, sized("1024", "1024").send().await, rule, client);
+    refused(p, sized("8192", "18432").send().await, rule, client);
+    refused(p, sized("300", "1024").send().await, rule, client);
+    let no_cpu = ecs
+        .register_task_definition()
+        .family("sized")
+        .requires_compatibilities(Compatibility::Fargate)
+        .network_mode(NetworkMode::Awsvpc)
+        .memory("2048")
+        .container_definitions(container("agent"));
+    refused(p, no_cpu.send().await, rule, client);
+    passed(sized("256", "512").send().await, "256/512");
+    passed(sized("1 vCPU", "3 GB").send().await, "1 vCPU / 3 GB");
+    passed(sized("8192", "20480").send().await, "8192/20480");
+    for (cpu, memory, ok) in [
+        (512, 4096, true),
+        (512, 5120, false),
+        (2048, 16384, true),
+        (4096, 30720, true),
+        (4096, 31744, false),
+        (16384, 122880, true),
+        (16384, 36864, false),
+    ] {
+        assert_eq!(aws_rules::fargate_size_ok(cpu, memory), ok, "{cpu}/{memory}");
+    }
+
+    // Windows: on Fargate cpu 1024-4096 and 2019/2022 only; never ARM64.
+    let rule = aws_rules::TD_WINDOWS;
+    let platform = |os: OsFamily, arch: CpuArchitecture| {
+        RuntimePlatform::builder().operating_system_family(os).cpu_architecture(arch).build()
+    };
+    let win = |cpu: &str, memory: &str, os: OsFamily, arch: CpuArchitecture| {
+        fargate("windows")
+            .cpu(cpu)
+            .memory(memory)
+            .runtime_platform(platform(os, arch))
+            .container_definitions(container("agent"))
+    };
+    refused(p, win("512", "1024", OsFamily::WindowsServer2022Core, CpuArchitecture::X8664).send().await, rule, client);
+    refused(
+        p,
+        win("8192", "16384", OsFamily::WindowsServer2022Core, CpuArchitecture::X8664).send().await,
+        rule,
+        client,
+    );
+    refused(p, win("1024", "2048", OsFamily::WindowsServer2004Core, CpuArchitecture::X8664).send().await, rule, client);
+    refused(p, win("1024", "2048", OsFamily::WindowsServer2019Full, CpuArchitecture::Arm64).send().await, rule, client);
+    passed(win("2048", "4096", OsFamily::WindowsServer2022Full, CpuArchitecture::X8664).send().await, "Windows 2022");
+    passed(
+        fargate("arm")
+            .runtime_platform(platform(OsFamily::Linux, CpuArchitecture::Arm64))
+            .container_definitions(container("agent"))
+            .send()
+            .await,
+        "Linux ARM64",
+    );
+
+    // Network mode: no bridge with Windows; Fargate needs awsvpc.
+    let rule = aws_rules::TD_NETWORK_MODE;
+    let ec2_def = |family: &str| {
+        ecs.register_task_definition()
+            .family(family)
+            .requires_compatibilities(Compatibility::Ec2)
+            .container_definitions(container("agent"))
+    };
+    let win_bridge = ec2_def("win-ec2")
+        .network_mode(NetworkMode::Bridge)
+        .runtime_platform(platform(OsFamily::WindowsServer2019Core, CpuArchitecture::X8664));
+    refused(p, win_bridge.send().await, rule, client);
+    refused(
+        p,
+        fargate("bridged").network_mode(NetworkMode::Bridge).container_definitions(container("agent")).send().await,
+        rule,
+        client,
+    );
+    let no_mode = ecs
+        .register_task_definition()
+        .family("no-mode")
+        .requires_compatibilities(Compatibility::Fargate)
+        .cpu("1024")
+        .memory("2048")
+        .container_definitions(container("agent"));
+    refused(p, no_mode.send().await, rule, client);
+    passed(ec2_def("linux-ec2").network_mode(NetworkMode::Bridge).send().await, "bridge on Linux EC2");
+
+    // Ephemeral storage: 21-200 GiB, Fargate only.
+    let rule = aws_rules::TD_EPHEMERAL_STORAGE;
+    let storage = |gib: i32| EphemeralStorage::builder().size_in_gib(gib).build();
+    refused(
+        p,
+        fargate("disk").ephemeral_storage(storage(20)).container_definitions(container("agent")).send().await,
+        rule,
+        client,
+    );
+    refused(
+        p,
+        fargate("disk").ephemeral_storage(storage(201)).container_definitions(container("agent")).send().await,
+        rule,
+        client,
+    );
+    refused(p, ec2_def("disk-ec2").ephemeral_storage(storage(50)).send().await, rule, client);
+    passed(
+        fargate("disk").ephemeral_storage(storage(200)).container_definitions(container("agent")).send().await,
+        "200 GiB",
+    );
+
+    // Registrations so far were under RegisterTaskDefinition's burst of 20 (refused ones spend none).
+    let registered = p.log().iter().filter(|r| r.key() == "ecs:RegisterTaskDefinition" && r.rule.is_none()).count();
+    assert!(registered <= 12, "{registered} registrations reached moto");
+
+    // Privileged, added capabilities, devices, shared memory and tmpfs are refused on Fargate.
+    let rule = aws_rules::TD_FARGATE_PRIVILEGED;
+    let with = |c: ContainerDefinition| fargate("privileged").container_definitions(c);
+    let base = || ContainerDefinition::builder().name("agent").image(IMAGE);
+    let caps =
+        |cap: &str| LinuxParameters::builder().capabilities(KernelCapabilities::builder().add(cap).build()).build();
+    refused(p, with(base().privileged(true).build()).send().await, rule, client);
+    refused(p, with(base().linux_parameters(caps("SYS_ADMIN")).build()).send().await, rule, client);
+    refused(
+        p,
+        with(base().linux_parameters(LinuxParameters::builder().shared_memory_size(64).build()).build()).send().await,
+        rule,
+        client,
+    );
+    passed(with(base().linux_parameters(caps("SYS_PTRACE")).build()).send().await, "SYS_PTRACE on Fargate");
+    passed(
+        ec2_def("privileged-ec2")
+            .container_definitions(base().name("side").memory(512).privileged(true).build())
+            .send()
+            .await,
+        "privileged on EC2",
+    );
+
+    // DeleteTaskDefinitions: at most 10 a call.
+    let arns: Vec<String> =
+        (1..=11).map(|i| format!("arn:aws:ecs:us-east-1:123456789012:task-definition/sized:{i}")).collect();
+    refused(
+        p,
+        ecs.delete_task_definitions().set_task_definitions(Some(arns.clone())).send().await,
+        aws_rules::DELETE_TD_MAX,
+        invalid,
+    );
+    let before = p.aws_refusals().len();
+    let ten = ecs.delete_task_definitions().set_task_definitions(Some(arns[..10].to_vec())).send().await;
+    assert_eq!(p.aws_refusals().len(), before, "ten ARNs pass the proxy (moto answers {:?})", error_code(&ten));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_rules_and_list_tasks_as_aws_answers() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ecs = w.ecs();
+    let td = w.task_definition("reads", false, false).await;
+    let invalid = "InvalidParameterException";
+
+    // 25 tasks in "paged", 2 in "paged-2" (moto's cluster filter matches "paged" in "paged-2"),
+    // 5 of "paged" stopped (moto lists them without desiredStatus; AWS does not).
+    moto::create_cluster(&w.direct, "paged").await;
+    moto::create_cluster(&w.direct, "paged-2").await;
+    let run = |cluster: &'static str, count: i32| {
+        ecs.run_task()
+            .cluster(cluster)
+            .task_definition(&td)
+            .launch_type(LaunchType::Fargate)
+            .network_configuration(w.network())
+            .started_by("gocd-reads")
+            .count(count)
+            .send()
+    };
+    let mut arns = Vec::new();
+    for (cluster, count) in [("paged", 10), ("paged", 10), ("paged", 5), ("paged-2", 2)] {
+        let out = passed(run(cluster, count).await, "RunTask");
+        if cluster == "paged" {
+            arns.extend(out.tasks().iter().filter_map(|t| t.task_arn()).map(str::to_string));
+        }
+    }
+    for arn in &arns[..5] {
+        passed(ecs.stop_task().cluster("paged").task(arn).reason("r".repeat(255)).send().await, "StopTask of 255");
+    }
+
+    // ListTasks: maxResults 1-100.
+    let rule = aws_rules::LIST_TASKS_MAX_RESULTS;
+    refused(p, ecs.list_tasks().cluster("paged").max_results(0).send().await, rule, invalid);
+    refused(p, ecs.list_tasks().cluster("paged").max_results(101).send().await, rule, invalid);
+
+    // Pages of maxResults with a nextToken; RUNNING only by default; only the cluster's tasks.
+    let mut listed = Vec::new();
+    let mut token: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let out = passed(
+            ecs.list_tasks().cluster("paged").max_results(8).set_next_token(token.clone()).send().await,
+            "a ListTasks page",
+        );
+        pages += 1;
+        assert!(out.task_arns().len() <= 8);
+        listed.extend(out.task_arns().iter().cloned());
+        token = out.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!((pages, listed.len()), (3, 20), "20 RUNNING tasks of \"paged\" in pages of 8: {listed:?}");
+    assert!(listed.iter().all(|a| a.contains(":task/paged/")), "{listed:?}");
+    assert!(arns[..5].iter().all(|a| !listed.contains(a)), "stopped tasks are not listed by default");
+    let one_page = passed(ecs.list_tasks().cluster("paged").send().await, "ListTasks");
+    assert_eq!((one_page.task_arns().len(), one_page.next_token()), (20, None));
+    let stopped =
+        passed(ecs.list_tasks().cluster("paged").desired_status(DesiredStatus::Stopped).send().await, "STOPPED");
+    assert_eq!(stopped.task_arns().len(), 5);
+    let forged = ecs.list_tasks().cluster("paged").next_token("forged").send().await;
+    assert_eq!(error_code(&forged).as_deref(), Some(invalid), "a nextToken AWS never gave");
+
+    // startedBy must be the only filter.
+    let rule = aws_rules::LIST_TASKS_STARTED_BY_ALONE;
+    let by = || ecs.list_tasks().cluster("paged").started_by("gocd-reads");
+    refused(p, by().desired_status(DesiredStatus::Running).send().await, rule, invalid);
+    refused(p, by().family("reads").send().await, rule, invalid);
+    refused(p, by().launch_type(LaunchType::Fargate).send().await, rule, invalid);
+    let alone = passed(by().send().await, "startedBy alone");
+    assert_eq!(alone.task_arns().len(), 20, "startedBy alone lists RUNNING tasks of the cluster");
+
+    // DescribeTasks: at most 100 tasks.
+    let mut many: Vec<String> = listed.clone();
+    many.extend((many.len()..101).map(|i| format!("arn:aws:ecs:us-east-1:123456789012:task/paged/{i:032x}")));
+    let message = refused(
+        p,
+        ecs.describe_tasks().cluster("paged").set_tasks(Some(many.clone())).send().await,
+        aws_rules::DESCRIBE_TASKS_MAX,
+        invalid,
+    );
+    assert_eq!(message, "Tasks cannot be longer than 100.");
+    let described =
+        passed(ecs.describe_tasks().cluster("paged").set_tasks(Some(many[..100].to_vec())).send().await, "100");
+    assert_eq!(described.tasks().len(), 20);
+
+    // StopTask: reason at most 255 characters.
+    refused(
+        p,
+        ecs.stop_task().cluster("paged").task(&listed[0]).reason("r".repeat(256)).send().await,
+        aws_rules::STOP_TASK_REASON_LENGTH,
+        invalid,
+    );
+
+    // Relaxed, moto's own ListTasks shows through (a stopped task, "paged-2"'s tasks).
+    p.relax(aws_rules::LIST_TASKS_PAGING, "the test shows what moto answers without the rule");
+    let raw = passed(ecs.list_tasks().cluster("paged").send().await, "ListTasks without the rule");
+    assert_eq!(raw.task_arns().len(), 27, "moto lists stopped tasks and \"paged-2\"'s: {:?}", raw.task_arns());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    aws_sdk_iam::Client::new(&w.direct)
+        .create_instance_profile()
+        .instance_profile_name("agents")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateInstanceProfile: {}", aws_error_text(&e)));
+    let ec2 = aws_sdk_ec2::Client::new(&w.via);
+    let launch = || {
+        ec2.run_instances()
+            .image_id(AMI)
+            .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+            .min_count(1)
+            .max_count(1)
+            .subnet_id(&w.net.subnet_ids[0])
+    };
+    let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![b'#'; n]);
+
+    // User data: at most 16 KB before base64.
+    let rule = aws_rules::EC2_USER_DATA_SIZE;
+    refused(p, launch().user_data(b64(16 * 1024 + 1)).send().await, rule, "InvalidParameterValue");
+    passed(launch().user_data(b64(16 * 1024)).send().await, "user data of 16 KB");
+    passed(launch().user_data(b64(16 * 1024 - 1)).send().await, "user data of 16 KB - 1");
+
+    // The root volume: at least the AMI's 30 GiB.
+    use aws_sdk_ec2::types::{BlockDeviceMapping, EbsBlockDevice, IamInstanceProfileSpecification, ResourceType};
+    let root = |gib: i32| {
+        BlockDeviceMapping::builder()
+            .device_name("/dev/xvda")
+            .ebs(EbsBlockDevice::builder().volume_size(gib).build())
+            .build()
+    };
+    let rule = aws_rules::EC2_ROOT_VOLUME_SIZE;
+    refused(p, launch().block_device_mappings(root(20)).send().await, rule, "InvalidBlockDeviceMapping");
+    passed(launch().block_device_mappings(root(30)).send().await, "a 30 GiB root volume");
+
+    // The instance profile by ARN or by name, not both.
+    let both = IamInstanceProfileSpecification::builder()
+        .arn("arn:aws:iam::123456789012:instance-profile/agents")
+        .name("agents")
+        .build();
+    let rule = aws_rules::EC2_INSTANCE_PROFILE_ARN_OR_NAME;
+    refused(p, launch().iam_instance_profile(both).send().await, rule, "InvalidParameterCombination");
+    let by_name = IamInstanceProfileSpecification::builder().name("agents").build();
+    passed(launch().iam_instance_profile(by_name).send().await, "the profile by name");
+
+    // Tags: at most 50 per resource, keys unique.
+    let tags = |keys: &[String]| {
+        aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(ResourceType::Instance)
+            .set_tags(Some(keys.iter().map(|k| aws_sdk_ec2::types::Tag::builder().key(k).value("v").build()).collect()))
+            .build()
+    };
+    let keys: Vec<String> = (0..51).map(|i| format!("k{i}")).collect();
+    let rule = aws_rules::EC2_TAGS;
+    refused(p, launch().tag_specifications(tags(&keys)).send().await, rule, "InvalidParameterValue");
+    let dup = vec!["gocd:server".to_string(), "gocd:server".to_string()];
+    refused(p, launch().tag_specifications(tags(&dup)).send().await, rule, "InvalidParameterValue");
+    passed(launch().tag_specifications(tags(&keys[..50])).send().await, "50 tags");
+
+    // STS AssumeRole: RoleSessionName 2-64 of [\w+=,.@-], ExternalId 2-1224 of [\w+=,.@:/-].
+    let sts = aws_sdk_sts::Client::new(&w.via);
+    let assume = |name: &str| sts.assume_role().role_arn(ROLE_ARN).role_session_name(name);
+    let rule = aws_rules::STS_ROLE_SESSION_NAME;
+    let message = refused(p, assume("g").send().await, rule, "ValidationError");
+    assert!(message.contains("'roleSessionName' failed to satisfy constraint"), "{message}");
+    refused(p, assume(&"g".repeat(65)).send().await, rule, "ValidationError");
+    refused(p, assume("gocd agent").send().await, rule, "ValidationError");
+    refused(p, assume("gocd/agent").send().await, rule, "ValidationError");
+    passed(assume(&format!("gocd_+=,.@-{}", "x".repeat(53))).send().await, "a session name of 64");
+    let rule = aws_rules::STS_EXTERNAL_ID;
+    refused(p, assume("gocd").external_id("x").send().await, rule, "ValidationError");
+    refused(p, assume("gocd").external_id("a b").send().await, rule, "ValidationError");
+    refused(p, assume("gocd").external_id("e".repeat(1225)).send().await, rule, "ValidationError");
+    passed(assume("gocd").external_id("tenant:42/prod=1,a.b@c-d_e+f").send().await, "a good external id");
+    passed(assume("gocd").external_id("e".repeat(1224)).send().await, "an external id of 1224");
+}
+
+/// Sends `n` calls at once; how many were throttled (`ThrottlingException`), and how long it took.
+async fn burst<F, Fut, O, E>(n: usize, call: F) -> (usize, usize, Duration)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<O, SdkError<E, Response>>> + Send + 'static,
+    O: Send + 'static,
+    E: ProvideErrorMetadata + Send + 'static,
+{
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let fut = call();
+        set.spawn(async move { error_code(&fut.await).as_deref() == Some("ThrottlingException") });
+    }
+    let mut throttled = 0;
+    while let Some(t) = set.join_next().await {
+        throttled += usize::from(t.unwrap());
+    }
+    (n - throttled, throttled, started.elapsed())
+}
+
+/// `passed` calls of a bucket of `burst`, refilled at `per_second`, over `elapsed`: at least the
+/// burst, at most what the bucket could give, and some throttled.
+#[track_caller]
+fn bucket_held(what: &str, (passed, throttled, elapsed): (usize, usize, Duration), burst: f64, per_second: f64) {
+    let most = burst + per_second * elapsed.as_secs_f64() + 1.0;
+    eprintln!("{what}: {passed} passed, {throttled} throttled in {elapsed:?} (burst {burst}, {per_second}/s)");
+    assert!(throttled > 0, "{what}: nothing throttled");
+    assert!(passed as f64 >= burst && passed as f64 <= most, "{what}: {passed} passed, expected {burst}..{most}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn quotas_throttle_per_account_and_region() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ecs = w.ecs();
+    let fake_net = network(&["subnet-00000001".to_string()], &["sg-00000001".to_string()]);
+
+    // RunTask on Fargate: 20 calls at once, 20 a second (us-west-2 here: a region of its own).
+    let west = aws_sdk_ecs::Client::new(&via(p, &base_credentials(), "us-west-2").await);
+    let fargate_call = {
+        let (west, net) = (west.clone(), fake_net.clone());
+        move || {
+            west.run_task()
+                .cluster("nowhere")
+                .task_definition("nothing")
+                .launch_type(LaunchType::Fargate)
+                .network_configuration(net.clone())
+                .send()
+        }
+    };
+    bucket_held("Fargate RunTask calls", burst(40, fargate_call).await, 20.0, 20.0);
+    assert!(p.aws_refusals().iter().all(|r| r.rule == aws_rules::FARGATE_RUN_TASK_RATE && r.region == "us-west-2"));
+
+    // Fargate launches: 100 tasks at once, 20 a second, on-demand and Spot apart (us-east-1: the
+    // west's throttling does not reach it). Calls of 10 tasks until one is throttled.
+    let started = Instant::now();
+    let mut launched = 0;
+    let throttled = loop {
+        let r = ecs
+            .run_task()
+            .cluster("nowhere")
+            .task_definition("nothing")
+            .count(10)
+            .launch_type(LaunchType::Fargate)
+            .network_configuration(fake_net.clone())
+            .send()
+            .await;
+        match error_code(&r).as_deref() {
+            Some("ThrottlingException") => break p.aws_refusals().pop().unwrap(),
+            _ if launched < 200 => launched += 10,
+            _ => panic!("200 Fargate launches without a throttle"),
+        }
+    };
+    assert_eq!(throttled.rule, aws_rules::FARGATE_ON_DEMAND_LAUNCH_RATE);
+    let most = 100.0 + 20.0 * started.elapsed().as_secs_f64();
+    assert!(launched >= 100 && launched as f64 <= most, "{launched} launches before the throttle");
+    let spot = ecs
+        .run_task()
+        .cluster("nowhere")
+        .task_definition("nothing")
+        .count(10)
+        .capacity_provider_strategy(strategy("FARGATE_SPOT"))
+        .network_configuration(fake_net.clone())
+        .send()
+        .await;
+    assert_ne!(error_code(&spot).as_deref(), Some("ThrottlingException"), "Spot launches have their own bucket");
+
+    // Reads: 100 at once, 20 a second, per account: another account still reads; relaxed, all do.
+    let list = {
+        let ecs = ecs.clone();
+        move || ecs.list_clusters().send()
+    };
+    bucket_held("ECS reads", burst(130, list.clone()).await, 100.0, 20.0);
+    assert_eq!(p.aws_refusals().pop().unwrap().rule, aws_rules::READ_RATE);
+    let out = aws_sdk_sts::Client::new(&w.via)
+        .assume_role()
+        .role_arn(ROLE_ARN)
+        .role_session_name("quotas")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("AssumeRole: {}", aws_error_text(&e)));
+    let c = out.credentials().unwrap();
+    let role = StaticCredentials {
+        access_key_id: c.access_key_id().into(),
+        secret_access_key: c.secret_access_key().into(),
+        session_token: Some(c.session_token().into()),
+    };
+    let other = aws_sdk_ecs::Client::new(&via(p, &role, moto::REGION).await);
+    passed(other.list_clusters().send().await, "a read in the role's account");
+    assert_eq!(p.log().last().unwrap().assumed_account.as_deref(), Some("111111111111"));
+    p.relax(aws_rules::READ_RATE, "the test shows the rule can be switched off");
+    let (_, throttled, _) = burst(50, list).await;
+    assert_eq!(throttled, 0, "relaxed, no read is throttled");
+
+    // RegisterTaskDefinition: 20 at once, 1 a second.
+    let register = {
+        let ecs = ecs.clone();
+        move || {
+            ecs.register_task_definition()
+                .family("burst")
+                .requires_compatibilities(Compatibility::Ec2)
+                .container_definitions(container("agent"))
+                .send()
+        }
+    };
+    bucket_held("RegisterTaskDefinition", burst(26, register).await, 20.0, 1.0);
+    assert_eq!(p.aws_refusals().pop().unwrap().rule, aws_rules::REGISTER_TD_RATE);
+
+    // RunTask/StartTask on EC2 and StopTask: 100 at once, 40 a second.
+    let stop = {
+        let ecs = ecs.clone();
+        move || ecs.stop_task().cluster("nowhere").task("0123456789abcdef").reason("quota").send()
+    };
+    bucket_held("StopTask", burst(150, stop).await, 100.0, 40.0);
+    assert_eq!(p.aws_refusals().pop().unwrap().rule, aws_rules::EC2_RUN_START_STOP_RATE);
+    // Every throttle in AWS's wire format and never forwarded.
+    assert!(p
+        .log()
+        .iter()
+        .filter(|r| r.rule.as_deref().is_some_and(|r| r.starts_with("aws-rules:")))
+        .all(|r| r.status == 400 && r.outcome == proxy::Outcome::Answered));
+}
+
+#[tokio::test]
+async fn relax_names_a_rule() {
+    let proxy = Proxy::start(([127, 0, 0, 1], 9).into()).await;
+    proxy.relax(aws_rules::RUN_TASK_TAGS, "a test of relax itself");
+    let unknown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| proxy.relax("ecs.no_such_rule", "typo")));
+    assert!(unknown.is_err(), "an unknown rule name must panic, not relax nothing");
+    assert_eq!(aws_rules::RULES.len(), aws_rules::RULES.iter().collect::<std::collections::HashSet<_>>().len());
+}
