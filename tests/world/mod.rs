@@ -15,7 +15,8 @@
 //!
 //! Environment: `MOTO_SERVER` (required: path of `moto_server`, see `scripts/moto.sh`);
 //! `WORLD_ECHO_PLUGIN_STDERR=1` echoes the plugin's stderr live; `WORLD_MOTO_LOG=1` writes each
-//! moto's log to `$TMPDIR/ecs-ea-moto-<port>.log`.
+//! moto's log to `$TMPDIR/ecs-ea-moto-<port>.log`; `WORLD_AWS_RULES=off` switches the proxy's AWS
+//! rules off (a diagnosis only).
 
 #![allow(dead_code)]
 

@@ -250,11 +250,15 @@ impl Drop for Proxy {
 
 impl Proxy {
     /// Starts a proxy on a free loopback port forwarding to `upstream` (moto), with every one of
-    /// AWS's rules on ([`super::aws_rules`]).
+    /// AWS's rules on ([`super::aws_rules`]; `WORLD_AWS_RULES=off` switches them all off, to tell
+    /// whether a failure comes from them).
     pub async fn start(upstream: SocketAddr) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy addr");
         let shared = Arc::new(Shared::default());
+        if std::env::var("WORLD_AWS_RULES").is_ok_and(|v| v == "off") {
+            shared.aws.relax_all("WORLD_AWS_RULES=off (a diagnosis: never in a committed test)");
+        }
         let s = shared.clone();
         let accept = tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
