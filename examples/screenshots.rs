@@ -67,7 +67,14 @@ async fn main() {
         ("Ec2MaxInstances", "3"),
     ]);
     let large = props(&[("Image", IMAGE), ("Cpu", "2048"), ("Memory", "3000")]);
-    let small = props(&[("Image", IMAGE), ("Cpu", "512"), ("Memory", "1024"), ("Tags", "size=small")]);
+    let small = props(&[
+        ("Image", IMAGE),
+        ("Cpu", "512"),
+        ("Memory", "1024"),
+        ("Tags", "size=small"),
+        // The shared profile's LogGroup needs an execution role on Fargate.
+        ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"),
+    ]);
     let rogue = props(&[("Image", "docker.io/library/ubuntu:24.04"), ("Cpu", "512"), ("Memory", "1024")]);
     let config = HostConfig::new(&proxy.endpoint())
         .cluster_profile("shared", shared)

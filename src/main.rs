@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use ecs_elastic_agent::cli::{self, Cli, Command, LogFormat, ServeArgs};
+use ecs_elastic_agent::cluster::EngineOptions;
 use ecs_elastic_agent::metrics::{self, Metrics};
 use ecs_elastic_agent::plugin::PluginOptions;
 use ecs_elastic_agent::server::{serve, ServeOptions};
@@ -89,7 +90,8 @@ async fn run_server(args: ServeArgs) -> ExitCode {
             }
         }
     }
-    let options = ServeOptions { plugin: PluginOptions { metrics }, ..ServeOptions::default() };
+    let engine = EngineOptions { task_definition_sweep_after: args.task_definition_sweep_after };
+    let options = ServeOptions { plugin: PluginOptions { metrics, engine }, ..ServeOptions::default() };
     let (input, output) = stdio();
     let input = BufReader::with_capacity(256 * 1024, input);
     let result = serve(input, output, options, shutdown_signal()).await;

@@ -12,7 +12,7 @@ use tokio::sync::OnceCell;
 
 use crate::aws::Accounts;
 use crate::cluster::identity::{cluster_key, cluster_key_of_agent};
-use crate::cluster::{Cluster, Gocd};
+use crate::cluster::{Cluster, EngineOptions, Gocd};
 use crate::error::{PluginError, Result};
 use crate::protocol::host_calls::ServerInfo;
 use crate::settings::{ClusterProfile, FieldError, Properties};
@@ -22,6 +22,8 @@ use crate::settings::{ClusterProfile, FieldError, Properties};
 pub struct PluginOptions {
     /// Counters and histograms the plugin feeds (served by `serve --metrics-addr`).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Knobs of every cluster profile's engine.
+    pub engine: EngineOptions,
 }
 
 /// Shared by every request handler.
@@ -32,6 +34,7 @@ pub struct Plugin {
     accounts: Accounts,
     clusters: Mutex<HashMap<String, Arc<Cluster>>>,
     metrics: Arc<crate::metrics::Metrics>,
+    engine: EngineOptions,
 }
 
 impl Plugin {
@@ -43,6 +46,7 @@ impl Plugin {
             accounts: Accounts::default(),
             clusters: Mutex::new(HashMap::new()),
             metrics: options.metrics,
+            engine: options.engine,
         }
     }
 
@@ -89,7 +93,8 @@ impl Plugin {
             return Ok(cluster);
         }
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
-        let fresh = Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile, self.gocd.clone()));
+        let fresh =
+            Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile, self.gocd.clone(), &self.engine));
         Ok(self.clusters().entry(key).or_insert(fresh).clone())
     }
 

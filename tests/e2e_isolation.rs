@@ -45,7 +45,11 @@ async fn two_gocd_servers_on_one_cluster_never_touch_each_other() {
     w.cluster("shared", &base, "gocd-a").await;
     let proxy_b = Proxy::start(w.moto.addr()).await;
     let profile = cluster_props("gocd-a", &[("MaxAgents", "4"), ("AgentRegisterTimeoutMinutes", "1")]);
-    let cfg_a = w.host_config().cluster_profile("c", profile.clone()).elastic_profile("small", "c", elastic_props());
+    let cfg_a = sweeping_at_once(w.host_config()).cluster_profile("c", profile.clone()).elastic_profile(
+        "small",
+        "c",
+        elastic_props(),
+    );
     let cfg_b = plain_config(&proxy_b).cluster_profile("c", profile).elastic_profile("small", "c", elastic_props());
     let a = GoCdHost::launch(cfg_a).await;
     let b = GoCdHost::launch(cfg_b).await;
@@ -370,11 +374,9 @@ async fn unused_task_definitions_are_deregistered_five_a_pass() {
     let mut w = Scenario::new("task_definition_sweep").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    let mut cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
-        "small",
-        "base",
-        elastic_props(),
-    );
+    let mut cfg = sweeping_at_once(w.host_config())
+        .cluster_profile("base", cluster_props("gocd-a", &[]))
+        .elastic_profile("small", "base", elastic_props());
     cfg.ping_interval = Duration::from_secs(3600);
     let host = GoCdHost::new(cfg);
     let key = cluster_key(REGION, "gocd-a", None);
@@ -429,4 +431,13 @@ async fn unused_task_definitions_are_deregistered_five_a_pass() {
     host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed()).await;
     assert_all_done(&host, &sim, Duration::from_secs(30)).await;
     w.finish(host, sim, &format!("stale=7 deregistered_first_pass=5 first_pass_calls={first:?}")).await;
+}
+
+/// The plugin sweeps unused task-definition revisions from its first ping (by default it waits
+/// an hour after a start, until it has seen the elastic profiles in use).
+fn sweeping_at_once(mut cfg: world::HostConfig) -> world::HostConfig {
+    if let Some((_, args)) = cfg.program.as_mut() {
+        args.extend(["--task-definition-sweep-after".to_string(), "0s".to_string()]);
+    }
+    cfg
 }

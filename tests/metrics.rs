@@ -95,7 +95,7 @@ async fn scrapes_show_launches_registrations_agents_and_aws_calls() {
     );
     assert_eq!(value(&body, "ecs_ea_max_agents{cluster=\"ci\","), Some(1.0));
     let run_task =
-        "ecs_ea_aws_calls_total{region=\"us-east-1\",role=\"\",category=\"ecs_launch\",operation=\"RunTask\"}";
+        "ecs_ea_aws_calls_total{region=\"us-east-1\",role=\"\",category=\"fargate_run_task\",operation=\"RunTask\"}";
     assert!(value(&body, run_task).unwrap() >= 2.0, "{body}");
     assert!(body.contains("ecs_ea_aws_retries_total{") && body.contains("ecs_ea_aws_throttled_total{"));
     assert!(value(&body, "ecs_ea_requests_total{request=\"create-agent\",result=\"ok\"}").unwrap() >= 2.0);

@@ -18,6 +18,7 @@ use aws_credential_types::Credentials;
 use aws_sdk_ecs::config::Region;
 use tokio::sync::OnceCell;
 
+use super::budget::Budget;
 use super::calls::CallStats;
 use super::NoRegion;
 use crate::settings::ClusterProfile;
@@ -35,8 +36,11 @@ pub struct AwsClients {
     pub role_arn: Option<String>,
     /// AssumeRole bookkeeping for status reports.
     pub role: Arc<RoleStats>,
-    /// Calls made with these clients, by operation (shared by the account's profiles).
+    /// Calls made with these clients, by operation (shared by the account's profiles), against
+    /// the budget of the account and region.
     pub calls: Arc<CallStats>,
+    /// The account the clients act in (the role's, else the base credentials'), when known.
+    pub account_id: Option<String>,
 }
 
 /// What we know about an assumed-role session.
@@ -109,11 +113,24 @@ struct AccountKey {
     region: String,
 }
 
-/// The cache of clients per account.
+/// The cache of clients per account, and the API budget per (account id, region).
 #[derive(Debug, Default)]
 pub struct Accounts {
     clients: Mutex<HashMap<AccountKey, Arc<OnceCell<Arc<AwsClients>>>>>,
     default_region: OnceCell<Option<String>>,
+    budgets: Budgets,
+}
+
+/// One [`Budget`] per (account id, region): two roles or two key pairs in one account share it,
+/// as they share AWS's quotas.
+#[derive(Debug, Default)]
+struct Budgets(Mutex<HashMap<(String, String), Arc<Budget>>>);
+
+impl Budgets {
+    fn of(&self, account: &str, region: &str) -> Arc<Budget> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry((account.to_string(), region.to_string())).or_default().clone()
+    }
 }
 
 impl Accounts {
@@ -154,7 +171,7 @@ impl Accounts {
             let mut map = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
             map.entry(key.clone()).or_default().clone()
         };
-        let clients = cell.get_or_init(|| build_clients(profile, key)).await;
+        let clients = cell.get_or_init(|| build_clients(profile, key, &self.budgets)).await;
         Ok(clients.clone())
     }
 
@@ -206,8 +223,40 @@ pub async fn assume_role_provider(
     builder.build().await
 }
 
-async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClients> {
+/// The account a role ARN names (`arn:aws:iam::<account>:role/...`).
+pub fn account_of_role(role_arn: &str) -> Option<String> {
+    let account = role_arn.split(':').nth(4)?;
+    (account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit())).then(|| account.to_string())
+}
+
+/// The account of the base credentials, asked once (STS GetCallerIdentity, which needs no
+/// permission), counted and retried in `calls` like every other call; `None` when STS cannot
+/// say.
+async fn caller_account(base: &aws_config::SdkConfig, calls: &CallStats) -> Option<String> {
+    let sts = aws_sdk_sts::Client::from_conf(
+        aws_sdk_sts::config::Builder::from(base).retry_config(RetryConfig::disabled()).build(),
+    );
+    let asked = calls.call("GetCallerIdentity", || sts.get_caller_identity().send());
+    match tokio::time::timeout(Duration::from_secs(60), asked).await {
+        Ok(Ok(identity)) => identity.account().map(str::to_string),
+        Ok(Err(e)) => {
+            tracing::info!(error = %e, "could not learn the account of the base credentials; their budget is their own");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budgets) -> Arc<AwsClients> {
     let base = base_loader(profile, &key.region).load().await;
+    let identity_calls = CallStats::default();
+    let account_id = match &key.role_arn {
+        Some(role_arn) => account_of_role(role_arn),
+        None => caller_account(&base, &identity_calls).await,
+    };
+    // An account we could not learn: a budget of these credentials' own.
+    let budget_key = account_id.clone().unwrap_or_else(|| format!("credentials {}", short_key(&key)));
+    let budget = budgets.of(&budget_key, &key.region);
     let role = Arc::new(RoleStats::default());
     let config = match &key.role_arn {
         None => base,
@@ -218,7 +267,8 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClie
             base.into_builder().credentials_provider(SharedCredentialsProvider::new(provider)).build()
         }
     };
-    let calls = Arc::new(CallStats::default());
+    let calls = Arc::new(CallStats::new(budget));
+    calls.absorb(&identity_calls);
     // Our own retry loop paces and counts every attempt (aws::calls); the SDK's is off.
     let retry = RetryConfig::disabled();
     let timeouts = TimeoutConfig::builder()
@@ -237,5 +287,15 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey) -> Arc<AwsClie
         role_arn: key.role_arn,
         role,
         calls,
+        account_id,
     })
+}
+
+/// A name for a credential set that shows no part of its keys.
+fn short_key(key: &AccountKey) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.base.hash(&mut hasher);
+    key.role_arn.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
 }

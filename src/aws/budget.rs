@@ -1,6 +1,8 @@
-//! The API budget (DESIGN.md §5): client-side token buckets per (account, region, category),
-//! set just below AWS's published limits and shared by every cluster profile of the account,
-//! plus a pause per category while AWS says we are too fast, so throttling never snowballs.
+//! The API budget (DESIGN.md §5, AWS-RULES.md "Quotas"): client-side token buckets per
+//! (account id, region, category), set just below AWS's published limits and shared by every
+//! cluster profile and every credential set of the account (two roles in one account share one
+//! budget: `Accounts` hands them the same [`Budget`]), plus a pause per category while AWS says
+//! we are too fast, so throttling never snowballs.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -14,8 +16,17 @@ use tokio::time::Instant;
 pub enum Category {
     /// ListTasks, DescribeTasks, DescribeTaskDefinition, ListContainerInstances, ... (AWS: burst 100, 20/s).
     EcsRead,
-    /// RunTask, StartTask, StopTask (AWS: burst 100, 40/s).
-    EcsLaunch,
+    /// RunTask, which the plugin uses for Fargate (and Fargate Spot) only (AWS: 20 calls a
+    /// second, burst and sustained; each call launches one task, within Fargate's 100/20 launch
+    /// bucket).
+    FargateRunTask,
+    /// StartTask on our EC2 container instances (AWS: burst 100, 40/s, shared with StopTask).
+    /// Draws on one bucket with [`Category::EcsStop`], and always leaves it
+    /// [`STOP_RESERVE`] tokens.
+    EcsEc2Launch,
+    /// StopTask (AWS: shares the 100/40 bucket with EC2 launches). Launches leave it a reserve
+    /// of that bucket, so stopping tasks never starves behind a burst of launches.
+    EcsStop,
     /// RegisterTaskDefinition, DeregisterTaskDefinition (AWS: burst 20, 1/s).
     EcsRegister,
     /// Other ECS writes: container instance registration changes, tagging.
@@ -32,7 +43,9 @@ impl Category {
     /// The category of an operation by name.
     pub fn of(operation: &str) -> Category {
         match operation {
-            "RunTask" | "StartTask" | "StopTask" => Category::EcsLaunch,
+            "RunTask" => Category::FargateRunTask,
+            "StartTask" => Category::EcsEc2Launch,
+            "StopTask" => Category::EcsStop,
             "RegisterTaskDefinition" | "DeregisterTaskDefinition" => Category::EcsRegister,
             "DeregisterContainerInstance" | "TagResource" | "UpdateContainerInstancesState" => Category::EcsWrite,
             "RunInstances" | "TerminateInstances" | "CreateTags" => Category::Ec2Write,
@@ -46,7 +59,9 @@ impl Category {
     pub fn limits(self) -> (f64, f64) {
         match self {
             Category::EcsRead => (95.0, 19.0),
-            Category::EcsLaunch => (95.0, 38.0),
+            Category::FargateRunTask => (19.0, 19.0),
+            // One bucket for both (see `bucket`), below the 100/40 they share at AWS.
+            Category::EcsEc2Launch | Category::EcsStop => (95.0, 38.0),
             Category::EcsRegister => (18.0, 0.9),
             Category::EcsWrite => (45.0, 9.0),
             Category::Ec2Read => (95.0, 19.0),
@@ -55,6 +70,28 @@ impl Category {
         }
     }
 }
+
+impl Category {
+    /// The category whose bucket calls of this one draw on (calls that share an AWS quota
+    /// share one bucket).
+    pub fn bucket(self) -> Category {
+        match self {
+            Category::EcsStop => Category::EcsEc2Launch,
+            other => other,
+        }
+    }
+
+    /// Tokens a call of this category must leave in its bucket.
+    fn reserve(self) -> f64 {
+        match self {
+            Category::EcsEc2Launch => STOP_RESERVE,
+            _ => 0.0,
+        }
+    }
+}
+
+/// Tokens of the shared EC2-launch and StopTask bucket that launches never take.
+pub const STOP_RESERVE: f64 = 10.0;
 
 const EC2_READS: &[&str] = &[
     "DescribeVpcs",
@@ -80,8 +117,8 @@ impl Bucket {
         Bucket { tokens: burst, burst, rate, at: now, paused_until: None }
     }
 
-    /// Takes a token now, or says how long to wait for one.
-    fn take(&mut self, now: Instant) -> Option<Duration> {
+    /// Takes a token now, leaving `reserve` in the bucket, or says how long to wait for one.
+    fn take(&mut self, now: Instant, reserve: f64) -> Option<Duration> {
         if let Some(until) = self.paused_until {
             if until > now {
                 return Some(until - now);
@@ -91,11 +128,15 @@ impl Bucket {
         let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.rate).min(self.burst);
         self.at = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        // A token refilled over exactly the wait computed below may come to 0.999…: take it,
+        // rather than wait a few nanoseconds (which a paused clock never advances) again and again.
+        let need = 1.0 + reserve;
+        if self.tokens >= need - 1e-9 {
+            self.tokens = (self.tokens - 1.0).max(0.0);
             None
         } else {
-            Some(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            let wait = Duration::from_secs_f64((need - self.tokens) / self.rate);
+            Some(wait.max(Duration::from_millis(1)))
         }
     }
 }
@@ -113,7 +154,8 @@ impl Budget {
             let wait = {
                 let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();
-                buckets.entry(category).or_insert_with(|| Bucket::new(category, now)).take(now)
+                let pool = category.bucket();
+                buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now)).take(now, category.reserve())
             };
             match wait {
                 None => return,
@@ -127,7 +169,8 @@ impl Budget {
     pub fn throttled(&self, category: Category, pause: Duration) {
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
-        let bucket = buckets.entry(category).or_insert_with(|| Bucket::new(category, now));
+        let pool = category.bucket();
+        let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now));
         bucket.tokens = 0.0;
         bucket.at = now;
         let until = now + pause;
@@ -137,7 +180,7 @@ impl Budget {
     /// Whether `category` is paused for throttling right now.
     pub fn is_paused(&self, category: Category) -> bool {
         let buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
-        buckets.get(&category).and_then(|b| b.paused_until).is_some_and(|u| u > Instant::now())
+        buckets.get(&category.bucket()).and_then(|b| b.paused_until).is_some_and(|u| u > Instant::now())
     }
 }
 
@@ -147,7 +190,9 @@ mod tests {
 
     #[test]
     fn categories_by_operation() {
-        assert_eq!(Category::of("RunTask"), Category::EcsLaunch);
+        assert_eq!(Category::of("RunTask"), Category::FargateRunTask);
+        assert_eq!(Category::of("StartTask"), Category::EcsEc2Launch);
+        assert_eq!(Category::of("StopTask"), Category::EcsStop);
         assert_eq!(Category::of("DescribeTasks"), Category::EcsRead);
         assert_eq!(Category::of("DescribeSubnets"), Category::Ec2Read);
         assert_eq!(Category::of("RegisterTaskDefinition"), Category::EcsRegister);
@@ -158,27 +203,45 @@ mod tests {
     async fn a_burst_then_the_refill_rate() {
         let budget = Budget::default();
         let start = Instant::now();
-        for _ in 0..95 {
-            budget.acquire(Category::EcsLaunch).await;
+        for _ in 0..19 {
+            budget.acquire(Category::FargateRunTask).await;
         }
         assert!(start.elapsed() < Duration::from_millis(1), "the burst goes out at once");
-        for _ in 0..38 {
-            budget.acquire(Category::EcsLaunch).await;
+        for _ in 0..19 {
+            budget.acquire(Category::FargateRunTask).await;
         }
         let took = start.elapsed().as_secs_f64();
-        assert!((0.95..=1.05).contains(&took), "38 more at 38/s take a second, took {took}");
+        assert!((0.95..=1.05).contains(&took), "19 more at 19/s take a second, took {took}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ec2_launches_leave_stops_a_reserve_of_their_shared_bucket() {
+        let budget = Budget::default();
+        let start = Instant::now();
+        for _ in 0..85 {
+            budget.acquire(Category::EcsEc2Launch).await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(1), "85 launches at once");
+        for _ in 0..10 {
+            budget.acquire(Category::EcsStop).await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(1), "the 10 reserved stops go out at once too");
+        budget.acquire(Category::EcsEc2Launch).await;
+        assert!(start.elapsed() >= Duration::from_millis(280), "the next launch waits for the refill");
     }
 
     #[tokio::test(start_paused = true)]
     async fn throttling_pauses_the_category_only() {
         let budget = Budget::default();
-        budget.throttled(Category::EcsLaunch, Duration::from_secs(2));
-        assert!(budget.is_paused(Category::EcsLaunch));
+        budget.throttled(Category::FargateRunTask, Duration::from_secs(2));
+        assert!(budget.is_paused(Category::FargateRunTask));
         let start = Instant::now();
         budget.acquire(Category::EcsRead).await;
         assert!(start.elapsed() < Duration::from_millis(1), "reads are not held by a launch throttle");
-        budget.acquire(Category::EcsLaunch).await;
+        budget.acquire(Category::EcsStop).await;
+        assert!(start.elapsed() < Duration::from_millis(1), "stops are not held by a Fargate throttle");
+        budget.acquire(Category::FargateRunTask).await;
         assert!(start.elapsed() >= Duration::from_secs(2), "launches wait out the pause");
-        assert!(!budget.is_paused(Category::EcsLaunch));
+        assert!(!budget.is_paused(Category::FargateRunTask));
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
@@ -37,14 +37,20 @@ pub struct OpCounts {
     pub failed: u64,
 }
 
-/// Calls by operation, and the account's budget.
+/// Calls by operation (of one set of clients), and the account's budget (shared by every set
+/// of clients of the account and region).
 #[derive(Debug, Default)]
 pub struct CallStats {
     ops: Mutex<BTreeMap<&'static str, OpCounts>>,
-    budget: Budget,
+    budget: Arc<Budget>,
 }
 
 impl CallStats {
+    /// Counts of their own, against the account's `budget`.
+    pub fn new(budget: Arc<Budget>) -> Self {
+        CallStats { ops: Mutex::default(), budget }
+    }
+
     /// Runs one AWS call (`send` builds and sends it; it is called again for each retry).
     ///
     /// # Errors
@@ -126,6 +132,19 @@ impl CallStats {
     /// Whether calls of this operation's category are paused by throttling right now.
     pub fn is_throttled(&self, operation: &str) -> bool {
         self.budget.is_paused(Category::of(operation))
+    }
+
+    /// Adds another set's counts to these (calls made before these clients existed).
+    pub fn absorb(&self, other: &CallStats) {
+        let theirs = other.snapshot();
+        let mut ops = self.lock();
+        for (op, c) in theirs {
+            let mine = ops.entry(op).or_default();
+            mine.calls += c.calls;
+            mine.throttled += c.throttled;
+            mine.retries += c.retries;
+            mine.failed += c.failed;
+        }
     }
 
     /// A copy of the counts.

@@ -117,11 +117,22 @@ pub enum Command {
 }
 
 /// Options of `serve`.
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
     /// Serve Prometheus metrics (text format) at http://ADDR/metrics; off when not given.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// How long after start before unused task-definition revisions of ours may be
+    /// deregistered (a process that just started has seen no elastic profile yet).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub task_definition_sweep_after: std::time::Duration,
+}
+
+impl Default for ServeArgs {
+    /// `serve` with no options (what runs when no subcommand is given).
+    fn default() -> Self {
+        ServeArgs { metrics_addr: None, task_definition_sweep_after: std::time::Duration::from_secs(3600) }
+    }
 }
 
 /// A cluster profile file and the elastic profile files that point at it.

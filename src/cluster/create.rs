@@ -147,6 +147,7 @@ impl Cluster {
             server_url,
             auto_register_key: request.auto_register_key.clone(),
         };
+        LaunchSpec::new(self, profile, &work, network.as_ref()).fits_aws().map_err(EngineError::Refused)?;
         if on_ec2 {
             // EC2: the work waits for room on an instance of ours; this call never waits for it.
             let line = super::ec2::driver::enqueue(self, profile, work)?;

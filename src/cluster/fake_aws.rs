@@ -88,6 +88,7 @@ impl FakeAws {
             role_arn: None,
             role: Arc::new(RoleStats::default()),
             calls: Arc::new(CallStats::default()),
+            account_id: Some(ACCOUNT.into()),
         })
     }
 

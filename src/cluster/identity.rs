@@ -87,10 +87,21 @@ pub struct TaskLabels<'a> {
     pub attempt: u32,
 }
 
-/// The tags of one task: the profiles' tags first, then ours (which win).
+/// The most tags of ours on one task (with `gocd:environment`); AWS allows 50 in all.
+pub const PLUGIN_TAGS: usize = 12;
+
+/// The tags of one task as one map: the profiles' tags in order, a later one replacing an
+/// earlier one of the same key (pass the cluster profile's, then the elastic profile's: the
+/// elastic profile wins), then ours, which nothing replaces. No key is sent twice.
 pub fn task_tags(labels: &TaskLabels<'_>, user_tags: &[(String, String)]) -> Vec<(String, String)> {
     let TaskLabels { server_id, cluster_key, agent_id, job, environment, elastic_profile, attempt } = *labels;
-    let mut tags: Vec<(String, String)> = user_tags.to_vec();
+    let mut tags: Vec<(String, String)> = Vec::with_capacity(user_tags.len() + PLUGIN_TAGS);
+    for (k, v) in user_tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && !k.starts_with("aws:")) {
+        match tags.iter_mut().find(|(key, _)| key == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => tags.push((k.clone(), v.clone())),
+        }
+    }
     let ours = [
         (TAG_SERVER_ID, server_id.to_string()),
         (TAG_CLUSTER_PROFILE, cluster_key.to_string()),
@@ -131,15 +142,19 @@ pub fn job_from_tags(tags: &HashMap<String, String>) -> Option<JobIdentifier> {
     })
 }
 
-/// The client token of one launch: the same job and attempt always give the same token,
-/// so a retried RunTask cannot start a second task (AWS keeps tokens 24 h).
-pub fn client_token(server_id: &str, cluster_key: &str, job_id: i64, attempt: u32, variant: &str) -> String {
-    format!("gocd-{}-{job_id}-{attempt}{variant}", short_hash(&[server_id, cluster_key]))
+/// The client token of one launch, from the agent's reservation: every retry of one launch
+/// sends the same token, so it cannot start a second task; a new attempt (a new reservation,
+/// with a new random agent id) gets a new one, also after a restart, so a token is never reused
+/// with other parameters within AWS's 24 hours. At most 64 ASCII characters.
+pub fn client_token(server_id: &str, agent_id: &str, variant: &str) -> String {
+    let token = format!("{}-{agent_id}{variant}", &short_hash(&[server_id])[..8]);
+    token.chars().filter(char::is_ascii).take(64).collect()
 }
 
-/// AWS tag values allow at most 256 characters.
+/// A tag value AWS accepts: at most 256 characters of letters, digits, spaces and
+/// `+ - = . _ : / @`; anything else becomes `_`.
 fn tag_value(v: &str) -> String {
-    v.chars().take(256).collect()
+    v.chars().map(|c| if c.is_alphanumeric() || " +-=._:/@".contains(c) { c } else { '_' }).take(256).collect()
 }
 
 #[cfg(test)]
@@ -160,9 +175,46 @@ mod tests {
         assert_ne!(key, cluster_key("eu-west-1", "ci", None));
         let started_by = started_by("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &key);
         assert!(started_by.len() <= 36, "{started_by}");
-        let token = client_token("server", &key, i64::MAX, u32::MAX, "-ondemand");
-        assert!(token.len() <= 64, "{token}");
-        assert_eq!(token, client_token("server", &key, i64::MAX, u32::MAX, "-ondemand"));
+        let mut long_job = job();
+        long_job.job_id = i64::MIN;
+        let agent = new_agent_id(&key, &long_job);
+        let token = client_token("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &agent, "-od");
+        assert!(token.len() <= 64 && token.is_ascii(), "{token}");
+        assert_eq!(token, client_token("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &agent, "-od"), "stable per launch");
+        let next_attempt = new_agent_id(&key, &long_job);
+        assert_ne!(
+            token,
+            client_token("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &next_attempt, "-od"),
+            "new per attempt"
+        );
+    }
+
+    #[test]
+    fn tags_are_one_map_the_elastic_profile_wins_and_ours_are_never_replaced() {
+        let job = job();
+        let labels = TaskLabels {
+            server_id: "sid",
+            cluster_key: "key",
+            agent_id: "ea-1",
+            job: &job,
+            environment: Some("prod<script>"),
+            elastic_profile: "h",
+            attempt: 1,
+        };
+        let user = [
+            ("team".to_string(), "platform".to_string()),
+            ("cost-center".to_string(), "1".to_string()),
+            ("team".to_string(), "mobile".to_string()),
+            (TAG_AGENT_ID.to_string(), "forged".to_string()),
+        ];
+        let tags = task_tags(&labels, &user);
+        let keys: std::collections::HashSet<&str> = tags.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys.len(), tags.len(), "no key twice: {tags:?}");
+        let get = |k: &str| tags.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("team"), Some("mobile"));
+        assert_eq!(get(TAG_AGENT_ID), Some("ea-1"));
+        assert_eq!(get(TAG_ENVIRONMENT), Some("prod_script_"), "only AWS's tag characters");
+        assert_eq!(tags.len(), 2 + PLUGIN_TAGS);
     }
 
     #[test]

@@ -131,10 +131,38 @@ impl<'a> LaunchSpec<'a> {
             server_id: &cluster.server_id,
             cluster_key: &cluster.key,
             tags: task_tags(&labels, &user_tags),
-            client_token: client_token(&cluster.server_id, &cluster.key, work.job.job_id, work.attempt, ""),
+            client_token: client_token(&cluster.server_id, &work.agent_id, ""),
         }
     }
 }
+
+impl LaunchSpec<'_> {
+    /// Whether AWS would take this launch as it stands: the overrides within 8,192 characters
+    /// and at most 50 tags. Else the sentence that says what to change (never sent).
+    ///
+    /// # Errors
+    /// What is over which limit.
+    pub fn fits_aws(&self) -> Result<(), String> {
+        let length = overrides_length(self);
+        if length > MAX_OVERRIDES_CHARS {
+            return Err(format!(
+                "the agent's environment overrides would be {length} characters, more than the {MAX_OVERRIDES_CHARS} \
+                 ECS takes in one RunTask: with TaskDefinitionArn the profiles' EnvironmentVariables and Environment \
+                 travel as overrides; shorten them or put them in that task definition"
+            ));
+        }
+        if self.tags.len() > MAX_TAGS {
+            return Err(format!(
+                "the task would carry {} tags, more than the {MAX_TAGS} AWS allows: remove some of the profiles' Tags",
+                self.tags.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// AWS's limit on tags per resource.
+pub const MAX_TAGS: usize = 50;
 
 /// A task ECS accepted.
 #[derive(Debug, Clone)]
@@ -376,18 +404,31 @@ fn network(spec: &LaunchSpec<'_>) -> Result<NetworkConfiguration, AwsError> {
     Ok(NetworkConfiguration::builder().awsvpc_configuration(vpc).build())
 }
 
-/// The agent container's environment: the cluster profile's variables, the elastic profile's
-/// (which win on a clash), then the registration variables (which nothing overrides).
+/// The agent container's overrides: the registration variables, which differ per agent and
+/// which nothing overrides. The environment every agent of the profile pair shares is in our
+/// task definition; a given `TaskDefinitionArn` has none of it, so there it travels here too.
 fn overrides(spec: &LaunchSpec<'_>) -> TaskOverride {
-    let mut env: Vec<(String, String)> = Vec::new();
+    let env = override_environment(spec);
+    let container = ContainerOverride::builder()
+        .name(&spec.work.task_definition.agent_container)
+        .set_environment(Some(env.into_iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build()).collect()))
+        .build();
+    TaskOverride::builder().container_overrides(container).build()
+}
+
+/// AWS's limit on the JSON of RunTask's `containerOverrides`.
+pub const MAX_OVERRIDES_CHARS: usize = 8192;
+
+fn override_environment(spec: &LaunchSpec<'_>) -> Vec<(String, String)> {
+    let work = spec.work;
+    let mut env = match work.elastic.task_definition_arn {
+        Some(_) => super::task_definition::shared_environment(spec.cluster, &work.elastic),
+        None => Vec::new(),
+    };
     let mut set = |k: &str, v: &str| {
         env.retain(|(name, _)| name != k);
         env.push((k.to_string(), v.to_string()));
     };
-    let work = spec.work;
-    for (k, v) in spec.cluster.environment_variables.iter().chain(work.elastic.environment.iter()) {
-        set(k, v);
-    }
     set("GO_EA_SERVER_URL", &work.server_url);
     set("GO_EA_AUTO_REGISTER_KEY", work.auto_register_key.expose());
     if let Some(environment) = &work.environment {
@@ -395,9 +436,16 @@ fn overrides(spec: &LaunchSpec<'_>) -> TaskOverride {
     }
     set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", &work.agent_id);
     set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
-    let container = ContainerOverride::builder()
-        .name(&work.task_definition.agent_container)
-        .set_environment(Some(env.into_iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build()).collect()))
-        .build();
-    TaskOverride::builder().container_overrides(container).build()
+    env
+}
+
+/// How many characters the JSON of this launch's `containerOverrides` has, as AWS counts them.
+pub fn overrides_length(spec: &LaunchSpec<'_>) -> usize {
+    let environment: Vec<serde_json::Value> = override_environment(spec)
+        .into_iter()
+        .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
+        .collect();
+    let overrides =
+        serde_json::json!([{ "name": spec.work.task_definition.agent_container, "environment": environment }]);
+    overrides.to_string().chars().count()
 }

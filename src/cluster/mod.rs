@@ -67,6 +67,20 @@ pub struct Refresh {
     pub missing: Vec<String>,
 }
 
+/// Knobs of the engine (`serve`'s options).
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How long after the engine starts before unused task-definition revisions may be
+    /// deregistered: until it has seen the elastic profiles in use, it cannot tell.
+    pub task_definition_sweep_after: std::time::Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { task_definition_sweep_after: task_definition_sweep::SEEN_FOR }
+    }
+}
+
 /// One cluster profile's state.
 #[derive(Debug)]
 pub struct Cluster {
@@ -105,6 +119,7 @@ impl Cluster {
         aws: Arc<AwsClients>,
         profile: ClusterProfile,
         gocd: Arc<dyn Gocd>,
+        options: &EngineOptions,
     ) -> Self {
         Cluster {
             gocd,
@@ -115,7 +130,10 @@ impl Cluster {
             profile: RwLock::new(Arc::new(profile)),
             registry: Mutex::new(Registry::default()),
             task_definitions: Mutex::new(HashMap::new()),
-            task_definition_sweep: task_definition_sweep::SweepState::default(),
+            task_definition_sweep: task_definition_sweep::SweepState::new(
+                SystemTime::now(),
+                options.task_definition_sweep_after,
+            ),
             networks: Mutex::new(HashMap::new()),
             adopted: OnceCell::new(),
             events: Mutex::new(Events::default()),
@@ -213,7 +231,11 @@ impl Cluster {
         let mut running = Vec::with_capacity(arns.len());
         for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
             let views = tasks::describe(&self.aws, cluster, &suffix, chunk, &self.server_id, &self.key).await?;
-            running.extend(views.into_iter().map(|t| if known.contains(&t.arn) { t.without_own_tags() } else { t }));
+            // Listed tasks whose desired status is STOPPED are stopping: AWS does not list them
+            // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
+            // is described below as fallen out of the list.
+            let views = views.into_iter().filter(|t| t.desired_status != "STOPPED");
+            running.extend(views.map(|t| if known.contains(&t.arn) { t.without_own_tags() } else { t }));
         }
         drop(known);
         let running_arns: std::collections::HashSet<&str> = running.iter().map(|t| t.arn.as_str()).collect();

@@ -3,8 +3,9 @@
 //! per agent goes here: per-agent data travels as RunTask overrides (DESIGN.md §1).
 
 use aws_sdk_ecs::types::{
-    Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, LogConfiguration,
-    LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
+    Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair,
+    LogConfiguration, LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField,
+    Volume,
 };
 
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -27,8 +28,26 @@ pub struct TaskDefinitionRef {
 /// the task definition differs.
 pub fn family(cluster_key: &str, cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> String {
     let compat = if cluster.launch_type == LaunchType::Ec2 { "ec2" } else { "fargate" };
-    let hash = short_hash(&[&elastic.hash, compat, cluster.log_group.as_deref().unwrap_or(""), region]);
+    // The environment every agent of the pair shares lives in the task definition (RunTask's
+    // overrides are limited to 8,192 characters), so a change of it is a new family.
+    let environment: Vec<String> =
+        shared_environment(cluster, elastic).iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let environment = environment.join("\n");
+    let hash = short_hash(&[&elastic.hash, compat, cluster.log_group.as_deref().unwrap_or(""), region, &environment]);
     format!("gocd-{cluster_key}-{hash}")
+}
+
+/// The environment every agent of a (cluster profile, elastic profile) pair gets: the cluster
+/// profile's variables, then the elastic profile's, which win on a clash; in the order first set.
+pub fn shared_environment(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (k, v) in cluster.environment_variables.iter().chain(elastic.environment.iter()) {
+        match env.iter_mut().find(|(name, _)| name == k) {
+            Some(slot) => slot.1 = v.clone(),
+            None => env.push((k.clone(), v.clone())),
+        }
+    }
+    env
 }
 
 /// Finds the family's active revision, or registers it.
@@ -173,6 +192,12 @@ fn container(
         .memory(elastic.memory as i32)
         .set_memory_reservation(elastic.memory_reservation.map(|m| m as i32))
         .set_command((!elastic.command.is_empty()).then(|| elastic.command.clone()))
+        .set_environment(Some(
+            shared_environment(cluster, elastic)
+                .into_iter()
+                .map(|(k, v)| KeyValuePair::builder().name(k).value(v).build())
+                .collect(),
+        ))
         .privileged(elastic.privileged);
     for (name, arn) in &elastic.secrets {
         let secret = Secret::builder()

@@ -42,11 +42,19 @@ pub struct SweepState {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// No pass before this (start plus the grace).
+    not_before: Option<SystemTime>,
     last_pass: Option<SystemTime>,
     seen: HashMap<String, SystemTime>,
 }
 
 impl SweepState {
+    /// The state of an engine started at `started`, whose first pass waits `grace`.
+    pub fn new(started: SystemTime, grace: Duration) -> Self {
+        let inner = Inner { not_before: Some(started + grace), ..Inner::default() };
+        SweepState { inner: Mutex::new(inner) }
+    }
+
     /// `family` is in use now (a launch, or an elastic profile GoCD sent).
     pub fn saw(&self, family: &str, now: SystemTime) {
         self.lock().seen.insert(family.to_string(), now);
@@ -59,9 +67,16 @@ impl SweepState {
         inner.seen.keys().cloned().collect()
     }
 
-    /// Claims the pass if one is due.
+    /// Claims the pass if one is due: once an hour, and the first not before the grace after
+    /// start (`serve --task-definition-sweep-after`, an hour by default) — a process that just
+    /// started has seen no elastic profile yet, and a family is never deregistered only because
+    /// of that (its next job would register it again, and RegisterTaskDefinition allows one call
+    /// a second per account).
     fn claim(&self, now: SystemTime) -> bool {
         let mut inner = self.lock();
+        if inner.not_before.is_some_and(|t| now < t) {
+            return false;
+        }
         let due = inner.last_pass.is_none_or(|t| now.duration_since(t).unwrap_or_default() >= SWEEP_EVERY);
         if due {
             inner.last_pass = Some(now);
@@ -212,8 +227,9 @@ mod tests {
 
     #[test]
     fn a_pass_is_due_once_an_hour_and_seen_families_expire() {
-        let state = SweepState::default();
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let state = SweepState::new(t0 - SEEN_FOR, SEEN_FOR);
+        assert!(!state.claim(t0 - Duration::from_secs(1)), "not in the first hour after a start");
         assert!(state.claim(t0));
         assert!(!state.claim(t0 + Duration::from_secs(60)));
         assert!(state.claim(t0 + SWEEP_EVERY));

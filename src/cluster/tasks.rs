@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use aws_sdk_ecs::types::{DesiredStatus, Task, TaskField};
+use aws_sdk_ecs::types::{Task, TaskField};
 use serde::Serialize;
 
 use super::identity::{is_ours, TAG_AGENT_ID};
@@ -265,8 +265,9 @@ pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> 
             .ecs
             .list_tasks()
             .cluster(cluster)
+            // AWS: "when you specify startedBy as the filter, it must be the only filter"; the
+            // default desiredStatus is RUNNING already.
             .started_by(started_by)
-            .desired_status(DesiredStatus::Running)
             .max_results(100)
             .set_next_token(next.take());
         let page = aws.calls.call("ListTasks", || request.clone().send()).await?;

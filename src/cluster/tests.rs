@@ -49,7 +49,8 @@ impl World {
     fn with(aws: FakeAws, max: u32) -> World {
         let gocd = Arc::new(FakeGocd::default());
         let key = cluster_key("us-east-1", "ci", None);
-        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile(max), gocd.clone()));
+        let options = super::EngineOptions::default();
+        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile(max), gocd.clone(), &options));
         World { aws, gocd, cluster }
     }
 

@@ -46,8 +46,13 @@ const FARGATE_SIZES: &[(u32, Sizes)] = &[
     (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
 ];
 
-/// User tags allowed on a task in total (AWS allows 50; the plugin adds its own).
-const MAX_TAGS: usize = 40;
+/// User tags allowed on a task in total: AWS allows 50 tags, and the plugin adds up to 12 of
+/// its own (`cluster::identity::PLUGIN_TAGS`).
+pub const MAX_USER_TAGS: usize = 50 - 12;
+
+/// Windows families Fargate runs.
+const FARGATE_WINDOWS: &[&str] =
+    &["WINDOWS_SERVER_2019_FULL", "WINDOWS_SERVER_2019_CORE", "WINDOWS_SERVER_2022_FULL", "WINDOWS_SERVER_2022_CORE"];
 
 /// Problems of running `elastic` in `cluster`, keyed by the elastic profile's keys; empty when
 /// the pair is fine.
@@ -75,6 +80,49 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                     elastic.operating_system_family
                 ),
             );
+        }
+        if cluster.launch_type == LaunchType::FargateSpot && elastic.cpu_architecture == "ARM64" {
+            error(
+                "CpuArchitecture",
+                "ARM64 tasks cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.".to_string(),
+            );
+        }
+        if elastic.operating_system_family.starts_with("WINDOWS") {
+            if !FARGATE_WINDOWS.contains(&elastic.operating_system_family.as_str()) {
+                error(
+                    "OperatingSystemFamily",
+                    format!(
+                        "Fargate runs Windows Server 2019 and 2022 only ({}); {} needs an EC2 cluster profile.",
+                        one_of(FARGATE_WINDOWS),
+                        elastic.operating_system_family
+                    ),
+                );
+            }
+            if !(1024..=4096).contains(&elastic.cpu) {
+                error("Cpu", format!("Windows tasks on Fargate need Cpu 1024 to 4096; {} is not.", elastic.cpu));
+            }
+        }
+        if elastic.task_definition_arn.is_none() && elastic.execution_role_arn.is_none() {
+            if let Some(group) = &cluster.log_group {
+                error(
+                    "ExecutionRoleArn",
+                    format!(
+                        "This cluster profile sends agent logs to CloudWatch (LogGroup {}), which on Fargate needs \
+                         an ExecutionRoleArn allowed to write them; set ExecutionRoleArn.",
+                        quote(group)
+                    ),
+                );
+            }
+            if is_private_ecr(&elastic.image) {
+                error(
+                    "ExecutionRoleArn",
+                    format!(
+                        "On Fargate the private ECR image {} is pulled with the execution role; set ExecutionRoleArn \
+                         to a role allowed to pull it.",
+                        quote(&elastic.image)
+                    ),
+                );
+            }
         }
     } else if elastic.ephemeral_storage_gib.is_some() {
         error(
@@ -104,11 +152,12 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
     }
     let total_tags =
         cluster.tags.iter().filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k)).count() + elastic.tags.len();
-    if total_tags > MAX_TAGS {
+    if total_tags > MAX_USER_TAGS {
         error(
             "Tags",
             format!(
-                "With the cluster profile's tags a task would get {total_tags} user tags; at most {MAX_TAGS} are allowed."
+                "With the cluster profile's tags a task would get {total_tags} user tags; at most {MAX_USER_TAGS} fit \
+                 beside the plugin's own (AWS allows 50 in all)."
             ),
         );
     }
@@ -126,6 +175,12 @@ fn fargate_size_problem(cpu: u32, memory: u32) -> Option<(&'static str, String)>
         let allowed = sizes.describe();
         ("Memory", format!("On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."))
     })
+}
+
+/// An image in a private ECR repository (`<account>.dkr.ecr.<region>.amazonaws.com/...`).
+fn is_private_ecr(image: &str) -> bool {
+    let host = image.split('/').next().unwrap_or_default();
+    host.contains(".dkr.ecr.") && (host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn"))
 }
 
 /// An empty allow-list allows everything.

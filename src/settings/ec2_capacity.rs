@@ -74,7 +74,8 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         register_timeout_minutes: f.number("Ec2RegisterTimeoutMinutes", 1..=60, 5),
         spot: f.boolean("Ec2Spot", false),
         key_pair: f.string("Ec2KeyPair", check_key_pair),
-        root_volume_gib: f.number("Ec2RootVolumeGiB", 8..=16384, 30),
+        // The ECS-optimised AMIs' root snapshot is 30 GiB: RunInstances refuses a smaller root volume.
+        root_volume_gib: f.number("Ec2RootVolumeGiB", 30..=16384, 30),
         user_data: f.string("Ec2UserData", check_user_data),
     };
     ec2.then_some(capacity)

@@ -134,6 +134,12 @@ fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
     if !given && f.is_set("Secrets") && !f.is_set("ExecutionRoleArn") {
         f.error("Secrets", "Secrets need ExecutionRoleArn: ECS reads them with the execution role.");
     }
+    if !given && profile.enable_execute_command && !f.is_set("TaskRoleArn") {
+        f.error(
+            "EnableExecuteCommand",
+            "ECS Exec needs TaskRoleArn: the task role must allow the ssmmessages calls Exec makes.",
+        );
+    }
     if given {
         let conflicts = [
             ("Secrets", f.is_set("Secrets")),

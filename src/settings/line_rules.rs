@@ -31,7 +31,8 @@ pub(crate) const TAGS: LineRule = LineRule {
             Ok(())
         }
     },
-    max: Some(40),
+    // AWS allows 50 tags a task, and the plugin sets up to 12 of its own.
+    max: Some(super::compat::MAX_USER_TAGS),
 };
 
 /// `Err` unless `name` is a valid environment variable name.

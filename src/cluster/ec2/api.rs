@@ -22,13 +22,17 @@ use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 pub const TAG_OS: &str = "gocd:os";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
-/// Error codes by which EC2 refuses capacity (rather than the request).
+/// Error codes by which EC2 refuses capacity in one subnet or zone (rather than the request):
+/// the launch moves on to the next subnet.
 pub const CAPACITY_CODES: &[&str] = &[
     "InsufficientInstanceCapacity",
     "InsufficientCapacity",
     "InsufficientHostCapacity",
     "SpotMaxPriceTooLow",
     "MaxSpotInstanceCountExceeded",
+    // Not capacity as such, but "try another subnet" all the same (AWS-RULES.md).
+    "InsufficientFreeAddressesInSubnet",
+    "Unsupported",
     "capacity-not-available",
     "capacity-oversubscribed",
 ];
@@ -228,6 +232,22 @@ pub async fn deregister(aws: &AwsClients, cluster: &str, arn: &str) -> Result<()
 pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError> {
     let request = aws.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec()));
     aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
+}
+
+/// The size (GiB) of an AMI's root volume snapshot: RunInstances refuses a smaller root volume.
+/// `None` when the AMI does not say.
+///
+/// # Errors
+/// The failed DescribeImages call.
+pub async fn ami_root_gib(aws: &AwsClients, ami_id: &str) -> Result<Option<u32>, AwsError> {
+    let request = aws.ec2.describe_images().image_ids(ami_id);
+    let out = aws.calls.call("DescribeImages", || request.clone().send()).await?;
+    let size = out.images().first().and_then(|image| {
+        let root = image.root_device_name()?;
+        let mapping = image.block_device_mappings().iter().find(|m| m.device_name() == Some(root))?;
+        mapping.ebs()?.volume_size().and_then(|gib| u32::try_from(gib).ok())
+    });
+    Ok(size)
 }
 
 /// RunInstances: `Ok(Err(refusal))` when EC2 has no capacity for it (not retried: asking again

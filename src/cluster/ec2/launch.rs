@@ -30,6 +30,8 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
         Ok(n) => n,
         Err(e) => return launch_failed(cluster, format!("could not resolve subnets and security groups: {e}")),
     };
+    let root_volume_gib = root_volume_gib(cluster, cfg).await;
+    let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
     for os in [OsClass::Linux, OsClass::Windows] {
         let count = oses.iter().filter(|o| **o == os).count() as u32;
         if count == 0 {
@@ -60,9 +62,10 @@ async fn launch_some(
     os: OsClass,
     count: u32,
 ) -> Result<(Vec<Ec2Instance>, bool), String> {
-    let first = cluster.ec2.state().counters.launched as usize;
-    let subnets: Vec<&String> =
-        network.subnets.iter().cycle().skip(first % network.subnets.len().max(1)).take(network.subnets.len()).collect();
+    let n = network.subnets.len().max(1);
+    let first = cluster.ec2.state().next_subnet % n;
+    let subnets: Vec<(usize, &String)> =
+        network.subnets.iter().enumerate().cycle().skip(first).take(network.subnets.len()).collect();
     let join = Join {
         cluster: profile.cluster_short_name(),
         server_id: &cluster.server_id,
@@ -77,7 +80,8 @@ async fn launch_some(
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<Refusal> = Vec::new();
     let mut spot = cfg.spot;
-    for subnet in subnets {
+    for (index, subnet) in subnets {
+        cluster.ec2.state().next_subnet = (index + 1) % n;
         loop {
             let request = LaunchRequest {
                 ami_id: &cfg.ami_id,
@@ -141,6 +145,27 @@ fn launch_failed(cluster: &Cluster, message: String) {
         HealthKind::Error,
         format!("could not launch EC2 instances (next try in {} s): {message}", backoff.as_secs()),
     );
+}
+
+/// `Ec2RootVolumeGiB`, or the AMI's own root snapshot size when that is larger (RunInstances
+/// refuses a root volume smaller than the snapshot); the AMI is described once.
+async fn root_volume_gib(cluster: &Cluster, cfg: &Ec2Capacity) -> u32 {
+    let known = cluster.ec2.state().ami_root_gib.get(&cfg.ami_id).copied();
+    let ami = match known {
+        Some(size) => size,
+        None => match api::ami_root_gib(&cluster.aws, &cfg.ami_id).await {
+            Ok(size) => {
+                let size = size.unwrap_or(0);
+                cluster.ec2.state().ami_root_gib.insert(cfg.ami_id.clone(), size);
+                size
+            }
+            Err(e) => {
+                tracing::info!(ami = %cfg.ami_id, error = %e, "could not read the AMI's root volume size; using Ec2RootVolumeGiB");
+                0
+            }
+        },
+    };
+    cfg.root_volume_gib.max(ami)
 }
 
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.

@@ -151,6 +151,11 @@ pub struct PoolState {
     pub registered_capacity: BTreeMap<String, Resources>,
     /// No launch before this time (after a failed RunInstances), and the current backoff.
     pub launch_backoff: Option<(SystemTime, Duration)>,
+    /// The subnet (index into the profile's) the next launch tries first: past the last one
+    /// that refused or launched, so a zone that refused is not the first asked again.
+    pub next_subnet: usize,
+    /// Root snapshot size (GiB) of each AMI used, 0 when the AMI does not say.
+    pub ami_root_gib: BTreeMap<String, u32>,
     /// Totals.
     pub counters: Counters,
     /// When the last pass finished, and its error if it failed.

@@ -119,7 +119,11 @@ fn ephemeral_storage_is_fargate_only() {
 fn images_must_be_allowed() {
     let guarded = cluster(&[("ClusterName", "ci"), ("AllowedImages", "gocd/*\n*.dkr.ecr.*.amazonaws.com/ci/*")]);
     assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "gocd/agent:v1")])), []);
-    assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "1.dkr.ecr.eu-west-1.amazonaws.com/ci/x:1")])), []);
+    let ecr = elastic(&[
+        ("Image", "1.dkr.ecr.eu-west-1.amazonaws.com/ci/x:1"),
+        ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"),
+    ]);
+    assert_eq!(check_compatible(&guarded, &ecr), []);
     let errors = check_compatible(&guarded, &elastic(&[("Image", "evil/miner")]));
     assert_eq!(errors, [FieldError {
         key: "Image".into(),
@@ -145,13 +149,37 @@ fn tags_of_both_profiles_count_together() {
     let tags = |range: std::ops::Range<u32>| range.map(|i| format!("k{i}=v")).collect::<Vec<_>>().join("\n");
     let c = cluster(&[("ClusterName", "ci"), ("Tags", &tags(0..30))]);
     assert_eq!(
-        check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(20..40))])),
+        check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(20..38))])),
         [],
         "overrides count once"
     );
-    let errors = check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(30..41))]));
+    let errors = check_compatible(&c, &elastic(&[("Image", "alpine"), ("Tags", &tags(30..39))]));
     assert_eq!(
         messages_for(&errors, "Tags"),
-        ["With the cluster profile's tags a task would get 41 user tags; at most 40 are allowed."]
+        ["With the cluster profile's tags a task would get 39 user tags; at most 38 fit beside the plugin's own \
+          (AWS allows 50 in all)."]
     );
+}
+
+#[test]
+fn what_real_aws_refuses_is_refused_at_create_agent() {
+    let role = "arn:aws:iam::123456789012:role/ecsTaskExecutionRole";
+    let logs = cluster(&[("ClusterName", "ci"), ("LogGroup", "/gocd/agents")]);
+    let errors = check_compatible(&logs, &elastic(&[("Image", "alpine")]));
+    assert!(messages_for(&errors, "ExecutionRoleArn")[0].contains("LogGroup"), "{errors:?}");
+    assert_eq!(check_compatible(&logs, &elastic(&[("Image", "alpine"), ("ExecutionRoleArn", role)])), []);
+    assert_eq!(check_compatible(&ec2(), &elastic(&[("Image", "alpine")])), [], "EC2 instances pull and log themselves");
+
+    let windows = |cpu: &str, family: &str| {
+        elastic(&[("Image", "w"), ("Cpu", cpu), ("Memory", "4096"), ("OperatingSystemFamily", family)])
+    };
+    assert_eq!(check_compatible(&fargate(), &windows("1024", "WINDOWS_SERVER_2022_CORE")), []);
+    let errors = check_compatible(&fargate(), &windows("512", "WINDOWS_SERVER_2016_FULL"));
+    let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
+    assert!(keys.contains(&"Cpu") && keys.contains(&"OperatingSystemFamily"), "{errors:?}");
+
+    let spot = cluster(&[("ClusterName", "ci"), ("LaunchType", "FARGATE_SPOT")]);
+    let arm = elastic(&[("Image", "alpine"), ("CpuArchitecture", "ARM64")]);
+    assert_eq!(messages_for(&check_compatible(&spot, &arm), "CpuArchitecture").len(), 1);
+    assert_eq!(check_compatible(&fargate(), &arm), []);
 }

@@ -46,7 +46,9 @@ fn every_rule_has_a_good_and_a_bad_value() {
     check_rule(v, BASE, "EphemeralStorageGiB", "200", &["20", "201"]);
     check_rule(v, BASE, "Privileged", "true", &["on"]);
     check_rule(v, BASE, "MountDockerSocket", "false", &["off"]);
-    check_rule(v, BASE, "EnableExecuteCommand", "TRUE", &["enabled"]);
+    let with_task_role = &[("Image", "alpine:3.19"), ("TaskRoleArn", "arn:aws:iam::123456789012:role/gocd-task")];
+    check_rule(v, with_task_role, "EnableExecuteCommand", "TRUE", &["enabled"]);
+    check_rule(v, BASE, "EnableExecuteCommand", "false", &["true"]);
     check_rule(v, BASE, "SubnetIds", "subnet-0a1b2c3d", &["subnet-0a1b2c3"]);
     check_rule(v, BASE, "SecurityGroupIds", "sg-0a1b2c3d, sg-0123456789abcdef0", &["sg-0a1b2c3d sg-0a1b2c3d"]);
     check_rule(v, BASE, "Tags", "team=ci", &["aws:cloudformation:stack=x", "gocd:elastic-agent-id=x"]);
