@@ -145,13 +145,37 @@ async fn shutdown_signal() {
 }
 
 fn init_logging(format: LogFormat, default_level: &str) {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{fmt, EnvFilter};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     // Colours only on a terminal: a host keeps the plugin's stderr in a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let registry = tracing_subscriber::registry().with(filter).with(tracing_subscriber::filter::filter_fn(allowed));
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Text => registry.with(fmt::layer().with_writer(std::io::stderr).with_ansi(ansi)).init(),
+        LogFormat::Json => registry
+            .with(fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).with_ansi(ansi))
+            .init(),
     }
+}
+
+/// Targets of the SDK, the HTTP stack and TLS, and the most verbose level they may log whatever
+/// `RUST_LOG` says (issue 14). At trace they print signed requests, headers and session tokens;
+/// the SDK's endpoint and auth resolution and its credential providers (AssumeRole) print the
+/// access key id at debug already, so those stop at info. The first matching prefix wins.
+const CAPPED: &[(&str, tracing::Level)] = &[
+    ("aws_smithy_runtime::client::orchestrator::endpoints", tracing::Level::INFO),
+    ("aws_smithy_runtime::client::orchestrator::auth", tracing::Level::INFO),
+    ("aws_config", tracing::Level::INFO),
+    ("aws_", tracing::Level::DEBUG),
+    ("hyper", tracing::Level::DEBUG),
+    ("h2", tracing::Level::DEBUG),
+    ("rustls", tracing::Level::DEBUG),
+    ("tower", tracing::Level::DEBUG),
+    ("http", tracing::Level::DEBUG),
+];
+
+fn allowed(meta: &tracing::Metadata<'_>) -> bool {
+    CAPPED.iter().find(|(prefix, _)| meta.target().starts_with(prefix)).is_none_or(|(_, max)| meta.level() <= max)
 }

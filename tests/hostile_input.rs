@@ -14,7 +14,11 @@
 //!    job names, profile values and AWS tags render harmlessly in every status report (plugin,
 //!    cluster, agent), before and after a restart that reads them back from the task's tags.
 //!
-//! Part 2 needs `MOTO_SERVER` (see `scripts/moto.sh`); it panics without it, never skips.
+//! 3. Nothing secret in any output at `RUST_LOG=trace` (issue 14): a fuzz batch whose cluster
+//!    profiles carry static keys, then a short Fargate run with static keys and AssumeRole; every
+//!    byte of stderr, stdout, status reports, error answers, health and console lines scanned.
+//!
+//! Parts 2 and 3 need `MOTO_SERVER` (see `scripts/moto.sh`); they panic without it, never skip.
 
 #![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
 
@@ -113,8 +117,29 @@ fn random_json(rng: &mut Rng, depth: u32) -> Value {
     }
 }
 
+/// Static keys in the fuzzed cluster profiles: no output of the plugin may show them, whatever
+/// the mutation (a profile sent as one string, a key of the wrong type) or the log level.
+const FUZZ_KEY_ID: &str = "AKIAFUZZSTATIC7K3Y9Q";
+const FUZZ_SECRET: &str = "fUzZ/static+Secret0a1b2c3d4e5f6a7b8c9d0e1f2";
+/// The auto-register key of every fuzzed create-agent.
+const FUZZ_REGISTER_KEY: &str = "0c6c6ad8-4a47-4b4c-9a4f-0d1f3e2a6b7c";
+/// The base credentials of the fuzzed plugin.
+const FUZZ_ENV_KEY_ID: &str = "AKIAFUZZFUZZFUZZFUZZ";
+const FUZZ_ENV_SECRET: &str = "fuzz/fuzz+fuzz/fuzz+fuzz/fuzz+fuzz/fuzz";
+
 fn cluster_profile() -> Value {
-    json!({"ClusterName": "fuzz-cluster", "Region": "us-east-1", "MaxAgents": "5", "LaunchType": "FARGATE"})
+    json!({"ClusterName": "fuzz-cluster", "Region": "us-east-1", "MaxAgents": "5", "LaunchType": "FARGATE", "AccessKeyId": FUZZ_KEY_ID, "SecretAccessKey": FUZZ_SECRET})
+}
+
+/// Every secret a fuzz run hands the plugin.
+fn fuzz_secrets() -> SecretScanner {
+    let mut s = SecretScanner::new();
+    s.add(SecretKind::AccessKeyId, FUZZ_KEY_ID)
+        .add(SecretKind::SecretAccessKey, FUZZ_SECRET)
+        .add(SecretKind::AutoRegisterKey, FUZZ_REGISTER_KEY)
+        .add(SecretKind::AccessKeyId, FUZZ_ENV_KEY_ID)
+        .add(SecretKind::SecretAccessKey, FUZZ_ENV_SECRET);
+    s
 }
 
 fn elastic_profile() -> Value {
@@ -132,7 +157,7 @@ fn template(name: &str, n: u64) -> Value {
         "validate-elastic-agent-profile" => elastic_profile(),
         "validate-cluster-profile" => cluster_profile(),
         "create-agent" => json!({
-            "auto_register_key": "0c6c6ad8-4a47-4b4c-9a4f-0d1f3e2a6b7c",
+            "auto_register_key": FUZZ_REGISTER_KEY,
             "elastic_agent_profile_properties": elastic_profile(),
             "cluster_profile_properties": cluster_profile(),
             "environment": "prod",
@@ -441,6 +466,20 @@ fn callback_answer(name: &str) -> (i64, Value) {
 async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() {
     let lines: u64 = std::env::var("FUZZ_LINES").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
     let seed: u64 = std::env::var("FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0xf022_5eed);
+    let out = fuzz_run(lines, seed, "error", false).await;
+    fuzz_secrets().assert_clean("the plugin's stderr", &out.stderr);
+}
+
+/// What a fuzz run's plugin wrote.
+struct FuzzOutput {
+    stderr: String,
+    /// Every stdout line, when kept.
+    stdout: String,
+}
+
+/// Sends `lines` fuzzed lines (and one over the limit) to a plugin logging at `rust_log`,
+/// checks every answer against the oracle, and returns what the plugin wrote.
+async fn fuzz_run(lines: u64, seed: u64, rust_log: &str, keep_stdout: bool) -> FuzzOutput {
     let started = Instant::now();
     let aws = no_aws().await;
     let mut child = Command::new(PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")))
@@ -448,13 +487,13 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("AWS_ENDPOINT_URL", format!("http://{aws}"))
-        .env("AWS_ACCESS_KEY_ID", "AKIAFUZZFUZZFUZZFUZZ")
-        .env("AWS_SECRET_ACCESS_KEY", "fuzz/fuzz+fuzz/fuzz+fuzz/fuzz+fuzz/fuzz")
+        .env("AWS_ACCESS_KEY_ID", FUZZ_ENV_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", FUZZ_ENV_SECRET)
         .env("AWS_REGION", "us-east-1")
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-fuzz/config")
         .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-fuzz/credentials")
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", rust_log)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -511,6 +550,8 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
     // stdout: count answers, answer callbacks, check every line.
     let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally::default()));
     let t = tally.clone();
+    let kept_stdout = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let kept = kept_stdout.clone();
     let reader = tokio::spawn(async move {
         let mut r = BufReader::with_capacity(1 << 16, stdout);
         let mut buf = Vec::new();
@@ -520,6 +561,9 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
             match r.read_until(b'\n', &mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
+            }
+            if keep_stdout && !world::host::is_migrate_config_answer(&buf) {
+                kept.lock().unwrap().push_str(&String::from_utf8_lossy(&buf));
             }
             let Some(text) = buf.strip_suffix(b"\n") else {
                 t.lock().unwrap().violations.push("stdout ended without a newline".into());
@@ -650,13 +694,16 @@ async fn fuzzed_lines_never_crash_or_hang_the_plugin_and_each_gets_its_answer() 
     let mut codes: Vec<_> = t.codes.iter().collect();
     codes.sort();
     eprintln!(
-        "FIGURES: test=fuzz seed={seed} lines={} answered_by_id={} null_id_400s={} response_lines_unanswered={unanswered} callbacks_answered={} codes={codes:?} secs={:.1}",
+        "FIGURES: test=fuzz rust_log={rust_log} seed={seed} lines={} answered_by_id={} null_id_400s={} response_lines_unanswered={unanswered} callbacks_answered={} codes={codes:?} secs={:.1} stderr_bytes={}",
         lines + 1,
         t.by_id.len(),
         t.null_ids,
         t.callbacks,
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        stderr.len()
     );
+    let stdout = std::mem::take(&mut *kept_stdout.lock().unwrap());
+    FuzzOutput { stderr, stdout }
 }
 
 #[test]
@@ -807,4 +854,68 @@ fn cluster_profile_of(host: &GoCdHost) -> Value {
 
 fn elastic_props_of(host: &GoCdHost) -> Value {
     json!(host.config().elastic_profiles[0].properties)
+}
+
+/// Issue 14: at `RUST_LOG=trace` (the SDK's, hyper's and the plugin's every event) nothing
+/// secret reaches any byte the plugin writes. (1) A fuzz batch whose cluster profiles carry
+/// static keys: stderr and every stdout line scanned. (2) A short Fargate run on moto with
+/// static keys in two cluster profiles, one of them through AssumeRole (session keys handed
+/// out through the proxy), jobs to completion, status reports: the plugin's stderr, stdout,
+/// status reports, error answers, health messages and console lines scanned for the static
+/// keys, the base keys, every session key and token AssumeRole returned, and every
+/// auto-register key GoCD issued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_secret_reaches_any_output_at_trace_level() {
+    const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
+    let started = Instant::now();
+    let out = fuzz_run(3_000, 0x7ace_5eed, "trace", true).await;
+    let secrets = fuzz_secrets();
+    assert!(out.stderr.lines().count() > 3_000, "trace logs every line: {} lines", out.stderr.lines().count());
+    secrets.assert_clean("the fuzzed plugin's stderr at trace", &out.stderr);
+    secrets.assert_clean("the fuzzed plugin's stdout at trace", &out.stdout);
+    let fuzz_bytes = out.stderr.len() + out.stdout.len();
+
+    let moto_server = Moto::start().await;
+    let proxy = Proxy::start(moto_server.addr()).await;
+    let base = moto_server.base_config().await;
+    let role = moto_server.assume_role_config(ROLE_ARN).await;
+    world::moto::create_cluster(&base, "gocd-a").await;
+    world::moto::create_cluster(&role.config, "gocd-r").await;
+    let keys = [("AccessKeyId", FUZZ_KEY_ID), ("SecretAccessKey", FUZZ_SECRET)];
+    let mut role_props = keys.to_vec();
+    role_props.push(("RoleArn", ROLE_ARN));
+    let mut cfg = HostConfig::new(&proxy.endpoint())
+        .cluster_profile("static", world::profiles::cluster_props("gocd-a", &keys))
+        .cluster_profile("role", world::profiles::cluster_props("gocd-r", &role_props))
+        .elastic_profile("static", "static", world::profiles::elastic_props())
+        .elastic_profile("role", "role", world::profiles::elastic_props());
+    cfg.env.push(("RUST_LOG".into(), "trace".into()));
+    cfg.keep_stdout = true;
+    let host = GoCdHost::launch(cfg).await;
+    let fleets = vec![Fleet::new("static", &base, "gocd-a"), Fleet::new("role", &role.config, "gocd-r")];
+    let sim = AgentSimulator::start(&host, fleets, SimPolicy::default());
+    host.add_jobs(JobSpec::new("static", Duration::from_secs(1)), 2).await;
+    host.add_jobs(JobSpec::new("role", Duration::from_secs(1)), 2).await;
+    host.wait_until("the 4 jobs completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    let _ = host.plugin_status_report().await;
+    for id in ["static", "role"] {
+        let _ = host.cluster_status_report(id).await;
+    }
+    let mut scanner = SecretScanner::from_world(&host, Some(&proxy));
+    scanner.add(SecretKind::SessionToken, role.credentials.session_token.as_deref().unwrap_or_default());
+    assert!(
+        proxy.captured_credentials().iter().any(|c| c.credentials.session_token.is_some()),
+        "the plugin assumed the role through the proxy"
+    );
+    assert!(scanner.len() >= 2 + 3 + 4, "static keys, the session's keys and token, 4 register keys");
+    let (stderr_bytes, stdout_bytes) = host.with_state(|s| (s.stderr.len(), s.stdout.len()));
+    assert!(host.stderr_text().contains("TRACE"), "the plugin logged at trace");
+    scanner.assert_host_clean(&host);
+    drop(sim);
+    host.shutdown().await;
+    eprintln!(
+        "FIGURES: test=trace_secrets secs={:.1} fuzz_output_bytes={fuzz_bytes} e2e_stderr_bytes={stderr_bytes} e2e_stdout_bytes={stdout_bytes} secrets_looked_for={} leaks=0",
+        started.elapsed().as_secs_f64(),
+        scanner.len() + secrets.len()
+    );
 }

@@ -103,14 +103,28 @@ impl ProvideCredentials for ObservedRole {
     }
 }
 
-/// Identifies one set of clients.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// Identifies one set of clients. `base` holds the static access key id and `external_id` the
+/// role's external id: its `Debug` shows neither.
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct AccountKey {
     base: String,
     role_arn: Option<String>,
     external_id: Option<String>,
     session_name: Option<String>,
     region: String,
+}
+
+impl std::fmt::Debug for AccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let base = if self.base.starts_with("static:") { "static:REDACTED" } else { self.base.as_str() };
+        f.debug_struct("AccountKey")
+            .field("base", &base)
+            .field("role_arn", &self.role_arn)
+            .field("external_id", &self.external_id.as_ref().map(|_| "REDACTED"))
+            .field("session_name", &self.session_name)
+            .field("region", &self.region)
+            .finish()
+    }
 }
 
 /// The cache of clients per account, and the API budget per (account id, region).
@@ -298,4 +312,23 @@ fn short_key(key: &AccountKey) -> String {
     key.base.hash(&mut hasher);
     key.role_arn.hash(&mut hasher);
     format!("{:016x}", hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AccountKey;
+
+    #[test]
+    fn an_account_key_prints_neither_the_access_key_nor_the_external_id() {
+        let key = AccountKey {
+            base: "static:AKIAEXAMPLESECRET1234".into(),
+            role_arn: Some("arn:aws:iam::123456789012:role/r".into()),
+            external_id: Some("ext-id-secret-value".into()),
+            session_name: None,
+            region: "eu-west-1".into(),
+        };
+        let text = format!("{key:?}");
+        assert!(!text.contains("AKIAEXAMPLESECRET1234") && !text.contains("ext-id-secret-value"), "{text}");
+        assert!(text.contains("eu-west-1") && text.contains("role/r"), "{text}");
+    }
 }

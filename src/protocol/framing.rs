@@ -121,6 +121,112 @@ fn decode_response(id: MessageId, obj: &mut Map<String, Value>) -> Result<Respon
     Ok(Response { id: Some(id), code, body })
 }
 
+/// What a log may say about one line: its type, id, name (or code) and size, never its body
+/// (a create-agent carries the auto-register key and the cluster profile's secret key; a
+/// callback carries console text). At every level, trace included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineSummary {
+    kind: String,
+    id: Option<String>,
+    name: Option<String>,
+    code: Option<u64>,
+    bytes: usize,
+}
+
+impl std::fmt::Display for LineSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.kind)?;
+        if let Some(id) = &self.id {
+            write!(f, " id={id}")?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, " name={name}")?;
+        }
+        if let Some(code) = self.code {
+            write!(f, " code={code}")?;
+        }
+        write!(f, " bytes={}", self.bytes)
+    }
+}
+
+/// Summarises a line read from the host (without its `\n`) for the log.
+pub fn summarize(line: &[u8]) -> LineSummary {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        #[serde(rename = "type", default)]
+        kind: Option<Value>,
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        name: Option<Value>,
+        #[serde(default)]
+        code: Option<Value>,
+    }
+    let head = serde_json::from_slice::<Head>(line).ok();
+    let text = |v: Option<&Value>, max: usize| match v {
+        Some(Value::String(s)) => Some(s.chars().take(max).collect::<String>()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    match head {
+        Some(h) => LineSummary {
+            kind: text(h.kind.as_ref(), 16).unwrap_or_else(|| "untyped".into()),
+            id: text(h.id.as_ref(), 64),
+            name: text(h.name.as_ref(), 100),
+            code: h.code.as_ref().and_then(Value::as_u64),
+            bytes: line.len(),
+        },
+        None => LineSummary { kind: "unreadable".into(), id: None, name: None, code: None, bytes: line.len() },
+    }
+}
+
+/// Summarises a line we write (of `bytes` bytes) for the log.
+pub fn summarize_outgoing(message: &Outgoing, bytes: usize) -> LineSummary {
+    let id_text = |id: &MessageId| match id {
+        MessageId::Int(n) => n.to_string(),
+        MessageId::Str(s) => s.chars().take(64).collect(),
+    };
+    let (kind, id, name, code) = match message {
+        Outgoing::Hello { .. } => ("hello", None, None, None),
+        Outgoing::Request { id, name, .. } => ("request", Some(id_text(id)), Some(name.clone()), None),
+        Outgoing::Response { id, code, .. } => ("response", id.as_ref().map(id_text), None, Some(u64::from(*code))),
+    };
+    LineSummary { kind: kind.into(), id, name, code, bytes }
+}
+
+/// `message` with the content of every double-quoted string replaced by `…`: serde's messages
+/// quote the value that did not fit (`invalid type: string "…", expected a map`), and a body
+/// of the wrong shape may be a whole profile, secret key included, sent as one string.
+pub fn without_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut chars = message.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '"' {
+            continue;
+        }
+        // Skip to the closing quote (serde quotes with Rust's escapes: `\"` inside).
+        let mut closed = false;
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    chars.next();
+                }
+                '"' => {
+                    closed = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        out.push('…');
+        if closed {
+            out.push('"');
+        }
+    }
+    out
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -140,6 +246,36 @@ fn truncate(s: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn quoted_values_are_dropped_from_messages() {
+        let err = serde_json::from_value::<std::collections::BTreeMap<String, String>>(json!(
+            "{\"SecretAccessKey\":\"SECRET/abc+def\"}"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("SECRET"), "serde quotes the value: {err}");
+        let clean = without_quoted(&err);
+        assert!(!clean.contains("SECRET") && clean.contains("invalid type: string \"…\""), "{clean}");
+        assert_eq!(without_quoted("a \"b\\\"c\" d \"e"), "a \"…\" d \"…");
+    }
+
+    #[test]
+    fn summaries_name_the_line_but_never_its_body() {
+        let line = br#"{"type":"request","id":7,"name":"cd.go.elastic-agent.create-agent","version":"5.0","body":{"auto_register_key":"KEY-0123456789","cluster_profile_properties":{"SecretAccessKey":"SECRET/abc+def"}}}"#;
+        let s = summarize(line).to_string();
+        assert_eq!(s, format!("request id=7 name=cd.go.elastic-agent.create-agent bytes={}", line.len()));
+        assert_eq!(summarize(b"not json SECRET/abc+def").to_string(), "unreadable bytes=23");
+        let r: Outgoing = Response::error(Some(MessageId::Str("s1".into())), 400, "SECRET/abc+def").into();
+        assert_eq!(summarize_outgoing(&r, 99).to_string(), "response id=s1 code=400 bytes=99");
+        let c = Outgoing::Request {
+            id: MessageId::Int(3),
+            name: "go.processor.elastic-agents.append-to-console-log".into(),
+            version: "1.0".into(),
+            body: json!({"text": "SECRET/abc+def"}),
+        };
+        assert!(!summarize_outgoing(&c, 10).to_string().contains("SECRET"));
+    }
 
     #[test]
     fn decodes_a_request_with_body() {

@@ -10,6 +10,47 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// GoCD's flat property map; validate calls may carry JSON `null` values.
 pub type Properties = BTreeMap<String, Option<String>>;
 
+/// `Debug` of property maps by their keys only: a cluster profile carries `SecretAccessKey`, an
+/// elastic profile's `Environment` may carry a team's tokens. Every body type that holds a map
+/// prints it through this.
+pub struct KeysOnly<'a, T: ?Sized>(pub &'a T);
+
+impl std::fmt::Debug for KeysOnly<'_, Properties> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl std::fmt::Debug for KeysOnly<'_, Vec<Properties>> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(KeysOnly)).finish()
+    }
+}
+
+impl std::fmt::Debug for KeysOnly<'_, Option<Properties>> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(p) => f.debug_tuple("Some").field(&KeysOnly(p)).finish(),
+            None => f.write_str("None"),
+        }
+    }
+}
+
+/// Implements `Debug` for a body type: `plain` fields as they are, property maps by their keys.
+macro_rules! debug_keys_only {
+    ($ty:ident { $($plain:ident),* ; $($map:ident),* }) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    $(.field(stringify!($plain), &self.$plain))*
+                    $(.field(stringify!($map), &$crate::protocol::profiles::KeysOnly(&self.$map)))*
+                    .finish()
+            }
+        }
+    };
+}
+pub(crate) use debug_keys_only;
+
 /// One validation problem, keyed by the property it is about. Serializes as `{"key":..,"message":..}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldError {
@@ -38,7 +79,7 @@ pub struct Metadata {
 }
 
 /// The migrate-config request and response body. All three keys are always serialized.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MigrateConfig {
     /// Legacy plugin settings (`{}` when none).
     #[serde(default, deserialize_with = "null_as_default")]
@@ -52,7 +93,7 @@ pub struct MigrateConfig {
 }
 
 /// A cluster profile as migrate-config carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterProfileInfo {
     /// The profile's id.
     pub id: String,
@@ -64,7 +105,7 @@ pub struct ClusterProfileInfo {
 }
 
 /// An elastic agent profile as migrate-config carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ElasticProfileInfo {
     /// The profile's id.
     pub id: String,
@@ -77,6 +118,10 @@ pub struct ElasticProfileInfo {
     #[serde(default, deserialize_with = "null_as_default")]
     pub properties: BTreeMap<String, Option<String>>,
 }
+
+debug_keys_only!(MigrateConfig { cluster_profiles, elastic_agent_profiles; plugin_settings });
+debug_keys_only!(ClusterProfileInfo { id, plugin_id; properties });
+debug_keys_only!(ElasticProfileInfo { id, plugin_id, cluster_profile_id; properties });
 
 fn null_as_default<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())

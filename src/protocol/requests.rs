@@ -8,7 +8,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::profiles::{FieldError, MetadataEntry, MigrateConfig, Properties};
+use super::profiles::{debug_keys_only, FieldError, MetadataEntry, MigrateConfig, Properties};
 use super::types::{AgentMetadata, JobIdentifier};
 use crate::secret::Secret;
 
@@ -115,7 +115,7 @@ pub struct StatusReport {
 }
 
 /// `create-agent` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct CreateAgentParams {
     /// Ephemeral, single-use key for the agent's registration.
     pub auto_register_key: Secret<String>,
@@ -133,7 +133,7 @@ pub struct CreateAgentParams {
 }
 
 /// `server-ping` body (note the singular "profile").
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct ServerPingParams {
     /// One map per cluster profile of this plugin.
     #[serde(default)]
@@ -141,7 +141,7 @@ pub struct ServerPingParams {
 }
 
 /// `should-assign-work` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct ShouldAssignWorkParams {
     /// The agent asking for work.
     pub agent: AgentMetadata,
@@ -159,7 +159,7 @@ pub struct ShouldAssignWorkParams {
 }
 
 /// `job-completion` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct JobCompletionParams {
     /// The agent that ran the job.
     pub elastic_agent_id: String,
@@ -174,7 +174,7 @@ pub struct JobCompletionParams {
 }
 
 /// `plugin-status-report` body (note the plural "profiles").
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct PluginStatusReportParams {
     /// One map per cluster profile.
     #[serde(default)]
@@ -182,7 +182,7 @@ pub struct PluginStatusReportParams {
 }
 
 /// `agent-status-report` body: an agent id, a job, or both.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct AgentStatusReportParams {
     /// Omitted when GoCD has no agent for the job.
     #[serde(default)]
@@ -196,7 +196,7 @@ pub struct AgentStatusReportParams {
 }
 
 /// `cluster-status-report` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct ClusterStatusReportParams {
     /// The cluster profile.
     #[serde(default)]
@@ -204,7 +204,7 @@ pub struct ClusterStatusReportParams {
 }
 
 /// `cluster-profile-changed` body (plural "profiles" keys).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 pub struct ClusterProfileChangedParams {
     /// What happened.
     pub status: ChangeStatus,
@@ -215,6 +215,16 @@ pub struct ClusterProfileChangedParams {
     #[serde(default)]
     pub old_cluster_profiles_properties: Option<Properties>,
 }
+
+// Property maps print by their keys only (issue 14: a cluster profile holds SecretAccessKey).
+debug_keys_only!(CreateAgentParams { auto_register_key, environment, job_identifier; elastic_agent_profile_properties, cluster_profile_properties });
+debug_keys_only!(ServerPingParams { ; all_cluster_profile_properties });
+debug_keys_only!(ShouldAssignWorkParams { agent, environment, job_identifier; elastic_agent_profile_properties, cluster_profile_properties });
+debug_keys_only!(JobCompletionParams { elastic_agent_id, job_identifier; elastic_agent_profile_properties, cluster_profile_properties });
+debug_keys_only!(PluginStatusReportParams { ; all_cluster_profiles_properties });
+debug_keys_only!(AgentStatusReportParams { elastic_agent_id, job_identifier; cluster_profile_properties });
+debug_keys_only!(ClusterStatusReportParams { ; cluster_profile_properties });
+debug_keys_only!(ClusterProfileChangedParams { status; cluster_profiles_properties, old_cluster_profiles_properties });
 
 /// `status` of cluster-profile-changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -254,6 +264,7 @@ mod tests {
         );
         assert_eq!(p.auto_register_key.expose(), "secret-key");
         assert_eq!(format!("{p:?}").matches("secret-key").count(), 0, "the key must not show in Debug");
+        assert!(format!("{p:?}").contains("key1") && !format!("{p:?}").contains("value1"), "maps by their keys only");
         assert_eq!(p.environment.as_deref(), Some("prod"));
         assert_eq!(p.elastic_agent_profile_properties["key1"].as_deref(), Some("value1"));
     }

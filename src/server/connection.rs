@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::protocol::framing::encode;
+use crate::protocol::framing::{encode, summarize_outgoing};
 use crate::protocol::{MessageId, Outgoing, Response};
 
 /// How many lines may wait for the writer before senders wait.
@@ -177,7 +177,8 @@ const MAX_BATCH_BYTES: usize = 1 << 20;
 fn push_line(batch: &mut Vec<u8>, message: &Outgoing) {
     let line = encode(message);
     if tracing::enabled!(tracing::Level::TRACE) {
-        tracing::trace!(line = %String::from_utf8_lossy(&line[..line.len() - 1]), "> ");
+        // Name, id and size only: a line's body may carry what operators must not read in a log.
+        tracing::trace!(line = %summarize_outgoing(message, line.len() - 1), "> ");
     }
     batch.extend_from_slice(&line);
 }

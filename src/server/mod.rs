@@ -18,7 +18,7 @@ use self::connection::{read_line, Connection, Line};
 use self::host::{HostClient, DEFAULT_CALL_TIMEOUT};
 use crate::handlers::{self, Dispatcher};
 use crate::plugin::{Plugin, PluginOptions};
-use crate::protocol::framing::{decode, too_long, BadLine};
+use crate::protocol::framing::{decode, summarize, too_long, BadLine};
 use crate::protocol::{Incoming, Outgoing, MAX_LINE_BYTES};
 
 /// How long requests in flight may take to finish after input ends.
@@ -100,7 +100,10 @@ where
         };
         let incoming = match line {
             Ok(Line::Text(text)) => {
-                tracing::trace!(line = %String::from_utf8_lossy(&text), "< ");
+                if tracing::enabled!(tracing::Level::TRACE) {
+                    // Name, id and size only: a line's body may carry secrets (issue 14).
+                    tracing::trace!(line = %summarize(&text), "< ");
+                }
                 if !may_be_answer(&text) {
                     // A request: parsed on its own task too, beside the reading of the next
                     // lines, not before it (README "Performance").

@@ -129,12 +129,13 @@ impl SecretScanner {
         assert!(leaks.is_empty(), "{}", leaks.iter().map(Leak::to_string).collect::<Vec<_>>().join("\n"));
     }
 
-    /// Scans everything the host saw of the plugin: stderr, status report views, error answers,
-    /// server-health messages, console logs. Panics on a leak.
+    /// Scans everything the host saw of the plugin: stderr, stdout (when the host kept it),
+    /// status report views, error answers, server-health messages, console logs. Panics on a leak.
     pub fn assert_host_clean(&self, host: &GoCdHost) {
-        let (stderr, views, errors, health, console) = host.with_state(|s| {
+        let (stderr, stdout, views, errors, health, console) = host.with_state(|s| {
             (
                 s.stderr.clone(),
+                s.stdout.clone(),
                 s.views.clone(),
                 s.error_responses.iter().map(|e| format!("{}: {}", e.name, e.body)).collect::<Vec<_>>(),
                 s.health_history.iter().map(|m| m.message.clone()).collect::<Vec<_>>(),
@@ -142,6 +143,7 @@ impl SecretScanner {
             )
         });
         let mut leaks = self.scan("the plugin's stderr", &stderr);
+        leaks.extend(self.scan("the plugin's stdout", &stdout));
         for (i, v) in views.iter().enumerate() {
             leaks.extend(self.scan(&format!("status report view #{i}"), v));
         }

@@ -281,6 +281,9 @@ impl GoCdHost {
                 Ok(_) => {}
             }
             let g = conn.generation;
+            if self.inner.config.keep_stdout && !is_migrate_config_answer(&buf) {
+                self.state().stdout.push_str(&String::from_utf8_lossy(&buf));
+            }
             let Some(text) = buf.strip_suffix(b"\n") else {
                 self.violation(format!("[{g}] stdout ended with a line without newline: {}", preview(&buf)));
                 break;
@@ -506,6 +509,16 @@ impl std::fmt::Display for HostError {
 
 /// The plugin binary: cargo names it for integration tests; examples and benches (which cargo
 /// does not tell) find it through `ECS_EA_PLUGIN_BIN` or the target directory.
+/// Whether a stdout line is the answer to migrate-config: the profiles GoCD sent, handed back
+/// with their secure values (GoCD stores them encrypted again), the one place the protocol
+/// itself carries them. The secret scan of stdout leaves these lines out.
+pub fn is_migrate_config_answer(line: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(line).is_ok_and(|v| {
+        v.get("type").and_then(Value::as_str) == Some("response")
+            && v.get("body").and_then(|b| b.get("cluster_profiles")).is_some()
+    })
+}
+
 pub fn plugin_binary() -> PathBuf {
     if let Some(path) = option_env!("CARGO_BIN_EXE_ecs-elastic-agent") {
         return PathBuf::from(path);

@@ -59,6 +59,8 @@ pub struct HostConfig {
     pub program: Option<(PathBuf, Vec<String>)>,
     /// Echo the plugin's stderr to the test's stderr as it comes (also `WORLD_ECHO_PLUGIN_STDERR`).
     pub echo_stderr: bool,
+    /// Keep every stdout line of the plugin in `HostState::stdout` (for the secret scan).
+    pub keep_stdout: bool,
 }
 
 impl HostConfig {
@@ -81,6 +83,7 @@ impl HostConfig {
             key_validity: Duration::from_secs(30 * 60),
             program: None,
             echo_stderr: std::env::var_os("WORLD_ECHO_PLUGIN_STDERR").is_some(),
+            keep_stdout: false,
         }
     }
 
@@ -296,6 +299,8 @@ pub struct HostState {
     pub views: Vec<String>,
     /// The plugin's stderr, all processes.
     pub stderr: String,
+    /// The plugin's stdout, all processes, when `HostConfig::keep_stdout`.
+    pub stdout: String,
     /// How many plugin processes were started.
     pub generation: u64,
 }
