@@ -197,7 +197,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
                 let labels = [
                     ("cluster", profile.cluster_name.as_str()),
                     ("cluster_profile", &c.key),
-                    ("region", &c.aws.region),
+                    ("region", &c.aws().region),
                     ("elastic_profile", elastic),
                     ("state", state),
                 ];
@@ -209,7 +209,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
     for c in clusters {
         let profile = c.profile();
         let labels =
-            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws().region)];
         sample(out, "ecs_ea_max_agents", &labels, f64::from(profile.max_agents));
     }
     header(
@@ -221,7 +221,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
     for c in clusters {
         let profile = c.profile();
         let labels =
-            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws.region)];
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws().region)];
         sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans.load(Ordering::Relaxed) as f64);
     }
     aws_calls(out, clusters);
@@ -243,22 +243,22 @@ fn aws_calls(out: &mut String, clusters: &[Arc<Cluster>]) {
     let mut calls: BTreeMap<Key, [u64; 4]> = BTreeMap::new();
     let mut assume: BTreeMap<(String, String), u64> = BTreeMap::new();
     for c in clusters {
-        let stats = Arc::as_ptr(&c.aws.calls);
+        let stats = Arc::as_ptr(&c.aws().calls);
         if seen.contains(&stats) {
             continue;
         }
         seen.push(stats);
-        let role = c.aws.role_arn.clone().unwrap_or_default();
-        for (op, n) in c.aws.calls.snapshot() {
-            let key = (c.aws.region.clone(), role.clone(), category_label(Category::of(op)), op);
+        let role = c.aws().role_arn.clone().unwrap_or_default();
+        for (op, n) in c.aws().calls.snapshot() {
+            let key = (c.aws().region.clone(), role.clone(), category_label(Category::of(op)), op);
             let e = calls.entry(key).or_default();
             for (slot, v) in e.iter_mut().zip([n.calls, n.throttled, n.retries, n.failed]) {
                 *slot += v;
             }
         }
         if !role.is_empty() {
-            *assume.entry((c.aws.region.clone(), role)).or_default() +=
-                c.aws.role.assume_role_calls.load(Ordering::Relaxed);
+            *assume.entry((c.aws().region.clone(), role)).or_default() +=
+                c.aws().role.assume_role_calls.load(Ordering::Relaxed);
         }
     }
     let series = [

@@ -11,10 +11,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::OnceCell;
 
 use crate::aws::Accounts;
-use crate::cluster::identity::{cluster_key, cluster_key_of_agent};
+use crate::aws::AwsClients;
+use crate::cluster::gocd::console_line;
+use crate::cluster::identity::{cluster_key, cluster_key_of_agent, settings_fingerprint};
+use crate::cluster::Retirement;
 use crate::cluster::{Cluster, EngineOptions, Gocd};
 use crate::error::{PluginError, Result};
 use crate::protocol::host_calls::ServerInfo;
+use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, FieldError, Properties};
 
 /// Knobs of the plugin itself (not of the wire).
@@ -78,34 +82,70 @@ impl Plugin {
         Ok(info.clone())
     }
 
-    /// The run-time state of the cluster profile with these properties, created on first use
-    /// (with its AWS clients) and updated with the newest properties on each use.
+    /// The engine of the cluster profile with these properties, created on first use (with
+    /// its AWS clients) and given the newest properties on each use.
     ///
     /// # Errors
-    /// [`PluginError::Config`] for a profile that does not validate or has no region; host errors.
+    /// [`PluginError::Config`] for a profile that does not validate or has no region; AWS
+    /// errors when the account the credentials act in cannot be learnt; host errors.
     pub async fn cluster(&self, props: &Properties) -> Result<Arc<Cluster>> {
-        let profile = parse_cluster_profile(props)?;
-        let server = self.server_info().await?;
-        let region = self.accounts.region_of(&profile).await?;
-        let key = cluster_key(&region, &profile.cluster_name, profile.role_arn.as_deref());
-        if let Some(cluster) = self.clusters().get(&key).cloned() {
-            cluster.set_profile(profile);
-            return Ok(cluster);
-        }
-        let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
-        let fresh =
-            Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile, self.gocd.clone(), &self.engine));
-        Ok(self.clusters().entry(key).or_insert(fresh).clone())
+        Ok(self.cluster_and_profile(props).await?.0)
     }
 
-    /// The key a profile would have, without creating anything.
+    /// [`Plugin::cluster`], and the profile parsed from these very properties: a request works
+    /// on its own snapshot of its profile from start to end, whatever other requests send.
     ///
     /// # Errors
     /// As [`Plugin::cluster`].
-    pub async fn cluster_key(&self, props: &Properties) -> Result<String> {
+    pub async fn cluster_and_profile(&self, props: &Properties) -> Result<(Arc<Cluster>, ClusterProfile)> {
         let profile = parse_cluster_profile(props)?;
-        let region = self.accounts.region_of(&profile).await?;
-        Ok(cluster_key(&region, &profile.cluster_name, profile.role_arn.as_deref()))
+        let server = self.server_info().await?;
+        let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
+        let key = self.key_of(&profile, &aws)?;
+        if let Some(cluster) = self.clusters().get(&key).cloned() {
+            if !Arc::ptr_eq(&cluster.aws(), &aws) {
+                cluster.set_aws(aws); // the same account through new credentials
+            }
+            cluster.set_profile(profile.clone());
+            cluster.serve_again();
+            return Ok((cluster, profile));
+        }
+        let engine = &self.engine;
+        let fresh =
+            Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile.clone(), self.gocd.clone(), engine));
+        Ok((self.clusters().entry(key).or_insert(fresh).clone(), profile))
+    }
+
+    /// [`Plugin::cluster_and_profile`] for a job that needs an agent: when the profile cannot
+    /// be served, the job's console says why (GoCD only logs a create-agent's 500; the job would
+    /// wait with an empty console).
+    ///
+    /// # Errors
+    /// As [`Plugin::cluster`].
+    pub async fn cluster_for_job(
+        &self,
+        props: &Properties,
+        job: &JobIdentifier,
+    ) -> Result<(Arc<Cluster>, ClusterProfile)> {
+        let found = self.cluster_and_profile(props).await;
+        if let Err(e) = &found {
+            let _ = self.gocd.console_log(job, console_line(format!("could not start an agent: {e}"))).await;
+        }
+        found
+    }
+
+    /// The key of a profile whose clients are `aws`: where it acts (DESIGN.md §2).
+    fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<String> {
+        let Some(account) = aws.account_id.as_deref() else {
+            // Not cached: the next request asks STS again.
+            self.accounts.forget(profile);
+            return Err(PluginError::Config(format!(
+                "the AWS account of the credentials of cluster {} could not be learnt (STS GetCallerIdentity failed); \
+                 the next request tries again",
+                profile.cluster_name
+            )));
+        };
+        Ok(cluster_key(account, &aws.region, &profile.cluster_name, profile.role_arn.as_deref()))
     }
 
     /// The cluster an agent of ours belongs to, if this process knows it.
@@ -135,20 +175,53 @@ impl Plugin {
         all
     }
 
-    /// Drops whatever is cached for the cluster profile with these properties: its clients
-    /// (credentials, assumed role) and its state, which the next use adopts again from AWS.
-    pub fn forget_cluster_profile(&self, props: &Properties) {
-        let Ok(profile) = ClusterProfile::parse(props) else { return };
-        self.accounts.forget(&profile);
-        self.clusters().retain(|_, c| {
-            let p = c.profile();
-            let same = p.cluster_name == profile.cluster_name
-                && p.role_arn == profile.role_arn
-                && profile.region.as_ref().is_none_or(|r| *r == c.aws.region);
-            if same {
-                tracing::info!(cluster = %p.cluster_name, "forgot cached state of the cluster profile");
+    /// cluster-profile-changed: an edit that keeps the profile's key keeps its engine and
+    /// everything in flight (reservations, launches of unknown outcome, the EC2 queue, finished
+    /// jobs), and its agents count against the edited `MaxAgents`; a deleted profile's engine
+    /// stops its tasks and retires its instances; an edit that changes the key (another role,
+    /// region, account or cluster) leaves the old engine draining: nothing new starts there,
+    /// and its tasks stop as their jobs complete.
+    pub async fn cluster_profile_changed(&self, old: Option<&Properties>, new: &Properties, deleted: bool) {
+        let old = old.unwrap_or(new);
+        let Some(old_cluster) = self.known_cluster_of(old).await else { return };
+        if deleted {
+            tracing::info!(cluster = %old_cluster.profile().cluster_name, "cluster profile deleted: stopping its agents");
+            old_cluster.retire(Retirement::Deleted);
+            return;
+        }
+        match self.cluster(new).await {
+            Ok(edited) if Arc::ptr_eq(&edited, &old_cluster) => {
+                let (was, now) = (settings_fingerprint(old), settings_fingerprint(new));
+                edited.registry().settings_changed(&was, &now);
+                tracing::info!(cluster = %edited.profile().cluster_name, "cluster profile edited: its state is kept");
             }
-            !same
+            Ok(_) => {
+                tracing::info!(cluster = %old_cluster.profile().cluster_name, "cluster profile moved: draining the old one");
+                old_cluster.retire(Retirement::Replaced);
+            }
+            Err(e) => tracing::warn!(error = %e, "the edited cluster profile cannot be served; the old one drains"),
+        }
+    }
+
+    /// The engine this process already has for these properties, if any (no AWS call beyond
+    /// the cached clients).
+    async fn known_cluster_of(&self, props: &Properties) -> Option<Arc<Cluster>> {
+        let profile = ClusterProfile::parse(props).ok()?;
+        let server = self.server.get()?;
+        let aws = self.accounts.clients_for(&profile, &server.server_id).await.ok()?;
+        let key = self.key_of(&profile, &aws).ok()?;
+        self.clusters().get(&key).cloned()
+    }
+
+    /// Forgets an engine that drained completely.
+    pub fn forget_drained(&self) {
+        self.clusters().retain(|_, c| {
+            let drained = c.is_drained();
+            if drained {
+                tracing::info!(cluster = %c.profile().cluster_name, "a retired cluster profile has drained");
+                c.ec2.stop();
+            }
+            !drained
         });
     }
 

@@ -379,7 +379,7 @@ async fn unused_task_definitions_are_deregistered_five_a_pass() {
         .elastic_profile("small", "base", elastic_props());
     cfg.ping_interval = Duration::from_secs(3600);
     let host = GoCdHost::new(cfg);
-    let key = cluster_key(REGION, "gocd-a", None);
+    let key = cluster_key(moto::BASE_ACCOUNT, REGION, "gocd-a", None);
     let ecs = aws_sdk_ecs::Client::new(&base);
     let mine = [("gocd:server-id", host.server_id()), ("gocd:cluster-profile", key.as_str())];
     let mut stale = Vec::new();
@@ -440,4 +440,48 @@ fn sweeping_at_once(mut cfg: world::HostConfig) -> world::HostConfig {
         args.extend(["--task-definition-sweep-after".to_string(), "0s".to_string()]);
     }
     cfg
+}
+
+/// Two teams' cluster profiles on ONE cluster, account and role (`MaxAgents` 2 and 3, their own
+/// tags): each keeps its own limit during a burst of both (live tasks counted in moto by the
+/// team's settings tag), and each team's tasks carry its own tags only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_teams_on_one_cluster_keep_their_own_max_agents_and_tags() {
+    let mut w = Scenario::new("two_teams_one_cluster").await;
+    let base = w.base.clone();
+    w.cluster("shared", &base, "gocd-a").await;
+    let team = |max: &'static str, tag: &'static str| {
+        cluster_props("gocd-a", &[("MaxAgents", max), ("AgentRegisterTimeoutMinutes", "1"), ("Tags", tag)])
+    };
+    let cfg = w
+        .host_config()
+        .cluster_profile("team-a", team("2", "team=a"))
+        .cluster_profile("team-b", team("3", "team=b"))
+        .elastic_profile("on-a", "team-a", elastic_props())
+        .elastic_profile("on-b", "team-b", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    host.add_jobs(JobSpec::new("on-a", Duration::from_secs(6)), 6).await;
+    host.add_jobs(JobSpec::new("on-b", Duration::from_secs(6)), 8).await;
+    let fleet = w.fleets[0].clone();
+    let mut peaks: std::collections::BTreeMap<String, usize> = Default::default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(150);
+    while !host.with_state(|s| s.all_completed()) {
+        assert!(std::time::Instant::now() < deadline, "all jobs completed in time");
+        let mut live: std::collections::BTreeMap<String, usize> = Default::default();
+        for t in moto::live_tasks(&fleet.config, &fleet.cluster).await {
+            let team = moto::task_tag(&t, "team").unwrap_or("none").to_string();
+            *live.entry(team).or_default() += 1;
+        }
+        for (team, n) in live {
+            let peak = peaks.entry(team).or_default();
+            *peak = (*peak).max(n);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_all_done(&host, &sim, Duration::from_secs(120)).await;
+    assert_eq!(peaks.get("a"), Some(&2), "team a at its own MaxAgents, never above: {peaks:?}");
+    assert_eq!(peaks.get("b"), Some(&3), "team b at its own MaxAgents, never above: {peaks:?}");
+    assert_eq!(peaks.get("none"), None, "every task carries its team's tag: {peaks:?}");
+    w.finish(host, sim, &format!("teams=2 peaks={peaks:?}")).await;
 }

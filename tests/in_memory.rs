@@ -209,3 +209,38 @@ async fn eof_ends_the_server_cleanly() {
     let host = started().await;
     assert!(host.close().await.is_empty());
 }
+
+/// A server-ping while GoCD's server-info fails (a fresh GoCD, a timeout): the plugin cannot
+/// learn its profiles' keys, so it takes nothing as gone — no agent is disabled or deleted,
+/// though GoCD lists one of ours — and says so in server health.
+#[tokio::test]
+async fn a_ping_that_cannot_learn_the_server_id_deletes_no_agent() {
+    let mut host = started().await;
+    let profile = json!({"ClusterName": "ci", "Region": "us-east-1"});
+    host.request(1, "cd.go.elastic-agent.server-ping", json!({"all_cluster_profile_properties": [profile]})).await;
+    let mut calls = Vec::new();
+    loop {
+        let line = host.next().await;
+        if line["type"] == "response" {
+            assert_eq!(line["id"], 1);
+            assert_eq!(line["code"], 200, "{line}");
+            break;
+        }
+        let name = line["name"].as_str().unwrap_or_default().to_string();
+        let (code, body) = match name.as_str() {
+            "go.processor.server-info.get" => (500, json!({"message": "GoCD is starting"})),
+            "go.processor.elastic-agents.list-agents" => (
+                200,
+                json!([{"agent_id": "ea-0123456789ab-7-1a2b3c4d", "agent_state": "Building", "build_state": "Building", "config_state": "Enabled"}]),
+            ),
+            _ => (200, Value::Null),
+        };
+        calls.push((name, line["body"].clone()));
+        host.send_raw(&json!({"type":"response","id":line["id"],"code":code,"body":body}).to_string()).await;
+    }
+    let names: Vec<&str> = calls.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(!names.iter().any(|n| n.contains("disable") || n.contains("delete")), "no agent removed: {names:?}");
+    let health = calls.iter().find(|(n, _)| n == "go.processor.server-health.add-messages").expect("health told");
+    assert!(health.1.to_string().contains("cannot be served"), "{}", health.1);
+    host.close().await;
+}

@@ -116,6 +116,7 @@ fn registry() -> Agents {
             NewAgent {
                 image: format!("gocd/gocd-agent-alpine-3.19:v24.1.0{SCRIPT}"),
                 elastic_profile: "3f2a9c1b7d4e".into(),
+                settings: "team-a".into(),
                 environment: Some(format!("prod{SCRIPT}")),
             },
             at(0),

@@ -50,7 +50,7 @@ impl Owner {
     pub fn new(server_id: &str, region: &str, cluster: &str) -> Owner {
         Owner {
             server_id: server_id.into(),
-            cluster_key: identity::cluster_key(region, cluster, None),
+            cluster_key: identity::cluster_key(moto::BASE_ACCOUNT, region, cluster, None),
             cluster: cluster.into(),
         }
     }
@@ -107,6 +107,7 @@ pub async fn seed_tasks(cfg: &SdkConfig, owner: &Owner, first_job_id: i64, n: us
                 environment: None,
                 elastic_profile: "bench-seed",
                 attempt: 1,
+                settings: "",
             };
             let tags =
                 identity::task_tags(&labels, &[]).into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build());

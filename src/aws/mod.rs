@@ -66,17 +66,19 @@ impl AwsError {
             // closed before the answer came) are worth retrying here: a credentials failure (a
             // role that cannot be assumed) stays a failure until the profile changes.
             SdkError::DispatchFailure(f) => (
-                format!("could not reach AWS: {}", aws_smithy_types::error::display::DisplayErrorContext(err)),
+                format!("could not reach AWS: {}", innermost_cause(std::error::Error::source(err))),
                 f.is_io() || f.is_timeout() || f.as_other() == Some(aws_smithy_types::retry::ErrorKind::TransientError),
             ),
             SdkError::ResponseError(_) => (
                 format!(
                     "AWS sent an answer that could not be read: {}",
-                    aws_smithy_types::error::display::DisplayErrorContext(err)
+                    innermost_cause(std::error::Error::source(err))
                 ),
                 true,
             ),
-            other => (aws_smithy_types::error::display::DisplayErrorContext(other).to_string(), false),
+            other => {
+                (format!("the call could not be made: {}", innermost_cause(std::error::Error::source(other))), false)
+            }
         };
         AwsError { operation, code, detail, transient, throttled }
     }
@@ -84,6 +86,23 @@ impl AwsError {
     /// An error found in an answer that AWS sent as a success (e.g. RunTask `failures`).
     pub fn in_answer(operation: &'static str, detail: impl Into<String>) -> Self {
         AwsError { operation, code: None, detail: detail.into(), transient: false, throttled: false }
+    }
+}
+
+/// The deepest cause of an error, as its own sentence: what people read (health, console,
+/// reports, error answers) gets "connection refused", not the SDK's nested debug dump.
+fn innermost_cause(err: Option<&(dyn std::error::Error + 'static)>) -> String {
+    let Some(mut cause) = err else { return "no further detail".to_string() };
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let text = cause.to_string();
+    // Some connector errors display as a Rust debug dump; keep their first plain words.
+    let plain = text.split(['{', '(']).next().unwrap_or_default().trim().trim_end_matches(':').to_string();
+    if plain.is_empty() {
+        "no further detail".to_string()
+    } else {
+        plain
     }
 }
 
@@ -96,4 +115,24 @@ impl AwsError {
 pub struct NoRegion {
     /// The profile's `ClusterName`.
     pub cluster: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::innermost_cause;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("dispatch failure")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("io error: Connection refused (os error 111) {{ kind: ConnectionRefused }}")]
+    struct Inner;
+
+    #[test]
+    fn people_read_the_deepest_cause_in_plain_words() {
+        let outer = Outer(Inner);
+        assert_eq!(innermost_cause(Some(&outer)), "io error: Connection refused");
+        assert_eq!(innermost_cause(None), "no further detail");
+    }
 }

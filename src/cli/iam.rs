@@ -127,7 +127,10 @@ impl Scope {
         let account = role_arn.and_then(|a| arn_part(a, 4)).or_else(|| cluster_arn.and_then(|a| arn_part(a, 4)));
         Scope {
             partition,
-            key: region.as_deref().map(|r| cluster_key(r, &cluster.cluster_name, role_arn)),
+            key: region
+                .as_deref()
+                .zip(account.as_deref())
+                .map(|(r, a)| cluster_key(a, r, &cluster.cluster_name, role_arn)),
             region: region.unwrap_or_else(|| "*".into()),
             account: account.unwrap_or_else(|| "*".into()),
             cluster: cluster.cluster_short_name().to_string(),
@@ -524,7 +527,7 @@ mod tests {
             &[elastic(&[("Image", "gocd/agent:1"), ("TaskRoleArn", "arn:aws:iam::123456789012:role/build")])],
         );
         assert!(p.trust_policy.is_none());
-        let key = cluster_key("us-east-1", "arn:aws:ecs:us-east-1:123456789012:cluster/ci", None);
+        let key = cluster_key("123456789012", "us-east-1", "arn:aws:ecs:us-east-1:123456789012:cluster/ci", None);
         let run = find(&p.policy, "RunAgentTasksInTheCluster");
         assert_eq!(run["Action"], "ecs:RunTask");
         assert_eq!(run["Resource"], format!("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-{key}-*:*"));

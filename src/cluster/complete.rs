@@ -16,18 +16,32 @@ pub enum Completed {
     Stopped,
     /// The agent is not one this plugin started: nothing was touched.
     NotOurs,
+    /// Recorded; what failed (AWS or GoCD unreachable) is retried by server-ping.
+    Later,
 }
 
 impl Cluster {
     /// GoCD says the job on `agent_id` completed: no agent is started for the job from now on,
-    /// and the agent is disabled, its task stopped and the agent deleted.
-    ///
-    /// # Errors
-    /// A failed adoption, StopTask or call to GoCD; the agent stays `Stopping` and the next
-    /// server-ping retries the stop.
-    pub async fn complete(&self, agent_id: &str, job: &JobIdentifier) -> Result<Completed, EngineError> {
+    /// and the agent is disabled, its task stopped and the agent deleted. Once the job's end is
+    /// recorded nothing here fails the request: what could not be done is told in server health
+    /// and retried by server-ping (a Stopping agent's task is stopped again; a running agent of
+    /// a finished job is stopped once adoption finds it).
+    pub async fn complete(&self, agent_id: &str, job: &JobIdentifier) -> Completed {
         // First, so that a create-agent for this job arriving late never starts another agent.
         self.registry().job_finished(job.job_id, SystemTime::now());
+        match self.finish(agent_id, job).await {
+            Ok(done) => done,
+            Err(e) => {
+                self.event(
+                    HealthKind::Warning,
+                    format!("job {} completed; its agent {agent_id} is not cleaned up yet: {e}", job.locator()),
+                );
+                Completed::Later
+            }
+        }
+    }
+
+    async fn finish(&self, agent_id: &str, job: &JobIdentifier) -> Result<Completed, EngineError> {
         self.ensure_adopted().await?;
         let Some(task_arn) = self.registry().stopping(agent_id) else {
             tracing::warn!(agent_id, "job completed on an agent this plugin did not start; leaving it alone");
@@ -51,8 +65,8 @@ impl Cluster {
     pub async fn stop_task(&self, task_arn: &str, reason: &str) -> Result<(), AwsError> {
         let cluster_name = self.profile().cluster_name.clone();
         let reason: String = reason.chars().take(255).collect();
-        let request = self.aws.ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
-        match self.aws.calls.call("StopTask", || request.clone().send()).await {
+        let request = self.aws().ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
+        match self.aws().calls.call("StopTask", || request.clone().send()).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 self.event(HealthKind::Warning, format!("could not stop task {task_arn}: {e}"));

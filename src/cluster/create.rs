@@ -31,6 +31,12 @@ use crate::settings::{check_compatible, ClusterProfile, ElasticProfile, LaunchTy
 /// One create-agent, as the engine needs it.
 #[derive(Debug, Clone)]
 pub struct AgentRequest {
+    /// The cluster profile GoCD sent with this request: the whole request works on this one
+    /// snapshot (its MaxAgents, tags, allow-lists), whatever another team's profile on the same
+    /// cluster says meanwhile.
+    pub profile: Arc<ClusterProfile>,
+    /// Its settings fingerprint (`identity::settings_fingerprint`).
+    pub settings: String,
     /// The job that needs an agent.
     pub job: JobIdentifier,
     /// The pipeline's environment.
@@ -66,7 +72,15 @@ impl Cluster {
     /// the profiles cannot launch as they stand, or AWS failed. The job's console and server
     /// health say so, and GoCD's next create-agent tries again.
     pub async fn create_agent(self: &Arc<Self>, request: AgentRequest) -> Result<Created, EngineError> {
-        let profile = self.profile(); // one snapshot of the profile for the whole request
+        let profile = request.profile.clone(); // one snapshot of the profile for the whole request
+        if let Some(why) = self.retired() {
+            let message = format!(
+                "no agent started for job {}: this cluster profile is retired ({why:?})",
+                request.job.locator()
+            );
+            self.refuse(&request.job, &message).await;
+            return Err(EngineError::Refused(message));
+        }
         let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
             Ok(elastic) => Arc::new(elastic),
             Err(problems) => {
@@ -79,16 +93,18 @@ impl Cluster {
             }
         };
         self.saw_elastic_profile(&elastic);
-        self.ensure_adopted().await?;
-        let server_url = profile.go_server_url.clone().or(request.site_url.clone()).ok_or_else(|| {
-            EngineError::Config(
-                "GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl"
-                    .into(),
-            )
-        })?;
+        if let Err(e) = self.ensure_adopted().await {
+            return Err(self.could_not_start(&request.job, e.into()).await);
+        }
+        let Some(server_url) = profile.go_server_url.clone().or(request.site_url.clone()) else {
+            let message =
+                "GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl";
+            return Err(self.could_not_start(&request.job, EngineError::Config(message.into())).await);
+        };
         let new = NewAgent {
             environment: request.environment.clone(),
             elastic_profile: elastic.hash.clone(),
+            settings: request.settings.clone(),
             image: elastic.image.clone(),
         };
         let agent_id = new_agent_id(&self.key, &request.job);
@@ -108,11 +124,7 @@ impl Cluster {
             }
             Err(error) => {
                 self.registry().launch_failed(&agent_id, format!("launch failed: {error}"), SystemTime::now());
-                let message = format!("could not start an agent for job {}: {error}", request.job.locator());
-                self.event(HealthKind::Error, message);
-                let line = console_line(format!("could not start an agent: {error}"));
-                let _ = self.gocd.console_log(&request.job, line).await;
-                Err(error)
+                Err(self.could_not_start(&request.job, error).await)
             }
         }
     }
@@ -146,6 +158,7 @@ impl Cluster {
             task_definition,
             server_url,
             auto_register_key: request.auto_register_key.clone(),
+            settings: request.settings.clone(),
         };
         LaunchSpec::new(self, profile, &work, network.as_ref()).fits_aws().map_err(EngineError::Refused)?;
         if on_ec2 {
@@ -154,7 +167,7 @@ impl Cluster {
             return Ok((line, Created::Queued));
         }
         let spec = LaunchSpec::new(self, profile, &work, network.as_ref());
-        let launched = run_task(&self.aws, &spec).await.map_err(|failure| {
+        let launched = run_task(&self.aws(), &spec).await.map_err(|failure| {
             if failure.outcome_unknown {
                 self.registry().launch_unknown(&work.agent_id, SystemTime::now());
             }
@@ -196,6 +209,15 @@ impl Cluster {
             }
             Reservation::Reserved { .. } => Created::Existing, // not reached: the caller launches these
         }
+    }
+
+    /// Says in the job's console and in server health that starting an agent failed, and why
+    /// (GoCD only logs a create-agent's 500: without this the job would wait with an empty
+    /// console). Hands the error back.
+    async fn could_not_start(&self, job: &JobIdentifier, error: EngineError) -> EngineError {
+        self.event(HealthKind::Error, format!("could not start an agent for job {}: {error}", job.locator()));
+        let _ = self.gocd.console_log(job, console_line(format!("could not start an agent: {error}"))).await;
+        error
     }
 
     /// Says in the job's console and in server health why no agent was started.

@@ -28,6 +28,7 @@ pub fn tags(agent: &str, job_id: i64) -> Vec<(String, String)> {
         environment: None,
         elastic_profile: "h",
         attempt: 1,
+        settings: "",
     };
     task_tags(&labels, &[])
 }

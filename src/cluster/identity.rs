@@ -43,10 +43,13 @@ pub fn short_hash(parts: &[&str]) -> String {
     hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The cluster profile key: a hash of (region, cluster, role), not of every property, so that
-/// editing `MaxAgents` orphans nothing.
-pub fn cluster_key(region: &str, cluster: &str, role_arn: Option<&str>) -> String {
-    short_hash(&[region, cluster, role_arn.unwrap_or("")])
+/// The cluster profile key: a hash of where the profile acts — the account (the role's, else
+/// the base credentials'), region, cluster (its name; an ARN means the same cluster) and role —
+/// not of every property, so that editing `MaxAgents` orphans nothing, while two accounts with
+/// a cluster of the same name never share a key.
+pub fn cluster_key(account: &str, region: &str, cluster: &str, role_arn: Option<&str>) -> String {
+    let name = cluster.rsplit_once(":cluster/").map_or(cluster, |(_, name)| name);
+    short_hash(&[account, region, name, role_arn.unwrap_or("")])
 }
 
 /// `startedBy` of our tasks (at most 36 chars): this server and this cluster profile.
@@ -85,16 +88,31 @@ pub struct TaskLabels<'a> {
     pub elastic_profile: &'a str,
     /// Launch attempt for the job.
     pub attempt: u32,
+    /// The cluster profile's [`settings_fingerprint`].
+    pub settings: &'a str,
 }
 
 /// The most tags of ours on one task (with `gocd:environment`); AWS allows 50 in all.
-pub const PLUGIN_TAGS: usize = 12;
+pub const PLUGIN_TAGS: usize = 13;
+
+/// Tag of the cluster profile's settings a task was started under ([`settings_fingerprint`]):
+/// two teams' profiles on one cluster, account and role share a key but count their own
+/// `MaxAgents`, also after a restart.
+pub const TAG_CLUSTER_SETTINGS: &str = "gocd:cluster-settings";
+
+/// A short hash of every property of a cluster profile, in key order: which team's profile an
+/// agent was started under, where several share one cluster, account and role.
+pub fn settings_fingerprint(props: &crate::protocol::profiles::Properties) -> String {
+    let lines: Vec<String> = props.iter().map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or(""))).collect();
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    short_hash(&refs)
+}
 
 /// The tags of one task as one map: the profiles' tags in order, a later one replacing an
 /// earlier one of the same key (pass the cluster profile's, then the elastic profile's: the
 /// elastic profile wins), then ours, which nothing replaces. No key is sent twice.
 pub fn task_tags(labels: &TaskLabels<'_>, user_tags: &[(String, String)]) -> Vec<(String, String)> {
-    let TaskLabels { server_id, cluster_key, agent_id, job, environment, elastic_profile, attempt } = *labels;
+    let TaskLabels { server_id, cluster_key, agent_id, job, environment, elastic_profile, attempt, settings } = *labels;
     let mut tags: Vec<(String, String)> = Vec::with_capacity(user_tags.len() + PLUGIN_TAGS);
     for (k, v) in user_tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && !k.starts_with("aws:")) {
         match tags.iter_mut().find(|(key, _)| key == k) {
@@ -114,6 +132,7 @@ pub fn task_tags(labels: &TaskLabels<'_>, user_tags: &[(String, String)]) -> Vec
         (TAG_JOB, job.job_name.clone()),
         (TAG_ELASTIC_PROFILE, elastic_profile.to_string()),
         (TAG_ATTEMPT, attempt.to_string()),
+        (TAG_CLUSTER_SETTINGS, settings.to_string()),
     ];
     tags.extend(ours.into_iter().map(|(k, v)| (k.to_string(), tag_value(&v))));
     if let Some(env) = environment {
@@ -170,9 +189,18 @@ mod tests {
 
     #[test]
     fn keys_and_started_by_fit_aws_limits() {
-        let key = cluster_key("eu-west-1", "ci", Some("arn:aws:iam::111111111111:role/gocd"));
+        let key = cluster_key("111111111111", "eu-west-1", "ci", Some("arn:aws:iam::111111111111:role/gocd"));
         assert_eq!(key.len(), 12);
-        assert_ne!(key, cluster_key("eu-west-1", "ci", None));
+        assert_ne!(key, cluster_key("111111111111", "eu-west-1", "ci", None));
+        assert_ne!(
+            cluster_key("111111111111", "eu-west-1", "ci", None),
+            cluster_key("222222222222", "eu-west-1", "ci", None)
+        );
+        assert_eq!(
+            cluster_key("111111111111", "eu-west-1", "ci", None),
+            cluster_key("111111111111", "eu-west-1", "arn:aws:ecs:eu-west-1:111111111111:cluster/ci", None),
+            "a name and its ARN are one cluster"
+        );
         let started_by = started_by("8c1f4a2e-2696-4689-8d46-1ef3c4e4447c", &key);
         assert!(started_by.len() <= 36, "{started_by}");
         let mut long_job = job();
@@ -200,6 +228,7 @@ mod tests {
             environment: Some("prod<script>"),
             elastic_profile: "h",
             attempt: 1,
+            settings: "",
         };
         let user = [
             ("team".to_string(), "platform".to_string()),
@@ -237,6 +266,7 @@ mod tests {
             environment: Some("prod"),
             elastic_profile: "hash",
             attempt: 1,
+            settings: "",
         };
         let tags = task_tags(&labels, &[("team".into(), "a".into())]);
         let map: HashMap<String, String> = tags.into_iter().collect();

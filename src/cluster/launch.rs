@@ -80,6 +80,8 @@ pub struct Work {
     pub server_url: String,
     /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use; GoCD sends a new one with each create-agent).
     pub auto_register_key: Secret<String>,
+    /// The cluster profile's settings fingerprint (tagged, for `MaxAgents` after a restart).
+    pub settings: String,
 }
 
 /// Everything one RunTask or StartTask sends. Built by [`LaunchSpec::new`] only, so both launch
@@ -122,6 +124,7 @@ impl<'a> LaunchSpec<'a> {
             environment: work.environment.as_deref(),
             elastic_profile: &work.elastic.hash,
             attempt: work.attempt,
+            settings: &work.settings,
         };
         LaunchSpec {
             cluster: profile,

@@ -67,6 +67,16 @@ pub struct Refresh {
     pub missing: Vec<String>,
 }
 
+/// Why a cluster profile's engine no longer serves new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retirement {
+    /// GoCD deleted the profile: its tasks are stopped at once, its instances retired.
+    Deleted,
+    /// An edit moved the profile elsewhere (another key), or GoCD stopped sending it: nothing
+    /// new starts here, and its tasks stop as their jobs complete.
+    Replaced,
+}
+
 /// Knobs of the engine (`serve`'s options).
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -90,8 +100,8 @@ pub struct Cluster {
     pub server_id: String,
     /// Our `startedBy` in this cluster.
     pub started_by: String,
-    /// The account's clients.
-    pub aws: Arc<AwsClients>,
+    /// The account's clients (replaced when an edit changes the credentials, not the key).
+    aws: RwLock<Arc<AwsClients>>,
     profile: RwLock<Arc<ClusterProfile>>,
     registry: Mutex<Registry>,
     task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
@@ -109,6 +119,8 @@ pub struct Cluster {
     pub ec2: ec2::Pool,
     /// The port to GoCD (console lines, agent deletes).
     gocd: Arc<dyn Gocd>,
+    /// Set when the profile was deleted or moved: the engine drains.
+    retired: Mutex<Option<Retirement>>,
 }
 
 impl Cluster {
@@ -123,10 +135,11 @@ impl Cluster {
     ) -> Self {
         Cluster {
             gocd,
+            retired: Mutex::new(None),
             started_by: identity::started_by(&server_id, &key),
             key,
             server_id,
-            aws,
+            aws: RwLock::new(aws),
             profile: RwLock::new(Arc::new(profile)),
             registry: Mutex::new(Registry::default()),
             task_definitions: Mutex::new(HashMap::new()),
@@ -142,6 +155,50 @@ impl Cluster {
             ping_lock: tokio::sync::Mutex::new(()),
             ec2: ec2::Pool::default(),
         }
+    }
+
+    /// The profile was deleted or moved: drain (see [`Retirement`]).
+    pub fn retire(&self, why: Retirement) {
+        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
+        // Deleted outranks moved.
+        if *retired != Some(Retirement::Deleted) {
+            *retired = Some(why);
+        }
+        drop(retired);
+        let what = match why {
+            Retirement::Deleted => "its cluster profile was deleted: its agents are stopped and its instances retired",
+            Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
+        };
+        self.event(HealthKind::Warning, what);
+        self.ec2.wake();
+    }
+
+    /// GoCD sent the profile again: it serves.
+    pub fn serve_again(&self) {
+        *self.retired.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Why the engine drains, if it does.
+    pub fn retired(&self) -> Option<Retirement> {
+        *self.retired.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A retired engine with no agent that may still run and no instance left.
+    pub fn is_drained(&self) -> bool {
+        self.retired().is_some()
+            && !self.registry().all().any(|a| a.phase.occupies_capacity())
+            && self.ec2.state().instances.is_empty()
+    }
+
+    /// The account's clients.
+    pub fn aws(&self) -> Arc<AwsClients> {
+        self.aws.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Takes new clients for the same account (credentials rotated, another external id or
+    /// session name): the next calls use them.
+    pub fn set_aws(&self, aws: Arc<AwsClients>) {
+        *self.aws.write().unwrap_or_else(PoisonError::into_inner) = aws;
     }
 
     /// The port to GoCD.
@@ -179,7 +236,7 @@ impl Cluster {
     /// Records an event for reports and server health.
     pub fn event(&self, kind: HealthKind, message: impl Into<String>) {
         let profile = self.profile();
-        let message = format!("ECS cluster {} ({}): {}", profile.cluster_name, self.aws.region, message.into());
+        let message = format!("ECS cluster {} ({}): {}", profile.cluster_name, self.aws().region, message.into());
         self.events().push(kind, message, SystemTime::now());
     }
 
@@ -222,7 +279,7 @@ impl Cluster {
         let profile = self.profile();
         let cluster = profile.cluster_name.as_str();
         let suffix = cluster_arn_suffix(cluster);
-        let arns = tasks::list_running(&self.aws, cluster, &self.started_by).await?;
+        let arns = tasks::list_running(&self.aws(), cluster, &self.started_by).await?;
         // Tasks already tracked need none of our own tags back (their records hold them): dropped
         // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
         // "Performance"). Still one DescribeTasks per 100 ARNs.
@@ -230,7 +287,7 @@ impl Cluster {
             self.registry().all().filter_map(|a| a.task_arn.clone()).collect();
         let mut running = Vec::with_capacity(arns.len());
         for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
-            let views = tasks::describe(&self.aws, cluster, &suffix, chunk, &self.server_id, &self.key).await?;
+            let views = tasks::describe(&self.aws(), cluster, &suffix, chunk, &self.server_id, &self.key).await?;
             // Listed tasks whose desired status is STOPPED are stopping: AWS does not list them
             // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
             // is described below as fallen out of the list.
@@ -249,7 +306,7 @@ impl Cluster {
         let mut described = Vec::new();
         let mut missing = Vec::new();
         if !fallen.is_empty() {
-            described = tasks::describe(&self.aws, cluster, &suffix, &fallen, &self.server_id, &self.key).await?;
+            described = tasks::describe(&self.aws(), cluster, &suffix, &fallen, &self.server_id, &self.key).await?;
             let seen: std::collections::HashSet<&str> = described.iter().map(|t| t.arn.as_str()).collect();
             missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).cloned().collect();
             // Still listed as running elsewhere? Then it is only a task ECS described as running.
@@ -269,7 +326,7 @@ impl Cluster {
     ) -> Result<TaskDefinitionRef, AwsError> {
         let family = match &elastic.task_definition_arn {
             Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
-            None => task_definition::family(&self.key, profile, elastic, &self.aws.region),
+            None => task_definition::family(&self.key, profile, elastic, &self.aws().region),
         };
         self.task_definition_sweep.saw(&family, SystemTime::now());
         let cell = self
@@ -283,11 +340,11 @@ impl Cluster {
             .get_or_try_init(|| async {
                 match &elastic.task_definition_arn {
                     Some(arn) => {
-                        task_definition::describe_given(&self.aws, arn, elastic.agent_container_name.as_deref()).await
+                        task_definition::describe_given(&self.aws(), arn, elastic.agent_container_name.as_deref()).await
                     }
                     None => {
                         task_definition::find_or_register(
-                            &self.aws,
+                            &self.aws(),
                             &family,
                             profile,
                             elastic,
@@ -322,7 +379,8 @@ impl Cluster {
             .entry((subnets.clone(), groups.clone()))
             .or_default()
             .clone();
-        let net = cell.get_or_try_init(|| network::resolve(&self.aws, &subnets, &groups)).await?;
+        let aws = self.aws();
+        let net = cell.get_or_try_init(|| network::resolve(&aws, &subnets, &groups)).await?;
         Ok(net.clone())
     }
 }

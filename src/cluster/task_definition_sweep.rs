@@ -109,7 +109,7 @@ impl Cluster {
     /// GoCD asked for an agent of this elastic profile: its family stays registered.
     pub fn saw_elastic_profile(&self, elastic: &ElasticProfile) {
         if elastic.task_definition_arn.is_none() {
-            let family = super::task_definition::family(&self.key, &self.profile(), elastic, &self.aws.region);
+            let family = super::task_definition::family(&self.key, &self.profile(), elastic, &self.aws().region);
             self.task_definition_sweep.saw(&family, SystemTime::now());
         }
     }
@@ -149,7 +149,7 @@ pub async fn run(cluster: &Cluster) {
 /// # Errors
 /// The first failed call; what was deregistered before it stays deregistered.
 pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
-    let aws = &cluster.aws;
+    let aws = &cluster.aws();
     let prefix = format!("gocd-{}-", cluster.key);
     let mut families = Vec::new();
     let mut next: Option<String> = None;

@@ -48,7 +48,7 @@ impl World {
     /// A new process's engine over the same AWS (a restart).
     fn with(aws: FakeAws, max: u32) -> World {
         let gocd = Arc::new(FakeGocd::default());
-        let key = cluster_key("us-east-1", "ci", None);
+        let key = cluster_key(super::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let options = super::EngineOptions::default();
         let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile(max), gocd.clone(), &options));
         World { aws, gocd, cluster }
@@ -56,6 +56,8 @@ impl World {
 
     fn request(&self, job_id: i64, key: &str) -> AgentRequest {
         AgentRequest {
+            profile: Arc::new(self.cluster.profile().as_ref().clone()),
+            settings: "team-a".into(),
             job: job(job_id),
             environment: None,
             auto_register_key: Secret::new(key.to_string()),
@@ -133,7 +135,7 @@ async fn complete_disables_stops_and_deletes_and_a_late_create_agent_starts_noth
     let w = World::new(5);
     w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
     let agent_id = w.agent_of(7);
-    let done = w.cluster.complete(&agent_id, &job(7)).await.expect("completed");
+    let done = w.cluster.complete(&agent_id, &job(7)).await;
     assert_eq!(done, super::complete::Completed::Stopped);
     assert!(w.aws.running().is_empty());
     assert_eq!(w.gocd.deleted(), vec![agent_id.clone()]);
@@ -148,8 +150,8 @@ async fn a_failed_stop_leaves_the_agent_stopping_and_the_next_ping_stops_it() {
     w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
     let agent_id = w.agent_of(7);
     w.aws.fail_next("StopTask", 400, "AccessDeniedException", "not allowed");
-    let failed = w.cluster.complete(&agent_id, &job(7)).await;
-    assert!(matches!(failed, Err(EngineError::Aws(ref e)) if !e.throttled), "{failed:?}");
+    let later = w.cluster.complete(&agent_id, &job(7)).await;
+    assert_eq!(later, super::complete::Completed::Later, "recorded; GoCD gets its 200");
     assert_eq!(w.cluster.registry().get(&agent_id).map(|a| a.phase), Some(Phase::Stopping));
     w.cluster.ping(Default::default()).await.expect("pinged");
     assert!(w.aws.running().is_empty(), "the ping retried the stop");
@@ -162,7 +164,7 @@ async fn a_throttled_run_task_stays_a_throttle_and_is_retried() {
     w.cluster.create_agent(w.request(7, "k")).await.expect("launched on the retry");
     assert_eq!(w.aws.count("RunTask"), 2);
     assert_eq!(w.aws.running().len(), 1);
-    let stats = w.cluster.aws.calls.snapshot();
+    let stats = w.cluster.aws().calls.snapshot();
     assert_eq!(stats.get("RunTask").map(|c| c.throttled), Some(1));
 }
 
@@ -245,6 +247,7 @@ fn our_tags(cluster: &Cluster, agent_id: &str, job: &JobIdentifier) -> Vec<(Stri
         environment: None,
         elastic_profile: "h",
         attempt: 1,
+        settings: "",
     };
     task_tags(&labels, &[])
 }
@@ -255,4 +258,84 @@ async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T
         out.push(handle.await.expect("the task finished"));
     }
     out
+}
+
+#[tokio::test]
+async fn two_teams_on_one_cluster_each_keep_their_own_max_agents() {
+    let w = World::new(2);
+    let team = |job_id: i64, settings: &str| {
+        let mut request = w.request(job_id, "k");
+        request.settings = settings.into();
+        request
+    };
+    for id in 1..=4 {
+        w.cluster.create_agent(team(id, "team-a")).await.expect("answered");
+        w.cluster.create_agent(team(100 + id, "team-b")).await.expect("answered");
+    }
+    let per_team = |settings: &str| {
+        w.aws
+            .running()
+            .iter()
+            .filter(|t| t.tags.get(identity::TAG_CLUSTER_SETTINGS).map(String::as_str) == Some(settings))
+            .count()
+    };
+    assert_eq!((per_team("team-a"), per_team("team-b")), (2, 2), "MaxAgents 2 each, not 2 together");
+}
+
+#[tokio::test]
+async fn an_edit_that_keeps_the_key_keeps_the_count_under_the_new_settings() {
+    let w = World::new(2);
+    for id in 1..=2 {
+        w.cluster.create_agent(w.request(id, "k")).await.expect("launched");
+    }
+    w.cluster.registry().settings_changed("team-a", "team-a-edited");
+    let mut edited = w.request(3, "k");
+    edited.settings = "team-a-edited".into();
+    assert_eq!(w.cluster.create_agent(edited).await.expect("answered"), Created::Full, "the two still count");
+    assert_eq!(w.aws.running().len(), 2);
+}
+
+#[tokio::test]
+async fn a_deleted_profile_stops_its_tasks_at_the_next_ping_and_drains() {
+    let w = World::new(5);
+    for id in 1..=3 {
+        w.cluster.create_agent(w.request(id, "k")).await.expect("launched");
+    }
+    w.cluster.retire(super::Retirement::Deleted);
+    assert!(matches!(w.cluster.create_agent(w.request(4, "k")).await, Err(EngineError::Refused(_))));
+    w.cluster.ping(Default::default()).await.expect("pinged");
+    assert!(w.aws.running().is_empty(), "every task stopped");
+    assert!(w.cluster.is_drained());
+}
+
+#[tokio::test]
+async fn a_moved_profile_keeps_running_jobs_and_stops_each_task_as_its_job_completes() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(1, "k")).await.expect("launched");
+    let agent_id = w.agent_of(1);
+    w.cluster.retire(super::Retirement::Replaced);
+    let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
+    w.cluster.ping(gocd).await.expect("pinged");
+    assert_eq!(w.aws.running().len(), 1, "the job runs on");
+    assert!(!w.cluster.is_drained());
+    w.cluster.complete(&agent_id, &job(1)).await;
+    assert!(w.aws.running().is_empty());
+    assert!(w.cluster.is_drained());
+}
+
+#[tokio::test]
+async fn a_job_completed_while_aws_was_unreachable_is_cleaned_up_by_a_later_ping() {
+    let aws = FakeAws::default();
+    let first = World::with(aws.clone(), 5);
+    first.cluster.create_agent(first.request(7, "k")).await.expect("launched");
+    let agent_id = first.agent_of(7);
+    drop(first);
+    // A new process: adoption fails while GoCD reports the job completed.
+    let second = World::with(aws.clone(), 5);
+    second.aws.fail_next("ListTasks", 400, "AccessDeniedException", "not now");
+    let later = second.cluster.complete(&agent_id, &job(7)).await;
+    assert_eq!(later, super::complete::Completed::Later);
+    assert_eq!(aws.running().len(), 1);
+    second.cluster.ping(Default::default()).await.expect("pinged");
+    assert!(aws.running().is_empty(), "the finished job's task was stopped once adoption found it");
 }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::cluster::identity::settings_fingerprint;
 use crate::cluster::{AgentRequest, Created, EngineError};
 use crate::error::Result;
 use crate::metrics::LaunchResult;
@@ -12,16 +13,19 @@ use crate::protocol::requests::CreateAgentParams;
 
 /// Starts an agent for the job unless one already serves it.
 pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
-    let cluster = plugin.cluster(&params.cluster_profile_properties).await?;
+    let found = plugin.cluster_for_job(&params.cluster_profile_properties, &params.job_identifier).await;
+    let (cluster, profile) = found.inspect_err(|_| plugin.metrics().launch(LaunchResult::Failed))?;
     let site_url = plugin.server_info().await?.agent_url().map(str::to_string);
     let request = AgentRequest {
+        profile: Arc::new(profile),
+        settings: settings_fingerprint(&params.cluster_profile_properties),
         job: params.job_identifier,
         environment: params.environment,
         auto_register_key: params.auto_register_key,
         elastic_profile: params.elastic_agent_profile_properties,
         site_url,
     };
-    let launch_type = cluster.profile().launch_type;
+    let launch_type = request.profile.launch_type;
     let result = match cluster.create_agent(request).await {
         Ok(Created::Started(capacity)) => LaunchResult::started_on(launch_type, Some(capacity.as_str())),
         Ok(Created::Queued) => LaunchResult::started_on(launch_type, Some("EC2")),

@@ -1,5 +1,7 @@
-//! `job-completion`: the agent's work is done — the engine disables it in GoCD, stops its
-//! task and deletes it ([`crate::cluster::Cluster::complete`]).
+//! `job-completion`: the agent's work is done — the engine records it, then disables the agent
+//! in GoCD, stops its task and deletes it ([`crate::cluster::Cluster::complete`]). Answers 200
+//! once the job's end is recorded: GoCD does not retry a failed job-completion (and skips its
+//! own cleanup after a 500), so whatever failed is retried by the next server-pings.
 
 use std::sync::Arc;
 
@@ -10,10 +12,14 @@ use crate::protocol::requests::JobCompletionParams;
 /// Disables the agent, stops its task and deletes the agent.
 pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) -> Result<()> {
     let agent_id = params.elastic_agent_id.as_str();
-    let Some(cluster) = plugin.cluster_for_agent(agent_id, &params.cluster_profile_properties).await? else {
-        tracing::warn!(agent_id, "job completed on an agent of no cluster profile this plugin knows");
-        return Ok(());
-    };
-    cluster.complete(agent_id, &params.job_identifier).await?;
+    match plugin.cluster_for_agent(agent_id, &params.cluster_profile_properties).await {
+        Ok(Some(cluster)) => {
+            cluster.complete(agent_id, &params.job_identifier).await;
+        }
+        Ok(None) => tracing::warn!(agent_id, "job completed on an agent of no cluster profile this plugin knows"),
+        Err(e) => {
+            tracing::warn!(agent_id, error = %e, "job completed, but its cluster profile cannot be served now; server-ping cleans up")
+        }
+    }
     Ok(())
 }

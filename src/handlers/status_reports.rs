@@ -32,7 +32,10 @@ pub async fn plugin_status_report(plugin: Arc<Plugin>, params: PluginStatusRepor
 
 /// One cluster profile: capacity, agents, events, AWS calls, role.
 pub async fn cluster_status_report(plugin: Arc<Plugin>, params: ClusterStatusReportParams) -> Result<StatusReport> {
-    let cluster = plugin.cluster(&params.cluster_profile_properties).await?;
+    let cluster = match plugin.cluster(&params.cluster_profile_properties).await {
+        Ok(cluster) => cluster,
+        Err(e) => return Ok(broken_profile(&plugin, &e).await),
+    };
     if let Err(e) = cluster.ensure_adopted().await {
         cluster.event(crate::protocol::host_calls::HealthKind::Error, format!("could not read tasks: {e}"));
     }
@@ -47,7 +50,10 @@ pub async fn agent_status_report(plugin: Arc<Plugin>, params: AgentStatusReportP
     let cluster = match agent_id.and_then(|id| plugin.cluster_of_agent(id)) {
         Some(cluster) => Some(cluster),
         None if !params.cluster_profile_properties.is_empty() => {
-            Some(plugin.cluster(&params.cluster_profile_properties).await?)
+            match plugin.cluster(&params.cluster_profile_properties).await {
+                Ok(cluster) => Some(cluster),
+                Err(e) => return Ok(broken_profile(&plugin, &e).await),
+            }
         }
         None => None,
     };
@@ -61,9 +67,17 @@ pub async fn agent_status_report(plugin: Arc<Plugin>, params: AgentStatusReportP
         view: status::render_agent(
             row.as_ref(),
             &profile.cluster_name,
-            &cluster.aws.region,
+            &cluster.aws().region,
             agent_id,
             asked_job.as_deref(),
         ),
     })
+}
+
+/// A report for a cluster profile that cannot be served: the page says why (GoCD shows a
+/// plugin's 500 as "Something went wrong", which tells an operator nothing).
+async fn broken_profile(plugin: &Plugin, error: &crate::error::PluginError) -> StatusReport {
+    let server_id = plugin.server_info().await.map(|s| s.server_id).unwrap_or_default();
+    let reason = format!("this cluster profile cannot be served: {error}");
+    StatusReport { view: status::render_plugin(&server_id, &[], &[reason]) }
 }

@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::Plugin;
 use crate::cluster::ec2::driver::ensure_running;
 use crate::cluster::identity::cluster_key_of_agent;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Retirement};
 use crate::error::Result;
 use crate::protocol::host_calls::{HealthKind, HealthMessage};
 use crate::protocol::types::AgentMetadata;
@@ -30,18 +30,34 @@ impl Plugin {
     pub async fn ping_all(&self, profiles: &[Properties]) -> Result<()> {
         let mut problems = Vec::new();
         let mut clusters = Vec::new();
-        let mut all_keys_known = true;
+        // A failure to learn something means "don't act on what we could not see", never
+        // "nothing exists": no agent is removed and no profile taken as gone then.
+        let mut all_resolved = true;
         for props in profiles {
             match self.cluster(props).await {
                 Ok(cluster) => clusters.push(cluster),
                 Err(e) => {
-                    all_keys_known &= self.cluster_key(props).await.is_ok();
+                    all_resolved = false;
                     let message = format!("a cluster profile cannot be served: {e}");
                     problems.push(HealthMessage { kind: HealthKind::Error, message });
                 }
             }
         }
+        // Two teams' profiles on one cluster, account and role share one engine: one pass each.
+        clusters.sort_by(|a, b| a.key.cmp(&b.key));
+        clusters.dedup_by(|a, b| a.key == b.key);
         let agents = self.gocd().list_agents().await?;
+        let sent: HashSet<String> = clusters.iter().map(|c| c.key.clone()).collect();
+        for cluster in self.known_clusters().into_iter().filter(|c| !sent.contains(&c.key)) {
+            // GoCD no longer sends this profile (deleted, or edited into another key without
+            // our hearing of it): it drains. Its pings go on until it has.
+            if all_resolved && cluster.retired().is_none() {
+                cluster.retire(Retirement::Replaced);
+            }
+            if cluster.retired().is_some() {
+                clusters.push(cluster);
+            }
+        }
         let mut by_cluster = group_by_cluster(&agents);
         let mut pings = JoinSet::new();
         for cluster in &clusters {
@@ -50,9 +66,10 @@ impl Plugin {
         }
         while pings.join_next().await.is_some() {}
 
-        if all_keys_known {
+        if all_resolved {
             self.remove_agents_of_unknown_profiles(&clusters, &agents).await;
         }
+        self.forget_drained();
         let now = SystemTime::now();
         for cluster in self.known_clusters() {
             let fresh = cluster.events().fresh(now);
@@ -76,7 +93,7 @@ impl Plugin {
         }
         // A child of the request's span: AWS errors in the log name the cluster they are about.
         let span =
-            tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws.region);
+            tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws().region);
         async move {
             match tokio::time::timeout(PER_CLUSTER_BUDGET, cluster.ping(gocd)).await {
                 Ok(Ok(report)) => report.registered_after.into_iter().for_each(|d| metrics.registered_after(d)),

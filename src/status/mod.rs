@@ -243,13 +243,13 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let facts = ClusterFacts {
         key: &cluster.key,
         profile: &profile,
-        region: &cluster.aws.region,
+        region: &cluster.aws().region,
         agents: cluster.registry().all().cloned().collect(),
         events: cluster.events().recent(),
-        calls: cluster.aws.calls.snapshot(),
-        role_expires: cluster.aws.role.expires(),
-        role_error: cluster.aws.role.last_error(),
-        assume_role_calls: cluster.aws.role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
+        calls: cluster.aws().calls.snapshot(),
+        role_expires: cluster.aws().role.expires(),
+        role_error: cluster.aws().role.last_error(),
+        assume_role_calls: cluster.aws().role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
         swept_orphans: cluster.swept_orphans.load(std::sync::atomic::Ordering::Relaxed),
     };
     let now = SystemTime::now();
@@ -324,7 +324,7 @@ pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>
     }?;
     Some(agent_row(
         record,
-        &cluster.aws.region,
+        &cluster.aws().region,
         profile.cluster_short_name(),
         profile.log_group.as_deref(),
         SystemTime::now(),

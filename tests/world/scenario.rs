@@ -61,8 +61,22 @@ impl Scenario {
         AgentSimulator::start(host, self.fleets.clone(), policy)
     }
 
-    /// Waits (bounded) until no fleet has a live task, then asserts it.
+    /// The plugin sent AWS nothing that real AWS would refuse (tests/world/aws_rules.rs): every
+    /// refusal of the strict rules fails the test.
+    pub fn assert_no_aws_rule_broken(&self) {
+        let refused: Vec<String> = self
+            .proxy
+            .aws_refusals()
+            .iter()
+            .map(|r| format!("{} {}: {} {}", r.key, r.rule, r.code, r.message))
+            .collect();
+        assert!(refused.is_empty(), "the plugin sent what real AWS refuses: {refused:#?}");
+    }
+
+    /// Waits (bounded) until no fleet has a live task, then asserts it, and that no call the
+    /// plugin made broke a rule of real AWS.
     pub async fn assert_no_live_tasks(&self, within: Duration) {
+        self.assert_no_aws_rule_broken();
         let deadline = Instant::now() + within;
         loop {
             let mut left = Vec::new();

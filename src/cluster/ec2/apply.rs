@@ -27,19 +27,19 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
-        if let Err(e) = api::set_state(&cluster.aws, cluster_name, arn, ContainerInstanceStatus::Draining).await {
+        if let Err(e) = api::set_state(&cluster.aws(), cluster_name, arn, ContainerInstanceStatus::Draining).await {
             tracing::info!(instance = %r.instance, error = %e, "could not set the container instance DRAINING; deregistering anyway");
         }
-        if let Err(e) = api::deregister(&cluster.aws, cluster_name, arn).await {
+        if let Err(e) = api::deregister(&cluster.aws(), cluster_name, arn).await {
             tracing::warn!(instance = %r.instance, error = %e, "could not deregister the container instance; keeping the instance");
-            let _ = api::set_state(&cluster.aws, cluster_name, arn, ContainerInstanceStatus::Active).await;
+            let _ = api::set_state(&cluster.aws(), cluster_name, arn, ContainerInstanceStatus::Active).await;
             if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
                 record.retiring = None;
             }
             return;
         }
     }
-    match api::terminate(&cluster.aws, std::slice::from_ref(&r.instance)).await {
+    match api::terminate(&cluster.aws(), std::slice::from_ref(&r.instance)).await {
         Ok(()) => {
             let mut st = cluster.ec2.state();
             st.counters.terminated += 1;
@@ -83,7 +83,7 @@ pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Place
         return;
     }
     let spec = LaunchSpec::new(cluster, profile, work, None);
-    let outcome = start_task(&cluster.aws, &spec, &container).await;
+    let outcome = start_task(&cluster.aws(), &spec, &container).await;
     let now = SystemTime::now();
     let (agent_id, instance) = (work.agent_id.as_str(), p.instance.as_str());
     match outcome {

@@ -120,6 +120,14 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let _one_at_a_time = cluster.ec2.pass_lock.lock().await;
     let profile = cluster.profile();
     let cfg = match profile.ec2.clone() {
+        Some(_) if cluster.retired().is_some() => {
+            // A deleted or moved profile: no new work, and its instances go as they empty.
+            drop_waiting(cluster, "the cluster profile is retired");
+            if cluster.ec2.state().instances.is_empty() {
+                return Ok(QUIET);
+            }
+            wind_down()
+        }
         Some(cfg) => cfg,
         None => {
             // The profile left EC2: no new work, and our instances go as they empty.
@@ -133,8 +141,8 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     expire_waiting(cluster, &profile, SystemTime::now());
 
     let described_at = SystemTime::now();
-    let instances = api::describe_ours(&cluster.aws, &cluster.server_id, &cluster.key).await?;
-    let containers = api::container_instances(&cluster.aws, &profile.cluster_name).await?;
+    let instances = api::describe_ours(&cluster.aws(), &cluster.server_id, &cluster.key).await?;
+    let containers = api::container_instances(&cluster.aws(), &profile.cluster_name).await?;
     let now = SystemTime::now();
     let observed = cluster.ec2.state().observe(instances, containers, described_at, now);
     let mut leftovers = observed.deregister;
@@ -142,7 +150,7 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         leftovers.extend(classify_unknown(cluster, observed.unknown).await?);
     }
     for arn in leftovers {
-        match api::deregister(&cluster.aws, &profile.cluster_name, &arn).await {
+        match api::deregister(&cluster.aws(), &profile.cluster_name, &arn).await {
             Ok(()) => {
                 tracing::info!(container_instance = %arn, "deregistered the container instance of a terminated instance")
             }
@@ -185,7 +193,7 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
 /// anything else is remembered as not ours and never touched.
 async fn classify_unknown(cluster: &Cluster, unknown: Vec<(String, String)>) -> Result<Vec<String>, AwsError> {
     let ids: Vec<String> = unknown.iter().map(|(id, _)| id.clone()).collect();
-    let states = api::states_of_ours(&cluster.aws, &ids, &cluster.server_id, &cluster.key).await?;
+    let states = api::states_of_ours(&cluster.aws(), &ids, &cluster.server_id, &cluster.key).await?;
     let mut st = cluster.ec2.state();
     let mut deregister = Vec::new();
     for (id, arn) in unknown {

@@ -46,7 +46,11 @@ impl Cluster {
             let mut marks = self.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let swept = sweep::sweep(&registry, &refresh.running, &marks);
             *marks = swept.marks;
-            (registered, plan::plan(&registry, &gocd, timeout, now), swept.stop)
+            let mut steps = plan::plan(&registry, &gocd, timeout, now);
+            if self.retired() == Some(super::Retirement::Deleted) {
+                steps.extend(plan::stop_all(&registry, &gocd, "its cluster profile was deleted in GoCD"));
+            }
+            (registered, steps, swept.stop)
         };
         for (task_arn, reason) in orphans {
             if self.stop_task(&task_arn, &reason).await.is_ok() {

@@ -57,6 +57,23 @@ pub fn plan(
         let registered = gocd.contains_key(&record.agent_id);
         let task_stopped = record.task.as_ref().is_some_and(TaskView::is_stopping);
         match record.phase {
+            Phase::Running if !task_stopped && registry.is_finished(record.job.job_id) => {
+                // GoCD said the job completed, but the stop could not be made then (adopted since).
+                if let Some(arn) = &record.task_arn {
+                    steps.push(Step::StopTask {
+                        agent_id: record.agent_id.clone(),
+                        task_arn: arn.clone(),
+                        reason: "its GoCD job completed".into(),
+                        job: None,
+                    });
+                }
+                if registered {
+                    steps.push(Step::RemoveAgent {
+                        agent_id: record.agent_id.clone(),
+                        reason: "its job completed".into(),
+                    });
+                }
+            }
             Phase::Running if task_stopped => {
                 let reason = record.task.as_ref().map(TaskView::stop_summary).unwrap_or_default();
                 steps.push(Step::ReportUnexpectedStop {
@@ -81,6 +98,24 @@ pub fn plan(
                         reason: format!("the agent did not register with GoCD within {}", minutes(register_timeout)),
                         job: Some(record.job.clone()),
                     });
+                }
+            }
+            Phase::Running
+                if record.registered_at.is_some()
+                    && (!registered && record.last_listed.is_some_and(|t| age(t) > register_timeout)
+                        || record.unhealthy_since.is_some_and(|t| age(t) > register_timeout)) =>
+            {
+                if let Some(arn) = &record.task_arn {
+                    let why = if registered { "lost contact with GoCD" } else { "is no longer listed by GoCD" };
+                    steps.push(Step::StopTask {
+                        agent_id: record.agent_id.clone(),
+                        task_arn: arn.clone(),
+                        reason: format!("the agent {why} for over {}", minutes(register_timeout)),
+                        job: None,
+                    });
+                    if registered {
+                        steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: why.into() });
+                    }
                 }
             }
             Phase::Running if registered && record.idle_since.is_some_and(|t| age(t) > register_timeout) => {
@@ -120,6 +155,23 @@ pub fn plan(
     for agent_id in gocd.keys() {
         if registry.get(agent_id).is_none() {
             steps.push(Step::RemoveAgent { agent_id: agent_id.clone(), reason: "it has no ECS task".into() });
+        }
+    }
+    steps
+}
+
+/// Every task that may still run stopped and every listed agent removed: what a deleted
+/// profile's engine does (its steps come after [`plan`]'s; the applier stops a task once).
+pub fn stop_all(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, reason: &str) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for record in registry.all().filter(|a| matches!(a.phase, Phase::Running | Phase::Launching)) {
+        if let Some(arn) = &record.task_arn {
+            let job = Some(record.job.clone());
+            let (agent_id, task_arn, reason) = (record.agent_id.clone(), arn.clone(), reason.to_string());
+            steps.push(Step::StopTask { agent_id, task_arn, reason, job });
+        }
+        if gocd.contains_key(&record.agent_id) {
+            steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: reason.to_string() });
         }
     }
     steps
@@ -223,6 +275,41 @@ mod tests {
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+    }
+
+    #[test]
+    fn stuck_agents_have_an_exit() {
+        // Registered, then gone from GoCD (an operator deleted it): stopped after the timeout.
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        launched(&mut reg, "b", 2, "t2");
+        let both: HashMap<_, _> = [
+            agent("a", AgentState::Building, BuildState::Building),
+            agent("b", AgentState::LostContact, BuildState::Unknown),
+        ]
+        .into();
+        let running = [task("t1", "a", 1, "RUNNING"), task("t2", "b", 2, "RUNNING")];
+        reg.observe(&running, &[], &[], &both, T0);
+        let only_b: HashMap<_, _> = [agent("b", AgentState::LostContact, BuildState::Unknown)].into();
+        reg.observe(&running, &[], &[], &only_b, T0 + Duration::from_secs(1));
+        assert_eq!(plan(&reg, &only_b, TIMEOUT, T0 + TIMEOUT), vec![], "not before the timeout");
+        let steps = plan(&reg, &only_b, TIMEOUT, T0 + TIMEOUT * 2);
+        let stopped: Vec<&str> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::StopTask { task_arn, .. } => Some(task_arn.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stopped, ["t1", "t2"], "{steps:?}");
+        assert!(steps.iter().any(|s| matches!(s, Step::RemoveAgent { agent_id, .. } if agent_id == "b")));
+
+        // Stopping, and ECS says the task stopped: Stopped, and it no longer counts.
+        let mut reg = Registry::default();
+        launched(&mut reg, "c", 3, "t3");
+        assert_eq!(reg.stopping("c"), Some(Some("t3".to_string())));
+        reg.observe(&[], &[task("t3", "c", 3, "STOPPED")], &[], &HashMap::new(), T0);
+        assert_eq!(reg.get("c").map(|a| a.phase), Some(Phase::Stopped));
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct AgentRecord {
     pub environment: Option<String>,
     /// Hash of its elastic profile.
     pub elastic_profile: String,
+    /// The [`settings_fingerprint`](crate::cluster::identity::settings_fingerprint) of the
+    /// cluster profile it was started under: `MaxAgents` counts per fingerprint.
+    pub settings: String,
     /// Image it runs.
     pub image: String,
     /// Which launch for this job (1 for the first).
@@ -74,6 +77,10 @@ pub struct AgentRecord {
     pub registered_at: Option<SystemTime>,
     /// Since when GoCD has listed it idle without work.
     pub idle_since: Option<SystemTime>,
+    /// When GoCD last listed it.
+    pub last_listed: Option<SystemTime>,
+    /// Since when GoCD has listed it LostContact or Missing.
+    pub unhealthy_since: Option<SystemTime>,
     /// When GoCD assigned it its job.
     pub assigned_at: Option<SystemTime>,
     /// When it stopped.
@@ -91,6 +98,8 @@ pub struct NewAgent {
     pub environment: Option<String>,
     /// Hash of its elastic profile.
     pub elastic_profile: String,
+    /// The cluster profile's settings fingerprint.
+    pub settings: String,
     /// Image it runs.
     pub image: String,
 }
@@ -195,7 +204,9 @@ impl Registry {
         if self.finished_jobs.contains_key(&job.job_id) {
             return Reservation::Finished;
         }
-        let live = self.agents.values().filter(|a| a.phase.occupies_capacity()).count();
+        // MaxAgents is the cluster profile's own: agents of another team's profile on the same
+        // cluster, account and role count against theirs.
+        let live = self.agents.values().filter(|a| a.phase.occupies_capacity() && a.settings == new.settings).count();
         if live >= max_agents {
             return Reservation::Full { live };
         }
@@ -206,6 +217,7 @@ impl Registry {
             job: job.clone(),
             environment: new.environment,
             elastic_profile: new.elastic_profile,
+            settings: new.settings,
             image: new.image,
             attempt,
             phase: Phase::Launching,
@@ -214,6 +226,8 @@ impl Registry {
             created_at: now,
             registered_at: None,
             idle_since: None,
+            last_listed: None,
+            unhealthy_since: None,
             assigned_at: None,
             stopped_at: None,
             stop_reason: None,
@@ -317,6 +331,19 @@ impl Registry {
             }
         }
         settled
+    }
+
+    /// The cluster profile was edited in place (cluster-profile-changed): its agents count
+    /// against the edited profile's `MaxAgents` from now on.
+    pub fn settings_changed(&mut self, old: &str, new: &str) {
+        for a in self.all_mut().filter(|a| a.settings == old) {
+            a.settings = new.to_string();
+        }
+    }
+
+    /// Whether GoCD reported `job_id` completed.
+    pub fn is_finished(&self, job_id: i64) -> bool {
+        self.finished_jobs.contains_key(&job_id)
     }
 
     /// GoCD reported `job_id` completed: no new agent is started for it from now on.

@@ -74,6 +74,12 @@ impl Registry {
                         registered.push(now.duration_since(record.created_at).unwrap_or_default());
                     }
                     record.registered_at.get_or_insert(now);
+                    record.last_listed = Some(now);
+                    if matches!(agent.agent_state, AgentState::LostContact | AgentState::Missing) {
+                        record.unhealthy_since.get_or_insert(now);
+                    } else {
+                        record.unhealthy_since = None;
+                    }
                     let idle = agent.agent_state == AgentState::Idle && agent.build_state == BuildState::Idle;
                     if idle {
                         record.idle_since.get_or_insert(now);
@@ -85,6 +91,13 @@ impl Registry {
                     }
                 }
                 None => record.idle_since = None,
+            }
+            // Asked to stop, and ECS says it has: the agent is done (and no longer counts).
+            let task_gone = record.task.as_ref().is_some_and(TaskView::is_stopping) || record.task_arn.is_none();
+            if record.phase == Phase::Stopping && task_gone {
+                record.phase = Phase::Stopped;
+                record.stopped_at.get_or_insert(now);
+                record.stop_reason.get_or_insert_with(|| "job completed".into());
             }
         }
         registered
@@ -99,6 +112,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         job,
         environment: task.tags.get(crate::cluster::identity::TAG_ENVIRONMENT).cloned(),
         elastic_profile: task.tags.get(crate::cluster::identity::TAG_ELASTIC_PROFILE).cloned().unwrap_or_default(),
+        settings: task.tags.get(crate::cluster::identity::TAG_CLUSTER_SETTINGS).cloned().unwrap_or_default(),
         image: task.containers.first().and_then(|c| c.image.clone()).unwrap_or_default(),
         attempt: task.tags.get(crate::cluster::identity::TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(1),
         phase: if stopped { Phase::Stopped } else { Phase::Running },
@@ -107,6 +121,8 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         created_at: task.created_at.unwrap_or(now),
         registered_at: None,
         idle_since: None,
+        last_listed: None,
+        unhealthy_since: None,
         assigned_at: None,
         stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
         stop_reason: stopped.then(|| task.stop_summary()),
