@@ -346,13 +346,16 @@ async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
 type Termination = (Option<String>, Vec<String>);
 
 /// A RunInstances the proxy saw: the access key that signed it, and its form fields about the
-/// network (`SubnetId`, `SecurityGroupId.N`, `NetworkInterface.1.*`).
+/// network (`SubnetId`, `SecurityGroupId.N`, `NetworkInterface.1.*`), the metadata service
+/// (`MetadataOptions.*`) and the volumes (`BlockDeviceMapping.*`).
 type NetworkAsked = (Option<String>, BTreeMap<String, String>);
 
 /// (e) Two EC2 cluster profiles in two accounts (one through AssumeRole) each launch, use and
 /// terminate their own instances, and never touch the other's. Every third StartTask is lost on
 /// the way (the connection drops): the retry still starts exactly one task per job. Profile B
-/// asks for public IPs (`AssignPublicIp`): its instances get them on their network interface.
+/// asks for public IPs (`AssignPublicIp`): its instances get them on their network interface;
+/// profile A's are asked for none. Every launch asks for IMDSv2 with hop limit 1 and an
+/// encrypted root volume.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     let mut w = Scenario::new("two_accounts").await;
@@ -377,7 +380,11 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
                 .form
                 .iter()
                 .filter(|(k, _)| {
-                    k == "SubnetId" || k.starts_with("SecurityGroupId.") || k.starts_with("NetworkInterface.")
+                    k == "SubnetId"
+                        || k.starts_with("SecurityGroupId.")
+                        || k.starts_with("NetworkInterface.")
+                        || k.starts_with("MetadataOptions.")
+                        || k.starts_with("BlockDeviceMapping.")
                 })
                 .cloned()
                 .collect();
@@ -448,18 +455,20 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     assert!(launches.len() >= 2, "RunInstances in both accounts: {launches:?}");
     for (key, network) in &launches {
         let get = |k: &str| network.get(k).map(String::as_str);
-        if key.as_deref() == Some(TEST_ACCESS_KEY_ID) {
-            assert!(get("SubnetId").is_some(), "profile A names the subnet at the top level: {network:?}");
-            assert!(!network.keys().any(|k| k.starts_with("NetworkInterface.")), "and no interface: {network:?}");
-        } else {
-            assert_eq!(get("NetworkInterface.1.AssociatePublicIpAddress"), Some("true"), "{network:?}");
-            assert_eq!(get("NetworkInterface.1.DeviceIndex"), Some("0"), "{network:?}");
-            assert!(get("NetworkInterface.1.SubnetId").is_some() && get("SubnetId").is_none(), "{network:?}");
-            assert!(
-                get("NetworkInterface.1.SecurityGroupId.1").is_some(),
-                "the groups go on the interface: {network:?}"
-            );
-        }
+        // Hardened by default (issue 14): IMDSv2 one hop away (bridge-mode containers cannot
+        // reach the instance role), an encrypted root volume, a public IP only when asked.
+        assert_eq!(get("MetadataOptions.HttpTokens"), Some("required"), "{network:?}");
+        assert_eq!(get("MetadataOptions.HttpPutResponseHopLimit"), Some("1"), "{network:?}");
+        assert_eq!(get("BlockDeviceMapping.1.Ebs.Encrypted"), Some("true"), "{network:?}");
+        let public = if key.as_deref() == Some(TEST_ACCESS_KEY_ID) { "false" } else { "true" };
+        assert_eq!(
+            get("NetworkInterface.1.AssociatePublicIpAddress"),
+            Some(public),
+            "AssignPublicIp decides, never the subnet's default: {network:?}"
+        );
+        assert_eq!(get("NetworkInterface.1.DeviceIndex"), Some("0"), "{network:?}");
+        assert!(get("NetworkInterface.1.SubnetId").is_some() && get("SubnetId").is_none(), "{network:?}");
+        assert!(get("NetworkInterface.1.SecurityGroupId.1").is_some(), "the groups go on the interface: {network:?}");
     }
     for (key, ids) in terminated.lock().unwrap().iter() {
         let fleet = if key.as_deref() == Some(TEST_ACCESS_KEY_ID) {

@@ -59,7 +59,7 @@ pub struct LaunchRequest<'a> {
     pub subnet: &'a str,
     /// Security groups.
     pub security_groups: &'a [String],
-    /// `AssignPublicIp`: a public IP for the instance; otherwise the subnet's own setting.
+    /// `AssignPublicIp`: a public IP for the instance, else none (whatever the subnet's default).
     pub public_ip: bool,
     /// `Ec2KeyPair`.
     pub key_pair: Option<&'a str>,
@@ -287,6 +287,10 @@ pub async fn run_instances(
                         .volume_size(i32::try_from(launch.root_volume_gib).unwrap_or(30))
                         .volume_type(VolumeType::Gp3)
                         .delete_on_termination(true)
+                        // Encrypted whatever the account's default (the account's default
+                        // KMS key for EBS when none is set): agents' workspaces hold sources
+                        // and build secrets.
+                        .encrypted(true)
                         .build(),
                 )
                 .build(),
@@ -295,7 +299,10 @@ pub async fn run_instances(
             InstanceMetadataOptionsRequest::builder()
                 .http_tokens(HttpTokensState::Required)
                 .http_endpoint(InstanceMetadataEndpointState::Enabled)
-                .http_put_response_hop_limit(2)
+                // Hop limit 1: the instance itself reaches IMDS, a bridge-mode container (one
+                // hop further) does not, so no job reads the instance role's credentials
+                // (AWS-RULES.md, EC2). Tasks get their own role through ECS's endpoint.
+                .http_put_response_hop_limit(1)
                 .build(),
         )
         .tag_specifications(
@@ -306,21 +313,18 @@ pub async fn run_instances(
         )
         .user_data(&launch.user_data)
         .client_token(&launch.client_token);
-    // A public IP can only be asked for on a network interface given whole, and EC2 refuses the
-    // subnet and groups at the top level beside one.
-    request = if launch.public_ip {
-        request.network_interfaces(
-            InstanceNetworkInterfaceSpecification::builder()
-                .device_index(0)
-                .subnet_id(launch.subnet)
-                .set_groups(Some(launch.security_groups.to_vec()))
-                .associate_public_ip_address(true)
-                .delete_on_termination(true)
-                .build(),
-        )
-    } else {
-        request.subnet_id(launch.subnet).set_security_group_ids(Some(launch.security_groups.to_vec()))
-    };
+    // The network interface is given whole so that the public IP is what `AssignPublicIp` says,
+    // never the subnet's own default (a public subnet would hand every agent a public IP); EC2
+    // refuses the subnet and groups at the top level beside it.
+    request = request.network_interfaces(
+        InstanceNetworkInterfaceSpecification::builder()
+            .device_index(0)
+            .subnet_id(launch.subnet)
+            .set_groups(Some(launch.security_groups.to_vec()))
+            .associate_public_ip_address(launch.public_ip)
+            .delete_on_termination(true)
+            .build(),
+    );
     if launch.spot {
         request = request.instance_market_options(
             InstanceMarketOptionsRequest::builder()
