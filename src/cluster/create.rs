@@ -149,6 +149,9 @@ impl Cluster {
             }
         };
         let (task_definition, network) = tokio::try_join!(self.task_definition(profile, &elastic), network)?;
+        // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
+        // meet the same allow-lists as a profile's own (issue 14).
+        super::guardrails::check(profile, &task_definition).map_err(EngineError::Refused)?;
         let work = Work {
             agent_id,
             attempt,

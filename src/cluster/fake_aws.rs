@@ -50,6 +50,8 @@ pub struct FakeTask {
 struct State {
     tasks: Vec<FakeTask>,
     families: BTreeMap<String, (u32, Vec<Value>)>,
+    /// Task definitions put in by a test (`seed_task_definition`), by the name it describes them by.
+    seeded: BTreeMap<String, Value>,
     calls: Vec<String>,
     failures: HashMap<String, VecDeque<(u16, &'static str, String)>>,
     next_task: u64,
@@ -126,6 +128,20 @@ impl FakeAws {
             stopped_reason: None,
         });
         arn
+    }
+
+    /// Puts a task definition in the account, as a team registered it outside the plugin:
+    /// DescribeTaskDefinition of `name` (an ARN, family:revision or family) answers
+    /// `definition` (ECS's JSON: `containerDefinitions`, `taskRoleArn`, `executionRoleArn`,
+    /// `volumes`), with its ARN, family, revision and status filled in when missing.
+    pub fn seed_task_definition(&self, name: &str, mut definition: Value) {
+        let family = name.rsplit('/').next().unwrap_or(name).split(':').next().unwrap_or(name).to_string();
+        if let Value::Object(map) = &mut definition {
+            for (k, v) in td_json(&family, 1).as_object().into_iter().flatten() {
+                map.entry(k.clone()).or_insert(v.clone());
+            }
+        }
+        self.lock().seeded.insert(name.to_string(), definition);
     }
 
     /// Stops a task as ECS would on its own (Spot reclaim, OOM).
@@ -252,6 +268,9 @@ fn stop_task(st: &mut State, body: &Value) -> (u16, Value) {
 
 fn describe_task_definition(st: &State, body: &Value) -> (u16, Value) {
     let family = str_of(body, "taskDefinition");
+    if let Some(seeded) = st.seeded.get(family) {
+        return (200, json!({ "taskDefinition": seeded, "tags": [] }));
+    }
     match st.families.get(family) {
         Some((revision, tags)) => (200, json!({ "taskDefinition": td_json(family, *revision), "tags": tags })),
         None => (400, error("ClientException", "Unable to describe task definition.")),

@@ -23,6 +23,7 @@ mod fake_aws;
 #[cfg(test)]
 mod fixtures;
 pub mod gocd;
+pub mod guardrails;
 pub mod identity;
 pub mod launch;
 pub mod reconcile;

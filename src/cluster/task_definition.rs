@@ -22,6 +22,51 @@ pub struct TaskDefinitionRef {
     pub arn: String,
     /// The GoCD agent container.
     pub agent_container: String,
+    /// What it runs, for a task definition an elastic profile names (`TaskDefinitionArn`): the
+    /// allow-lists check it (`guardrails`). `None` for ours, built from the checked profile.
+    pub given: Option<std::sync::Arc<Contents>>,
+}
+
+/// What a task definition runs, as far as the cluster profile's allow-lists are concerned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contents {
+    /// Every container's image, with its container's name.
+    pub images: Vec<(String, String)>,
+    /// `taskRoleArn`.
+    pub task_role_arn: Option<String>,
+    /// `executionRoleArn`.
+    pub execution_role_arn: Option<String>,
+    /// Every container's secrets' `valueFrom` (an ARN, or an SSM parameter name).
+    pub secrets: Vec<String>,
+    /// Names of the containers that run privileged.
+    pub privileged: Vec<String>,
+    /// Whether a volume mounts the host's Docker socket.
+    pub docker_socket: bool,
+}
+
+impl Contents {
+    fn of(td: &aws_sdk_ecs::types::TaskDefinition) -> Contents {
+        let containers = td.container_definitions();
+        let name = |c: &ContainerDefinition| c.name().unwrap_or("(unnamed)").to_string();
+        Contents {
+            images: containers.iter().map(|c| (name(c), c.image().unwrap_or_default().to_string())).collect(),
+            task_role_arn: td.task_role_arn().map(str::to_string),
+            execution_role_arn: td.execution_role_arn().map(str::to_string),
+            secrets: containers
+                .iter()
+                .flat_map(|c| c.secrets().iter().map(|s| s.value_from().to_string()))
+                .chain(
+                    containers
+                        .iter()
+                        .filter_map(|c| c.repository_credentials().map(|r| r.credentials_parameter().to_string())),
+                )
+                .collect(),
+            privileged: containers.iter().filter(|c| c.privileged() == Some(true)).map(name).collect(),
+            docker_socket: td.volumes().iter().any(|v| {
+                v.host().and_then(|h| h.source_path()).is_some_and(|p| p.trim_end_matches('/').ends_with("docker.sock"))
+            }),
+        }
+    }
 }
 
 /// The family for this pair of profiles: ours, and different whenever anything that goes into
@@ -77,6 +122,7 @@ pub async fn find_or_register(
                 return Ok(TaskDefinitionRef {
                     arn: td.task_definition_arn().unwrap_or(family).to_string(),
                     agent_container: AGENT_CONTAINER.to_string(),
+                    given: None,
                 });
             }
         }
@@ -93,7 +139,8 @@ fn is_absent(e: &AwsError) -> bool {
     matches!(e.code.as_deref(), Some("ClientException" | "InvalidParameterException"))
 }
 
-/// Looks up a task definition the elastic profile names, and its agent container.
+/// Looks up a task definition the elastic profile names, its agent container, and what it runs
+/// (every image, its roles, secrets, privileged containers) for the allow-lists.
 ///
 /// # Errors
 /// The failed DescribeTaskDefinition call, or a task definition without that container.
@@ -124,7 +171,11 @@ pub async fn describe_given(
             AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} has no containers"))
         })?,
     };
-    Ok(TaskDefinitionRef { arn: td.task_definition_arn().unwrap_or(arn).to_string(), agent_container })
+    Ok(TaskDefinitionRef {
+        arn: td.task_definition_arn().unwrap_or(arn).to_string(),
+        agent_container,
+        given: Some(std::sync::Arc::new(Contents::of(td))),
+    })
 }
 
 async fn register(
@@ -175,7 +226,7 @@ async fn register(
         .and_then(|td| td.task_definition_arn())
         .ok_or_else(|| AwsError::in_answer("RegisterTaskDefinition", "AWS returned no task definition ARN"))?;
     tracing::info!(family, arn, "registered task definition");
-    Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string() })
+    Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string(), given: None })
 }
 
 fn container(

@@ -90,6 +90,13 @@ pub struct ClusterProfile {
     pub allowed_images: Vec<glob::Pattern>,
     /// `AllowedTaskRoleArns`; empty means any task role.
     pub allowed_task_role_arns: Vec<glob::Pattern>,
+    /// `AllowedExecutionRoleArns`; empty means any execution role.
+    pub allowed_execution_role_arns: Vec<glob::Pattern>,
+    /// `AllowedSecretArns`; empty means any secret.
+    pub allowed_secret_arns: Vec<glob::Pattern>,
+    /// `AllowPrivileged`, default false: needed before any elastic profile may be privileged or
+    /// mount the Docker socket.
+    pub allow_privileged: bool,
     /// The `Ec2*` settings: `Some` exactly when the launch type is EC2.
     pub ec2: Option<Ec2Capacity>,
 }
@@ -130,6 +137,9 @@ impl ClusterProfile {
             log_group: f.string("LogGroup", check_log_group),
             allowed_images: f.globs("AllowedImages"),
             allowed_task_role_arns: f.globs("AllowedTaskRoleArns"),
+            allowed_execution_role_arns: f.globs("AllowedExecutionRoleArns"),
+            allowed_secret_arns: f.globs("AllowedSecretArns"),
+            allow_privileged: f.boolean("AllowPrivileged", false),
             ec2: ec2_capacity::read(&mut f, launch_type),
         };
         f.finish(profile)

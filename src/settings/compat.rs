@@ -150,6 +150,34 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             ),
         );
     }
+    if let Some(role) =
+        elastic.execution_role_arn.as_deref().filter(|r| !allowed(&cluster.allowed_execution_role_arns, r))
+    {
+        error(
+            "ExecutionRoleArn",
+            format!(
+                "ExecutionRoleArn {} is not allowed by this cluster profile; AllowedExecutionRoleArns are: {}.",
+                quote(role),
+                patterns(&cluster.allowed_execution_role_arns)
+            ),
+        );
+    }
+    for (name, arn) in elastic.secrets.iter().filter(|(_, arn)| !allowed(&cluster.allowed_secret_arns, arn)) {
+        error(
+            "Secrets",
+            format!(
+                "Secret {name} reads {}, which this cluster profile does not allow; AllowedSecretArns are: {}.",
+                quote(arn),
+                patterns(&cluster.allowed_secret_arns)
+            ),
+        );
+    }
+    if !cluster.allow_privileged && !cluster.launch_type.is_fargate() {
+        let asked = [("Privileged", elastic.privileged), ("MountDockerSocket", elastic.mount_docker_socket)];
+        for (key, _) in asked.into_iter().filter(|(_, set)| *set) {
+            error(key, format!("{key} needs AllowPrivileged in the cluster profile: such a task controls the EC2 instance and every other task on it."));
+        }
+    }
     let total_tags =
         cluster.tags.iter().filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k)).count() + elastic.tags.len();
     if total_tags > MAX_USER_TAGS {
@@ -184,12 +212,12 @@ fn is_private_ecr(image: &str) -> bool {
 }
 
 /// An empty allow-list allows everything.
-fn allowed(patterns: &[glob::Pattern], value: &str) -> bool {
+pub fn allowed(patterns: &[glob::Pattern], value: &str) -> bool {
     patterns.is_empty() || patterns.iter().any(|p| p.matches(value))
 }
 
 /// The first few patterns, for a message.
-fn patterns(patterns: &[glob::Pattern]) -> String {
+pub fn patterns(patterns: &[glob::Pattern]) -> String {
     let shown: Vec<String> = patterns.iter().take(5).map(|p| quote(p.as_str())).collect();
     let more = if patterns.len() > 5 { format!(" and {} more", patterns.len() - 5) } else { String::new() };
     format!("{}{more}", shown.join(", "))

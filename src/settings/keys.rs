@@ -159,7 +159,7 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
         "Comma-separated security groups for the agent tasks, at most 5. Default: the default VPC's default group. Example: sg-0123abcd."),
     spec("AssignPublicIp", NETWORK, "Assign public IP", Input::Checkbox,
-        "Give each task (with EC2: each container instance) a public IP, needed in public subnets without a NAT gateway. Default: off (with EC2: the subnet's own setting)."),
+        "Give each task (with EC2: each container instance) a public IP, needed in public subnets without a NAT gateway. Default: off, whatever the subnet's own setting."),
     spec("MaxAgents", LIMITS, "Maximum agents", Input::Text,
         "Running plus pending agents of this cluster profile, 1 to 1000; never exceeded. Default: 10."),
     spec("AgentRegisterTimeoutMinutes", LIMITS, "Agent register timeout (minutes)", Input::Text,
@@ -171,9 +171,15 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("LogGroup", CLUSTER, "CloudWatch log group", Input::Text,
         "Agent logs go to this CloudWatch log group (awslogs driver), one stream per agent. Default: no log configuration. Example: /gocd/agents."),
     spec("AllowedImages", LIMITS, "Allowed images", Input::Lines,
-        "Glob patterns, one per line: an elastic profile whose image matches none is refused. Default: any image. Example: 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/*."),
+        "Glob patterns, one per line: an elastic profile (or any container of the task definition it names) whose image matches none is refused. Default: any image. Example: 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/*."),
     spec("AllowedTaskRoleArns", LIMITS, "Allowed task role ARNs", Input::Lines,
-        "Glob patterns, one per line: an elastic profile whose task role matches none is refused. Default: any role. Example: arn:aws:iam::123456789012:role/gocd-task-*."),
+        "Glob patterns, one per line: an elastic profile (or the task definition it names) whose task role matches none is refused. Default: any role. Example: arn:aws:iam::123456789012:role/gocd-task-*."),
+    spec("AllowedExecutionRoleArns", LIMITS, "Allowed execution role ARNs", Input::Lines,
+        "Glob patterns, one per line: an elastic profile (or the task definition it names) whose execution role matches none is refused. Default: any role. Example: arn:aws:iam::123456789012:role/gocd-execution-*."),
+    spec("AllowedSecretArns", LIMITS, "Allowed secret ARNs", Input::Lines,
+        "Glob patterns, one per line: an elastic profile (or the task definition it names) reading a secret whose ARN matches none is refused. Default: any secret. Example: arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/*."),
+    spec("AllowPrivileged", LIMITS, "Allow privileged agents", Input::Checkbox,
+        "Lets elastic profiles (and the task definitions they name) run privileged or mount the Docker socket, which controls the whole EC2 instance and the other teams' tasks on it. Default: off: such profiles are refused."),
     spec("Ec2InstanceType", EC2, "Instance type", Input::Text,
         "Required when the launch type is EC2. Example: c5.xlarge."),
     spec("Ec2InstanceProfile", EC2, "Instance profile", Input::Text,
@@ -276,7 +282,7 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 30);
+        assert_eq!(CLUSTER_KEYS.len(), 33);
         assert_eq!(ELASTIC_KEYS.len(), 20);
     }
 

@@ -26,7 +26,7 @@ mod tests;
 use sha2::{Digest, Sha256};
 
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
-pub use compat::check_compatible;
+pub use compat::{allowed, check_compatible, patterns};
 pub use ec2_capacity::Ec2Capacity;
 pub use elastic_profile::{validate_elastic_profile, ElasticProfile};
 pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};

@@ -78,6 +78,9 @@ fn every_rule_has_a_good_and_a_bad_value() {
     check_rule(v, BASE, "LogGroup", "/aws/ecs/gocd#1", &["a b", &"g".repeat(513)]);
     check_rule(v, BASE, "AllowedImages", "gocd/*\n**/agent:[0-9]*", &["[", "gocd/*\n[a"]);
     check_rule(v, BASE, "AllowedTaskRoleArns", "arn:aws:iam::*:role/gocd-*", &["[x"]);
+    check_rule(v, BASE, "AllowedExecutionRoleArns", "arn:aws:iam::*:role/gocd-exec-*", &["[x"]);
+    check_rule(v, BASE, "AllowedSecretArns", "arn:aws:secretsmanager:*:*:secret:ci/*", &["ci/[", "a\n[b"]);
+    check_rule(v, BASE, "AllowPrivileged", "true", &["yes"]);
     check_rule(v, EC2, "Ec2InstanceType", "t3a.medium", &["t3a", "C5.large"]);
     check_rule(
         v,

@@ -24,6 +24,17 @@ fn ec2() -> ClusterProfile {
     ])
 }
 
+fn ec2_allowing_privileged() -> ClusterProfile {
+    cluster(&[
+        ("ClusterName", "ci"),
+        ("LaunchType", "EC2"),
+        ("Ec2InstanceType", "c5.xlarge"),
+        ("Ec2InstanceProfile", "ecsInstanceRole"),
+        ("Ec2AmiId", "ami-0a1b2c3d"),
+        ("AllowPrivileged", "true"),
+    ])
+}
+
 fn sized(cpu: u32, memory: u32) -> ElasticProfile {
     elastic(&[("Image", "alpine"), ("Cpu", &cpu.to_string()), ("Memory", &memory.to_string())])
 }
@@ -87,7 +98,7 @@ fn ec2_only_settings_are_refused_on_fargate() {
     let keys: Vec<&str> = errors.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(keys, ["MemoryReservation", "Privileged", "MountDockerSocket"]);
     assert_eq!(errors[1].message, "Privileged only applies on EC2; this cluster profile's launch type is FARGATE.");
-    assert_eq!(check_compatible(&ec2(), &e), []);
+    assert_eq!(check_compatible(&ec2_allowing_privileged(), &e), []);
     let off = elastic(&[("Image", "alpine"), ("Privileged", "false")]);
     assert_eq!(check_compatible(&fargate(), &off), []);
 }
@@ -142,6 +153,55 @@ fn task_roles_must_be_allowed_when_set() {
     assert_eq!(errors[0].key, "TaskRoleArn");
     assert!(errors[0].message.starts_with("TaskRoleArn 'arn:aws:iam::123456789012:role/admin' is not allowed"));
     assert_eq!(check_compatible(&guarded, &elastic(&[("Image", "alpine")])), [], "no task role, nothing to check");
+}
+
+#[test]
+fn privileged_and_the_docker_socket_need_the_cluster_profiles_consent() {
+    let privileged = elastic(&[("Image", "alpine"), ("Privileged", "true")]);
+    let socket = elastic(&[("Image", "alpine"), ("MountDockerSocket", "true")]);
+    let errors = check_compatible(&ec2(), &privileged);
+    assert_eq!(messages_for(&errors, "Privileged"), [
+        "Privileged needs AllowPrivileged in the cluster profile: such a task controls the EC2 instance and every other task on it."
+    ]);
+    assert_eq!(errors.len(), 1);
+    let errors = check_compatible(&ec2(), &socket);
+    assert_eq!(errors.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["MountDockerSocket"]);
+    assert_eq!(check_compatible(&ec2_allowing_privileged(), &privileged), []);
+    assert_eq!(check_compatible(&ec2_allowing_privileged(), &socket), []);
+    assert_eq!(check_compatible(&ec2(), &elastic(&[("Image", "alpine")])), [], "nothing asked, nothing refused");
+}
+
+#[test]
+fn execution_roles_and_secrets_must_be_allowed_when_set() {
+    let guarded = cluster(&[
+        ("ClusterName", "ci"),
+        ("AllowedExecutionRoleArns", "arn:aws:iam::123456789012:role/gocd-exec-*"),
+        (
+            "AllowedSecretArns",
+            "arn:aws:secretsmanager:*:123456789012:secret:ci/*\narn:aws:ssm:*:123456789012:parameter/ci/*",
+        ),
+    ]);
+    let with =
+        |role: &str, secrets: &str| elastic(&[("Image", "alpine"), ("ExecutionRoleArn", role), ("Secrets", secrets)]);
+    let good_role = "arn:aws:iam::123456789012:role/gocd-exec-ci";
+    let good = "A=arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/npm\nB=arn:aws:ssm:us-east-1:123456789012:parameter/ci/x";
+    assert_eq!(check_compatible(&guarded, &with(good_role, good)), []);
+    let errors = check_compatible(&guarded, &with("arn:aws:iam::123456789012:role/admin", good));
+    assert_eq!(messages_for(&errors, "ExecutionRoleArn"), [
+        "ExecutionRoleArn 'arn:aws:iam::123456789012:role/admin' is not allowed by this cluster profile; AllowedExecutionRoleArns are: 'arn:aws:iam::123456789012:role/gocd-exec-*'."
+    ]);
+    let errors = check_compatible(
+        &guarded,
+        &with(good_role, "PROD=arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db"),
+    );
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].key, "Secrets");
+    assert!(errors[0].message.starts_with("Secret PROD reads 'arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db', which this cluster profile does not allow"), "{}", errors[0].message);
+    assert_eq!(
+        check_compatible(&fargate(), &with("arn:aws:iam::210987654321:role/any", good)),
+        [],
+        "no lists, anything"
+    );
 }
 
 #[test]

@@ -1,0 +1,222 @@
+//! The cluster profile's guardrails on what actually runs. An elastic profile's own `Image`,
+//! `TaskRoleArn`, `ExecutionRoleArn`, `Secrets`, `Privileged` and `MountDockerSocket` are checked
+//! by `settings::check_compatible`; with `TaskDefinitionArn` the plugin runs a task definition
+//! someone else registered, so what that definition runs is checked here, once it is described
+//! (once per definition, cached with it): every container's image against `AllowedImages`, its
+//! task and execution roles against `AllowedTaskRoleArns` and `AllowedExecutionRoleArns`, every
+//! secret it reads against `AllowedSecretArns`, privileged containers and a mounted Docker socket
+//! against `AllowPrivileged`.
+
+use super::task_definition::TaskDefinitionRef;
+use crate::settings::{allowed, patterns, ClusterProfile};
+
+/// `Err(sentence)` naming everything in the task definition that the cluster profile does not
+/// allow; `Ok` for our own task definitions (built from an elastic profile already checked).
+///
+/// # Errors
+/// One sentence for the job's console and server health, listing every refusal.
+pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), String> {
+    let Some(given) = &td.given else {
+        return Ok(());
+    };
+    let mut problems = Vec::new();
+    for (container, image) in given.images.iter().filter(|(_, image)| !allowed(&profile.allowed_images, image)) {
+        problems.push(format!(
+            "container {container:?} runs image {image:?}, which matches none of AllowedImages ({})",
+            patterns(&profile.allowed_images)
+        ));
+    }
+    let roles = [
+        ("task role", &given.task_role_arn, &profile.allowed_task_role_arns, "AllowedTaskRoleArns"),
+        ("execution role", &given.execution_role_arn, &profile.allowed_execution_role_arns, "AllowedExecutionRoleArns"),
+    ];
+    for (what, role, list, key) in roles {
+        if let Some(role) = role.as_deref().filter(|r| !allowed(list, r)) {
+            problems.push(format!("its {what} {role:?} matches none of {key} ({})", patterns(list)));
+        }
+    }
+    for secret in given.secrets.iter().filter(|s| !allowed(&profile.allowed_secret_arns, s)) {
+        problems.push(format!(
+            "it reads the secret {secret:?}, which matches none of AllowedSecretArns ({})",
+            patterns(&profile.allowed_secret_arns)
+        ));
+    }
+    if !profile.allow_privileged {
+        for container in &given.privileged {
+            problems.push(format!("container {container:?} runs privileged, and AllowPrivileged is off"));
+        }
+        if given.docker_socket {
+            problems.push("it mounts the host's Docker socket, and AllowPrivileged is off".to_string());
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(format!("task definition {} is not allowed by this cluster profile: {}", td.arn, problems.join("; ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::check;
+    use crate::cluster::fake_aws::FakeAws;
+    use crate::cluster::task_definition::{describe_given, Contents, TaskDefinitionRef};
+    use crate::settings::{ClusterProfile, Properties};
+
+    fn profile(pairs: &[(&str, &str)]) -> ClusterProfile {
+        let mut p: Properties = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
+        p.insert("ClusterName".into(), Some("ci".into()));
+        ClusterProfile::parse(&p).expect("a valid cluster profile")
+    }
+
+    fn guarded() -> ClusterProfile {
+        profile(&[
+            ("AllowedImages", "gocd/*"),
+            ("AllowedTaskRoleArns", "arn:aws:iam::123456789012:role/gocd-task-*"),
+            ("AllowedExecutionRoleArns", "arn:aws:iam::123456789012:role/gocd-exec-*"),
+            ("AllowedSecretArns", "arn:aws:secretsmanager:*:123456789012:secret:ci/*"),
+        ])
+    }
+
+    fn definition(image: &str, task_role: &str, execution_role: &str, secret: &str) -> serde_json::Value {
+        json!({
+            "containerDefinitions": [
+                {"name": "agent", "image": "gocd/agent:v1", "secrets": [{"name": "TOKEN", "valueFrom": secret}]},
+                {"name": "sidecar", "image": image},
+            ],
+            "taskRoleArn": task_role,
+            "executionRoleArn": execution_role,
+        })
+    }
+
+    const TASK_ROLE: &str = "arn:aws:iam::123456789012:role/gocd-task-build";
+    const EXEC_ROLE: &str = "arn:aws:iam::123456789012:role/gocd-exec-ci";
+    const SECRET: &str = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/npm";
+
+    async fn described(name: &str, definition: serde_json::Value) -> TaskDefinitionRef {
+        let aws = FakeAws::default();
+        aws.seed_task_definition(name, definition);
+        describe_given(&aws.clients(), name, Some("agent")).await.expect("described")
+    }
+
+    #[tokio::test]
+    async fn a_given_task_definition_is_checked_container_by_container_and_role_by_role() {
+        let ok = described("team-td:3", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET)).await;
+        let contents = ok.given.as_deref().expect("what it runs");
+        assert_eq!(contents.images.len(), 2);
+        assert_eq!(contents.execution_role_arn.as_deref(), Some(EXEC_ROLE));
+        assert_eq!(check(&guarded(), &ok), Ok(()));
+
+        let image = described("team-td:4", definition("evil/miner", TASK_ROLE, EXEC_ROLE, SECRET)).await;
+        let why = check(&guarded(), &image).unwrap_err();
+        assert!(
+            why.contains(
+                "container \"sidecar\" runs image \"evil/miner\", which matches none of AllowedImages ('gocd/*')"
+            ),
+            "{why}"
+        );
+
+        let task_role = "arn:aws:iam::123456789012:role/admin";
+        let role = described("team-td:5", definition("gocd/helper:2", task_role, EXEC_ROLE, SECRET)).await;
+        let why = check(&guarded(), &role).unwrap_err();
+        assert!(
+            why.contains("its task role \"arn:aws:iam::123456789012:role/admin\" matches none of AllowedTaskRoleArns"),
+            "{why}"
+        );
+
+        let exec = described("team-td:6", definition("gocd/helper:2", TASK_ROLE, task_role, SECRET)).await;
+        let why = check(&guarded(), &exec).unwrap_err();
+        assert!(
+            why.contains(
+                "its execution role \"arn:aws:iam::123456789012:role/admin\" matches none of AllowedExecutionRoleArns"
+            ),
+            "{why}"
+        );
+
+        let prod = "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db";
+        let secret = described("team-td:7", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, prod)).await;
+        let why = check(&guarded(), &secret).unwrap_err();
+        assert!(why.starts_with("task definition "), "{why}");
+        assert!(
+            why.contains("reads the secret \"arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db\""),
+            "{why}"
+        );
+
+        assert_eq!(check(&profile(&[]), &secret), Ok(()), "no lists: anything goes");
+    }
+
+    #[tokio::test]
+    async fn privileged_containers_and_the_docker_socket_need_allow_privileged() {
+        let privileged = json!({
+            "containerDefinitions": [{"name": "agent", "image": "gocd/agent:v1", "privileged": true}],
+            "volumes": [{"name": "docker", "host": {"sourcePath": "/var/run/docker.sock"}}],
+        });
+        let td = described("dind", privileged).await;
+        let why = check(&profile(&[]), &td).unwrap_err();
+        assert!(why.contains("container \"agent\" runs privileged, and AllowPrivileged is off"), "{why}");
+        assert!(why.contains("mounts the host's Docker socket"), "{why}");
+        assert_eq!(check(&profile(&[("AllowPrivileged", "true")]), &td), Ok(()));
+    }
+
+    /// create-agent with a TaskDefinitionArn whose sidecar runs a disallowed image: refused
+    /// before any RunTask, the reason in the job's console; an allowed one launches.
+    #[tokio::test]
+    async fn create_agent_refuses_a_given_task_definition_the_cluster_profile_does_not_allow() {
+        use crate::cluster::fake_aws::{FakeGocd, ACCOUNT};
+        use crate::cluster::fixtures::job;
+        use crate::cluster::identity::cluster_key;
+        use crate::cluster::{AgentRequest, Cluster, EngineError, EngineOptions};
+        use crate::secret::Secret;
+
+        let aws = FakeAws::default();
+        aws.seed_task_definition("team-bad:1", definition("evil/miner", TASK_ROLE, EXEC_ROLE, SECRET));
+        aws.seed_task_definition("team-good:1", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET));
+        let gocd = Arc::new(FakeGocd::default());
+        let mut props: Properties = [
+            ("SubnetIds", "subnet-0a1b2c3d"),
+            ("SecurityGroupIds", "sg-0a1b2c3d"),
+            ("AllowedImages", "gocd/*"),
+            ("AllowedExecutionRoleArns", "arn:aws:iam::123456789012:role/gocd-exec-*"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+        .collect();
+        props.insert("ClusterName".into(), Some("ci".into()));
+        props.insert("Region".into(), Some("us-east-1".into()));
+        let profile = ClusterProfile::parse(&props).expect("valid");
+        let key = cluster_key(ACCOUNT, "us-east-1", "ci", None);
+        let options = EngineOptions::default();
+        let cluster =
+            Arc::new(Cluster::new(key, "server-1".into(), aws.clients(), profile.clone(), gocd.clone(), &options));
+        let request = |job_id: i64, td: &str| AgentRequest {
+            profile: Arc::new(profile.clone()),
+            settings: "team-a".into(),
+            job: job(job_id),
+            environment: None,
+            auto_register_key: Secret::new(format!("key-{job_id}")),
+            elastic_profile: [("Image", "gocd/agent:v1"), ("TaskDefinitionArn", td), ("AgentContainerName", "agent")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect(),
+            site_url: Some("https://gocd.example:8154/go".into()),
+        };
+        let refused = cluster.create_agent(request(1, "team-bad:1")).await;
+        let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };
+        assert!(why.contains("runs image \"evil/miner\""), "{why}");
+        assert_eq!(aws.count("RunTask"), 0, "nothing ran");
+        assert!(gocd.console_of(1).iter().any(|l| l.contains("evil/miner")), "{:?}", gocd.console_of(1));
+        cluster.create_agent(request(2, "team-good:1")).await.expect("an allowed task definition launches");
+        assert_eq!(aws.count("RunTask"), 1);
+    }
+
+    #[test]
+    fn our_own_task_definitions_are_not_checked_again() {
+        let ours = TaskDefinitionRef { arn: "gocd-x:1".into(), agent_container: "gocd-agent".into(), given: None };
+        assert_eq!(check(&guarded(), &ours), Ok(()));
+        let given = TaskDefinitionRef { given: Some(Arc::new(Contents::default())), ..ours };
+        assert_eq!(check(&guarded(), &given), Ok(()), "nothing in it, nothing refused");
+    }
+}
