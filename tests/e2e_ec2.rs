@@ -80,6 +80,7 @@ impl Scenario {
 
     /// Waits for every instance to be terminated, then checks nothing is left.
     async fn finish(self, host: GoCdHost, sim: AgentSimulator, ec2: InstanceSimulator, extra: &str) {
+        self.assert_no_aws_rule_broken();
         ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -486,4 +487,41 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     }
     let terminations = terminated.lock().unwrap().len();
     w.finish(host, sim, ec2, &format!("terminate_calls={terminations}")).await;
+}
+
+/// A deleted EC2 cluster profile leaves nothing behind: its instances (kept up by
+/// `Ec2MinInstances`) are terminated with the credentials it had, and no task of it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_ec2_profile_leaves_no_task_and_no_instance() {
+    let mut w = Scenario::new("deleted_ec2_profile").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let cfg = w
+        .host_config()
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MinInstances", "1")]))
+        .elastic_profile("quarter", "ec2", quarter_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(4)), 3).await;
+    host.wait_until("all 3 jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+    assert!(!ec2.instances().is_empty(), "the minimum instance runs");
+
+    let reply = host.delete_cluster_profile("ec2").await.expect("cluster-profile-changed answered");
+    assert_eq!(reply.code, 200);
+    ec2.wait_until("the deleted profile's instances terminated", Duration::from_secs(180), |s| s.alive().is_empty())
+        .await;
+    for f in &w.fleets {
+        assert!(moto::live_tasks(&f.config, &f.cluster).await.is_empty(), "{}: a task still runs", f.label);
+    }
+    w.assert_no_aws_rule_broken();
+    let launched = ec2.instances().len();
+    eprintln!(
+        "FIGURES: test=deleted_ec2_profile secs={} instances_launched={launched} instances_left=0 tasks_left=0",
+        w.started.elapsed().as_secs()
+    );
+    drop(sim);
+    drop(ec2);
+    host.shutdown().await;
 }

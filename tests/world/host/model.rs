@@ -269,6 +269,8 @@ pub struct PingRecord {
 /// Everything the host knows; read it with [`GoCdHost::with_state`] or [`GoCdHost::wait_until`].
 #[derive(Debug, Default)]
 pub struct HostState {
+    /// Cluster profiles an administrator deleted ([`super::GoCdHost::delete_cluster_profile`]).
+    pub deleted_cluster_profiles: std::collections::BTreeSet<String>,
     pub jobs: Vec<Job>,
     pub agents: Vec<Agent>,
     /// Agent ids deleted by the plugin, in order.

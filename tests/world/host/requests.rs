@@ -141,7 +141,18 @@ impl GoCdHost {
     }
 
     pub(super) fn all_cluster_properties(&self) -> Vec<Props> {
-        self.inner.config.cluster_profiles.iter().map(|c| c.properties.clone()).collect()
+        let deleted = self.with_state(|s| s.deleted_cluster_profiles.clone());
+        let live = self.inner.config.cluster_profiles.iter().filter(|c| !deleted.contains(&c.id));
+        live.map(|c| c.properties.clone()).collect()
+    }
+
+    /// An administrator deletes cluster profile `id`, as GoCD reports it: cluster-profile-changed
+    /// with status `deleted`, and no server-ping sends it from now on.
+    pub async fn delete_cluster_profile(&self, id: &str) -> Result<Reply, HostError> {
+        let properties = self.cluster_profile(id).properties.clone();
+        self.state().deleted_cluster_profiles.insert(id.to_string());
+        let body = json!({"status": "deleted", "cluster_profiles_properties": properties});
+        self.request("cluster-profile-changed", body).await
     }
 
     /// One server-ping with every cluster profile, awaited.
