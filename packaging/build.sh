@@ -4,7 +4,10 @@
 #   plugin.json               the host manifest: id, version, extension and versions, command
 #   INSTALL.md README.md      how to install it beside a GoCD-compatible server
 #   profiles/                 example cluster and elastic profiles
-#   iam/                      the IAM policies of those examples, printed by `iam-policy` at build time
+#   iam/                      the IAM policies of those examples, printed by `iam-policy` at build time:
+#                             <cluster>.json (the plugin's policy) and, with RoleArn,
+#                             <cluster>.trust-policy.json and <cluster>.caller-policy.json, each a
+#                             document IAM takes as it is
 #   docs/                     wire protocol and operators' guide
 #   ecs-elastic-agent-gocd-<version>.jar   the GoCD plugin jar carrying the binary (also put in dist/)
 #
@@ -67,6 +70,14 @@ iam_policies() {
       || { echo "profiles/$cluster.json with profiles/$elastic.json does not validate" >&2; exit 1; }
     "$binary" iam-policy --cluster-profile "profiles/$cluster.json" --elastic-profile "profiles/$elastic.json" \
       >"$out/$cluster.json" 2>/dev/null
+    # The role's documents exist only with RoleArn (iam-policy exits 1 otherwise).
+    local document
+    for document in trust-policy caller-policy; do
+      if ! "$binary" iam-policy --document "$document" --cluster-profile "profiles/$cluster.json" \
+        --elastic-profile "profiles/$elastic.json" >"$out/$cluster.$document.json" 2>/dev/null; then
+        rm -f "$out/$cluster.$document.json"
+      fi
+    done
   done
 }
 
@@ -93,6 +104,10 @@ iam_policies "$root/iam"
 for f in "$root"/iam/*.json; do
   cmp -s "$f" "packaging/iam/$(basename "$f")" \
     || { echo "packaging/iam/$(basename "$f") is stale: run packaging/build.sh iam" >&2; exit 1; }
+done
+for f in packaging/iam/*.json; do
+  [ -f "$root/iam/$(basename "$f")" ] \
+    || { echo "packaging/iam/$(basename "$f") is no longer printed: run packaging/build.sh iam" >&2; exit 1; }
 done
 dist="${DIST_DIR:-dist}"
 mkdir -p "$dist"

@@ -1,6 +1,8 @@
 //! `iam-policy`: for every example configuration the printed policies pass a JSON and IAM grammar
 //! check (Version, Statement array, Effect, actions `service:Action`, resources `*` or ARNs,
 //! conditions operator → {key → value}); scoping, the EC2 part and the trust policy are checked.
+//! Each invocation prints one document as IAM takes it (`--document`), and the policy allows
+//! every AWS call the plugin's source makes, with the tag and cluster conditions IAM enforces.
 
 #![allow(clippy::tests_outside_test_module)]
 
@@ -16,18 +18,34 @@ fn profile(name: &str) -> PathBuf {
 }
 
 fn iam_policy(cluster: &Path, elastic: &[PathBuf]) -> Output {
+    iam_document(cluster, elastic, "policy")
+}
+
+fn iam_document(cluster: &Path, elastic: &[PathBuf], document: &str) -> Output {
     let mut cmd = Command::new(BIN);
-    cmd.arg("iam-policy").arg("--cluster-profile").arg(cluster);
+    cmd.arg("iam-policy").arg("--document").arg(document).arg("--cluster-profile").arg(cluster);
     for e in elastic {
         cmd.arg("--elastic-profile").arg(e);
     }
     cmd.env("RUST_LOG", "off").output().expect("run iam-policy")
 }
 
+/// `{"policy": .., "trust_policy": .., "caller_policy": ..}`, the documents that apply, each
+/// printed by its own invocation.
 fn policies(cluster: &str, elastic: &[&str]) -> Value {
-    let o = iam_policy(&profile(cluster), &elastic.iter().map(|e| profile(e)).collect::<Vec<_>>());
-    assert!(o.status.success(), "{cluster}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("iam-policy prints JSON")
+    let elastic: Vec<PathBuf> = elastic.iter().map(|e| profile(e)).collect();
+    let mut out = serde_json::Map::new();
+    for (document, key) in [("policy", "policy"), ("trust-policy", "trust_policy"), ("caller-policy", "caller_policy")]
+    {
+        let o = iam_document(&profile(cluster), &elastic, document);
+        if document != "policy" && o.status.code() == Some(1) && o.stdout.is_empty() {
+            assert!(String::from_utf8_lossy(&o.stderr).contains("no RoleArn"), "{cluster} {document}");
+            continue;
+        }
+        assert!(o.status.success(), "{cluster} {document}: {}", String::from_utf8_lossy(&o.stderr));
+        out.insert(key.into(), serde_json::from_slice(&o.stdout).expect("iam-policy prints JSON"));
+    }
+    Value::Object(out)
 }
 
 /// `^[a-z0-9-]+:[A-Za-z*]+$`.
@@ -207,10 +225,14 @@ fn resources_are_scoped_to_the_cluster() {
     let p = &out["policy"];
     // RoleArn's account is where the calls land.
     assert_eq!(
-        statement(p, "DescribeAndStopTasksOfTheCluster")["Resource"],
+        statement(p, "DescribeTasksOfTheCluster")["Resource"],
         "arn:aws:ecs:eu-west-1:210987654321:task/ci-spot/*"
     );
-    let run = statement(p, "RunAgentTasksInTheCluster");
+    assert_eq!(
+        statement(p, "StopOnlyOurTasksOfTheCluster")["Resource"],
+        "arn:aws:ecs:eu-west-1:210987654321:task/ci-spot/*"
+    );
+    let run = statement(p, "RunAgentTasksInTheClusterTaggedForThisProfile");
     assert!(run["Resource"].as_str().unwrap().starts_with("arn:aws:ecs:eu-west-1:210987654321:task-definition/gocd-"));
     assert_eq!(run["Condition"]["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:eu-west-1:210987654321:cluster/ci-spot");
     let tag = statement(p, "TagTasksAndTaskDefinitionsAtCreation");
@@ -246,11 +268,141 @@ fn ec2_passes_only_the_named_roles() {
     let instance = statement(p, "PassTheInstanceRoleToEc2");
     assert_eq!(instance["Resource"], "arn:aws:iam::*:role/ecsInstanceRole");
     let terminate = statement(p, "TerminateOnlyOurContainerInstances");
-    assert!(terminate["Condition"]["StringEquals"]["aws:ResourceTag/gocd:cluster-profile"].is_string());
+    // The example names no account: the profile's key (a hash of account, region and cluster)
+    // is unknown, so the tag must be present rather than equal.
+    assert_eq!(terminate["Condition"]["Null"]["aws:ResourceTag/gocd:cluster-profile"], "false");
     let launch = statement(p, "LaunchContainerInstancesFromTheProfile");
     let resources = strings(&launch["Resource"]).unwrap();
     assert!(resources.contains(&"arn:aws:ec2:us-west-2::image/ami-0abcdef1234567890"), "{resources:?}");
     assert!(resources.contains(&"arn:aws:ec2:us-west-2:*:subnet/subnet-0a1b2c3d"), "{resources:?}");
+}
+
+/// Every operation the plugin's source calls (`calls.call("…")`, `call_unless`, `attempt`),
+/// as `service:Operation`.
+fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
+    const EC2: &[&str] = &[
+        "DescribeVpcs",
+        "DescribeSubnets",
+        "DescribeSecurityGroups",
+        "DescribeInstances",
+        "DescribeImages",
+        "DescribeKeyPairs",
+        "RunInstances",
+        "TerminateInstances",
+    ];
+    let mut found = std::collections::BTreeSet::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") || path.ends_with("fake_aws.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for opener in [".call(", ".call_unless(", ".attempt("] {
+                for (at, _) in text.match_indices(opener) {
+                    let rest = text[at + opener.len()..].trim_start();
+                    let Some(name) = rest.strip_prefix('"').and_then(|r| r.split('"').next()) else { continue };
+                    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) {
+                        continue;
+                    }
+                    let service = match name {
+                        "GetCallerIdentity" | "AssumeRole" => "sts",
+                        "GetInstanceProfile" => "iam",
+                        n if EC2.contains(&n) => "ec2",
+                        _ => "ecs",
+                    };
+                    found.insert(format!("{service}:{name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The policy allows every call the plugin makes (the end-to-end suites make these same calls
+/// through the proxy), and IAM itself keeps the calls that change things to this cluster and
+/// this cluster profile's tagged resources.
+#[test]
+fn the_policy_covers_every_call_the_plugin_makes_under_tag_and_cluster_conditions() {
+    let called = operations_the_plugin_calls();
+    assert!(called.len() >= 20, "the scan found the plugin's calls: {called:?}");
+    let ec2 = policies("cluster-ec2.json", &["elastic-ec2-docker.json"]);
+    let role = policies("cluster-fargate-spot-assume-role.json", &["elastic-small.json"]);
+    let mut allowed: std::collections::BTreeSet<String> = actions(&ec2["policy"]).into_iter().collect();
+    allowed.extend(actions(&role["caller_policy"]));
+    // GetCallerIdentity needs no permission (AWS answers it for any identity).
+    let missing: Vec<&String> =
+        called.iter().filter(|c| !allowed.contains(*c) && c.as_str() != "sts:GetCallerIdentity").collect();
+    assert!(missing.is_empty(), "calls the policy does not allow: {missing:?}");
+    let needless: Vec<&String> = allowed
+        .iter()
+        .filter(|a| {
+            !called.contains(*a)
+                && !["ecs:TagResource", "ec2:CreateTags", "iam:PassRole", "sts:AssumeRole"].contains(&a.as_str())
+        })
+        .collect();
+    assert!(needless.is_empty(), "actions no call of the plugin needs: {needless:?}");
+
+    let p = &ec2["policy"];
+    let ours = |sid: &str, prefix: &str| {
+        let c = &statement(p, sid)["Condition"];
+        // The EC2 example names no account, so the profile's key is unknown: the tag must be there.
+        assert_eq!(c["Null"][format!("{prefix}/gocd:cluster-profile")], "false", "{sid}: {c}");
+        assert_eq!(c["Null"][format!("{prefix}/gocd:server-id")], "false", "{sid}: {c}");
+        c.clone()
+    };
+    let stop = ours("StopOnlyOurTasksOfTheCluster", "aws:ResourceTag");
+    assert_eq!(stop["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:us-west-2:*:cluster/gocd-ec2");
+    let run = ours("RunAgentTasksInTheClusterTaggedForThisProfile", "aws:RequestTag");
+    assert_eq!(run["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:us-west-2:*:cluster/gocd-ec2");
+    assert_eq!(
+        statement(p, "RunAgentTasksInTheClusterTaggedForThisProfile")["Action"],
+        serde_json::json!(["ecs:RunTask", "ecs:StartTask"])
+    );
+    ours("TerminateOnlyOurContainerInstances", "aws:ResourceTag");
+    ours("LaunchContainerInstancesTaggedForThisProfile", "aws:RequestTag");
+    // Where the account is known (RoleArn), the tag must equal this profile's key.
+    let keyed = &statement(&role["policy"], "StopOnlyOurTasksOfTheCluster")["Condition"];
+    assert!(keyed["StringEquals"]["aws:ResourceTag/gocd:cluster-profile"].is_string(), "{keyed}");
+    let keyed = &statement(&role["policy"], "RunAgentTasksInTheClusterTaggedForThisProfile")["Condition"];
+    assert!(keyed["StringEquals"]["aws:RequestTag/gocd:cluster-profile"].is_string(), "{keyed}");
+    assert_eq!(keyed["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:eu-west-1:210987654321:cluster/ci-spot");
+    assert_eq!(
+        statement(p, "ListTasksOfTheCluster")["Condition"]["ArnEquals"]["ecs:cluster"],
+        "arn:aws:ecs:us-west-2:*:cluster/gocd-ec2"
+    );
+    // Every statement that stops, terminates or starts something carries a condition.
+    for s in p["Statement"].as_array().unwrap() {
+        let acts = strings(&s["Action"]).unwrap();
+        if acts.iter().any(|a| {
+            ["ecs:StopTask", "ecs:RunTask", "ecs:StartTask", "ec2:TerminateInstances", "iam:PassRole"].contains(a)
+        }) {
+            assert!(s.get("Condition").is_some(), "unconditioned: {s}");
+        }
+    }
+}
+
+#[test]
+fn each_invocation_prints_one_document_iam_takes_as_it_is() {
+    let cluster = profile("cluster-fargate-spot-assume-role.json");
+    for document in ["policy", "trust-policy", "caller-policy"] {
+        let o = iam_document(&cluster, &[], document);
+        assert!(o.status.success(), "{document}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        assert_eq!(v["Version"], "2012-10-17", "{document} is a bare policy document: {v}");
+        check_policy(&v, document == "trust-policy").unwrap_or_else(|e| panic!("{document}: {e}"));
+    }
+    let o = iam_policy(&cluster, &[]);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert!(v.get("policy").is_none() && v.get("Statement").is_some(), "the default is the policy itself");
+    let o = iam_document(&profile("cluster-fargate.json"), &[], "trust-policy");
+    assert_eq!(o.status.code(), Some(1), "no RoleArn, no trust policy");
+    assert!(o.stdout.is_empty());
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! so nothing is compiled twice) produces a tarball with the binary, the host manifest, the
 //! example profiles, their IAM policies and the install docs; the packaged binary, started
 //! through the manifest's command, says hello with the manifest's id, version and extension.
-//! The committed `packaging/iam/*.json` are what `iam-policy` prints for the example profiles.
+//! The committed `packaging/iam/*.json` are what `iam-policy` prints for the example profiles:
+//! `<cluster>.json` the policy, with RoleArn also `<cluster>.trust-policy.json` and
+//! `<cluster>.caller-policy.json`, each a bare document IAM takes as it is.
 
 #![allow(clippy::tests_outside_test_module)]
 
@@ -31,13 +33,29 @@ fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// The committed files: (file name, cluster profile, elastic profile, document).
+fn iam_files() -> Vec<(String, &'static str, &'static str, &'static str)> {
+    let mut files = Vec::new();
+    for (cluster, elastic) in PAIRS {
+        files.push((format!("{cluster}.json"), cluster, elastic, "policy"));
+        if cluster.contains("assume-role") {
+            for document in ["trust-policy", "caller-policy"] {
+                files.push((format!("{cluster}.{document}.json"), cluster, elastic, document));
+            }
+        }
+    }
+    files
+}
+
 #[test]
 fn committed_iam_policies_match_the_command() {
-    for (cluster, elastic) in PAIRS {
+    for (file, cluster, elastic, document) in iam_files() {
         let out = Command::new(BIN)
             .current_dir(repo())
             .args([
                 "iam-policy",
+                "--document",
+                document,
                 "--cluster-profile",
                 &format!("profiles/{cluster}.json"),
                 "--elastic-profile",
@@ -45,14 +63,18 @@ fn committed_iam_policies_match_the_command() {
             ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{cluster}: {}", String::from_utf8_lossy(&out.stderr));
-        let committed = std::fs::read_to_string(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap();
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let committed = std::fs::read_to_string(repo().join(format!("packaging/iam/{file}"))).unwrap();
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             committed,
-            "packaging/iam/{cluster}.json is stale: run packaging/build.sh iam"
+            "packaging/iam/{file} is stale: run packaging/build.sh iam"
         );
+        let doc: Value = serde_json::from_str(&committed).unwrap();
+        assert_eq!(doc["Version"], "2012-10-17", "packaging/iam/{file} is a bare policy document");
     }
+    let committed = std::fs::read_dir(repo().join("packaging/iam")).unwrap().count();
+    assert_eq!(committed, iam_files().len(), "packaging/iam holds exactly the printed documents");
 }
 
 #[test]
@@ -90,11 +112,11 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     ] {
         assert!(root.join(file).is_file(), "{file} is missing from the archive");
     }
-    for (cluster, _) in PAIRS {
-        let packaged = std::fs::read(root.join(format!("iam/{cluster}.json"))).unwrap();
-        assert_eq!(packaged, std::fs::read(repo().join(format!("packaging/iam/{cluster}.json"))).unwrap());
+    for (file, ..) in iam_files() {
+        let packaged = std::fs::read(root.join(format!("iam/{file}"))).unwrap();
+        assert_eq!(packaged, std::fs::read(repo().join(format!("packaging/iam/{file}"))).unwrap());
         let policy: Value = serde_json::from_slice(&packaged).unwrap();
-        assert_eq!(policy["policy"]["Version"], "2012-10-17");
+        assert_eq!(policy["Version"], "2012-10-17");
     }
     let install = std::fs::read_to_string(root.join("INSTALL.md")).unwrap();
     for needed in ["plugin.json", "iam-policy", "doctor", "validate", "--metrics-addr", "RUST_LOG"] {

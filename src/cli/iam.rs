@@ -20,7 +20,7 @@ use std::io::{self, Write};
 use serde_json::{json, Map, Value};
 
 use super::files::{load_cluster, load_elastic};
-use super::ProfileFiles;
+use super::{IamPolicyArgs, PolicyDocument};
 use crate::cluster::identity::cluster_key;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
@@ -38,6 +38,16 @@ pub struct Policies {
 }
 
 impl Policies {
+    /// One document as IAM takes it (`put-role-policy --policy-document`, `create-role
+    /// --assume-role-policy-document`); `None` for the trust and caller policies without `RoleArn`.
+    pub fn document(&self, which: PolicyDocument) -> Option<&Value> {
+        match which {
+            PolicyDocument::Policy => Some(&self.policy),
+            PolicyDocument::TrustPolicy => self.trust_policy.as_ref(),
+            PolicyDocument::CallerPolicy => self.caller_policy.as_ref(),
+        }
+    }
+
     /// `{"policy": .., "trust_policy": .., "caller_policy": ..}` (the last two only with `RoleArn`).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
@@ -52,12 +62,13 @@ impl Policies {
     }
 }
 
-/// Prints the policies as JSON on `out`, notes on `err`; `Ok(false)` when a profile is not valid
-/// (its problems go to `err`, nothing to `out`).
+/// Prints the document asked for on `out` (as IAM takes it), notes on `err`; `Ok(false)` when a
+/// profile is not valid or the document does not apply (why goes to `err`, nothing to `out`).
 ///
 /// # Errors
 /// Only when writing fails.
-pub fn run(args: &ProfileFiles, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<bool> {
+pub fn run(args: &IamPolicyArgs, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<bool> {
+    let (document, args) = (args.document, &args.files);
     let mut problems = Vec::new();
     let cluster = match load_cluster(&args.cluster_profile) {
         Ok(loaded) => loaded
@@ -90,12 +101,28 @@ pub fn run(args: &ProfileFiles, out: &mut dyn Write, err: &mut dyn Write) -> io:
         return Ok(false);
     };
     let policies = policies(&cluster, &elastic);
-    let text = serde_json::to_string_pretty(&policies.to_json()).map_err(io::Error::other)?;
+    let Some(doc) = policies.document(document) else {
+        writeln!(
+            err,
+            "no {} printed: the cluster profile sets no RoleArn, so the plugin assumes no role",
+            name(document)
+        )?;
+        return Ok(false);
+    };
+    let text = serde_json::to_string_pretty(doc).map_err(io::Error::other)?;
     writeln!(out, "{text}")?;
     for note in &policies.notes {
         writeln!(err, "note: {note}")?;
     }
     Ok(true)
+}
+
+fn name(document: PolicyDocument) -> &'static str {
+    match document {
+        PolicyDocument::Policy => "policy",
+        PolicyDocument::TrustPolicy => "trust policy",
+        PolicyDocument::CallerPolicy => "caller policy",
+    }
 }
 
 fn line(path: &std::path::Path, key: &str, message: &str) -> String {
@@ -155,6 +182,25 @@ impl Scope {
             Some(key) => self.arn("ecs", &format!("task-definition/gocd-{key}-*:*")),
             None => self.arn("ecs", "task-definition/gocd-*:*"),
         }
+    }
+
+    /// A condition that the tags say "this cluster profile, of some GoCD server" (`prefix` is
+    /// `aws:ResourceTag` or `aws:RequestTag`), joined with `also` (e.g. `ecs:cluster`).
+    fn ours_condition(&self, prefix: &str, also: Option<Value>) -> Value {
+        let mut condition = self.tag_condition(prefix);
+        let server = format!("{prefix}/gocd:server-id");
+        let map = condition.as_object_mut().expect("an object");
+        let null = map.entry("Null").or_insert_with(|| json!({}));
+        null[server.as_str()] = json!("false");
+        if let Some(Value::Object(extra)) = also {
+            for (operator, tests) in extra {
+                let entry = map.entry(operator).or_insert_with(|| json!({}));
+                for (k, v) in tests.as_object().into_iter().flatten() {
+                    entry[k.as_str()] = v.clone();
+                }
+            }
+        }
+        condition
     }
 
     /// A condition that a tag says "this cluster profile" (`prefix` is `aws:ResourceTag` or `aws:RequestTag`).
@@ -218,17 +264,20 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
 
     let mut statements = vec![
         statement("ListTasksOfTheCluster", &["ecs:ListTasks"], vec!["*".into()], Some(cluster_condition.clone())),
+        statement("DescribeTasksOfTheCluster", &["ecs:DescribeTasks"], vec![tasks.clone()], None),
+        // IAM itself keeps the plugin to its own tasks: StopTask only on tasks tagged with this
+        // cluster profile (and some GoCD server), RunTask/StartTask only tagging them so.
         statement(
-            "DescribeAndStopTasksOfTheCluster",
-            &["ecs:DescribeTasks", "ecs:StopTask"],
+            "StopOnlyOurTasksOfTheCluster",
+            &["ecs:StopTask"],
             vec![tasks.clone()],
-            None,
+            Some(scope.ours_condition("aws:ResourceTag", Some(cluster_condition.clone()))),
         ),
         statement(
-            "RunAgentTasksInTheCluster",
+            "RunAgentTasksInTheClusterTaggedForThisProfile",
             if ec2 { &["ecs:RunTask", "ecs:StartTask"] } else { &["ecs:RunTask"] },
             families.clone(),
-            Some(cluster_condition),
+            Some(scope.ours_condition("aws:RequestTag", Some(cluster_condition))),
         ),
     ];
     let registers = elastic.is_empty() || elastic.iter().any(|e| e.task_definition_arn.is_none());
@@ -337,19 +386,31 @@ fn pass_task_roles(cluster: &ClusterProfile, elastic: &[ElasticProfile], notes: 
         roles.extend(e.execution_role_arn.iter().cloned());
     }
     if elastic.is_empty() {
-        for pattern in &cluster.allowed_task_role_arns {
-            // IAM understands * and ? only.
-            if pattern.as_str().contains(['[', ']']) {
-                notes.push(format!(
-                    "AllowedTaskRoleArns pattern {} uses [...], which IAM does not understand; left out",
-                    pattern.as_str()
-                ));
-            } else {
-                roles.insert(pattern.as_str().to_string());
+        let lists = [
+            ("AllowedTaskRoleArns", &cluster.allowed_task_role_arns),
+            ("AllowedExecutionRoleArns", &cluster.allowed_execution_role_arns),
+        ];
+        for (key, list) in lists {
+            for pattern in list.iter() {
+                // IAM understands * and ? only.
+                if pattern.as_str().contains(['[', ']']) {
+                    notes.push(format!(
+                        "{key} pattern {} uses [...], which IAM does not understand; left out",
+                        pattern.as_str()
+                    ));
+                } else {
+                    roles.insert(pattern.as_str().to_string());
+                }
             }
         }
         notes.push(
-            "no --elastic-profile given: iam:PassRole covers AllowedTaskRoleArns only; pass the elastic profiles to add their task and execution roles"
+            "no --elastic-profile given: iam:PassRole covers AllowedTaskRoleArns and AllowedExecutionRoleArns only; pass the elastic profiles to add their task and execution roles"
+                .into(),
+        );
+    }
+    if elastic.iter().any(|e| e.task_definition_arn.is_some()) {
+        notes.push(
+            "a TaskDefinitionArn is given: add its task and execution roles to iam:PassRole (the plugin checks them against the allow-lists at create-agent)"
                 .into(),
         );
     }
@@ -422,7 +483,7 @@ fn ec2_statements(
             "LaunchContainerInstancesTaggedForThisProfile",
             &["ec2:RunInstances"],
             vec![ec2("instance/*")],
-            Some(scope.tag_condition("aws:RequestTag")),
+            Some(scope.ours_condition("aws:RequestTag", None)),
         ),
         statement("LaunchContainerInstancesFromTheProfile", &["ec2:RunInstances"], launch_from, None),
         statement(
@@ -435,7 +496,7 @@ fn ec2_statements(
             "TerminateOnlyOurContainerInstances",
             &["ec2:TerminateInstances"],
             vec![ec2("instance/*")],
-            Some(scope.tag_condition("aws:ResourceTag")),
+            Some(scope.ours_condition("aws:ResourceTag", None)),
         ),
         // AWS allows no resource-level permissions for Describe calls.
         statement(
@@ -528,14 +589,20 @@ mod tests {
         );
         assert!(p.trust_policy.is_none());
         let key = cluster_key("123456789012", "us-east-1", "arn:aws:ecs:us-east-1:123456789012:cluster/ci", None);
-        let run = find(&p.policy, "RunAgentTasksInTheCluster");
+        let run = find(&p.policy, "RunAgentTasksInTheClusterTaggedForThisProfile");
         assert_eq!(run["Action"], "ecs:RunTask");
         assert_eq!(run["Resource"], format!("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-{key}-*:*"));
         assert_eq!(run["Condition"]["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:us-east-1:123456789012:cluster/ci");
         assert_eq!(
-            find(&p.policy, "DescribeAndStopTasksOfTheCluster")["Resource"],
+            find(&p.policy, "DescribeTasksOfTheCluster")["Resource"],
             "arn:aws:ecs:us-east-1:123456789012:task/ci/*"
         );
+        let stop = find(&p.policy, "StopOnlyOurTasksOfTheCluster");
+        assert_eq!(stop["Resource"], "arn:aws:ecs:us-east-1:123456789012:task/ci/*");
+        assert_eq!(stop["Condition"]["StringEquals"]["aws:ResourceTag/gocd:cluster-profile"], key.as_str());
+        assert_eq!(stop["Condition"]["Null"]["aws:ResourceTag/gocd:server-id"], "false");
+        assert_eq!(stop["Condition"]["ArnEquals"]["ecs:cluster"], "arn:aws:ecs:us-east-1:123456789012:cluster/ci");
+        assert_eq!(run["Condition"]["StringEquals"]["aws:RequestTag/gocd:cluster-profile"], key.as_str());
         assert_eq!(
             find(&p.policy, "PassTaskAndExecutionRolesToEcsTasks")["Resource"],
             "arn:aws:iam::123456789012:role/build"
@@ -566,7 +633,10 @@ mod tests {
             .iter()
             .any(|r| r == "arn:aws:ec2:eu-west-1::image/ami-0abcdef1234567890"));
         assert_eq!(find(&p.policy, "PassTheInstanceRoleToEc2")["Resource"], "arn:aws:iam::*:role/ecsInstanceRole");
-        assert_eq!(find(&p.policy, "RunAgentTasksInTheCluster")["Action"], json!(["ecs:RunTask", "ecs:StartTask"]));
+        assert_eq!(
+            find(&p.policy, "RunAgentTasksInTheClusterTaggedForThisProfile")["Action"],
+            json!(["ecs:RunTask", "ecs:StartTask"])
+        );
     }
 
     #[test]
@@ -599,7 +669,7 @@ mod tests {
         let e = elastic(&[("Image", "gocd/agent:1"), ("TaskDefinitionArn", "agent:3")]);
         let p = policies(&c, &[e]);
         assert_eq!(
-            find(&p.policy, "RunAgentTasksInTheCluster")["Resource"],
+            find(&p.policy, "RunAgentTasksInTheClusterTaggedForThisProfile")["Resource"],
             "arn:aws:ecs:us-east-1:*:task-definition/agent:3"
         );
         assert_eq!(find(&p.policy, "TaskDefinitions")["Action"], "ecs:DescribeTaskDefinition");

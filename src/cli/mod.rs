@@ -48,10 +48,12 @@ const IAM_EXAMPLES: &str = "\
 Examples:
   ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
   ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate-spot-assume-role.json > policy.json
+  aws iam put-role-policy --role-name gocd-agents --policy-name gocd-ecs --policy-document file://policy.json
+  ecs-elastic-agent iam-policy --document trust-policy --cluster-profile profiles/cluster-fargate-spot-assume-role.json > trust.json
 
-Output (JSON): {\"policy\": ..., \"trust_policy\": ..., \"caller_policy\": ...}. `policy` is what the
-plugin's identity needs (the role of RoleArn when it is set). `trust_policy` (RoleArn only) is the
-role's trust policy with the sts:ExternalId condition; `caller_policy` (RoleArn only) lets the GoCD
+Output: one IAM policy document, as IAM takes it. --document policy (the default) is what the
+plugin's identity needs (the role of RoleArn when it is set); trust-policy (RoleArn only) is the
+role's trust policy with the sts:ExternalId condition; caller-policy (RoleArn only) lets the GoCD
 server's own identity assume the role. Placeholders look like <GOCD_ACCOUNT_ID>. Notes about
 assumptions go to stderr. Pass every elastic profile of the cluster profile so that iam:PassRole
 covers their task and execution roles.";
@@ -110,7 +112,7 @@ pub enum Command {
     Validate(ProfileFiles),
     /// Print the least-privilege IAM policy (and trust policy) a cluster profile needs.
     #[command(name = "iam-policy", after_help = IAM_EXAMPLES)]
-    IamPolicy(ProfileFiles),
+    IamPolicy(IamPolicyArgs),
     /// Check a cluster profile against AWS: credentials, role, cluster, networking, capacity.
     #[command(after_help = DOCTOR_EXAMPLES)]
     Doctor(DoctorArgs),
@@ -144,6 +146,28 @@ pub struct ProfileFiles {
     /// An elastic profile of that cluster profile (repeat for several).
     #[arg(long = "elastic-profile", value_name = "FILE")]
     pub elastic_profiles: Vec<PathBuf>,
+}
+
+/// Options of `iam-policy`.
+#[derive(Debug, Clone, Args)]
+pub struct IamPolicyArgs {
+    /// The profiles.
+    #[command(flatten)]
+    pub files: ProfileFiles,
+    /// Which policy document to print.
+    #[arg(long, value_enum, default_value_t = PolicyDocument::Policy)]
+    pub document: PolicyDocument,
+}
+
+/// The documents `iam-policy` prints, one per invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyDocument {
+    /// What the plugin's identity needs (the role of RoleArn when set).
+    Policy,
+    /// The trust policy of RoleArn.
+    TrustPolicy,
+    /// What the GoCD server's own identity needs to assume RoleArn.
+    CallerPolicy,
 }
 
 /// Options of `doctor`.
