@@ -4,7 +4,9 @@
 //!
 //! Needs `MOTO_SERVER` (`export MOTO_SERVER=$(scripts/moto.sh)`). Progress goes to stderr, the
 //! table to stdout; the exit status is 1 when a goal is missed. `-- --quick` runs every figure
-//! at a smaller size (a smoke run; its numbers are not the README's). `FLOORS_PLUGIN_LOG=<file>`
+//! at a smaller size (a smoke run; its numbers are not the README's); `-- --only burst` (or
+//! `burst-fargate`, `burst-ec2`, `reads`, ...) a subset. It also runs in the test profile
+//! (`cargo test --bench floors -- --only burst`, a debug build of the plugin). `FLOORS_PLUGIN_LOG=<file>`
 //! keeps the stdio-driven plugin's log; `ECS_EA_PLUGIN_BIN` measures another build of the plugin.
 //!
 //! With `FLOORS_NDJSON_ECHO=1` this executable is the bare NDJSON echo the throughput figure
@@ -32,6 +34,7 @@ struct Sizes {
     role_requests: usize,
     launches: usize,
     burst: usize,
+    ec2_burst: usize,
     adoption: usize,
 }
 
@@ -44,7 +47,8 @@ fn main() -> ExitCode {
     }
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only reads,role,td,burst,restart,hello`: a subset of the figures (the table shows those).
+    // `--only reads,role,td,burst,restart,hello`: a subset of the figures (the table shows those);
+    // `burst` is both bursts, `burst-fargate` or `burst-ec2` one of them.
     let only: Option<Vec<String>> = args
         .iter()
         .position(|a| a == "--only")
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
             role_requests: 100,
             launches: 20,
             burst: 150,
+            ec2_burst: 200,
             adoption: 300,
         }
     } else {
@@ -68,6 +73,7 @@ fn main() -> ExitCode {
             role_requests: 1_000,
             launches: 100,
             burst: 500,
+            ec2_burst: 500,
             adoption: 2_000,
         }
     };
@@ -116,9 +122,14 @@ async fn run(sizes: &Sizes, wanted: &dyn Fn(&str) -> bool) -> Table {
         td = Some(figures::task_definitions(sizes.launches).await);
     }
     let mut burst = None;
-    if wanted("burst") {
-        eprintln!("floors: a burst of {} create-agent calls", sizes.burst);
+    if wanted("burst") || wanted("burst-fargate") {
+        eprintln!("floors: a burst of {} Fargate create-agent calls", sizes.burst);
         burst = Some(figures::launch_burst(sizes.burst, true).await);
+    }
+    let mut ec2_burst = None;
+    if wanted("burst") || wanted("burst-ec2") {
+        eprintln!("floors: a burst of {} EC2 create-agent calls (StartTask)", sizes.ec2_burst);
+        ec2_burst = Some(figures::ec2_start_burst(sizes.ec2_burst, true).await);
     }
     let mut adoption = None;
     if wanted("restart") {
@@ -147,6 +158,7 @@ async fn run(sizes: &Sizes, wanted: &dyn Fn(&str) -> bool) -> Table {
     add(&mut table, td);
     table.extend(stdio);
     add(&mut table, burst);
+    add(&mut table, ec2_burst);
     add(&mut table, adoption);
     table.extend(memory);
     table.extend(hello);
