@@ -399,7 +399,8 @@ pub async fn assume_role(requests: usize) -> (Row, String) {
         aws.host_config().cluster_profile("role", cluster.clone()).elastic_profile("small", "role", elastic.clone());
     let host = GoCdHost::start(cfg).await;
     host.load().await;
-    let key = identity::cluster_key(REGION, CLUSTER, Some(ROLE_ARN));
+    let account = ROLE_ARN.split(':').nth(4).unwrap_or_default();
+    let key = identity::cluster_key(account, REGION, CLUSTER, Some(ROLE_ARN));
     let mark = aws.proxy.mark();
     let mut batch = Vec::with_capacity(requests);
     for i in 0..requests {
