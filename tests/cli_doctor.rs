@@ -294,3 +294,27 @@ async fn invalid_profiles_stop_before_aws() {
     assert_eq!(d.lines.len(), 1, "{:?}", d.lines);
     assert!(d.lines[0].starts_with("FAIL profile: ") && d.lines[0].contains("LaunchType"));
 }
+
+/// `doctor --elastic-profile` checks each elastic profile against the cluster profile as
+/// create-agent would: a Fargate pair with awslogs and no execution role fails, with a fix;
+/// one with the role passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elastic_profiles_are_checked_against_the_cluster_profile() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let without = profile_file(&[("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0")]);
+    let with = profile_file(&[
+        ("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"),
+        ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"),
+    ]);
+    let (without, with) = (without.display().to_string(), with.display().to_string());
+    let cluster = [("ClusterName", "ci"), ("Region", REGION), ("LogGroup", "/gocd/agents")];
+    let d = doctor(&moto.endpoint(), &cluster, &["--elastic-profile", &without, "--elastic-profile", &with]).await;
+    assert_eq!(d.code, Some(1), "a pair that does not fit fails doctor");
+    let lines: Vec<&String> = d.lines.iter().filter(|l| l.contains("elastic profile")).collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("FAIL") && l.contains(&without) && l.contains("ExecutionRoleArn")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("ok") && l.contains(&with)), "{lines:?}");
+}

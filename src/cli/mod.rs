@@ -180,6 +180,10 @@ pub struct DoctorArgs {
     /// id is `gocd:server-id:<this>`.
     #[arg(long, value_name = "ID")]
     pub server_id: Option<String>,
+    /// Elastic profiles that point at this cluster profile: each is checked to fit it as
+    /// create-agent would (execution and task roles, sizes, allow-lists). Repeatable.
+    #[arg(long = "elastic-profile", value_name = "FILE")]
+    pub elastic_profiles: Vec<PathBuf>,
     /// Seconds each check may take.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub timeout: u64,

@@ -23,14 +23,14 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::SdkConfig;
 use aws_credential_types::provider::SharedCredentialsProvider;
 
-use super::files::load_cluster;
+use super::files::{load_cluster, load_elastic};
 use super::DoctorArgs;
 use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::ErrorMetadata;
 
 use crate::aws::AwsError;
-use crate::settings::ClusterProfile;
+use crate::settings::{check_compatible, ClusterProfile};
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,7 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
     let Some(profile) = profile(args, &mut r)? else {
         return Ok(false);
     };
+    pairs(args, &profile, &mut r)?;
     let Some(region) = region(&profile, &mut r).await? else {
         return Ok(false);
     };
@@ -196,6 +197,35 @@ fn profile(args: &DoctorArgs, r: &mut Report<'_>) -> io::Result<Option<ClusterPr
             }
         },
     }
+}
+
+/// Each elastic profile given, checked against the cluster profile as create-agent checks it
+/// (what real AWS would refuse, and the allow-lists): no AWS call.
+fn pairs(args: &DoctorArgs, cluster: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
+    for path in &args.elastic_profiles {
+        let shown = path.display();
+        let problems = match load_elastic(path) {
+            Err(why) => vec![format!("{why}")],
+            Ok(loaded) => match loaded.parsed {
+                Ok(elastic) => check_compatible(cluster, &elastic)
+                    .into_iter()
+                    .map(|p| format!("{}: {}", p.key, p.message))
+                    .collect(),
+                Err(problems) => problems.into_iter().map(|p| format!("{}: {}", p.key, p.message)).collect(),
+            },
+        };
+        if problems.is_empty() {
+            r.ok("elastic profile", format!("{shown} fits this cluster profile"))?;
+        }
+        for p in problems {
+            r.fail(
+                "elastic profile",
+                format!("{shown}: {p}"),
+                "correct the elastic profile, or the cluster profile's allow-lists",
+            )?;
+        }
+    }
+    Ok(())
 }
 
 async fn region(profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<String>> {
