@@ -46,9 +46,9 @@ const FARGATE_SIZES: &[(u32, Sizes)] = &[
     (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
 ];
 
-/// User tags allowed on a task in total: AWS allows 50 tags, and the plugin adds up to 12 of
+/// User tags allowed on a task in total: AWS allows 50 tags, and the plugin adds up to 13 of
 /// its own (`cluster::identity::PLUGIN_TAGS`).
-pub const MAX_USER_TAGS: usize = 50 - 12;
+pub const MAX_USER_TAGS: usize = 50 - 13;
 
 /// Windows families Fargate runs.
 const FARGATE_WINDOWS: &[&str] =
