@@ -320,11 +320,17 @@ fn escape_label(v: &str) -> String {
 /// The largest request head read before answering.
 const MAX_HEAD: usize = 16 * 1024;
 /// How long one connection may take.
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections answered at once; further ones wait in the listen backlog (issue 14: each one
+/// used to get a task and up to 10 s, however many arrived).
+pub const MAX_CONNECTIONS: usize = 16;
 
 /// Answers scrapes on `listener` until the task is dropped (the runtime ends with the plugin).
 pub async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // A free slot first: beyond MAX_CONNECTIONS the kernel's backlog holds the rest.
+        let Ok(slot) = slots.clone().acquire_owned().await else { return };
         match listener.accept().await {
             Ok((stream, _peer)) => {
                 let metrics = metrics.clone();
@@ -332,6 +338,7 @@ pub async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>) {
                     if let Ok(Err(e)) = tokio::time::timeout(CONNECTION_TIMEOUT, answer(stream, &metrics)).await {
                         tracing::debug!(error = %e, "metrics connection failed");
                     }
+                    drop(slot);
                 });
             }
             Err(e) => {

@@ -24,6 +24,13 @@ use crate::protocol::{Incoming, Outgoing, MAX_LINE_BYTES};
 /// How long requests in flight may take to finish after input ends.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
+/// Host requests handled at once. The reader waits for a free slot before it reads the next
+/// line (never dropping one), so memory is bounded by this many requests (each line at most
+/// `MAX_LINE_BYTES`, 16 MiB) plus the pipe's buffer, however fast the host writes (issue 14).
+/// GoCD itself sends few at once (5 create-agent threads, a ping, the scheduler's
+/// should-assign-work calls one by one).
+pub const MAX_IN_FLIGHT: usize = 256;
+
 /// Knobs of one server run.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -88,6 +95,7 @@ where
 {
     let mut in_flight = JoinSet::new();
     let mut buf = Vec::with_capacity(64 * 1024);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     tokio::pin!(shutdown);
     loop {
         while in_flight.try_join_next().is_some() {}
@@ -106,9 +114,22 @@ where
                 }
                 if !may_be_answer(&text) {
                     // A request: parsed on its own task too, beside the reading of the next
-                    // lines, not before it (README "Performance").
+                    // lines, not before it (README "Performance"). At MAX_IN_FLIGHT the reader
+                    // waits for a slot; answers to our calls are never held back by the cap
+                    // except behind a request that waits (its calls time out at worst).
+                    let slot = tokio::select! {
+                        slot = slots.clone().acquire_owned() => match slot {
+                            Ok(slot) => slot,
+                            Err(_) => return in_flight,
+                        },
+                        () = &mut shutdown => {
+                            tracing::info!("shutdown signal: finishing requests in flight");
+                            return in_flight;
+                        }
+                    };
                     let (plugin, dispatcher, connection) = (plugin.clone(), dispatcher.clone(), connection.clone());
                     in_flight.spawn(async move {
+                        let _slot = slot;
                         match decode(&text) {
                             Ok(Incoming::Request(request)) => {
                                 let response = dispatcher.dispatch(plugin, request).await;
@@ -134,8 +155,11 @@ where
         };
         match incoming {
             Ok(Incoming::Request(request)) => {
+                // A request line that mentions "response" somewhere: rare, and capped like any.
+                let Ok(slot) = slots.clone().acquire_owned().await else { return in_flight };
                 let (plugin, dispatcher, connection) = (plugin.clone(), dispatcher.clone(), connection.clone());
                 in_flight.spawn(async move {
+                    let _slot = slot;
                     let response = dispatcher.dispatch(plugin, request).await;
                     connection.send(response.into()).await;
                 });
