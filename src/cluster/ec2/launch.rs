@@ -99,7 +99,7 @@ async fn launch_some(
                 spot,
                 client_token: format!("gocd-{}-{}", cluster.key, uuid::Uuid::new_v4().simple()),
             };
-            match api::run_instances(&cluster.aws, &request).await {
+            match api::run_instances(&cluster.aws(), &request).await {
                 Ok(Ok(instances)) if !instances.is_empty() => {
                     let fell_back = cfg.spot && !spot;
                     if fell_back {
@@ -153,7 +153,7 @@ async fn root_volume_gib(cluster: &Cluster, cfg: &Ec2Capacity) -> u32 {
     let known = cluster.ec2.state().ami_root_gib.get(&cfg.ami_id).copied();
     let ami = match known {
         Some(size) => size,
-        None => match api::ami_root_gib(&cluster.aws, &cfg.ami_id).await {
+        None => match api::ami_root_gib(&cluster.aws(), &cfg.ami_id).await {
             Ok(size) => {
                 let size = size.unwrap_or(0);
                 cluster.ec2.state().ami_root_gib.insert(cfg.ami_id.clone(), size);
@@ -177,7 +177,7 @@ async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result
             return Ok(n.clone());
         }
     }
-    let resolved = network::resolve(&cluster.aws, &key.0, &key.1).await?;
+    let resolved = network::resolve(&cluster.aws(), &key.0, &key.1).await?;
     *cached = Some((key, resolved.clone()));
     Ok(resolved)
 }
