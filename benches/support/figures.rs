@@ -84,6 +84,8 @@ impl Aws {
     pub fn host_config(&self) -> HostConfig {
         let mut cfg = HostConfig::new(&self.proxy.endpoint());
         cfg.program = Some((plugin_binary(), vec!["serve".into()]));
+        // Figures are measured at the level a server runs at (the test world logs at trace).
+        cfg.env.push(("RUST_LOG".into(), "info".into()));
         cfg
     }
 }

@@ -78,6 +78,5 @@ pub async fn agent_status_report(plugin: Arc<Plugin>, params: AgentStatusReportP
 /// plugin's 500 as "Something went wrong", which tells an operator nothing).
 async fn broken_profile(plugin: &Plugin, error: &crate::error::PluginError) -> StatusReport {
     let server_id = plugin.server_info().await.map(|s| s.server_id).unwrap_or_default();
-    let reason = format!("this cluster profile cannot be served: {error}");
-    StatusReport { view: status::render_plugin(&server_id, &[], &[reason]) }
+    StatusReport { view: status::render_plugin(&server_id, &[], &[error.to_string()]) }
 }

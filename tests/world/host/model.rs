@@ -37,7 +37,7 @@ pub struct HostConfig {
     pub access_key_id: String,
     pub secret_access_key: String,
     pub region: String,
-    /// Extra environment for the plugin; wins over the defaults (`RUST_LOG=info`, the AWS ones).
+    /// Extra environment for the plugin; wins over the defaults (`RUST_LOG=trace`, the AWS ones).
     pub env: Vec<(String, String)>,
     pub cluster_profiles: Vec<ClusterProfile>,
     pub elastic_profiles: Vec<ElasticProfile>,
