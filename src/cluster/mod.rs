@@ -28,6 +28,7 @@ pub mod identity;
 pub mod launch;
 pub mod reconcile;
 pub mod registry;
+pub mod strays;
 pub mod sweep;
 pub mod task_definition;
 pub mod task_definition_sweep;

@@ -339,3 +339,29 @@ async fn a_job_completed_while_aws_was_unreachable_is_cleaned_up_by_a_later_ping
     second.cluster.ping(Default::default()).await.expect("pinged");
     assert!(aws.running().is_empty(), "the finished job's task was stopped once adoption found it");
 }
+
+#[tokio::test]
+async fn strays_of_a_vanished_profile_key_are_stopped_and_nothing_else() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(1, "k")).await.expect("launched");
+    let old_job = job(9);
+    let mut labels_tags = our_tags(&w.cluster, "ea-000000000000-9-1a2b3c4d", &old_job);
+    for (k, v) in labels_tags.iter_mut() {
+        if k == identity::TAG_CLUSTER_PROFILE {
+            *v = "000000000000".into();
+        }
+    }
+    let stray = w.aws.seed_task(&identity::started_by(SERVER, "000000000000"), &labels_tags, SystemTime::now());
+    let mut foreign_tags = labels_tags.clone();
+    for (k, v) in foreign_tags.iter_mut() {
+        if k == identity::TAG_SERVER_ID {
+            *v = "another-server".into();
+        }
+    }
+    let foreign = w.aws.seed_task(&identity::started_by(SERVER, "000000000000"), &foreign_tags, SystemTime::now());
+    assert_eq!(w.cluster.stop_strays("000000000000").await.expect("looked"), 1);
+    let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
+    assert!(!running.contains(&stray), "the stray is stopped");
+    assert!(running.contains(&foreign), "another server's task is never touched");
+    assert_eq!(running.len(), 2, "our live agent runs on");
+}

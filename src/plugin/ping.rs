@@ -107,7 +107,9 @@ impl Plugin {
         .instrument(span)
     }
 
-    /// Our agents whose cluster profile no longer exists have nothing to run on: remove them.
+    /// Our agents whose cluster profile no longer exists have nothing to run on: their tasks
+    /// in the clusters we can reach are stopped ([`Cluster::stop_strays`]), then the agents are
+    /// removed.
     async fn remove_agents_of_unknown_profiles(&self, clusters: &[Arc<Cluster>], agents: &[AgentMetadata]) {
         let keys: HashSet<&str> = clusters.iter().map(|c| c.key.as_str()).collect();
         let orphans: Vec<String> = agents
@@ -117,6 +119,21 @@ impl Plugin {
             .collect();
         if orphans.is_empty() {
             return;
+        }
+        let gone: std::collections::BTreeSet<&str> = orphans.iter().filter_map(|a| cluster_key_of_agent(a)).collect();
+        // One look per AWS cluster (several profiles may act in one), per vanished key.
+        let mut seen = HashSet::new();
+        for cluster in clusters {
+            let (aws, profile) = (cluster.aws(), cluster.profile());
+            let place = (aws.account_id.clone(), aws.region.clone(), profile.cluster_short_name().to_string());
+            if !seen.insert(place) {
+                continue;
+            }
+            for key in &gone {
+                if let Err(e) = cluster.stop_strays(key).await {
+                    tracing::warn!(key, error = %e, "could not look for tasks of a cluster profile that no longer exists");
+                }
+            }
         }
         tracing::warn!(count = orphans.len(), "removing GoCD agents of cluster profiles that no longer exist");
         if self.gocd().disable_agents(&orphans).await.is_ok() {
