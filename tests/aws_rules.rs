@@ -516,6 +516,133 @@ async fn task_definition_rules_refuse_what_aws_refuses() {
     assert_eq!(p.aws_refusals().len(), before, "ten ARNs pass the proxy (moto answers {:?})", error_code(&ten));
 }
 
+/// The rules on what a task runs (issue 19), each refused and passed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_contents_rules_refuse_what_aws_refuses() {
+    use aws_sdk_ecs::types::{
+        EfsAuthorizationConfig, EfsAuthorizationConfigIam, EfsTransitEncryption, EfsVolumeConfiguration, HealthCheck,
+        HostVolumeProperties, Volume,
+    };
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ecs = w.ecs();
+    let client = "ClientException";
+    let fargate = |family: &str| {
+        ecs.register_task_definition()
+            .family(family)
+            .requires_compatibilities(Compatibility::Fargate)
+            .network_mode(NetworkMode::Awsvpc)
+            .cpu("1024")
+            .memory("2048")
+    };
+    let sized = |name: &str, cpu: i32, memory: i32, essential: bool| {
+        ContainerDefinition::builder().name(name).image(IMAGE).cpu(cpu).memory(memory).essential(essential)
+    };
+
+    // At least one essential container.
+    let rule = aws_rules::TD_ESSENTIAL;
+    refused(
+        p,
+        fargate("ess").container_definitions(sized("agent", 512, 1024, false).build()).send().await,
+        rule,
+        client,
+    );
+    passed(
+        fargate("ess")
+            .container_definitions(sized("agent", 512, 1024, true).build())
+            .container_definitions(sized("side", 256, 512, false).build())
+            .send()
+            .await,
+        "one essential of two",
+    );
+
+    // On Fargate the containers fit in the task.
+    let rule = aws_rules::TD_FARGATE_CONTAINER_SIZES;
+    let two = |agent_memory: i32, agent_cpu: i32| {
+        fargate("sizes")
+            .container_definitions(sized("agent", agent_cpu, agent_memory, true).build())
+            .container_definitions(sized("side", 256, 512, true).build())
+    };
+    refused(p, two(2048, 512).send().await, rule, client);
+    refused(p, two(1024, 1024).send().await, rule, client);
+    passed(two(1536, 768).send().await, "containers adding up to the task");
+
+    // stopTimeout at most 120 seconds.
+    let rule = aws_rules::TD_STOP_TIMEOUT;
+    let stopping =
+        |t: i32| fargate("stop").container_definitions(sized("agent", 512, 1024, true).stop_timeout(t).build());
+    refused(p, stopping(121).send().await, rule, client);
+    passed(stopping(120).send().await, "stopTimeout 120");
+
+    // Health check ranges.
+    let rule = aws_rules::TD_HEALTH_CHECK;
+    let checked = |interval: i32, timeout: i32, retries: i32, start: i32| {
+        let h = HealthCheck::builder()
+            .command("CMD-SHELL")
+            .command("true")
+            .interval(interval)
+            .timeout(timeout)
+            .retries(retries)
+            .start_period(start)
+            .build()
+            .unwrap();
+        fargate("health").container_definitions(sized("agent", 512, 1024, true).health_check(h).build())
+    };
+    refused(p, checked(4, 5, 3, 0).send().await, rule, client);
+    refused(p, checked(30, 61, 3, 0).send().await, rule, client);
+    refused(p, checked(30, 5, 11, 0).send().await, rule, client);
+    refused(p, checked(30, 5, 3, 301).send().await, rule, client);
+    passed(checked(300, 60, 10, 300).send().await, "the largest health check values");
+
+    // No host paths on Fargate; fine on EC2.
+    let rule = aws_rules::TD_FARGATE_HOST_PATH;
+    let host =
+        Volume::builder().name("cache").host(HostVolumeProperties::builder().source_path("/var/cache").build()).build();
+    refused(
+        p,
+        fargate("bind").volumes(host.clone()).container_definitions(container("agent")).send().await,
+        rule,
+        client,
+    );
+    passed(
+        ecs.register_task_definition()
+            .family("bind-ec2")
+            .requires_compatibilities(Compatibility::Ec2)
+            .volumes(host)
+            .container_definitions(container("agent"))
+            .send()
+            .await,
+        "a host path on EC2",
+    );
+
+    // EFS: IAM and access points need transit encryption; an access point owns the directory.
+    let rule = aws_rules::TD_EFS;
+    let efs = |iam: bool, access_point: bool, encrypted: bool, root: Option<&str>| {
+        let mut auth = EfsAuthorizationConfig::builder();
+        if iam {
+            auth = auth.iam(EfsAuthorizationConfigIam::Enabled);
+        }
+        if access_point {
+            auth = auth.access_point_id("fsap-0123456789abcdef0");
+        }
+        let config = EfsVolumeConfiguration::builder()
+            .file_system_id("fs-0a1b2c3d")
+            .set_root_directory(root.map(str::to_string))
+            .transit_encryption(if encrypted { EfsTransitEncryption::Enabled } else { EfsTransitEncryption::Disabled })
+            .authorization_config(auth.build())
+            .build()
+            .unwrap();
+        fargate("efs")
+            .volumes(Volume::builder().name("cache").efs_volume_configuration(config).build())
+            .container_definitions(container("agent"))
+    };
+    refused(p, efs(true, false, false, None).send().await, rule, client);
+    refused(p, efs(false, true, false, None).send().await, rule, client);
+    refused(p, efs(false, true, true, Some("/ci")).send().await, rule, client);
+    passed(efs(true, true, true, Some("/")).send().await, "IAM and an access point with TLS");
+    passed(efs(false, false, false, Some("/ci")).send().await, "a plain directory without TLS");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_rules_and_list_tasks_as_aws_answers() {
     let w = Rig::new().await;

@@ -4,8 +4,10 @@
 //! someone else registered, so what that definition runs is checked here, once it is described
 //! (once per definition, cached with it): every container's image against `AllowedImages`, its
 //! task and execution roles against `AllowedTaskRoleArns` and `AllowedExecutionRoleArns`, every
-//! secret it reads against `AllowedSecretArns`, privileged containers and a mounted Docker socket
-//! against `AllowPrivileged`.
+//! secret it reads (and registry credentials) against `AllowedSecretArns`, every EFS file system
+//! it mounts against `AllowedFileSystemIds`, privileged containers, a mounted Docker socket and
+//! host system directories against `AllowPrivileged`. A profile's own `Sidecars`, `EfsVolumes`,
+//! `RepositoryCredentialsArn` and `BindMounts` meet the same lists in `check_compatible`.
 
 use super::task_definition::TaskDefinitionRef;
 use crate::settings::{allowed, patterns, ClusterProfile};
@@ -41,7 +43,16 @@ pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), Str
             patterns(&profile.allowed_secret_arns)
         ));
     }
+    for fs in given.file_systems.iter().filter(|fs| !allowed(&profile.allowed_file_system_ids, fs)) {
+        problems.push(format!(
+            "it mounts the EFS file system {fs:?}, which matches none of AllowedFileSystemIds ({})",
+            patterns(&profile.allowed_file_system_ids)
+        ));
+    }
     if !profile.allow_privileged {
+        for path in &given.sensitive_host_paths {
+            problems.push(format!("it mounts the host's {path}, and AllowPrivileged is off"));
+        }
         for container in &given.privileged {
             problems.push(format!("container {container:?} runs privileged, and AllowPrivileged is off"));
         }
@@ -210,6 +221,81 @@ mod tests {
         assert!(gocd.console_of(1).iter().any(|l| l.contains("evil/miner")), "{:?}", gocd.console_of(1));
         cluster.create_agent(request(2, "team-good:1")).await.expect("an allowed task definition launches");
         assert_eq!(aws.count("RunTask"), 1);
+    }
+
+    #[tokio::test]
+    async fn efs_file_systems_and_system_host_paths_of_a_given_task_definition_meet_the_lists() {
+        let td = described(
+            "cache-td:1",
+            json!({
+                "containerDefinitions": [{"name": "agent", "image": "gocd/agent:v1"}],
+                "volumes": [
+                    {"name": "cache", "efsVolumeConfiguration": {"fileSystemId": "fs-0badbad0"}},
+                    {"name": "etc", "host": {"sourcePath": "/etc"}},
+                ],
+            }),
+        )
+        .await;
+        let why = check(&profile(&[("AllowedFileSystemIds", "fs-0a1b2c3d")]), &td).unwrap_err();
+        assert!(
+            why.contains("it mounts the EFS file system \"fs-0badbad0\", which matches none of AllowedFileSystemIds ('fs-0a1b2c3d')"),
+            "{why}"
+        );
+        assert!(why.contains("it mounts the host's /etc, and AllowPrivileged is off"), "{why}");
+        let open = profile(&[("AllowPrivileged", "true"), ("AllowedFileSystemIds", "fs-0bad*")]);
+        assert_eq!(check(&open, &td), Ok(()));
+    }
+
+    /// create-agent with an elastic profile whose sidecar runs a disallowed image: refused before
+    /// any task definition is registered or task run, the sidecar and its image named in the
+    /// job's console; the same profile with an allowed sidecar image launches.
+    #[tokio::test]
+    async fn create_agent_refuses_a_sidecar_whose_image_is_not_allowed() {
+        use crate::cluster::fake_aws::{FakeGocd, ACCOUNT};
+        use crate::cluster::fixtures::job;
+        use crate::cluster::identity::cluster_key;
+        use crate::cluster::{AgentRequest, Cluster, EngineError, EngineOptions};
+        use crate::secret::Secret;
+
+        let aws = FakeAws::default();
+        let gocd = Arc::new(FakeGocd::default());
+        let profile = profile(&[
+            ("Region", "us-east-1"),
+            ("SubnetIds", "subnet-0a1b2c3d"),
+            ("SecurityGroupIds", "sg-0a1b2c3d"),
+            ("AllowedImages", "gocd/*\npostgres:*"),
+        ]);
+        let key = cluster_key(ACCOUNT, "us-east-1", "ci", None);
+        let options = EngineOptions::default();
+        let cluster =
+            Arc::new(Cluster::new(key, "server-1".into(), aws.clients(), profile.clone(), gocd.clone(), &options));
+        let request = |job_id: i64, sidecar_image: &str| AgentRequest {
+            profile: Arc::new(profile.clone()),
+            settings: "team-a".into(),
+            job: job(job_id),
+            environment: None,
+            auto_register_key: Secret::new(format!("key-{job_id}")),
+            elastic_profile: [
+                ("Image", "gocd/agent:v1".to_string()),
+                ("Sidecars", format!(r#"[{{"name": "db", "image": "{sidecar_image}", "memory": 512}}]"#)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v)))
+            .collect(),
+            site_url: Some("https://gocd.example:8154/go".into()),
+        };
+        let refused = cluster.create_agent(request(1, "evil/miner:latest")).await;
+        let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };
+        assert!(
+            why.contains(
+                "Sidecars: Sidecar db runs image 'evil/miner:latest', which this cluster profile does not allow"
+            ),
+            "{why}"
+        );
+        assert_eq!((aws.count("RegisterTaskDefinition"), aws.count("RunTask")), (0, 0), "nothing registered or ran");
+        assert!(gocd.console_of(1).iter().any(|l| l.contains("evil/miner")), "{:?}", gocd.console_of(1));
+        cluster.create_agent(request(2, "postgres:16")).await.expect("an allowed sidecar launches");
+        assert_eq!((aws.count("RegisterTaskDefinition"), aws.count("RunTask")), (1, 1));
     }
 
     #[test]

@@ -299,6 +299,10 @@ async fn run_once(
         .overrides(overrides(spec))
         .enable_execute_command(spec.work.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
+    if capacity != Capacity::Ec2 {
+        // `PlatformVersion` (Fargate only; validation refuses it for EC2 cluster profiles).
+        request = request.set_platform_version(spec.work.elastic.platform_version.clone());
+    }
     request = match capacity {
         Capacity::Fargate => request.launch_type(EcsLaunchType::Fargate),
         Capacity::Ec2 => request.launch_type(EcsLaunchType::Ec2),

@@ -4,16 +4,18 @@
 
 use aws_sdk_ecs::types::{
     Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair,
-    LogConfiguration, LogDriver, MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField,
-    Volume,
+    MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
 };
+
+mod parts;
 
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::aws::{AwsClients, AwsError};
+use crate::settings::task_parts::is_sensitive_host_path;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The name of the agent container in task definitions we register.
-pub const AGENT_CONTAINER: &str = "gocd-agent";
+pub use crate::settings::AGENT_CONTAINER;
 
 /// The task definition a launch uses and which of its containers is the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +44,10 @@ pub struct Contents {
     pub privileged: Vec<String>,
     /// Whether a volume mounts the host's Docker socket.
     pub docker_socket: bool,
+    /// Every EFS file system a volume mounts.
+    pub file_systems: Vec<String>,
+    /// Host directories mounted that give control of the instance (system paths).
+    pub sensitive_host_paths: Vec<String>,
 }
 
 impl Contents {
@@ -65,6 +71,18 @@ impl Contents {
             docker_socket: td.volumes().iter().any(|v| {
                 v.host().and_then(|h| h.source_path()).is_some_and(|p| p.trim_end_matches('/').ends_with("docker.sock"))
             }),
+            file_systems: td
+                .volumes()
+                .iter()
+                .filter_map(|v| v.efs_volume_configuration().map(|e| e.file_system_id().to_string()))
+                .collect(),
+            sensitive_host_paths: td
+                .volumes()
+                .iter()
+                .filter_map(|v| v.host().and_then(|h| h.source_path()))
+                .filter(|p| !p.trim_end_matches('/').ends_with("docker.sock") && is_sensitive_host_path(p))
+                .map(str::to_string)
+                .collect(),
         }
     }
 }
@@ -204,7 +222,7 @@ async fn register(
                 .cpu_architecture(CpuArchitecture::from(elastic.cpu_architecture.as_str()))
                 .build(),
         )
-        .container_definitions(container(cluster, elastic, &aws.region)?)
+        .set_container_definitions(Some(containers(cluster, elastic, &aws.region)?))
         .set_task_role_arn(elastic.task_role_arn.clone())
         .set_execution_role_arn(elastic.execution_role_arn.clone())
         .tags(Tag::builder().key(TAG_SERVER_ID).value(server_id).build())
@@ -220,6 +238,9 @@ async fn register(
                 .build(),
         );
     }
+    for volume in parts::volumes(elastic)? {
+        request = request.volumes(volume);
+    }
     let out = aws.calls.call("RegisterTaskDefinition", || request.clone().send()).await?;
     let arn = out
         .task_definition()
@@ -229,18 +250,32 @@ async fn register(
     Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string(), given: None })
 }
 
+/// The agent container first, then the sidecars.
+fn containers(
+    cluster: &ClusterProfile,
+    elastic: &ElasticProfile,
+    region: &str,
+) -> Result<Vec<ContainerDefinition>, AwsError> {
+    let mut all = vec![container(cluster, elastic, region)?];
+    all.extend(parts::sidecars(cluster, elastic, region)?);
+    Ok(all)
+}
+
 fn container(
     cluster: &ClusterProfile,
     elastic: &ElasticProfile,
     region: &str,
 ) -> Result<ContainerDefinition, AwsError> {
+    // What the sidecars leave (validation keeps it positive).
+    let (cpu, memory) = elastic.agent_share().unwrap_or((elastic.cpu, elastic.memory));
     let mut def = ContainerDefinition::builder()
         .name(AGENT_CONTAINER)
         .image(&elastic.image)
+        // The GoCD agent: the task ends when it does, whatever the sidecars do.
         .essential(true)
         // Container-level cpu and memory always (moto needs them; AWS accepts them).
-        .cpu(elastic.cpu as i32)
-        .memory(elastic.memory as i32)
+        .cpu(cpu as i32)
+        .memory(memory as i32)
         .set_memory_reservation(elastic.memory_reservation.map(|m| m as i32))
         .set_command((!elastic.command.is_empty()).then(|| elastic.command.clone()))
         .set_environment(Some(
@@ -258,20 +293,14 @@ fn container(
             .map_err(|e| AwsError::in_answer("RegisterTaskDefinition", format!("secret {name}: {e}")))?;
         def = def.secrets(secret);
     }
-    if let Some(group) = &cluster.log_group {
-        let logs = LogConfiguration::builder()
-            .log_driver(LogDriver::Awslogs)
-            .options("awslogs-group", group)
-            .options("awslogs-region", region)
-            .options("awslogs-stream-prefix", "gocd")
-            .build()
-            .map_err(|e| AwsError::in_answer("RegisterTaskDefinition", format!("log configuration: {e}")))?;
-        def = def.log_configuration(logs);
-    }
+    def = def.set_log_configuration(parts::agent_logs(cluster, elastic, region)?);
     if elastic.mount_docker_socket && cluster.launch_type == LaunchType::Ec2 {
         def = def.mount_points(
             MountPoint::builder().source_volume("docker-socket").container_path("/var/run/docker.sock").build(),
         );
     }
-    Ok(def.build())
+    for mount in parts::mount_points(elastic) {
+        def = def.mount_points(mount);
+    }
+    Ok(parts::agent(def, elastic)?.build())
 }

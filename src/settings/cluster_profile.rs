@@ -94,6 +94,8 @@ pub struct ClusterProfile {
     pub allowed_execution_role_arns: Vec<glob::Pattern>,
     /// `AllowedSecretArns`; empty means any secret.
     pub allowed_secret_arns: Vec<glob::Pattern>,
+    /// `AllowedFileSystemIds`; empty means any EFS file system.
+    pub allowed_file_system_ids: Vec<glob::Pattern>,
     /// `AllowPrivileged`, default false: needed before any elastic profile may be privileged or
     /// mount the Docker socket.
     pub allow_privileged: bool,
@@ -139,6 +141,7 @@ impl ClusterProfile {
             allowed_task_role_arns: f.globs("AllowedTaskRoleArns"),
             allowed_execution_role_arns: f.globs("AllowedExecutionRoleArns"),
             allowed_secret_arns: f.globs("AllowedSecretArns"),
+            allowed_file_system_ids: f.globs("AllowedFileSystemIds"),
             allow_privileged: f.boolean("AllowPrivileged", false),
             ec2: ec2_capacity::read(&mut f, launch_type),
         };

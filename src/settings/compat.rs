@@ -5,6 +5,7 @@
 use super::cluster_profile::{ClusterProfile, LaunchType};
 use super::elastic_profile::ElasticProfile;
 use super::fields::{one_of, quote};
+use super::task_parts::is_sensitive_host_path;
 use super::FieldError;
 
 /// Memory sizes Fargate allows for one CPU size.
@@ -68,6 +69,8 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             ("MemoryReservation", elastic.memory_reservation.is_some()),
             ("Privileged", elastic.privileged),
             ("MountDockerSocket", elastic.mount_docker_socket),
+            ("BindMounts", !elastic.bind_mounts.is_empty()),
+            ("SharedMemoryMiB", elastic.shared_memory_mib.is_some()),
         ];
         for (key, _) in ec2_only.into_iter().filter(|(_, set)| *set) {
             error(key, format!("{key} only applies on EC2; this cluster profile's launch type is {launch}."));
@@ -113,6 +116,17 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                     ),
                 );
             }
+            if let Some(sidecar) = elastic.sidecars.iter().find(|s| is_private_ecr(&s.image)) {
+                error(
+                    "ExecutionRoleArn",
+                    format!(
+                        "On Fargate the private ECR image {} of sidecar {} is pulled with the execution role; set \
+                         ExecutionRoleArn to a role allowed to pull it.",
+                        quote(&sidecar.image),
+                        sidecar.name
+                    ),
+                );
+            }
             if is_private_ecr(&elastic.image) {
                 error(
                     "ExecutionRoleArn",
@@ -124,10 +138,67 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                 );
             }
         }
-    } else if elastic.ephemeral_storage_gib.is_some() {
+        for sidecar in elastic.sidecars.iter().filter(|s| s.privileged) {
+            error(
+                "Sidecars",
+                format!("Sidecar {} asks to run privileged, which Fargate refuses; this cluster profile's launch type is {launch}.", sidecar.name),
+            );
+        }
+        if let Some(version) = elastic.platform_version.as_deref().filter(|v| below_1_4(v)) {
+            if !elastic.efs_volumes.is_empty() {
+                error(
+                    "PlatformVersion",
+                    format!("EFS volumes need Fargate platform version 1.4.0 or later; PlatformVersion is {version}."),
+                );
+            }
+        }
+    } else {
+        let fargate_only = [
+            ("EphemeralStorageGiB", elastic.ephemeral_storage_gib.is_some()),
+            ("PlatformVersion", elastic.platform_version.is_some()),
+        ];
+        for (key, _) in fargate_only.into_iter().filter(|(_, set)| *set) {
+            error(key, format!("{key} only applies on Fargate; this cluster profile's launch type is {launch}."));
+        }
+    }
+    for sidecar in elastic.sidecars.iter().filter(|s| !allowed(&cluster.allowed_images, &s.image)) {
         error(
-            "EphemeralStorageGiB",
-            format!("EphemeralStorageGiB only applies on Fargate; this cluster profile's launch type is {launch}."),
+            "Sidecars",
+            format!(
+                "Sidecar {} runs image {}, which this cluster profile does not allow; AllowedImages are: {}.",
+                sidecar.name,
+                quote(&sidecar.image),
+                patterns(&cluster.allowed_images)
+            ),
+        );
+    }
+    for volume in elastic.efs_volumes.iter().filter(|v| !allowed(&cluster.allowed_file_system_ids, &v.file_system_id)) {
+        error(
+            "EfsVolumes",
+            format!(
+                "EFS file system {} is not allowed by this cluster profile; AllowedFileSystemIds are: {}.",
+                volume.file_system_id,
+                patterns(&cluster.allowed_file_system_ids)
+            ),
+        );
+    }
+    if let Some(arn) =
+        elastic.repository_credentials_arn.as_deref().filter(|arn| !allowed(&cluster.allowed_secret_arns, arn))
+    {
+        error(
+            "RepositoryCredentialsArn",
+            format!(
+                "RepositoryCredentialsArn {} is not allowed by this cluster profile; AllowedSecretArns are: {}.",
+                quote(arn),
+                patterns(&cluster.allowed_secret_arns)
+            ),
+        );
+    }
+    let awslogs_options = elastic.firelens().is_none() && !elastic.log_options.is_empty();
+    if awslogs_options && cluster.log_group.is_none() && elastic.task_definition_arn.is_none() {
+        error(
+            "LogOptions",
+            "LogOptions set awslogs options, but this cluster profile sends no logs to CloudWatch (no LogGroup); set LogGroup there, or add a FireLens sidecar.".to_string(),
         );
     }
     if !allowed(&cluster.allowed_images, &elastic.image) {
@@ -177,6 +248,18 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
         for (key, _) in asked.into_iter().filter(|(_, set)| *set) {
             error(key, format!("{key} needs AllowPrivileged in the cluster profile: such a task controls the EC2 instance and every other task on it."));
         }
+        for sidecar in elastic.sidecars.iter().filter(|s| s.privileged) {
+            error(
+                "Sidecars",
+                format!("Sidecar {} runs privileged, which needs AllowPrivileged in the cluster profile: such a task controls the EC2 instance and every other task on it.", sidecar.name),
+            );
+        }
+        for mount in elastic.bind_mounts.iter().filter(|m| is_sensitive_host_path(&m.host_path)) {
+            error(
+                "BindMounts",
+                format!("Mounting the instance's {} needs AllowPrivileged in the cluster profile: it gives the build control of the EC2 instance and every other task on it.", mount.host_path),
+            );
+        }
     }
     let total_tags =
         cluster.tags.iter().filter(|(k, _)| !elastic.tags.iter().any(|(e, _)| e == k)).count() + elastic.tags.len();
@@ -203,6 +286,12 @@ fn fargate_size_problem(cpu: u32, memory: u32) -> Option<(&'static str, String)>
         let allowed = sizes.describe();
         ("Memory", format!("On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."))
     })
+}
+
+/// A Fargate platform version below 1.4.0 (`LATEST` is not).
+fn below_1_4(version: &str) -> bool {
+    let parts: Vec<u32> = version.split('.').filter_map(|p| p.parse().ok()).collect();
+    parts.len() == 3 && (parts[0], parts[1]) < (1, 4)
 }
 
 /// An image in a private ECR repository (`<account>.dkr.ecr.<region>.amazonaws.com/...`).

@@ -6,7 +6,11 @@
 use super::fields::{quote, Fields};
 use super::keys::{ProfileKind, CPU_ARCHITECTURES, OPERATING_SYSTEM_FAMILIES};
 use super::line_rules::{ENV_VARIABLES, SECRETS, TAGS};
+use super::task_parts::{self, BindMount, EfsVolume, HealthCheck, Sidecar, Ulimit};
 use super::{profile_hash, syntax, FieldError, Properties};
+
+/// The name of the GoCD agent container in the task definitions the plugin registers.
+pub const AGENT_CONTAINER: &str = "gocd-agent";
 
 /// A parsed, valid elastic agent profile.
 #[derive(Debug, Clone)]
@@ -51,6 +55,28 @@ pub struct ElasticProfile {
     pub task_definition_arn: Option<String>,
     /// `AgentContainerName`: the agent's container in `task_definition_arn`.
     pub agent_container_name: Option<String>,
+    /// `EfsVolumes`, mounted into the agent container.
+    pub efs_volumes: Vec<EfsVolume>,
+    /// `BindMounts` (EC2 only), mounted into the agent container.
+    pub bind_mounts: Vec<BindMount>,
+    /// `RepositoryCredentialsArn`: the Secrets Manager secret of a private registry.
+    pub repository_credentials_arn: Option<String>,
+    /// `StopTimeoutSeconds`, 2 to 120.
+    pub stop_timeout_seconds: Option<u32>,
+    /// `Ulimits` of the agent container.
+    pub ulimits: Vec<Ulimit>,
+    /// `InitProcessEnabled`.
+    pub init_process_enabled: bool,
+    /// `SharedMemoryMiB` (EC2 only).
+    pub shared_memory_mib: Option<u32>,
+    /// `HealthCheck` of the agent container.
+    pub health_check: Option<HealthCheck>,
+    /// `PlatformVersion` (Fargate only), a RunTask parameter.
+    pub platform_version: Option<String>,
+    /// `LogOptions`, in the order given.
+    pub log_options: Vec<(String, String)>,
+    /// `Sidecars`: extra containers beside the agent.
+    pub sidecars: Vec<Sidecar>,
     /// [`profile_hash`] of the properties this profile was parsed from.
     pub hash: String,
 }
@@ -106,9 +132,22 @@ impl ElasticProfile {
             enable_execute_command: f.boolean("EnableExecuteCommand", false),
             task_definition_arn: f.string("TaskDefinitionArn", check_task_definition),
             agent_container_name: f.string("AgentContainerName", check_container_name),
+            efs_volumes: task_parts::efs_volumes(&mut f),
+            bind_mounts: task_parts::bind_mounts(&mut f),
+            repository_credentials_arn: f.string("RepositoryCredentialsArn", check_registry_secret),
+            stop_timeout_seconds: f.optional_number("StopTimeoutSeconds", 2..=120),
+            ulimits: task_parts::ulimits(&mut f),
+            init_process_enabled: f.boolean("InitProcessEnabled", false),
+            shared_memory_mib: f.optional_number("SharedMemoryMiB", 1..=122_880),
+            health_check: task_parts::health_check(&mut f),
+            platform_version: f.string("PlatformVersion", check_platform_version),
+            log_options: task_parts::log_options(&mut f),
+            sidecars: task_parts::sidecars(&mut f, AGENT_CONTAINER),
             hash: profile_hash(props),
         };
+        task_parts::check_log_options(&mut f, &profile.log_options, profile.firelens().is_some());
         check_task_definition_use(&mut f, &profile);
+        check_task_parts(&mut f, &profile);
         f.finish(profile)
     }
 
@@ -116,7 +155,23 @@ impl ElasticProfile {
     pub fn hash(&self) -> String {
         self.hash.clone()
     }
+
+    /// The FireLens router's type (`fluentbit`, `fluentd`), when a sidecar is one.
+    pub fn firelens(&self) -> Option<&str> {
+        self.sidecars.iter().find_map(|s| s.firelens.as_deref())
+    }
+
+    /// CPU units and memory (MiB) left for the agent container once the sidecars took theirs;
+    /// `None` when they take all of it (validation refuses such a profile).
+    pub fn agent_share(&self) -> Option<(u32, u32)> {
+        let cpu: u32 = self.sidecars.iter().map(|s| s.cpu).sum();
+        let memory: u32 = self.sidecars.iter().map(|s| s.memory).sum();
+        Some((self.cpu.checked_sub(cpu)?, self.memory.checked_sub(memory).filter(|m| *m >= MIN_AGENT_MEMORY)?))
+    }
 }
+
+/// The least memory (MiB) the sidecars must leave the GoCD agent (a JVM).
+pub const MIN_AGENT_MEMORY: u32 = 256;
 
 /// Validates an elastic agent profile on its own: every problem, or nothing when it is valid.
 pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
@@ -145,6 +200,16 @@ fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
             ("Secrets", f.is_set("Secrets")),
             ("Privileged", profile.privileged),
             ("MountDockerSocket", profile.mount_docker_socket),
+            ("EfsVolumes", f.is_set("EfsVolumes")),
+            ("BindMounts", f.is_set("BindMounts")),
+            ("RepositoryCredentialsArn", f.is_set("RepositoryCredentialsArn")),
+            ("StopTimeoutSeconds", f.is_set("StopTimeoutSeconds")),
+            ("Ulimits", f.is_set("Ulimits")),
+            ("InitProcessEnabled", profile.init_process_enabled),
+            ("SharedMemoryMiB", f.is_set("SharedMemoryMiB")),
+            ("HealthCheck", f.is_set("HealthCheck")),
+            ("LogOptions", f.is_set("LogOptions")),
+            ("Sidecars", f.is_set("Sidecars")),
         ];
         for (key, _) in conflicts.into_iter().filter(|(_, set)| *set) {
             let message = format!(
@@ -152,6 +217,98 @@ fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
             );
             f.error(key, message);
         }
+    }
+}
+
+/// What the new task parts need of the rest of the profile (issue 19): Linux for Linux-only
+/// container settings, a task role for EFS IAM authorization, an execution role for registry
+/// credentials, room for the agent beside the sidecars.
+fn check_task_parts(f: &mut Fields<'_>, profile: &ElasticProfile) {
+    if profile.task_definition_arn.is_some() {
+        return;
+    }
+    if profile.operating_system_family != "LINUX" {
+        let linux_only = [
+            ("EfsVolumes", !profile.efs_volumes.is_empty()),
+            ("Ulimits", !profile.ulimits.is_empty()),
+            ("InitProcessEnabled", profile.init_process_enabled),
+            ("SharedMemoryMiB", profile.shared_memory_mib.is_some()),
+        ];
+        for (key, _) in linux_only.into_iter().filter(|(_, set)| *set) {
+            let message = format!(
+                "{key} only applies to Linux containers; OperatingSystemFamily is {}.",
+                profile.operating_system_family
+            );
+            f.error(key, message);
+        }
+    }
+    if profile.efs_volumes.iter().any(|v| v.iam) && profile.task_role_arn.is_none() {
+        f.error(
+            "EfsVolumes",
+            "EFS volumes with iam mount as the task role: set TaskRoleArn to a role allowed to mount them.",
+        );
+    }
+    if profile.repository_credentials_arn.is_some() && profile.execution_role_arn.is_none() {
+        f.error(
+            "RepositoryCredentialsArn",
+            "RepositoryCredentialsArn needs ExecutionRoleArn: ECS reads the registry credentials with the execution role.",
+        );
+    }
+    if let Some(shm) = profile.shared_memory_mib.filter(|shm| *shm > profile.memory) {
+        f.error(
+            "SharedMemoryMiB",
+            format!("SharedMemoryMiB ({shm}) must not be more than Memory ({} MiB).", profile.memory),
+        );
+    }
+    if !profile.sidecars.is_empty() && !f.has_error("Sidecars") {
+        let cpu: u32 = profile.sidecars.iter().map(|s| s.cpu).sum();
+        let memory: u32 = profile.sidecars.iter().map(|s| s.memory).sum();
+        if cpu > profile.cpu {
+            f.error(
+                "Sidecars",
+                format!("The sidecars ask for {cpu} CPU units, more than the task's Cpu ({}).", profile.cpu),
+            );
+        }
+        if memory + MIN_AGENT_MEMORY > profile.memory {
+            f.error(
+                "Sidecars",
+                format!(
+                    "The sidecars ask for {memory} MiB of the task's Memory ({} MiB); leave the GoCD agent at least {MIN_AGENT_MEMORY} MiB.",
+                    profile.memory
+                ),
+            );
+        }
+        if let Some((_, agent_memory)) = profile.agent_share() {
+            if let Some(reservation) = profile.memory_reservation.filter(|r| *r > agent_memory) {
+                f.error(
+                    "MemoryReservation",
+                    format!("MemoryReservation ({reservation} MiB) must not be more than what the sidecars leave the agent ({agent_memory} MiB)."),
+                );
+            }
+        }
+    }
+}
+
+fn check_registry_secret(v: &str) -> Result<(), String> {
+    if syntax::parse_arn(v, "secretsmanager", false)
+        .is_some_and(|arn| arn.resource.strip_prefix("secret:").is_some_and(|r| !r.is_empty()))
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "RepositoryCredentialsArn {} is not a Secrets Manager secret ARN: it must look like arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/registry-AbCdEf.",
+            quote(v)
+        ))
+    }
+}
+
+fn check_platform_version(v: &str) -> Result<(), String> {
+    let numbered = v.split('.').count() == 3
+        && v.split('.').all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()));
+    if v == "LATEST" || numbered {
+        Ok(())
+    } else {
+        Err(format!("PlatformVersion must be LATEST or a version like 1.4.0; {} is not.", quote(v)))
     }
 }
 

@@ -178,6 +178,8 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "Glob patterns, one per line: an elastic profile (or the task definition it names) whose execution role matches none is refused. Default: any role. Example: arn:aws:iam::123456789012:role/gocd-execution-*."),
     spec("AllowedSecretArns", LIMITS, "Allowed secret ARNs", Input::Lines,
         "Glob patterns, one per line: an elastic profile (or the task definition it names) reading a secret whose ARN matches none is refused. Default: any secret. Example: arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/*."),
+    spec("AllowedFileSystemIds", LIMITS, "Allowed EFS file systems", Input::Lines,
+        "Glob patterns, one per line: an elastic profile (or the task definition it names) mounting an EFS file system whose id matches none is refused. Default: any file system. Example: fs-0a1b2c3d."),
     spec("AllowPrivileged", LIMITS, "Allow privileged agents", Input::Checkbox,
         "Lets elastic profiles (and the task definitions they name) run privileged or mount the Docker socket, which controls the whole EC2 instance and the other teams' tasks on it. Default: off: such profiles are refused."),
     spec("Ec2InstanceType", EC2, "Instance type", Input::Text,
@@ -204,18 +206,19 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "Shell lines appended to the generated user data script, at most 16 KiB. Default: none."),
 ];
 
-const CONTAINER: &str = "Container";
+const BASICS: &str = "Basics";
 const RESOURCES: &str = "Resources";
-const ROLES: &str = "Roles and secrets";
+const STORAGE: &str = "Storage";
+const SECURITY: &str = "Security";
 const ADVANCED: &str = "Advanced";
 
 /// Elastic agent profile fieldsets, in display order.
-pub const ELASTIC_GROUPS: &[&str] = &[CONTAINER, RESOURCES, ROLES, NETWORK, ADVANCED];
+pub const ELASTIC_GROUPS: &[&str] = &[BASICS, RESOURCES, STORAGE, NETWORK, SECURITY, ADVANCED];
 
 /// Every elastic agent profile key.
 #[rustfmt::skip]
 pub const ELASTIC_KEYS: &[KeySpec] = &[
-    required(spec("Image", CONTAINER, "Docker image", Input::Text,
+    required(spec("Image", BASICS, "Docker image", Input::Text,
         "The GoCD agent image to run. Example: gocd/gocd-agent-ubuntu-22.04:v24.1.0 or 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd-agent:latest.")),
     spec("Cpu", RESOURCES, "CPU units", Input::Text,
         "CPU units for the task (1024 = 1 vCPU), 2 to 16384; on Fargate a valid Fargate size. Default: 1024."),
@@ -223,38 +226,60 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
         "Memory for the task in MiB, 6 to 122880; on Fargate it must pair with the CPU units. Default: 2048."),
     spec("MemoryReservation", RESOURCES, "Memory reservation (MiB)", Input::Text,
         "Soft memory limit in MiB, at most the memory; EC2 only. Default: none."),
-    spec("Command", CONTAINER, "Command", Input::Lines,
+    spec("Command", BASICS, "Command", Input::Lines,
         "The container command, one argument per line. Default: the image's own command."),
-    spec("Environment", CONTAINER, "Environment variables", Input::Lines,
+    spec("Environment", BASICS, "Environment variables", Input::Lines,
         "KEY=VALUE, one per line; these win over the cluster profile's. Example: JAVA_OPTS=-Xmx1g."),
-    spec("Secrets", ROLES, "Secrets", Input::Lines,
+    spec("Secrets", SECURITY, "Secrets", Input::Lines,
         "NAME=ARN, one per line: environment variables filled from Secrets Manager or SSM Parameter Store; needs an execution role. Example: NPM_TOKEN=arn:aws:ssm:us-east-1:123456789012:parameter/ci/npm-token."),
-    spec("TaskRoleArn", ROLES, "Task role ARN", Input::Text,
+    spec("TaskRoleArn", SECURITY, "Task role ARN", Input::Text,
         "The IAM role the build's AWS calls run as. Default: none. Example: arn:aws:iam::123456789012:role/gocd-build."),
-    spec("ExecutionRoleArn", ROLES, "Execution role ARN", Input::Text,
+    spec("ExecutionRoleArn", SECURITY, "Execution role ARN", Input::Text,
         "The IAM role ECS uses to pull the image, write logs and read secrets. Default: none. Example: arn:aws:iam::123456789012:role/ecsTaskExecutionRole."),
     spec("OperatingSystemFamily", RESOURCES, "Operating system family", Input::Select(OPERATING_SYSTEM_FAMILIES),
         "The task's operating system. Default: LINUX."),
     spec("CpuArchitecture", RESOURCES, "CPU architecture", Input::Select(CPU_ARCHITECTURES),
         "X86_64 or ARM64 (Linux only). Default: X86_64."),
-    spec("EphemeralStorageGiB", RESOURCES, "Ephemeral storage (GiB)", Input::Text,
+    spec("EphemeralStorageGiB", STORAGE, "Ephemeral storage (GiB)", Input::Text,
         "Task storage on Fargate, 21 to 200 GiB. Default: Fargate's 20 GiB."),
-    spec("Privileged", ADVANCED, "Privileged", Input::Checkbox,
+    spec("Privileged", SECURITY, "Privileged", Input::Checkbox,
         "Run the container privileged; EC2 only. Default: off."),
-    spec("MountDockerSocket", ADVANCED, "Mount Docker socket", Input::Checkbox,
+    spec("MountDockerSocket", SECURITY, "Mount Docker socket", Input::Checkbox,
         "Mount the instance's /var/run/docker.sock into the container; EC2 only. Default: off."),
     spec("SubnetIds", NETWORK, "Subnet ids", Input::Text,
         "Comma-separated subnets, at most 16. Default: the cluster profile's. Example: subnet-0a1b2c3d."),
     spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
         "Comma-separated security groups, at most 5. Default: the cluster profile's. Example: sg-0123abcd."),
-    spec("Tags", ADVANCED, "Tags", Input::Lines,
+    spec("Tags", BASICS, "Tags", Input::Lines,
         "KEY=VALUE, one per line, put on the task; keys starting with aws: or gocd: are reserved. Example: cost-center=ci."),
-    spec("EnableExecuteCommand", ADVANCED, "Enable ECS Exec", Input::Checkbox,
+    spec("EnableExecuteCommand", SECURITY, "Enable ECS Exec", Input::Checkbox,
         "Allow ECS Exec into the agent container (the task role needs the SSM permissions). Default: off."),
     spec("TaskDefinitionArn", ADVANCED, "Task definition", Input::Text,
         "Use this task definition as it is instead of one generated from this profile: an ARN, family:revision or family. Default: none."),
     spec("AgentContainerName", ADVANCED, "Agent container name", Input::Text,
         "Which container of the task definition is the GoCD agent; needs a task definition. Default: its first container."),
+    spec("EfsVolumes", STORAGE, "EFS volumes", Input::Lines,
+        "One EFS file system per line, mounted into the agent container: fs-ID[:/directory] /container/path, then any of read-only, iam (IAM authorization with the task role), access-point=fsap-ID, no-transit-encryption. Transit encryption is on unless switched off. Linux only. Example: fs-0a1b2c3d:/ci/gradle /home/go/.gradle."),
+    spec("BindMounts", STORAGE, "Host directories (EC2)", Input::Lines,
+        "One instance directory per line, mounted into the agent container: /host/path /container/path [read-only]; EC2 only. System paths (/, /etc, /var/run, the Docker socket ...) need AllowPrivileged in the cluster profile. Example: /var/cache/gocd-m2 /home/go/.m2."),
+    spec("RepositoryCredentialsArn", SECURITY, "Registry credentials secret ARN", Input::Text,
+        "A Secrets Manager secret with the username and password of a private (non-ECR) registry, used to pull the agent image and sidecar images from the same registry; needs an execution role that may read it. Example: arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/registry-AbCdEf."),
+    spec("StopTimeoutSeconds", ADVANCED, "Stop timeout (seconds)", Input::Text,
+        "Seconds between SIGTERM and SIGKILL when the task stops, 2 to 120: time to upload artifacts (Fargate Spot gives 2 minutes' notice). Default: ECS's 30."),
+    spec("Ulimits", RESOURCES, "Ulimits", Input::Lines,
+        "NAME=SOFT[:HARD], one per line, for the agent container (core, cpu, data, fsize, locks, memlock, msgqueue, nice, nofile, nproc, rss, rtprio, rttime, sigpending, stack); Linux only. Example: nofile=65536:1048576."),
+    spec("InitProcessEnabled", ADVANCED, "Run an init process", Input::Checkbox,
+        "Run an init process as PID 1 in the agent container, which reaps the zombie processes builds leave behind; Linux only. Default: off."),
+    spec("SharedMemoryMiB", RESOURCES, "Shared memory (MiB)", Input::Text,
+        "Size of /dev/shm in the agent container (browsers in tests need more than Docker's 64 MiB), at most the container's memory; EC2 only. Default: Docker's."),
+    spec("HealthCheck", ADVANCED, "Health check", Input::Lines,
+        "KEY=VALUE, one per line: command (a shell command, exit 0 means healthy; required), interval (5-300 s, default 30), timeout (2-60 s, default 5), retries (1-10, default 3), startPeriod (0-300 s, default 0). Example: command=pgrep -f agent-bootstrapper."),
+    spec("PlatformVersion", RESOURCES, "Fargate platform version", Input::Text,
+        "The Fargate platform version of the task: LATEST or a version like 1.4.0 (EFS volumes need 1.4.0 or later); Fargate only. Default: LATEST."),
+    spec("LogOptions", ADVANCED, "Log options", Input::Lines,
+        "KEY=VALUE, one per line. With the cluster profile's LogGroup: awslogs options awslogs-create-group, awslogs-datetime-format, awslogs-multiline-pattern, mode, max-buffer-size. With a FireLens sidecar: that router's output options (Name=cloudwatch_logs, region=...). Log retention is set on the log group itself. Example: awslogs-create-group=true."),
+    spec("Sidecars", ADVANCED, "Sidecar containers", Input::Lines,
+        "A JSON list of extra containers: name, image, memory (MiB, required), cpu, essential (default true), environment (an object), command (a list), privileged (EC2 with AllowPrivileged only), firelens (fluentbit or fluentd: the log router). Their cpu and memory come out of the task's; the GoCD agent stays essential. Images must pass AllowedImages. Example: [{\"name\": \"postgres\", \"image\": \"postgres:16\", \"memory\": 512}]."),
 ];
 
 #[cfg(test)]
@@ -282,8 +307,8 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 33);
-        assert_eq!(ELASTIC_KEYS.len(), 20);
+        assert_eq!(CLUSTER_KEYS.len(), 34);
+        assert_eq!(ELASTIC_KEYS.len(), 31);
     }
 
     #[test]

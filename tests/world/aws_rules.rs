@@ -39,6 +39,12 @@
 //! | `ecs.register_task_definition.network_mode` | `ClientException` (`bridge` with Windows; Fargate needs `awsvpc`) | ECS: task definitions |
 //! | `ecs.register_task_definition.ephemeral_storage` | `ClientException` (`sizeInGiB` 21-200, Fargate only) | ECS: task definitions |
 //! | `ecs.register_task_definition.fargate_privileged` | `ClientException` (on Fargate: `privileged`, added capabilities other than `SYS_PTRACE`, `devices`, `sharedMemorySize`, `tmpfs`) | ECS: task definitions |
+//! | `ecs.register_task_definition.essential` | `ClientException` (at least one container must be essential) | ECS: task definitions |
+//! | `ecs.register_task_definition.fargate_container_sizes` | `ClientException` (on Fargate the containers' cpu and memory add up to at most the task's) | ECS: task definitions (Fargate task sizes) |
+//! | `ecs.register_task_definition.stop_timeout` | `ClientException` (`stopTimeout` at most 120 seconds) | ECS: task definitions (container definition `stopTimeout`) |
+//! | `ecs.register_task_definition.fargate_host_path` | `ClientException` (on Fargate a volume's `host.sourcePath`) | ECS: task definitions (bind mounts) |
+//! | `ecs.register_task_definition.efs` | `ClientException` (`transitEncryption` ENABLED with IAM authorization or an access point; with an access point `rootDirectory` omitted or `/`) | ECS: task definitions (EFSVolumeConfiguration) |
+//! | `ecs.register_task_definition.health_check` | `ClientException` (`interval` 5-300, `timeout` 2-60, `retries` 1-10, `startPeriod` 0-300) | ECS: task definitions (HealthCheck) |
 //! | `ecs.delete_task_definitions.max` | `InvalidParameterException` (≤10 ARNs a call) | ECS: task definitions |
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
@@ -96,6 +102,12 @@ pub const RULES: &[&str] = &[
     TD_NETWORK_MODE,
     TD_EPHEMERAL_STORAGE,
     TD_FARGATE_PRIVILEGED,
+    TD_ESSENTIAL,
+    TD_FARGATE_CONTAINER_SIZES,
+    TD_STOP_TIMEOUT,
+    TD_FARGATE_HOST_PATH,
+    TD_EFS,
+    TD_HEALTH_CHECK,
     DELETE_TD_MAX,
     LIST_TASKS_MAX_RESULTS,
     LIST_TASKS_STARTED_BY_ALONE,
@@ -135,6 +147,12 @@ pub const TD_WINDOWS: &str = "ecs.register_task_definition.windows";
 pub const TD_NETWORK_MODE: &str = "ecs.register_task_definition.network_mode";
 pub const TD_EPHEMERAL_STORAGE: &str = "ecs.register_task_definition.ephemeral_storage";
 pub const TD_FARGATE_PRIVILEGED: &str = "ecs.register_task_definition.fargate_privileged";
+pub const TD_ESSENTIAL: &str = "ecs.register_task_definition.essential";
+pub const TD_FARGATE_CONTAINER_SIZES: &str = "ecs.register_task_definition.fargate_container_sizes";
+pub const TD_STOP_TIMEOUT: &str = "ecs.register_task_definition.stop_timeout";
+pub const TD_FARGATE_HOST_PATH: &str = "ecs.register_task_definition.fargate_host_path";
+pub const TD_EFS: &str = "ecs.register_task_definition.efs";
+pub const TD_HEALTH_CHECK: &str = "ecs.register_task_definition.health_check";
 pub const DELETE_TD_MAX: &str = "ecs.delete_task_definitions.max";
 pub const LIST_TASKS_MAX_RESULTS: &str = "ecs.list_tasks.max_results";
 pub const LIST_TASKS_STARTED_BY_ALONE: &str = "ecs.list_tasks.started_by_alone";
@@ -589,6 +607,91 @@ impl AwsRules {
                             format!("The '{field}' linux parameter is not supported on Fargate (container {name})."),
                         ));
                     }
+                }
+            }
+        }
+        self.task_contents(v, fargate, &containers, cpu, memory)
+    }
+
+    /// The rules on what a task runs (issue 19): essential containers, container sizes within
+    /// a Fargate task's, stop timeouts, bind mounts, EFS volumes and health checks.
+    fn task_contents(
+        &self,
+        v: &Value,
+        fargate: bool,
+        containers: &[Value],
+        cpu: Option<u64>,
+        memory: Option<u64>,
+    ) -> Result<(), Broken> {
+        if self.on(TD_ESSENTIAL) && !containers.is_empty() && containers.iter().all(|c| c["essential"] == false) {
+            return Err(client(TD_ESSENTIAL, "At least one essential container is required."));
+        }
+        if self.on(TD_FARGATE_CONTAINER_SIZES) && fargate {
+            let sum = |field: &str| containers.iter().filter_map(|c| c[field].as_u64()).sum::<u64>();
+            if let Some(task_memory) = memory.filter(|m| sum("memory") > *m) {
+                return Err(client(
+                    TD_FARGATE_CONTAINER_SIZES,
+                    format!(
+                        "The sum of the containers' memory ({}) exceeds the task memory ({task_memory}).",
+                        sum("memory")
+                    ),
+                ));
+            }
+            if let Some(task_cpu) = cpu.filter(|c| sum("cpu") > *c) {
+                return Err(client(
+                    TD_FARGATE_CONTAINER_SIZES,
+                    format!("The sum of the containers' cpu ({}) exceeds the task cpu ({task_cpu}).", sum("cpu")),
+                ));
+            }
+        }
+        for c in containers {
+            let name = c["name"].as_str().unwrap_or("");
+            if let Some(t) = c["stopTimeout"].as_i64().filter(|t| self.on(TD_STOP_TIMEOUT) && *t > 120) {
+                return Err(client(
+                    TD_STOP_TIMEOUT,
+                    format!(
+                        "The stop timeout of container {name} is {t}; the maximum stop timeout value is 120 seconds."
+                    ),
+                ));
+            }
+            let h = &c["healthCheck"];
+            if self.on(TD_HEALTH_CHECK) && !h.is_null() {
+                for (field, low, high) in
+                    [("interval", 5, 300), ("timeout", 2, 60), ("retries", 1, 10), ("startPeriod", 0, 300)]
+                {
+                    if let Some(n) = h[field].as_i64().filter(|n| !(low..=high).contains(n)) {
+                        return Err(client(
+                            TD_HEALTH_CHECK,
+                            format!("Health check {field} of container {name} must be between {low} and {high} (it is {n})."),
+                        ));
+                    }
+                }
+            }
+        }
+        for volume in v["volumes"].as_array().into_iter().flatten() {
+            let name = volume["name"].as_str().unwrap_or("");
+            if self.on(TD_FARGATE_HOST_PATH) && fargate && volume["host"]["sourcePath"].is_string() {
+                return Err(client(
+                    TD_FARGATE_HOST_PATH,
+                    format!("Fargate does not support the host sourcePath parameter (volume {name})."),
+                ));
+            }
+            let efs = &volume["efsVolumeConfiguration"];
+            if self.on(TD_EFS) && !efs.is_null() {
+                let auth = &efs["authorizationConfig"];
+                let access_point = auth["accessPointId"].as_str().is_some_and(|a| !a.is_empty());
+                let iam = auth["iam"] == "ENABLED";
+                if (iam || access_point) && efs["transitEncryption"] != "ENABLED" {
+                    return Err(client(
+                        TD_EFS,
+                        format!("Transit encryption must be enabled when IAM authorization or an access point is used (volume {name})."),
+                    ));
+                }
+                if access_point && efs["rootDirectory"].as_str().is_some_and(|d| d != "/") {
+                    return Err(client(
+                        TD_EFS,
+                        format!("The root directory must be omitted or set to '/' when an access point is used (volume {name})."),
+                    ));
                 }
             }
         }
