@@ -39,6 +39,8 @@ pub struct Plugin {
     clusters: Mutex<HashMap<String, Arc<Cluster>>>,
     metrics: Arc<crate::metrics::Metrics>,
     engine: EngineOptions,
+    /// The event queues read for the serving profiles (`EventQueueUrl`).
+    event_queues: crate::cluster::event_queue::EventQueues,
 }
 
 impl Plugin {
@@ -51,6 +53,7 @@ impl Plugin {
             clusters: Mutex::new(HashMap::new()),
             metrics: options.metrics,
             engine: options.engine,
+            event_queues: Default::default(),
         }
     }
 
@@ -134,6 +137,9 @@ impl Plugin {
         found
     }
 
+        if found.is_ok() {
+            self.sync_event_queues(); // a new profile's queue is read before its first task starts
+        }
     /// The key of a profile whose clients are `aws`: where it acts (DESIGN.md §2).
     fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<String> {
         let Some(account) = aws.account_id.as_deref() else {
@@ -225,7 +231,13 @@ impl Plugin {
         });
     }
 
-    /// Stops background work at shutdown (the EC2 capacity loops).
+    /// Reads the event queue of every serving profile that names one, and no other
+    /// (`cluster/event_queue`).
+    pub fn sync_event_queues(&self) {
+        self.event_queues.sync(&self.known_clusters());
+    }
+
+    /// Stops background work at shutdown (the EC2 capacity loops, the event queue pollers).
     pub fn shutdown(&self) {
         self.known_clusters().iter().for_each(|c| c.ec2.stop());
     }
@@ -233,6 +245,7 @@ impl Plugin {
     fn clusters(&self) -> MutexGuard<'_, HashMap<String, Arc<Cluster>>> {
         self.clusters.lock().unwrap_or_else(PoisonError::into_inner)
     }
+        self.event_queues.stop();
 }
 
 /// Scrapes read the gauges of every known cluster (see `serve`, which attaches the plugin).

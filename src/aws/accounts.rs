@@ -30,6 +30,8 @@ pub struct AwsClients {
     pub ecs: aws_sdk_ecs::Client,
     /// EC2 (networking lookups, EC2 capacity).
     pub ec2: aws_sdk_ec2::Client,
+    /// SQS (the event queue, `EventQueueUrl`): its attempts may take a 20 s long poll.
+    pub sqs: aws_sdk_sqs::Client,
     /// The region the clients call.
     pub region: String,
     /// The role these clients act as, if any.
@@ -293,10 +295,17 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budg
         .retry_config(retry.clone())
         .timeout_config(timeouts.clone())
         .build();
-    let ec2 = aws_sdk_ec2::config::Builder::from(&config).retry_config(retry).timeout_config(timeouts).build();
+    let ec2 = aws_sdk_ec2::config::Builder::from(&config).retry_config(retry.clone()).timeout_config(timeouts).build();
+    // A long poll waits up to 20 s for a message before SQS answers: room for it, and for the answer.
+    let long_poll = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .operation_attempt_timeout(Duration::from_secs(35))
+        .build();
+    let sqs = aws_sdk_sqs::config::Builder::from(&config).retry_config(retry).timeout_config(long_poll).build();
     Arc::new(AwsClients {
         ecs: aws_sdk_ecs::Client::from_conf(ecs),
         ec2: aws_sdk_ec2::Client::from_conf(ec2),
+        sqs: aws_sdk_sqs::Client::from_conf(sqs),
         region: key.region,
         role_arn: key.role_arn,
         role,

@@ -37,6 +37,10 @@ pub enum Category {
     Ec2Write,
     /// STS.
     Sts,
+    /// SQS ReceiveMessage and DeleteMessageBatch on the event queue (`EventQueueUrl`). AWS
+    /// publishes no per-account rate for them; the budget keeps the plugin's pollers (one long
+    /// poll per profile at a time) from ever becoming a burst.
+    Sqs,
 }
 
 impl Category {
@@ -50,6 +54,7 @@ impl Category {
             "DeregisterContainerInstance" | "TagResource" | "UpdateContainerInstancesState" => Category::EcsWrite,
             "RunInstances" | "TerminateInstances" | "CreateTags" => Category::Ec2Write,
             "AssumeRole" | "GetCallerIdentity" => Category::Sts,
+            "ReceiveMessage" | "DeleteMessageBatch" | "DeleteMessage" | "GetQueueAttributes" => Category::Sqs,
             op if op.starts_with("Describe") && EC2_READS.contains(&op) => Category::Ec2Read,
             _ => Category::EcsRead,
         }
@@ -67,6 +72,7 @@ impl Category {
             Category::Ec2Read => (95.0, 19.0),
             Category::Ec2Write => (45.0, 4.5),
             Category::Sts => (45.0, 9.0),
+            Category::Sqs => (45.0, 9.0),
         }
     }
 }
@@ -197,6 +203,7 @@ mod tests {
         assert_eq!(Category::of("DescribeSubnets"), Category::Ec2Read);
         assert_eq!(Category::of("RegisterTaskDefinition"), Category::EcsRegister);
         assert_eq!(Category::of("TerminateInstances"), Category::Ec2Write);
+        assert_eq!(Category::of("ReceiveMessage"), Category::Sqs);
     }
 
     #[tokio::test(start_paused = true)]

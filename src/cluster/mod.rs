@@ -17,6 +17,7 @@ pub mod complete;
 pub mod create;
 pub mod ec2;
 pub mod error;
+pub mod event_queue;
 pub mod events;
 #[cfg(test)]
 mod fake_aws;
@@ -111,6 +112,8 @@ pub struct Cluster {
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
+    /// What this profile knows of its event queue (`EventQueueUrl`).
+    queue: Mutex<event_queue::QueueStatus>,
     /// Orphan tasks stopped by the sweep so far.
     pub swept_orphans: std::sync::atomic::AtomicU64,
     /// Task ARNs the last orphan sweep marked (see `sweep`).
@@ -148,6 +151,7 @@ impl Cluster {
             task_definition_sweep: task_definition_sweep::SweepState::new(
                 SystemTime::now(),
                 options.task_definition_sweep_after,
+            queue: Mutex::new(event_queue::QueueStatus::default()),
             ),
             networks: Mutex::new(HashMap::new()),
             adopted: OnceCell::new(),

@@ -86,6 +86,8 @@ pub struct ClusterProfile {
     pub tags: Vec<(String, String)>,
     /// `LogGroup` for the awslogs driver.
     pub log_group: Option<String>,
+    /// `EventQueueUrl`: the SQS queue EventBridge feeds with this cluster's events.
+    pub event_queue_url: Option<String>,
     /// `AllowedImages`; empty means any image.
     pub allowed_images: Vec<glob::Pattern>,
     /// `AllowedTaskRoleArns`; empty means any task role.
@@ -137,6 +139,7 @@ impl ClusterProfile {
             environment_variables: f.key_values("EnvironmentVariables", &ENV_VARIABLES),
             tags: f.key_values("Tags", &TAGS),
             log_group: f.string("LogGroup", check_log_group),
+            event_queue_url: f.string("EventQueueUrl", check_event_queue_url),
             allowed_images: f.globs("AllowedImages"),
             allowed_task_role_arns: f.globs("AllowedTaskRoleArns"),
             allowed_execution_role_arns: f.globs("AllowedExecutionRoleArns"),
@@ -146,6 +149,12 @@ impl ClusterProfile {
             ec2: ec2_capacity::read(&mut f, launch_type),
         };
         f.finish(profile)
+    }
+
+    /// The ARN of the `EventQueueUrl` queue, in `region` (the profile's).
+    pub fn event_queue_arn(&self, region: &str) -> Option<String> {
+        let (account, name) = syntax::sqs_queue_url(self.event_queue_url.as_deref()?)?;
+        Some(format!("arn:aws:sqs:{region}:{account}:{name}"))
     }
 
     /// The cluster's short name (the last part of an ARN).
@@ -296,6 +305,20 @@ fn check_log_group(v: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "LogGroup {} is not a CloudWatch log group name: use 1 to 512 letters, digits and . - _ / #.",
+            quote(v)
+        ))
+    }
+}
+
+/// An SQS queue URL: `http(s)://host/<12-digit account>/<queue name>` (AWS's
+/// `https://sqs.<region>.amazonaws.com/...`, or an endpoint of the operator's choosing).
+fn check_event_queue_url(v: &str) -> Result<(), String> {
+    if syntax::sqs_queue_url(v).is_some() {
+        Ok(())
+    } else {
+        Err(format!(
+            "EventQueueUrl {} is not an SQS queue URL: use the queue's URL as SQS shows it, like \
+             https://sqs.us-east-1.amazonaws.com/123456789012/gocd-ecs-events.",
             quote(v)
         ))
     }

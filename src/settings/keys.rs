@@ -170,6 +170,8 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "KEY=VALUE, one per line, put on every task and instance; keys starting with aws: or gocd: are reserved. At most 40. Example: team=platform."),
     spec("LogGroup", CLUSTER, "CloudWatch log group", Input::Text,
         "Agent logs go to this CloudWatch log group (awslogs driver), one stream per agent. Default: no log configuration. Example: /gocd/agents."),
+    spec("EventQueueUrl", CLUSTER, "Event queue URL", Input::Text,
+        "An SQS queue that an EventBridge rule feeds with this cluster's ECS task state changes (and, with EC2, the plugin's instances' spot warnings and state changes): agents of stopped tasks are removed within seconds instead of at the next server-ping. One queue per GoCD server and account; `iam-policy` prints the rule and the queue policy. Default: none (server-ping only). Example: https://sqs.us-east-1.amazonaws.com/123456789012/gocd-ecs-events."),
     spec("AllowedImages", LIMITS, "Allowed images", Input::Lines,
         "Glob patterns, one per line: an elastic profile (or any container of the task definition it names) whose image matches none is refused. Default: any image. Example: 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/*."),
     spec("AllowedTaskRoleArns", LIMITS, "Allowed task role ARNs", Input::Lines,
@@ -307,7 +309,7 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 34);
+        assert_eq!(CLUSTER_KEYS.len(), 35);
         assert_eq!(ELASTIC_KEYS.len(), 31);
     }
 

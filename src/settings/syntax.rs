@@ -153,6 +153,21 @@ pub(crate) fn is_log_group(s: &str) -> bool {
     (1..=512).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b".-_/#".contains(&b))
 }
 
+/// An SQS queue URL, `http(s)://host[:port]/<12-digit account>/<queue name>`: its account and
+/// queue name. A queue name is 1 to 80 letters, digits, `-` and `_` (a FIFO queue's ends in
+/// `.fifo`).
+pub(crate) fn sqs_queue_url(s: &str) -> Option<(&str, &str)> {
+    let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"))?;
+    let (host, path) = rest.split_once('/')?;
+    let (account, name) = path.split_once('/')?;
+    let host_ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b));
+    let account_ok = account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit());
+    let base = name.strip_suffix(".fifo").unwrap_or(name);
+    let name_ok =
+        (1..=80).contains(&name.len()) && base.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    (host_ok && account_ok && name_ok && !base.is_empty()).then_some((account, name))
+}
+
 /// An EC2 instance type such as `c5.xlarge`, `t3a.medium` or `m7g.metal-48xl`.
 pub(crate) fn is_instance_type(s: &str) -> bool {
     let lower_alnum_dash = |p: &str| p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
@@ -287,6 +302,24 @@ fn check_image_name(name: &str) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqs_queue_urls() {
+        let aws = "https://sqs.us-east-1.amazonaws.com/123456789012/gocd-ecs-events";
+        assert_eq!(sqs_queue_url(aws), Some(("123456789012", "gocd-ecs-events")));
+        assert_eq!(sqs_queue_url("http://127.0.0.1:4566/123456789012/q.fifo"), Some(("123456789012", "q.fifo")));
+        for bad in [
+            "sqs.us-east-1.amazonaws.com/123456789012/q",
+            "https://sqs.us-east-1.amazonaws.com/12345/q",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/a b",
+            "https://sqs.us-east-1.amazonaws.com/123456789012/q/extra",
+            "arn:aws:sqs:us-east-1:123456789012:q",
+        ] {
+            assert_eq!(sqs_queue_url(bad), None, "{bad}");
+        }
+    }
+
 
     #[test]
     fn regions() {
