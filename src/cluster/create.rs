@@ -20,7 +20,7 @@ use tracing::Instrument;
 use super::error::EngineError;
 use super::gocd::console_line;
 use super::identity::new_agent_id;
-use super::launch::{run_task, Capacity, LaunchSpec, Work};
+use super::launch::{run_task, run_task_on_demand, Capacity, LaunchSpec, Work};
 use super::registry::{NewAgent, Reservation};
 use super::Cluster;
 use crate::protocol::host_calls::HealthKind;
@@ -170,7 +170,10 @@ impl Cluster {
             return Ok((line, Created::Queued));
         }
         let spec = LaunchSpec::new(self, profile, &work, network.as_ref());
-        let launched = run_task(&self.aws(), &spec).await.map_err(|failure| {
+        // Spot interrupted this job's previous agent: its rerun runs on on-demand capacity.
+        let on_demand = profile.launch_type == LaunchType::FargateSpot && self.registry().was_interrupted(&work.job);
+        let launched = if on_demand { run_task_on_demand(&self.aws(), &spec).await } else { run_task(&self.aws(), &spec).await };
+        let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
                 self.registry().launch_unknown(&work.agent_id, SystemTime::now());
             }
@@ -183,7 +186,11 @@ impl Cluster {
         }
         self.registry().launched(&work.agent_id, launched.task, capacity);
         tracing::info!(task = %arn, %capacity, "started agent task");
-        Ok((format!("started agent {} as ECS task {arn} on {capacity}", work.agent_id), Created::Started(capacity)))
+        let mut line = format!("started agent {} as ECS task {arn} on {capacity}", work.agent_id);
+        if on_demand {
+            line.push_str(" (on-demand: Spot interrupted this job's previous agent)");
+        }
+        Ok((line, Created::Started(capacity)))
     }
 
     /// A reservation that starts nothing: say why where it helps.

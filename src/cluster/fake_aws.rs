@@ -55,6 +55,11 @@ struct State {
     calls: Vec<String>,
     failures: HashMap<String, VecDeque<(u16, &'static str, String)>>,
     next_task: u64,
+    /// The event queue: (message id, body), oldest first; received messages stay until deleted.
+    queue: VecDeque<(String, String)>,
+    next_message: u64,
+    /// Every RunTask's body, in order.
+    run_requests: Vec<Value>,
 }
 
 /// The fake: clone it freely, every clone sees the same state.
@@ -79,13 +84,21 @@ impl FakeAws {
         let ec2 = aws_sdk_ec2::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(aws_sdk_ec2::config::Region::new(REGION))
-            .credentials_provider(creds)
-            .http_client(http)
+            .credentials_provider(creds.clone())
+            .http_client(http.clone())
             .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+            .build();
+        let sqs = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(aws_sdk_sqs::config::Region::new(REGION))
+            .credentials_provider(creds.clone())
+            .http_client(http.clone())
+            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
             .build();
         Arc::new(AwsClients {
             ecs: aws_sdk_ecs::Client::from_conf(ecs),
             ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            sqs: aws_sdk_sqs::Client::from_conf(sqs),
             region: REGION.into(),
             role_arn: None,
             role: Arc::new(RoleStats::default()),
@@ -152,6 +165,24 @@ impl FakeAws {
         }
     }
 
+    /// Puts a message on the fake's one SQS queue (any queue URL reads it), as EventBridge would.
+    pub fn send_event(&self, body: &str) {
+        let mut st = self.lock();
+        st.next_message += 1;
+        let id = format!("m-{}", st.next_message);
+        st.queue.push_back((id, body.to_string()));
+    }
+
+    /// The bodies of every RunTask so far.
+    pub fn run_requests(&self) -> Vec<Value> {
+        self.lock().run_requests.clone()
+    }
+
+    /// Messages on the queue (received or not, until deleted).
+    pub fn queued(&self) -> usize {
+        self.lock().queue.len()
+    }
+
     /// The next call of `operation` fails with AWS's `code` (HTTP `status`).
     pub fn fail_next(&self, operation: &str, status: u16, code: &'static str, message: &str) {
         self.lock().failures.entry(operation.into()).or_default().push_back((status, code, message.into()));
@@ -163,6 +194,9 @@ impl FakeAws {
 
     fn answer(&self, request: &HttpRequest) -> (u16, Value) {
         let target = request.headers().get("x-amz-target").unwrap_or_default();
+        if let Some(operation) = target.strip_prefix("AmazonSQS.") {
+            return self.answer_sqs(operation, request);
+        }
         let Some(operation) = target.strip_prefix("AmazonEC2ContainerServiceV20141113.") else {
             self.lock().calls.push(format!("non-ECS {}", request.uri()));
             return (400, error("UnsupportedOperation", "engine tests name their subnets and security groups"));
@@ -183,6 +217,41 @@ impl FakeAws {
             "ListTaskDefinitionFamilies" => (200, json!({ "families": st.families.keys().collect::<Vec<_>>() })),
             "ListTaskDefinitions" => (200, json!({ "taskDefinitionArns": [] })),
             other => (400, error("InvalidParameterException", &format!("the fake does not answer {other}"))),
+        }
+    }
+}
+
+impl FakeAws {
+    /// SQS's JSON protocol: ReceiveMessage (at most 10, at once: the fake never waits) and
+    /// DeleteMessageBatch by receipt handle (the message id here).
+    fn answer_sqs(&self, operation: &str, request: &HttpRequest) -> (u16, Value) {
+        let body: Value = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or(Value::Null);
+        let mut st = self.lock();
+        st.calls.push(format!("sqs:{operation}"));
+        if let Some((status, code, message)) = st.failures.get_mut(operation).and_then(VecDeque::pop_front) {
+            return (status, error(code, &message));
+        }
+        match operation {
+            "ReceiveMessage" => {
+                let max = body["MaxNumberOfMessages"].as_u64().unwrap_or(1) as usize;
+                let messages: Vec<Value> = st
+                    .queue
+                    .iter()
+                    .take(max)
+                    .map(|(id, body)| json!({ "MessageId": id, "ReceiptHandle": id, "Body": body }))
+                    .collect();
+                (200, json!({ "Messages": messages }))
+            }
+            "DeleteMessageBatch" => {
+                let mut ok = Vec::new();
+                for entry in body["Entries"].as_array().into_iter().flatten() {
+                    let handle = entry["ReceiptHandle"].as_str().unwrap_or_default();
+                    st.queue.retain(|(id, _)| id != handle);
+                    ok.push(json!({ "Id": entry["Id"] }));
+                }
+                (200, json!({ "Successful": ok, "Failed": [] }))
+            }
+            other => (400, error("InvalidAction", &format!("the fake does not answer {other}"))),
         }
     }
 }
@@ -211,6 +280,7 @@ fn str_of<'a>(body: &'a Value, key: &str) -> &'a str {
 }
 
 fn run_task(st: &mut State, body: &Value) -> (u16, Value) {
+    st.run_requests.push(body.clone());
     let arn = new_task_arn(st);
     let tags =
         body["tags"].as_array().into_iter().flatten().map(|t| (str_of(t, "key").into(), str_of(t, "value").into()));

@@ -220,6 +220,16 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
     }
 }
 
+/// Starts the task on FARGATE (on-demand) whatever the profile's launch type: Spot interrupted
+/// the job's previous agent, and its rerun must not land on Spot again.
+///
+/// # Errors
+/// As [`run_task`].
+pub async fn run_task_on_demand(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
+    let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
+    Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
+}
+
 /// Starts the task on one EC2 container instance the plugin chose (StartTask, with the same
 /// `startedBy`, tags and overrides as RunTask; `spec.network` is unused: EC2 tasks use bridge
 /// networking). `Ok(None)` when ECS started nothing (no room after all): the work waits on.

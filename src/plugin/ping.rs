@@ -71,6 +71,7 @@ impl Plugin {
         }
         self.forget_drained();
         let now = SystemTime::now();
+        self.sync_event_queues();
         for cluster in self.known_clusters() {
             let fresh = cluster.events().fresh(now);
             problems.extend(fresh.into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));

@@ -15,7 +15,7 @@ impl Cluster {
     ///
     /// # Errors
     /// A failed call to GoCD (disable or delete agents).
-    pub(super) async fn apply(&self, steps: Vec<Step>) -> Result<(), EngineError> {
+    pub(crate) async fn apply(&self, steps: Vec<Step>) -> Result<(), EngineError> {
         let mut remove = Vec::new();
         for step in steps {
             match step {
@@ -34,11 +34,20 @@ impl Cluster {
                     }
                 }
                 Step::ReportUnexpectedStop { agent_id, job, reason } => {
-                    self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
-                    let message = format!(
+                    let now = SystemTime::now();
+                    let spot = self.registry().get(&agent_id).is_some_and(super::super::event_queue::spot_interrupted);
+                    self.registry().stopped(&agent_id, reason.clone(), now);
+                    let mut message = format!(
                         "the task of agent {agent_id} (job {}) stopped before the job completed: {reason}",
                         job.locator()
                     );
+                    if spot {
+                        self.registry().interrupted(&agent_id, now);
+                        message.push_str(
+                            "; Spot interrupted it: when GoCD reschedules the job, its next agent runs on on-demand capacity",
+                        );
+                    }
+                    self.queue_missed(&agent_id);
                     self.event(HealthKind::Error, message.clone());
                     let _ = self.gocd.console_log(&job, console_line(message)).await;
                 }

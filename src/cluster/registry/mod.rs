@@ -9,6 +9,9 @@
 //! (in `observe.rs`) folding a refresh and GoCD's agent list in.
 
 mod observe;
+mod task_events;
+
+pub use task_events::TaskEvent;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -140,6 +143,12 @@ pub struct Registry {
     finished_jobs: BTreeMap<i64, SystemTime>,
     /// Agents whose RunTask may have started a task whose answer was lost: (since, why).
     unknown_launches: BTreeMap<String, (SystemTime, String)>,
+    /// Jobs (as they survive a reschedule) whose agent Spot interrupted, and when.
+    interrupted_jobs: BTreeMap<String, SystemTime>,
+    /// Agents counted in `interruptions`.
+    interrupted_agents: std::collections::BTreeSet<String>,
+    /// Spot interruptions so far.
+    interruptions: u64,
 }
 
 impl Registry {
@@ -358,6 +367,7 @@ impl Registry {
 
     /// Forgets agents stopped longer than [`KEEP_STOPPED`] ago.
     pub fn prune(&mut self, now: SystemTime) {
+        self.prune_interruptions(now);
         self.finished_jobs.retain(|_, t| now.duration_since(*t).unwrap_or_default() < KEEP_STOPPED);
         self.agents.retain(|_, a| {
             a.phase != Phase::Stopped

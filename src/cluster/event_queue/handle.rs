@@ -1,0 +1,179 @@
+//! What one event does to one cluster profile's engine. Only tasks this engine holds (by task
+//! ARN, started by its `startedBy` in its cluster) and instances of its own pool are acted on;
+//! anything else is [`Handled::NotOurs`] and changes nothing.
+
+use std::time::SystemTime;
+
+use aws_sdk_ecs::types::ContainerInstanceStatus;
+
+use super::parse::QueueEvent;
+use crate::cluster::ec2::api;
+use crate::protocol::host_calls::HealthKind;
+use crate::cluster::error::EngineError;
+use crate::cluster::reconcile::Step;
+use crate::cluster::registry::{AgentRecord, Phase};
+use crate::cluster::tasks::TaskView;
+use crate::cluster::{cluster_arn_suffix, Cluster};
+
+/// What an event did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// Not this engine's task or instance (another server, profile or cluster), or not an
+    /// event it acts on.
+    NotOurs,
+    /// A task's record took the event's state (status, timeline).
+    Updated,
+    /// A task stopped: its agent was removed (and its job told when it had not completed).
+    Stopped,
+    /// An instance of ours is to be interrupted: it was drained.
+    Drained,
+}
+
+impl Cluster {
+    /// Acts on one event from the queue.
+    ///
+    /// # Errors
+    /// A failed call to GoCD (listing, disabling or deleting agents); server-ping tries again.
+    pub async fn on_event(&self, event: &QueueEvent) -> Result<Handled, EngineError> {
+        match event {
+            QueueEvent::Task { task, started_by } => {
+                if started_by.as_deref() != Some(self.started_by.as_str()) || !self.in_this_cluster(task) {
+                    return Ok(Handled::NotOurs);
+                }
+                self.on_task_event(task).await
+            }
+            QueueEvent::SpotWarning { instance_id, .. } => Ok(self.on_spot_warning(instance_id).await),
+            QueueEvent::InstanceState { instance_id, state } => {
+                if !self.ec2.state().instances.contains_key(instance_id) {
+                    return Ok(Handled::NotOurs);
+                }
+                tracing::info!(instance = %instance_id, %state, "an instance of ours changed state");
+                self.ec2.wake(); // its loop observes the change now rather than at its next beat
+                Ok(Handled::Updated)
+            }
+            QueueEvent::Other { .. } => Ok(Handled::NotOurs),
+        }
+    }
+
+    /// An EC2 Spot interruption warning for an instance of ours: two minutes before it goes,
+    /// it is drained (ECS places no new task there and the capacity loop plans around it), and
+    /// each job on it is told.
+    async fn on_spot_warning(&self, instance_id: &str) -> Handled {
+        let container = {
+            let st = self.ec2.state();
+            let Some(record) = st.instances.get(instance_id) else { return Handled::NotOurs };
+            record.container.as_ref().map(|c| c.arn.clone())
+        };
+        self.event(
+            HealthKind::Warning,
+            format!("EC2 Spot will interrupt instance {instance_id} in two minutes: it is drained, its tasks stop with it"),
+        );
+        if let Some(arn) = &container {
+            let cluster = self.profile().cluster_name.clone();
+            match api::set_state(&self.aws(), &cluster, arn, ContainerInstanceStatus::Draining).await {
+                Ok(()) => {
+                    if let Some(c) = self.ec2.state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut()) {
+                        c.status = "DRAINING".into();
+                    }
+                }
+                Err(e) => tracing::warn!(instance = %instance_id, error = %e, "could not drain an instance Spot interrupts"),
+            }
+        }
+        self.ec2.wake();
+        Handled::Drained
+    }
+
+    fn in_this_cluster(&self, task: &TaskView) -> bool {
+        task.cluster_arn.ends_with(&cluster_arn_suffix(&self.profile().cluster_name))
+    }
+
+    async fn on_task_event(&self, task: &TaskView) -> Result<Handled, EngineError> {
+        // Never beside a server-ping pass: one of the two would tell the job twice.
+        let _one_at_a_time = self.ping_lock.lock().await;
+        let Some(change) = self.registry().task_event(task) else {
+            return Ok(Handled::NotOurs);
+        };
+        self.queue_status().events += 1;
+        if !change.newly_stopped {
+            return Ok(Handled::Updated);
+        }
+        let agent_id = change.agent_id;
+        let Some(record) = self.registry().get(&agent_id).cloned() else { return Ok(Handled::Updated) };
+        let finished = self.registry().is_finished(record.job.job_id);
+        let listed = self.gocd.list_agents().await?.iter().any(|a| a.agent_id == agent_id);
+        let steps = on_stopped(&record, finished, listed);
+        tracing::info!(agent_id, task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
+        if steps.is_empty() {
+            // Stopped as asked (the job completed): the record follows.
+            self.registry().stopped(&agent_id, "job completed", SystemTime::now());
+        } else {
+            self.queue_told(&agent_id);
+            self.apply(steps).await?;
+        }
+        self.queue_status().stops += 1;
+        Ok(Handled::Stopped)
+    }
+}
+
+/// What a stop an event told of asks for (pure, like server-ping's plan): a running agent whose
+/// job had not completed is reported (job console, server health) and removed from GoCD when
+/// listed there; one stopped as asked (its job completed) needs nothing (`complete` removed it),
+/// unless GoCD still lists it.
+pub fn on_stopped(record: &AgentRecord, job_finished: bool, listed: bool) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let unexpected = record.phase.is_live() && !job_finished;
+    if unexpected {
+        let reason = record.task.as_ref().map(TaskView::stop_summary).unwrap_or_default();
+        steps.push(Step::ReportUnexpectedStop { agent_id: record.agent_id.clone(), job: record.job.clone(), reason });
+    }
+    if listed && (unexpected || record.phase != Phase::Launching) {
+        let reason = if unexpected { "its task stopped before the job completed" } else { "its task is stopped" };
+        steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: reason.into() });
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fixtures::{job, tags, task};
+    use crate::cluster::launch::Capacity;
+    use crate::cluster::registry::{NewAgent, Registry};
+
+    fn stopped_record(phase_after: impl FnOnce(&mut Registry)) -> AgentRecord {
+        let mut r = Registry::default();
+        r.reserve(&job(1), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
+        r.launched("a", task("t1", tags("a", 1), "RUNNING"), Capacity::Fargate);
+        phase_after(&mut r);
+        let mut gone = task("t1", vec![], "STOPPED");
+        gone.stopped_reason = Some("Essential container in task exited".into());
+        gone.stop_code = Some("EssentialContainerExited".into());
+        assert!(r.task_event(&gone).is_some_and(|e| e.newly_stopped));
+        r.get("a").cloned().expect("the record")
+    }
+
+    #[test]
+    fn an_unexpected_stop_is_reported_and_its_agent_removed() {
+        let record = stopped_record(|_| {});
+        let steps = on_stopped(&record, false, true);
+        assert!(matches!(&steps[..], [
+            Step::ReportUnexpectedStop { reason, .. },
+            Step::RemoveAgent { agent_id, .. },
+        ] if reason.contains("EssentialContainerExited") && agent_id == "a"), "{steps:?}");
+        // Not registered yet: told, nothing to remove.
+        assert!(matches!(&on_stopped(&record, false, false)[..], [Step::ReportUnexpectedStop { .. }]));
+    }
+
+    #[test]
+    fn a_stop_that_was_asked_for_needs_nothing() {
+        let record = stopped_record(|r| {
+            r.stopping("a");
+        });
+        assert_eq!(on_stopped(&record, true, false), vec![]);
+        // GoCD still lists it (job-completion could not delete it): removed.
+        assert!(matches!(&on_stopped(&record, true, true)[..], [Step::RemoveAgent { .. }]));
+        // A running agent whose job GoCD reported completed is no surprise either.
+        let record = stopped_record(|_| {});
+        assert_eq!(on_stopped(&record, true, false), vec![]);
+    }
+}
