@@ -3,6 +3,7 @@
 //! is persisted: AWS is the store (DESIGN.md §2), and a new process adopts what it finds there.
 //! Server-ping across every cluster profile is `plugin/ping.rs`.
 
+mod leftovers;
 mod ping;
 
 use std::collections::HashMap;
@@ -41,6 +42,8 @@ pub struct Plugin {
     engine: EngineOptions,
     /// The event queues read for the serving profiles (`EventQueueUrl`).
     event_queues: crate::cluster::event_queue::EventQueues,
+    /// When this process last swept for leftovers (`plugin/leftovers.rs`).
+    leftovers_swept_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl Plugin {
@@ -54,6 +57,7 @@ impl Plugin {
             metrics: options.metrics,
             engine: options.engine,
             event_queues: Default::default(),
+            leftovers_swept_at: Mutex::new(None),
         }
     }
 
@@ -110,13 +114,15 @@ impl Plugin {
                 cluster.set_aws(aws); // the same account through new credentials
             }
             cluster.set_profile(profile.clone());
-            cluster.serve_again();
+            cluster.serve_again(&settings_fingerprint(props));
             return Ok((cluster, profile));
         }
         let engine = &self.engine;
         let fresh =
             Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile.clone(), self.gocd.clone(), engine));
-        Ok((self.clusters().entry(key).or_insert(fresh).clone(), profile))
+        let cluster = self.clusters().entry(key).or_insert(fresh).clone();
+        cluster.serve_again(&settings_fingerprint(props));
+        Ok((cluster, profile))
     }
 
     /// [`Plugin::cluster_and_profile`] for a job that needs an agent: when the profile cannot
@@ -131,15 +137,15 @@ impl Plugin {
         job: &JobIdentifier,
     ) -> Result<(Arc<Cluster>, ClusterProfile)> {
         let found = self.cluster_and_profile(props).await;
+        if found.is_ok() {
+            self.sync_event_queues(); // a new profile's queue is read before its first task starts
+        }
         if let Err(e) = &found {
             let _ = self.gocd.console_log(job, console_line(format!("could not start an agent: {e}"))).await;
         }
         found
     }
 
-        if found.is_ok() {
-            self.sync_event_queues(); // a new profile's queue is read before its first task starts
-        }
     /// The key of a profile whose clients are `aws`: where it acts (DESIGN.md §2).
     fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<String> {
         let Some(account) = aws.account_id.as_deref() else {
@@ -183,8 +189,9 @@ impl Plugin {
 
     /// cluster-profile-changed: an edit that keeps the profile's key keeps its engine and
     /// everything in flight (reservations, launches of unknown outcome, the EC2 queue, finished
-    /// jobs), and its agents count against the edited `MaxAgents`; a deleted profile's engine
-    /// stops its tasks and retires its instances; an edit that changes the key (another role,
+    /// jobs), and its agents count against the edited `MaxAgents`; a deleted profile's agents
+    /// are stopped, and its engine with its instances retires unless another team's profile
+    /// shares it ([`Cluster::profile_deleted`]); an edit that changes the key (another role,
     /// region, account or cluster) leaves the old engine draining: nothing new starts there,
     /// and its tasks stop as their jobs complete.
     pub async fn cluster_profile_changed(&self, old: Option<&Properties>, new: &Properties, deleted: bool) {
@@ -192,13 +199,12 @@ impl Plugin {
         let Some(old_cluster) = self.known_cluster_of(old).await else { return };
         if deleted {
             tracing::info!(cluster = %old_cluster.profile().cluster_name, "cluster profile deleted: stopping its agents");
-            old_cluster.retire(Retirement::Deleted);
+            old_cluster.profile_deleted(&settings_fingerprint(old));
             return;
         }
         match self.cluster(new).await {
             Ok(edited) if Arc::ptr_eq(&edited, &old_cluster) => {
-                let (was, now) = (settings_fingerprint(old), settings_fingerprint(new));
-                edited.registry().settings_changed(&was, &now);
+                edited.settings_edited(&settings_fingerprint(old), &settings_fingerprint(new));
                 tracing::info!(cluster = %edited.profile().cluster_name, "cluster profile edited: its state is kept");
             }
             Ok(_) => {
@@ -239,13 +245,13 @@ impl Plugin {
 
     /// Stops background work at shutdown (the EC2 capacity loops, the event queue pollers).
     pub fn shutdown(&self) {
+        self.event_queues.stop();
         self.known_clusters().iter().for_each(|c| c.ec2.stop());
     }
 
     fn clusters(&self) -> MutexGuard<'_, HashMap<String, Arc<Cluster>>> {
         self.clusters.lock().unwrap_or_else(PoisonError::into_inner)
     }
-        self.event_queues.stop();
 }
 
 /// Scrapes read the gauges of every known cluster (see `serve`, which attaches the plugin).

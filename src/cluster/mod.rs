@@ -29,6 +29,7 @@ pub mod identity;
 pub mod launch;
 pub mod reconcile;
 pub mod registry;
+pub mod retirement;
 pub mod strays;
 pub mod sweep;
 pub mod task_definition;
@@ -40,6 +41,7 @@ mod tests;
 pub use create::{AgentRequest, Created};
 pub use error::EngineError;
 pub use gocd::{Gocd, HostCallError};
+pub use retirement::Retirement;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
@@ -68,16 +70,6 @@ pub struct Refresh {
     pub described: Vec<TaskView>,
     /// Task ARNs of records that ECS no longer knows at all.
     pub missing: Vec<String>,
-}
-
-/// Why a cluster profile's engine no longer serves new work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retirement {
-    /// GoCD deleted the profile: its tasks are stopped at once, its instances retired.
-    Deleted,
-    /// An edit moved the profile elsewhere (another key), or GoCD stopped sending it: nothing
-    /// new starts here, and its tasks stop as their jobs complete.
-    Replaced,
 }
 
 /// Knobs of the engine (`serve`'s options).
@@ -112,8 +104,6 @@ pub struct Cluster {
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
-    /// What this profile knows of its event queue (`EventQueueUrl`).
-    queue: Mutex<event_queue::QueueStatus>,
     /// Orphan tasks stopped by the sweep so far.
     pub swept_orphans: std::sync::atomic::AtomicU64,
     /// Task ARNs the last orphan sweep marked (see `sweep`).
@@ -122,10 +112,12 @@ pub struct Cluster {
     ping_lock: tokio::sync::Mutex<()>,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
     pub ec2: ec2::Pool,
+    /// What this profile knows of its event queue (`EventQueueUrl`).
+    queue: Mutex<event_queue::QueueStatus>,
     /// The port to GoCD (console lines, agent deletes).
     gocd: Arc<dyn Gocd>,
-    /// Set when the profile was deleted or moved: the engine drains.
-    retired: Mutex<Option<Retirement>>,
+    /// Whether the profile was deleted or moved, and which teams' profiles were deleted.
+    retirement: retirement::RetirementState,
 }
 
 impl Cluster {
@@ -140,7 +132,7 @@ impl Cluster {
     ) -> Self {
         Cluster {
             gocd,
-            retired: Mutex::new(None),
+            retirement: retirement::RetirementState::default(),
             started_by: identity::started_by(&server_id, &key),
             key,
             server_id,
@@ -151,7 +143,6 @@ impl Cluster {
             task_definition_sweep: task_definition_sweep::SweepState::new(
                 SystemTime::now(),
                 options.task_definition_sweep_after,
-            queue: Mutex::new(event_queue::QueueStatus::default()),
             ),
             networks: Mutex::new(HashMap::new()),
             adopted: OnceCell::new(),
@@ -160,40 +151,8 @@ impl Cluster {
             swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
             ec2: ec2::Pool::default(),
+            queue: Mutex::new(event_queue::QueueStatus::default()),
         }
-    }
-
-    /// The profile was deleted or moved: drain (see [`Retirement`]).
-    pub fn retire(&self, why: Retirement) {
-        let mut retired = self.retired.lock().unwrap_or_else(PoisonError::into_inner);
-        // Deleted outranks moved.
-        if *retired != Some(Retirement::Deleted) {
-            *retired = Some(why);
-        }
-        drop(retired);
-        let what = match why {
-            Retirement::Deleted => "its cluster profile was deleted: its agents are stopped and its instances retired",
-            Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
-        };
-        self.event(HealthKind::Warning, what);
-        self.ec2.wake();
-    }
-
-    /// GoCD sent the profile again: it serves.
-    pub fn serve_again(&self) {
-        *self.retired.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    }
-
-    /// Why the engine drains, if it does.
-    pub fn retired(&self) -> Option<Retirement> {
-        *self.retired.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// A retired engine with no agent that may still run and no instance left.
-    pub fn is_drained(&self) -> bool {
-        self.retired().is_some()
-            && !self.registry().all().any(|a| a.phase.occupies_capacity())
-            && self.ec2.state().instances.is_empty()
     }
 
     /// The account's clients.

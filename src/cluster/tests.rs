@@ -309,6 +309,33 @@ async fn a_deleted_profile_stops_its_tasks_at_the_next_ping_and_drains() {
 }
 
 #[tokio::test]
+async fn deleting_one_teams_profile_stops_only_its_agents_and_the_engine_serves_on() {
+    let w = World::new(5);
+    let team = |job_id: i64, settings: &str| {
+        let mut request = w.request(job_id, "k");
+        request.settings = settings.into();
+        request
+    };
+    w.cluster.serve_again("team-a");
+    w.cluster.serve_again("team-b");
+    for id in 1..=2 {
+        w.cluster.create_agent(team(id, "team-a")).await.expect("launched");
+        w.cluster.create_agent(team(10 + id, "team-b")).await.expect("launched");
+    }
+    w.cluster.profile_deleted("team-a");
+    assert_eq!(w.cluster.retired(), None, "team B's profile still uses the engine");
+    w.cluster.ping(Default::default()).await.expect("pinged");
+    let running: Vec<_> = w.aws.running().iter().map(|t| t.tags["gocd:cluster-settings"].clone()).collect();
+    assert_eq!(running, ["team-b", "team-b"], "team A's two tasks stopped, team B's run on");
+    assert!(matches!(w.cluster.create_agent(team(13, "team-b")).await, Ok(Created::Started(_))));
+
+    w.cluster.profile_deleted("team-b");
+    assert_eq!(w.cluster.retired(), Some(super::Retirement::Deleted), "no team left");
+    w.cluster.ping(Default::default()).await.expect("pinged");
+    assert!(w.aws.running().is_empty());
+}
+
+#[tokio::test]
 async fn a_moved_profile_keeps_running_jobs_and_stops_each_task_as_its_job_completes() {
     let w = World::new(5);
     w.cluster.create_agent(w.request(1, "k")).await.expect("launched");
@@ -364,4 +391,35 @@ async fn strays_of_a_vanished_profile_key_are_stopped_and_nothing_else() {
     assert!(!running.contains(&stray), "the stray is stopped");
     assert!(running.contains(&foreign), "another server's task is never touched");
     assert_eq!(running.len(), 2, "our live agent runs on");
+}
+
+#[tokio::test]
+async fn the_leftover_sweep_stops_by_tag_what_no_agent_names_and_nothing_else() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(1, "k")).await.expect("launched");
+    let with_key = |server: &str, key: &str| {
+        let mut tags = our_tags(&w.cluster, "ea-000000000000-9-1a2b3c4d", &job(9));
+        for (k, v) in tags.iter_mut() {
+            match k.as_str() {
+                identity::TAG_CLUSTER_PROFILE => *v = key.into(),
+                identity::TAG_SERVER_ID => *v = server.into(),
+                _ => {}
+            }
+        }
+        tags
+    };
+    // Started under another startedBy than the stray's key would give: found by its tags alone.
+    let leftover = w.aws.seed_task("an-older-plugin", &with_key(SERVER, "000000000000"), SystemTime::now());
+    let foreign = w.aws.seed_task("an-older-plugin", &with_key("another-server", "000000000000"), SystemTime::now());
+    let untagged = w.aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
+    let live = [w.cluster.key.clone()].into();
+    let reads = || (w.aws.count("ListTasks"), w.aws.count("DescribeTasks"));
+    let before = reads();
+    assert_eq!(w.cluster.stop_leftover_tasks(&live).await.expect("looked"), 1);
+    let after = reads();
+    let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
+    assert!(!running.contains(&leftover), "the leftover is stopped");
+    assert!(running.contains(&foreign) && running.contains(&untagged), "other servers' and untagged tasks run on");
+    assert_eq!(running.len(), 3, "our live agent runs on");
+    assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "one page of each for 4 tasks");
 }

@@ -68,10 +68,11 @@ impl Plugin {
 
         if all_resolved {
             self.remove_agents_of_unknown_profiles(&clusters, &agents).await;
+            self.sweep_leftovers_if_due(&clusters).await;
         }
         self.forget_drained();
-        let now = SystemTime::now();
         self.sync_event_queues();
+        let now = SystemTime::now();
         for cluster in self.known_clusters() {
             let fresh = cluster.events().fresh(now);
             problems.extend(fresh.into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));

@@ -47,8 +47,12 @@ impl Cluster {
             let swept = sweep::sweep(&registry, &refresh.running, &marks);
             *marks = swept.marks;
             let mut steps = plan::plan(&registry, &gocd, timeout, now);
+            let reason = "its cluster profile was deleted in GoCD";
             if self.retired() == Some(super::Retirement::Deleted) {
-                steps.extend(plan::stop_all(&registry, &gocd, "its cluster profile was deleted in GoCD"));
+                steps.extend(plan::stop_all(&registry, &gocd, reason, |_| true));
+            } else {
+                // One team's profile deleted from an engine that other teams' profiles share.
+                steps.extend(plan::stop_all(&registry, &gocd, reason, |a| self.is_deleted_settings(&a.settings)));
             }
             (registered, steps, swept.stop)
         };

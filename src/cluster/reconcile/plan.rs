@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use crate::cluster::registry::{Phase, Registry};
+use crate::cluster::registry::{AgentRecord, Phase, Registry};
 use crate::cluster::tasks::TaskView;
 use crate::protocol::types::{AgentMetadata, JobIdentifier};
 
@@ -162,9 +162,14 @@ pub fn plan(
 
 /// Every task that may still run stopped and every listed agent removed: what a deleted
 /// profile's engine does (its steps come after [`plan`]'s; the applier stops a task once).
-pub fn stop_all(registry: &Registry, gocd: &HashMap<String, AgentMetadata>, reason: &str) -> Vec<Step> {
+pub fn stop_all(
+    registry: &Registry,
+    gocd: &HashMap<String, AgentMetadata>,
+    reason: &str,
+    which: impl Fn(&AgentRecord) -> bool,
+) -> Vec<Step> {
     let mut steps = Vec::new();
-    for record in registry.all().filter(|a| matches!(a.phase, Phase::Running | Phase::Launching)) {
+    for record in registry.all().filter(|a| matches!(a.phase, Phase::Running | Phase::Launching) && which(a)) {
         if let Some(arn) = &record.task_arn {
             let job = Some(record.job.clone());
             let (agent_id, task_arn, reason) = (record.agent_id.clone(), arn.clone(), reason.to_string());

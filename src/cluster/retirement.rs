@@ -1,0 +1,119 @@
+//! Retirement: a cluster profile GoCD deleted or no longer sends. Its engine takes no new work
+//! and drains: at once when deleted (tasks stopped, instances retired), as jobs complete when it
+//! moved (an edit into another key) or vanished unheard.
+//!
+//! Two teams' cluster profiles on one cluster, account and role share one engine (DESIGN.md §2;
+//! docs/operators.md "Several teams"). Each team's tasks carry its settings fingerprint
+//! (`gocd:cluster-settings`), so deleting one team's profile stops that team's agents only; the
+//! engine itself retires once no team's profile is left in it.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::Cluster;
+use crate::protocol::host_calls::HealthKind;
+
+/// Why a cluster profile's engine no longer serves new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retirement {
+    /// GoCD deleted the profile: its tasks are stopped at once, its instances retired.
+    Deleted,
+    /// An edit moved the profile elsewhere (another key), or GoCD stopped sending it: nothing
+    /// new starts here, and its tasks stop as their jobs complete.
+    Replaced,
+}
+
+/// An engine's retirement and its teams, behind one lock.
+#[derive(Debug, Default)]
+pub struct RetirementState(Mutex<Teams>);
+
+#[derive(Debug, Default)]
+struct Teams {
+    retired: Option<Retirement>,
+    /// Settings fingerprints GoCD sent for this engine since the process started, less the
+    /// deleted ones.
+    served: BTreeSet<String>,
+    /// Settings fingerprints whose profile GoCD deleted: their agents are stopped.
+    deleted: BTreeSet<String>,
+}
+
+impl RetirementState {
+    fn lock(&self) -> MutexGuard<'_, Teams> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Cluster {
+    /// The profile was deleted or moved: drain (see [`Retirement`]).
+    pub fn retire(&self, why: Retirement) {
+        {
+            let mut teams = self.retirement.lock();
+            // Deleted outranks moved.
+            if teams.retired != Some(Retirement::Deleted) {
+                teams.retired = Some(why);
+            }
+        }
+        let what = match why {
+            Retirement::Deleted => "its cluster profile was deleted: its agents are stopped and its instances retired",
+            Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
+        };
+        self.event(HealthKind::Warning, what);
+        self.ec2.wake();
+    }
+
+    /// GoCD sent the profile whose settings fingerprint is `settings`: the engine serves.
+    pub fn serve_again(&self, settings: &str) {
+        let mut teams = self.retirement.lock();
+        teams.retired = None;
+        teams.deleted.remove(settings);
+        if !teams.served.contains(settings) {
+            teams.served.insert(settings.to_string());
+        }
+    }
+
+    /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other
+    /// team's profile is served by this engine, the engine retires ([`Retirement::Deleted`]);
+    /// otherwise only that team's agents are stopped, at the next server-ping.
+    pub fn profile_deleted(&self, settings: &str) {
+        let others_left = {
+            let mut teams = self.retirement.lock();
+            teams.served.remove(settings);
+            teams.deleted.insert(settings.to_string());
+            !teams.served.is_empty()
+        };
+        if others_left {
+            let what =
+                "one team's cluster profile on this cluster was deleted: its agents are stopped, the others' run on";
+            self.event(HealthKind::Warning, what);
+        } else {
+            self.retire(Retirement::Deleted);
+        }
+    }
+
+    /// A team's profile was edited in place: its agents count under the new settings.
+    pub fn settings_edited(&self, old: &str, new: &str) {
+        {
+            let mut teams = self.retirement.lock();
+            teams.served.remove(old);
+            teams.served.insert(new.to_string());
+        }
+        self.registry().settings_changed(old, new);
+    }
+
+    /// Whether agents started under `settings` belong to a deleted profile.
+    pub fn is_deleted_settings(&self, settings: &str) -> bool {
+        self.retirement.lock().deleted.contains(settings)
+    }
+
+    /// Why the engine drains, if it does.
+    pub fn retired(&self) -> Option<Retirement> {
+        self.retirement.lock().retired
+    }
+
+    /// A retired engine with no agent that may still run and no instance left.
+    pub fn is_drained(&self) -> bool {
+        self.retired().is_some()
+            && !self.registry().all().any(|a| a.phase.occupies_capacity())
+            && self.ec2.state().instances.is_empty()
+    }
+}
