@@ -258,6 +258,20 @@ fn is_own_tag(key: &str) -> bool {
 /// # Errors
 /// The failed ListTasks call.
 pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> Result<Vec<String>, AwsError> {
+    list(aws, cluster, Some(started_by)).await
+}
+
+/// Lists the ARNs of every running task in `cluster`, whoever started it (every page): the
+/// leftover sweep's read (`strays.rs`), which looks at tags because the `startedBy` of a gone
+/// cluster profile is not known.
+///
+/// # Errors
+/// The failed ListTasks call.
+pub async fn list_all_running(aws: &AwsClients, cluster: &str) -> Result<Vec<String>, AwsError> {
+    list(aws, cluster, None).await
+}
+
+async fn list(aws: &AwsClients, cluster: &str, started_by: Option<&str>) -> Result<Vec<String>, AwsError> {
     let mut arns = Vec::new();
     let mut next: Option<String> = None;
     loop {
@@ -267,7 +281,7 @@ pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> 
             .cluster(cluster)
             // AWS: "when you specify startedBy as the filter, it must be the only filter"; the
             // default desiredStatus is RUNNING already.
-            .started_by(started_by)
+            .set_started_by(started_by.map(str::to_string))
             .max_results(100)
             .set_next_token(next.take());
         let page = aws.calls.call("ListTasks", || request.clone().send()).await?;
@@ -291,17 +305,28 @@ pub async fn describe(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<Vec<TaskView>, AwsError> {
+    describe_where(aws, cluster, arns, |t| {
+        t.cluster_arn.ends_with(cluster_arn_suffix) && is_ours(&t.tags, server_id, cluster_key)
+    })
+    .await
+}
+
+/// Describes tasks by ARN in chunks of [`DESCRIBE_CHUNK`], with tags, keeping those `keep` takes.
+///
+/// # Errors
+/// The first failed DescribeTasks call.
+pub async fn describe_where(
+    aws: &AwsClients,
+    cluster: &str,
+    arns: &[String],
+    keep: impl Fn(&TaskView) -> bool,
+) -> Result<Vec<TaskView>, AwsError> {
     let mut tasks = Vec::with_capacity(arns.len());
     for chunk in arns.chunks(DESCRIBE_CHUNK) {
         let request =
             aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
         let out = aws.calls.call("DescribeTasks", || request.clone().send()).await?;
-        tasks.extend(
-            out.tasks()
-                .iter()
-                .map(TaskView::from_sdk)
-                .filter(|t| t.cluster_arn.ends_with(cluster_arn_suffix) && is_ours(&t.tags, server_id, cluster_key)),
-        );
+        tasks.extend(out.tasks().iter().map(TaskView::from_sdk).filter(|t| keep(t)));
     }
     Ok(tasks)
 }

@@ -123,6 +123,44 @@ pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str)
     }
 }
 
+/// Every instance of this GoCD server in the account and region, of any cluster profile, that
+/// is not terminated yet: (id, its `gocd:cluster-profile` key). The leftover sweep's read.
+///
+/// # Errors
+/// The failed DescribeInstances call.
+pub async fn of_server(aws: &AwsClients, server_id: &str) -> Result<Vec<(String, String)>, AwsError> {
+    let mut found = Vec::new();
+    let mut next: Option<String> = None;
+    loop {
+        let request = aws
+            .ec2
+            .describe_instances()
+            .filters(filter(&format!("tag:{TAG_SERVER_ID}"), server_id))
+            .filters(
+                Filter::builder()
+                    .name("instance-state-name")
+                    .values("pending")
+                    .values("running")
+                    .values("stopping")
+                    .values("stopped")
+                    .build(),
+            )
+            .max_results(1000)
+            .set_next_token(next.take());
+        let page = aws.calls.call("DescribeInstances", || request.clone().send()).await?;
+        for i in page.reservations().iter().flat_map(|r| r.instances()) {
+            let key = i.tags().iter().find(|t| t.key() == Some(TAG_CLUSTER_PROFILE)).and_then(|t| t.value());
+            if let (Some(id), Some(key)) = (i.instance_id(), key) {
+                found.push((id.to_string(), key.to_string()));
+            }
+        }
+        match page.next_token() {
+            Some(token) if !token.is_empty() => next = Some(token.to_string()),
+            _ => return Ok(found),
+        }
+    }
+}
+
 /// Which of these instance ids are ours, in any state: (id, state).
 ///
 /// # Errors
