@@ -318,3 +318,67 @@ async fn elastic_profiles_are_checked_against_the_cluster_profile() {
     );
     assert!(lines.iter().any(|l| l.starts_with("ok") && l.contains(&with)), "{lines:?}");
 }
+
+/// Elastic profiles that mount EFS or pull with registry credentials (issue 19): the tasks'
+/// security groups are checked for outbound NFS; what needs clients doctor does not carry (EFS,
+/// Secrets Manager) is a warning naming the command to run. A group without outbound NFS fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn efs_volumes_need_outbound_nfs_and_the_rest_is_named() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let ec2 = aws_sdk_ec2::Client::new(&base);
+    let vpc =
+        ec2.describe_vpcs().send().await.expect("DescribeVpcs").vpcs()[0].vpc_id().unwrap_or_default().to_string();
+    let closed = ec2
+        .create_security_group()
+        .group_name("no-egress")
+        .description("no egress")
+        .vpc_id(&vpc)
+        .send()
+        .await
+        .expect("CreateSecurityGroup")
+        .group_id()
+        .unwrap_or_default()
+        .to_string();
+    ec2.revoke_security_group_egress()
+        .group_id(&closed)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("-1")
+                .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("RevokeSecurityGroupEgress");
+    let image = ("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0");
+    let exec = ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole");
+    let registry = "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/registry-AbCdEf";
+    let open =
+        profile_file(&[image, exec, ("EfsVolumes", "fs-0a1b2c3d /cache"), ("RepositoryCredentialsArn", registry)]);
+    let shut = profile_file(&[image, ("EfsVolumes", "fs-0a1b2c3d /cache"), ("SecurityGroupIds", closed.as_str())]);
+    let (open, shut) = (open.display().to_string(), shut.display().to_string());
+    let cluster = [("ClusterName", "ci"), ("Region", REGION)];
+    let d = doctor(&moto.endpoint(), &cluster, &["--elastic-profile", &open, "--elastic-profile", &shut]).await;
+    let efs: Vec<&String> = d.lines.iter().filter(|l| l.get(5..).is_some_and(|r| r.starts_with("efs: "))).collect();
+    assert!(
+        efs.iter().any(|l| l.starts_with("ok") && l.contains(&open) && l.contains("let NFS (TCP 2049) out")),
+        "{efs:?}"
+    );
+    assert!(
+        efs.iter()
+            .any(|l| l.starts_with("FAIL") && l.contains(&shut) && l.contains(&format!("{closed} allows TCP 2049"))),
+        "{efs:?}"
+    );
+    assert!(
+        efs.iter().any(|l| l.starts_with("warn")
+            && l.contains("fs-0a1b2c3d not checked")
+            && l.contains("aws efs describe-mount-targets")),
+        "{efs:?}"
+    );
+    assert_eq!(d.verdict("registry credentials"), "warn");
+    assert!(d
+        .line("registry credentials")
+        .contains(&format!("aws secretsmanager describe-secret --secret-id {registry}")));
+    assert_eq!(d.code, Some(1), "the closed group fails doctor");
+}

@@ -405,6 +405,30 @@ fn each_invocation_prints_one_document_iam_takes_as_it_is() {
     assert!(o.stdout.is_empty());
 }
 
+/// The elastic profiles' roles (issue 19): the task role mounts the EFS cache through its
+/// access point; the execution role writes the logs; a profile needing neither prints nothing.
+#[test]
+fn task_and_execution_role_documents_cover_what_the_elastic_profiles_use() {
+    let build = [profile("elastic-fargate-build.json")];
+    let o = iam_document(&profile("cluster-fargate.json"), &build, "task-role-policy");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    check_policy(&v, false).unwrap_or_else(|e| panic!("task role policy: {e}"));
+    let mount = statement(&v, "MountEfsfs0a1b2c3d");
+    assert_eq!(mount["Action"], serde_json::json!(["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]));
+    assert_eq!(mount["Resource"], "arn:aws:elasticfilesystem:us-east-1:*:file-system/fs-0a1b2c3d");
+    assert_eq!(
+        mount["Condition"]["StringEquals"]["elasticfilesystem:AccessPointArn"],
+        serde_json::json!(["arn:aws:elasticfilesystem:us-east-1:*:access-point/fsap-0123456789abcdef0"])
+    );
+    let o = iam_document(&profile("cluster-fargate.json"), &build, "execution-role-policy");
+    assert_eq!(o.status.code(), Some(1), "no secrets, registry credentials, logs or ECR: nothing to print");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no execution role policy printed"));
+    let o = iam_document(&profile("cluster-fargate.json"), &[profile("elastic-small.json")], "task-role-policy");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+}
+
 #[test]
 fn invalid_profiles_print_no_policy() {
     let dir = std::env::temp_dir().join(format!("ecs-ea-cli-iam-{}", std::process::id()));

@@ -9,10 +9,14 @@
 //!   the cluster profile at launch; TerminateInstances only of instances carrying that tag; the
 //!   container-instance calls of the cluster and StartTask;
 //! - `iam:PassRole` only for the task, execution and instance roles, only to their services;
-//! - with `RoleArn`: the role's trust policy (external id condition) and the caller's policy.
+//! - with `RoleArn`: the role's trust policy (external id condition) and the caller's policy;
+//! - the elastic profiles' task and execution roles: what their EFS volumes, ECS Exec,
+//!   registry credentials, secrets, logs and private ECR images need ([`roles`]).
 //!
 //! Pure: no AWS call. Where a value is unknown (no region, no account in any ARN) the ARN part is
 //! `*` and a note on stderr says so.
+
+mod roles;
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -33,6 +37,10 @@ pub struct Policies {
     pub trust_policy: Option<Value>,
     /// What the GoCD server's own identity needs to assume `RoleArn` (only with `RoleArn`).
     pub caller_policy: Option<Value>,
+    /// What the elastic profiles' task role needs (EFS IAM mounts, ECS Exec), when anything.
+    pub task_role_policy: Option<Value>,
+    /// What their execution role needs (registry credentials, secrets, logs, ECR), when anything.
+    pub execution_role_policy: Option<Value>,
     /// Assumptions and placeholders, for a human.
     pub notes: Vec<String>,
 }
@@ -45,6 +53,8 @@ impl Policies {
             PolicyDocument::Policy => Some(&self.policy),
             PolicyDocument::TrustPolicy => self.trust_policy.as_ref(),
             PolicyDocument::CallerPolicy => self.caller_policy.as_ref(),
+            PolicyDocument::TaskRolePolicy => self.task_role_policy.as_ref(),
+            PolicyDocument::ExecutionRolePolicy => self.execution_role_policy.as_ref(),
         }
     }
 
@@ -57,6 +67,12 @@ impl Policies {
         }
         if let Some(caller) = &self.caller_policy {
             out.insert("caller_policy".into(), caller.clone());
+        }
+        if let Some(task) = &self.task_role_policy {
+            out.insert("task_role_policy".into(), task.clone());
+        }
+        if let Some(execution) = &self.execution_role_policy {
+            out.insert("execution_role_policy".into(), execution.clone());
         }
         Value::Object(out)
     }
@@ -102,11 +118,16 @@ pub fn run(args: &IamPolicyArgs, out: &mut dyn Write, err: &mut dyn Write) -> io
     };
     let policies = policies(&cluster, &elastic);
     let Some(doc) = policies.document(document) else {
-        writeln!(
-            err,
-            "no {} printed: the cluster profile sets no RoleArn, so the plugin assumes no role",
-            name(document)
-        )?;
+        let why = match document {
+            PolicyDocument::TaskRolePolicy => {
+                "no elastic profile given mounts an EFS volume with iam or enables ECS Exec, so the task role needs nothing from this plugin's keys"
+            }
+            PolicyDocument::ExecutionRolePolicy => {
+                "no elastic profile given reads secrets, registry credentials or private ECR images, and the cluster profile sets no LogGroup"
+            }
+            _ => "the cluster profile sets no RoleArn, so the plugin assumes no role",
+        };
+        writeln!(err, "no {} printed: {why}", name(document))?;
         return Ok(false);
     };
     let text = serde_json::to_string_pretty(doc).map_err(io::Error::other)?;
@@ -122,6 +143,8 @@ fn name(document: PolicyDocument) -> &'static str {
         PolicyDocument::Policy => "policy",
         PolicyDocument::TrustPolicy => "trust policy",
         PolicyDocument::CallerPolicy => "caller policy",
+        PolicyDocument::TaskRolePolicy => "task role policy",
+        PolicyDocument::ExecutionRolePolicy => "execution role policy",
     }
 }
 
@@ -330,7 +353,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     }
     if cluster.log_group.is_some() {
         notes.push(
-            "LogGroup: the tasks' execution role (not this policy) needs logs:CreateLogStream and logs:PutLogEvents on the log group"
+            "LogGroup: the tasks' execution role (not this policy) needs logs:CreateLogStream and logs:PutLogEvents on the log group (--document execution-role-policy)"
                 .into(),
         );
     }
@@ -350,7 +373,22 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         }
         None => (None, None),
     };
-    Policies { policy: document(statements), trust_policy, caller_policy, notes }
+    let task_role_policy = roles::task_role_policy(&scope, elastic);
+    let execution_role_policy = roles::execution_role_policy(&scope, cluster, elastic, &mut notes);
+    if elastic.iter().any(|e| e.efs_volumes.iter().any(|v| !v.iam)) {
+        notes.push(
+            "EFS volumes without iam need no IAM permission: the file system policy and its mount targets' security groups decide who mounts them"
+                .into(),
+        );
+    }
+    Policies {
+        policy: document(statements),
+        trust_policy,
+        caller_policy,
+        task_role_policy,
+        execution_role_policy,
+        notes,
+    }
 }
 
 /// Task definitions RunTask may use: our families (when any elastic profile registers its own)

@@ -168,6 +168,10 @@ pub enum PolicyDocument {
     TrustPolicy,
     /// What the GoCD server's own identity needs to assume RoleArn.
     CallerPolicy,
+    /// What the elastic profiles' task role needs (EFS volumes with iam, ECS Exec).
+    TaskRolePolicy,
+    /// What their execution role needs (registry credentials, secrets, logs, private ECR images).
+    ExecutionRolePolicy,
 }
 
 /// Options of `doctor`.

@@ -9,12 +9,18 @@ use aws_sdk_ecs::types::{Cluster, DesiredStatus};
 
 use super::{Aws, Report};
 use crate::aws::AwsError;
-use crate::settings::{ClusterProfile, LaunchType};
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// Every check, in order.
-pub(super) async fn all(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
+pub(super) async fn all(
+    aws: &Aws,
+    profile: &ClusterProfile,
+    elastic: &[(String, ElasticProfile)],
+    r: &mut Report<'_>,
+) -> io::Result<()> {
     let cluster = cluster(aws, profile, r).await?;
     let network = network(aws, profile, r).await?;
+    super::task_parts::all(aws, network.as_ref(), elastic, r).await?;
     capacity(aws, profile, cluster.as_ref(), r).await?;
     if profile.launch_type == LaunchType::Ec2 {
         ec2(aws, profile, network.as_ref(), r).await?;
@@ -90,9 +96,9 @@ async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
 
 /// Where tasks attach: the subnets and groups, and their VPC.
 #[derive(Debug, Clone)]
-struct Network {
+pub(super) struct Network {
     subnets: Vec<String>,
-    groups: Vec<String>,
+    pub(super) groups: Vec<String>,
 }
 
 fn filter(name: &str, value: &str) -> Filter {

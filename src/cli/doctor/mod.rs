@@ -8,9 +8,11 @@
 //! or started: reads, and one EC2 `DryRun` for EC2 profiles.
 //!
 //! Order: profile, region, credentials, role (a failure there stops the rest), then cluster,
-//! networking, capacity, EC2 (image, instance profile, key pair, dry run), log group, tasks.
+//! networking, the elastic profiles' EFS volumes and registry credentials, capacity, EC2 (image,
+//! instance profile, key pair, dry run), log group, tasks.
 
 mod checks;
+mod task_parts;
 
 use std::fmt::Display;
 use std::future::Future;
@@ -30,7 +32,7 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::ErrorMetadata;
 
 use crate::aws::AwsError;
-use crate::settings::{check_compatible, ClusterProfile};
+use crate::settings::{check_compatible, ClusterProfile, ElasticProfile};
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +138,7 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
     let Some(profile) = profile(args, &mut r)? else {
         return Ok(false);
     };
-    pairs(args, &profile, &mut r)?;
+    let elastic = pairs(args, &profile, &mut r)?;
     let Some(region) = region(&profile, &mut r).await? else {
         return Ok(false);
     };
@@ -159,7 +161,7 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
         iam: aws_sdk_iam::Client::new(&config),
         region,
     };
-    checks::all(&aws, &profile, &mut r).await?;
+    checks::all(&aws, &profile, &elastic, &mut r).await?;
     Ok(!r.failed)
 }
 
@@ -200,17 +202,23 @@ fn profile(args: &DoctorArgs, r: &mut Report<'_>) -> io::Result<Option<ClusterPr
 }
 
 /// Each elastic profile given, checked against the cluster profile as create-agent checks it
-/// (what real AWS would refuse, and the allow-lists): no AWS call.
-fn pairs(args: &DoctorArgs, cluster: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
+/// (what real AWS would refuse, and the allow-lists): no AWS call. Returns the valid ones, with
+/// their file names, for the checks that need AWS.
+fn pairs(args: &DoctorArgs, cluster: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Vec<(String, ElasticProfile)>> {
+    let mut valid = Vec::new();
     for path in &args.elastic_profiles {
         let shown = path.display();
         let problems = match load_elastic(path) {
             Err(why) => vec![format!("{why}")],
             Ok(loaded) => match loaded.parsed {
-                Ok(elastic) => check_compatible(cluster, &elastic)
-                    .into_iter()
-                    .map(|p| format!("{}: {}", p.key, p.message))
-                    .collect(),
+                Ok(elastic) => {
+                    let problems: Vec<String> = check_compatible(cluster, &elastic)
+                        .into_iter()
+                        .map(|p| format!("{}: {}", p.key, p.message))
+                        .collect();
+                    valid.push((shown.to_string(), elastic));
+                    problems
+                }
                 Err(problems) => problems.into_iter().map(|p| format!("{}: {}", p.key, p.message)).collect(),
             },
         };
@@ -225,7 +233,7 @@ fn pairs(args: &DoctorArgs, cluster: &ClusterProfile, r: &mut Report<'_>) -> io:
             )?;
         }
     }
-    Ok(())
+    Ok(valid)
 }
 
 async fn region(profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<String>> {

@@ -53,6 +53,7 @@ fn profile_file(name: &str) -> Properties {
         "cluster-ec2" => include_str!("../../../profiles/cluster-ec2.json"),
         "elastic-small" => include_str!("../../../profiles/elastic-small.json"),
         "elastic-ec2-docker" => include_str!("../../../profiles/elastic-ec2-docker.json"),
+        "elastic-fargate-build" => include_str!("../../../profiles/elastic-fargate-build.json"),
         other => panic!("no profile {other}"),
     };
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -63,7 +64,7 @@ fn sample_profiles_are_valid() {
     for name in ["cluster-fargate", "cluster-fargate-spot-assume-role", "cluster-ec2"] {
         assert_eq!(validate_cluster_profile(&profile_file(name)), [], "{name}");
     }
-    for name in ["elastic-small", "elastic-ec2-docker"] {
+    for name in ["elastic-small", "elastic-ec2-docker", "elastic-fargate-build"] {
         assert_eq!(validate_elastic_profile(&profile_file(name)), [], "{name}");
     }
 }
@@ -76,6 +77,10 @@ fn sample_profiles_fit_together_as_intended() {
     assert_eq!(check_compatible(&cluster("cluster-fargate-spot-assume-role"), &elastic("elastic-small")), []);
     assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-small")), []);
     assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-ec2-docker")), []);
+    assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-fargate-build")), []);
+    // cluster-fargate allows gocd-agent images only: the Postgres sidecar is refused.
+    let refused = check_compatible(&cluster("cluster-fargate"), &elastic("elastic-fargate-build"));
+    assert_eq!(refused.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["Sidecars"], "{refused:?}");
     let refused = check_compatible(&cluster("cluster-fargate"), &elastic("elastic-ec2-docker"));
     let keys: Vec<&str> = refused.iter().map(|e| e.key.as_str()).collect();
     assert_eq!(keys, ["MemoryReservation", "Privileged", "MountDockerSocket"]);
