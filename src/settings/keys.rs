@@ -314,6 +314,31 @@ mod tests {
     }
 
     #[test]
+    fn the_elastic_form_groups_basics_resources_storage_networking_security_advanced() {
+        assert_eq!(ELASTIC_GROUPS, ["Basics", "Resources", "Storage", "Networking", "Security", "Advanced"]);
+        let group = |key: &str| ProfileKind::Elastic.spec(key).map(|s| s.group);
+        for (key, want) in [
+            ("Image", "Basics"),
+            ("Sidecars", "Advanced"),
+            ("EfsVolumes", "Storage"),
+            ("BindMounts", "Storage"),
+            ("EphemeralStorageGiB", "Storage"),
+            ("Ulimits", "Resources"),
+            ("SharedMemoryMiB", "Resources"),
+            ("PlatformVersion", "Resources"),
+            ("RepositoryCredentialsArn", "Security"),
+            ("Secrets", "Security"),
+            ("SubnetIds", "Networking"),
+            ("StopTimeoutSeconds", "Advanced"),
+            ("HealthCheck", "Advanced"),
+            ("LogOptions", "Advanced"),
+            ("InitProcessEnabled", "Advanced"),
+        ] {
+            assert_eq!(group(key), Some(want), "{key}");
+        }
+    }
+
+    #[test]
     fn lookup_is_exact() {
         assert!(ProfileKind::Cluster.spec("ClusterName").is_some());
         assert!(ProfileKind::Cluster.spec("clustername").is_none());
