@@ -172,7 +172,8 @@ impl Cluster {
         let spec = LaunchSpec::new(self, profile, &work, network.as_ref());
         // Spot interrupted this job's previous agent: its rerun runs on on-demand capacity.
         let on_demand = profile.launch_type == LaunchType::FargateSpot && self.registry().was_interrupted(&work.job);
-        let launched = if on_demand { run_task_on_demand(&self.aws(), &spec).await } else { run_task(&self.aws(), &spec).await };
+        let launched =
+            if on_demand { run_task_on_demand(&self.aws(), &spec).await } else { run_task(&self.aws(), &spec).await };
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
                 self.registry().launch_unknown(&work.agent_id, SystemTime::now());

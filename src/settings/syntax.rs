@@ -320,7 +320,6 @@ mod tests {
         }
     }
 
-
     #[test]
     fn regions() {
         for good in [

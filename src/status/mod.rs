@@ -86,6 +86,10 @@ pub struct ClusterSnapshot {
     pub console_url: String,
     /// EC2 capacity (instances against min and max, waiting work) when `LaunchType` is EC2.
     pub ec2: Option<crate::cluster::ec2::report::PoolSnapshot<When>>,
+    /// Agents Spot interrupted (Fargate Spot).
+    pub spot_interruptions: u64,
+    /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
+    pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
 }
 
 /// How many agents are in one state.
@@ -255,6 +259,12 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
     snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot.spot_interruptions = cluster.registry().interruptions();
+    if let Some(url) = &profile.event_queue_url {
+        let mut queue = cluster.queue_status().clone();
+        queue.url = Some(url.clone());
+        snapshot.event_queue = Some(queue);
+    }
     snapshot
 }
 
@@ -308,6 +318,8 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         swept_orphans: facts.swept_orphans,
         console_url: links::ecs_cluster(&region, &name_only),
         ec2: None,
+        spot_interruptions: 0,
+        event_queue: None,
         region,
         cluster_name: profile.cluster_name.clone(),
     }

@@ -8,6 +8,7 @@
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
 //! - [`ec2`]: `InstanceSimulator`, the ECS agent of every EC2 instance the plugin launches.
+//! - [`eventbridge`]: `EventBridge`, a rule's delivery of ECS task state changes to a moto SQS queue.
 //! - [`profiles`]: the agent image and the small Fargate profiles tests start from.
 //! - [`scenario`]: `Scenario`, one test's moto, proxy and watched clusters.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
@@ -23,6 +24,7 @@
 pub mod agents;
 pub mod aws_rules;
 pub mod ec2;
+pub mod eventbridge;
 pub mod host;
 pub mod http;
 pub mod moto;

@@ -8,12 +8,12 @@ use aws_sdk_ecs::types::ContainerInstanceStatus;
 
 use super::parse::QueueEvent;
 use crate::cluster::ec2::api;
-use crate::protocol::host_calls::HealthKind;
 use crate::cluster::error::EngineError;
 use crate::cluster::reconcile::Step;
 use crate::cluster::registry::{AgentRecord, Phase};
 use crate::cluster::tasks::TaskView;
 use crate::cluster::{cluster_arn_suffix, Cluster};
+use crate::protocol::host_calls::HealthKind;
 
 /// What an event did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,17 +66,22 @@ impl Cluster {
         };
         self.event(
             HealthKind::Warning,
-            format!("EC2 Spot will interrupt instance {instance_id} in two minutes: it is drained, its tasks stop with it"),
+            format!(
+                "EC2 Spot will interrupt instance {instance_id} in two minutes: it is drained, its tasks stop with it"
+            ),
         );
         if let Some(arn) = &container {
             let cluster = self.profile().cluster_name.clone();
             match api::set_state(&self.aws(), &cluster, arn, ContainerInstanceStatus::Draining).await {
                 Ok(()) => {
-                    if let Some(c) = self.ec2.state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut()) {
+                    if let Some(c) = self.ec2.state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
+                    {
                         c.status = "DRAINING".into();
                     }
                 }
-                Err(e) => tracing::warn!(instance = %instance_id, error = %e, "could not drain an instance Spot interrupts"),
+                Err(e) => {
+                    tracing::warn!(instance = %instance_id, error = %e, "could not drain an instance Spot interrupts")
+                }
             }
         }
         self.ec2.wake();
@@ -156,10 +161,13 @@ mod tests {
     fn an_unexpected_stop_is_reported_and_its_agent_removed() {
         let record = stopped_record(|_| {});
         let steps = on_stopped(&record, false, true);
-        assert!(matches!(&steps[..], [
+        assert!(
+            matches!(&steps[..], [
             Step::ReportUnexpectedStop { reason, .. },
             Step::RemoveAgent { agent_id, .. },
-        ] if reason.contains("EssentialContainerExited") && agent_id == "a"), "{steps:?}");
+        ] if reason.contains("EssentialContainerExited") && agent_id == "a"),
+            "{steps:?}"
+        );
         // Not registered yet: told, nothing to remove.
         assert!(matches!(&on_stopped(&record, false, false)[..], [Step::ReportUnexpectedStop { .. }]));
     }

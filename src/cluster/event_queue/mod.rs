@@ -79,11 +79,11 @@ impl Cluster {
     /// Server-ping reports the agent's task stopped: when the queue is read and no event told
     /// of it, the queue missed it (late, lost, or no rule feeds it); server health says so.
     pub(crate) fn queue_missed(&self, agent_id: &str) {
+        let Some(url) = self.profile().event_queue_url.clone() else { return };
         let missed = {
             let mut st = self.queue_status();
-            let Some(url) = st.url.clone().filter(|_| st.last_read.is_some()) else { return };
-            if st.told.remove(agent_id) {
-                return;
+            if st.told.remove(agent_id) || st.error.is_some() {
+                return; // told; or unreadable, which server health says already
             }
             st.missed += 1;
             url
@@ -233,12 +233,8 @@ async fn run(url: String, members: Arc<Mutex<Vec<Weak<Cluster>>>>) {
 /// One ReceiveMessage and what follows; returns the pause before the next, if any.
 async fn poll_once(url: &str, reader: &Cluster, live: &[Arc<Cluster>]) -> Option<Duration> {
     let aws = reader.aws();
-    let request = aws
-        .sqs
-        .receive_message()
-        .queue_url(url)
-        .max_number_of_messages(BATCH)
-        .wait_time_seconds(WAIT_SECONDS);
+    let request =
+        aws.sqs.receive_message().queue_url(url).max_number_of_messages(BATCH).wait_time_seconds(WAIT_SECONDS);
     let asked = Instant::now();
     let answer = aws.calls.call("ReceiveMessage", || request.clone().send()).await;
     let now = SystemTime::now();

@@ -107,13 +107,22 @@ async fn a_stopped_task_has_its_agent_removed_on_the_event_with_its_stop_code_an
     w.aws.stop_by_ecs(&arn, "OutOfMemoryError: container killed");
     let reads_before = w.aws.count("DescribeTasks") + w.aws.count("ListTasks");
     let started_by = w.cluster.started_by.clone();
-    w.aws.send_event(&task_event(&arn, &started_by, "ci", "STOPPED", Some(("EssentialContainerExited", "OutOfMemoryError: container killed"))));
+    w.aws.send_event(&task_event(
+        &arn,
+        &started_by,
+        "ci",
+        "STOPPED",
+        Some(("EssentialContainerExited", "OutOfMemoryError: container killed")),
+    ));
 
     assert_eq!(w.poll().await, None, "messages came: no pause");
     assert_eq!(w.gocd.deleted(), vec![agent.clone()], "deleted on the event, no server-ping");
     assert_eq!(*w.gocd.disabled.lock().unwrap(), vec![agent.clone()]);
     let console = w.gocd.console_of(7).join("\n");
-    assert!(console.contains("OutOfMemoryError") && console.contains("stop code EssentialContainerExited"), "{console}");
+    assert!(
+        console.contains("OutOfMemoryError") && console.contains("stop code EssentialContainerExited"),
+        "{console}"
+    );
     assert!(w.health().iter().any(|m| m.contains("OutOfMemoryError") && m.contains(&agent)), "{:?}", w.health());
     let record = w.cluster.registry().get(&agent).cloned().unwrap();
     assert_eq!(record.phase, Phase::Stopped);
@@ -179,7 +188,11 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     let rerun = &w.aws.run_requests()[1];
     assert_eq!(rerun["launchType"], "FARGATE", "{rerun}");
     assert!(rerun.get("capacityProviderStrategy").is_none(), "{rerun}");
-    assert!(w.gocd.console_of(8).iter().any(|l| l.contains("on FARGATE (on-demand: Spot interrupted")), "{:?}", w.gocd.console_of(8));
+    assert!(
+        w.gocd.console_of(8).iter().any(|l| l.contains("on FARGATE (on-demand: Spot interrupted")),
+        "{:?}",
+        w.gocd.console_of(8)
+    );
     // Another job still goes to Spot.
     let mut other = job(9);
     other.job_name = "another".into();
@@ -190,14 +203,24 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
 async fn an_unreadable_queue_is_told_in_health_and_polling_carries_on() {
     let w = World::new("FARGATE");
     let (agent, arn) = w.running_agent(7).await;
-    w.aws.fail_next("ReceiveMessage", 400, "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.");
+    w.aws.fail_next(
+        "ReceiveMessage",
+        400,
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "The specified queue does not exist.",
+    );
     assert_eq!(w.poll().await, Some(AFTER_ERROR));
     let warned: Vec<String> = w.health().into_iter().filter(|m| m.contains("could not be read")).collect();
     assert_eq!(warned.len(), 1, "{:?}", w.health());
     assert!(warned[0].contains(QUEUE) && warned[0].contains("NonExistentQueue"), "{warned:?}");
     assert!(w.cluster.queue_status().error.is_some());
     // The same failure again is not told again at once.
-    w.aws.fail_next("ReceiveMessage", 400, "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.");
+    w.aws.fail_next(
+        "ReceiveMessage",
+        400,
+        "AWS.SimpleQueueService.NonExistentQueue",
+        "The specified queue does not exist.",
+    );
     w.poll().await;
     assert_eq!(w.health().iter().filter(|m| m.contains("could not be read")).count(), 1);
 
@@ -224,7 +247,9 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
     assert_eq!(w.gocd.deleted(), vec![agent.clone()]);
     assert_eq!(w.cluster.queue_status().missed, 1);
     assert!(
-        w.health().iter().any(|m| m.contains("told nothing of it") && m.contains(&agent) && m.contains("EventBridge rule")),
+        w.health()
+            .iter()
+            .any(|m| m.contains("told nothing of it") && m.contains(&agent) && m.contains("EventBridge rule")),
         "{:?}",
         w.health()
     );

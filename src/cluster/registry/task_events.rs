@@ -95,9 +95,9 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::fixtures::{job, tags, task};
     use super::super::NewAgent;
     use super::*;
+    use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::launch::Capacity;
 
     fn running(r: &mut Registry, agent: &str, job_id: i64, arn: &str) {
@@ -116,7 +116,10 @@ mod tests {
         pulled.started_at = Some(t(14));
         assert_eq!(r.task_event(&pulled), Some(TaskEvent { agent_id: "a".into(), newly_stopped: false }));
         let kept = r.get("a").unwrap().task.clone().unwrap();
-        assert_eq!((kept.pull_started_at, kept.pull_stopped_at, kept.started_at), (Some(t(10)), Some(t(13)), Some(t(14))));
+        assert_eq!(
+            (kept.pull_started_at, kept.pull_stopped_at, kept.started_at),
+            (Some(t(10)), Some(t(13)), Some(t(14)))
+        );
 
         let mut stopped = task("t1", Default::default(), "STOPPED");
         stopped.desired_status = "STOPPED".into();

@@ -76,7 +76,13 @@ fn every_rule_has_a_good_and_a_bad_value() {
         &["aws:x=1", "AWS:x=1", "gocd:job=1", &long_tag_value, &long_tag_key, &tags38, "k=v*", "=v"],
     );
     check_rule(v, BASE, "LogGroup", "/aws/ecs/gocd#1", &["a b", &"g".repeat(513)]);
-    check_rule(v, BASE, "EventQueueUrl", "https://sqs.eu-west-1.amazonaws.com/123456789012/gocd-events", &["gocd-events", "https://sqs.eu-west-1.amazonaws.com/gocd-events"]);
+    check_rule(
+        v,
+        BASE,
+        "EventQueueUrl",
+        "https://sqs.eu-west-1.amazonaws.com/123456789012/gocd-events",
+        &["gocd-events", "https://sqs.eu-west-1.amazonaws.com/gocd-events"],
+    );
     check_rule(v, BASE, "AllowedImages", "gocd/*\n**/agent:[0-9]*", &["[", "gocd/*\n[a"]);
     check_rule(v, BASE, "AllowedTaskRoleArns", "arn:aws:iam::*:role/gocd-*", &["[x"]);
     check_rule(v, BASE, "AllowedExecutionRoleArns", "arn:aws:iam::*:role/gocd-exec-*", &["[x"]);

@@ -1,0 +1,370 @@
+//! End-to-end scenarios of the event queue (issue 16): the real plugin, moto, the GoCD host
+//! simulator, and the test world's EventBridge stand-in (`world/eventbridge.rs`) sending the
+//! "ECS Task State Change" events AWS documents to a moto SQS queue named by `EventQueueUrl`.
+//!
+//! - a task stopped by hand has its agent deleted within 5 s on the event, with server-pings
+//!   paused (measured; the same test without a queue waits for the next ping);
+//! - events of tasks that are not ours change nothing;
+//! - a queue that cannot be read, or that no rule feeds, falls back to server-ping, with a
+//!   server-health warning;
+//! - a Fargate Spot interruption is reported with its cause, and the rescheduled job runs on
+//!   FARGATE.
+//!
+//! Each ends with no task of ours running, no AWS rule broken, a secret scan, and a `FIGURES:`
+//! line (`-- --nocapture`). Needs `MOTO_SERVER` (see `scripts/moto.sh`).
+
+#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
+
+mod world;
+
+use std::time::{Duration, Instant};
+
+use world::eventbridge::{self, EventBridge};
+use world::moto;
+use world::profiles::{cluster_props, elastic_props};
+use world::*;
+
+const CLUSTER: &str = "gocd-a";
+/// Longer than any of these tests waits for an event: a ping never does the events' work.
+const SLOW_PING: Duration = Duration::from_secs(30);
+
+impl Scenario {
+    async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
+        self.assert_no_live_tasks(Duration::from_secs(60)).await;
+        self.dump_calls();
+        let _ = host.plugin_status_report().await;
+        for id in host.config().cluster_profiles.iter().map(|c| c.id.clone()).collect::<Vec<_>>() {
+            let _ = host.cluster_status_report(&id).await;
+        }
+        let scanner = SecretScanner::from_world(&host, Some(&self.proxy));
+        scanner.assert_host_clean(&host);
+        let counts = self.proxy.counts();
+        let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+        eprintln!(
+            "FIGURES: test={} secs={} aws_calls={} sqs_receive={} sqs_delete={} ecs_list_tasks={} ecs_describe_tasks={} run_task={} stop_task={} {}",
+            self.name,
+            self.started.elapsed().as_secs(),
+            self.proxy.total(),
+            count("sqs:ReceiveMessage"),
+            count("sqs:DeleteMessageBatch"),
+            count("ecs:ListTasks"),
+            count("ecs:DescribeTasks"),
+            count("ecs:RunTask"),
+            count("ecs:StopTask"),
+            extra,
+        );
+        drop(sim);
+        host.shutdown().await;
+        drop(self.moto);
+    }
+}
+
+/// Starts one job and waits until it builds; returns its handle and agent.
+async fn one_building_job(host: &GoCdHost, duration: Duration) -> (JobHandle, String) {
+    let job = host.add_job(JobSpec::new("small", duration)).await;
+    host.wait_until("the job building", Duration::from_secs(60), |s| {
+        matches!(s.job(job).state, JobState::Running { .. })
+    })
+    .await;
+    let JobState::Running { agent_id } = host.job_state(job) else { unreachable!() };
+    (job, agent_id)
+}
+
+/// Pauses server-ping and waits until none is in flight.
+async fn no_pings(host: &GoCdHost) {
+    host.pause_pings(true);
+    host.wait_until("in-flight pings done", Duration::from_secs(60), |s| s.pings.iter().all(|p| p.finished.is_some()))
+        .await;
+}
+
+/// Stops the job's task by hand; returns how long until GoCD deleted its agent.
+async fn stop_and_time_the_delete(
+    host: &GoCdHost,
+    sim: &AgentSimulator,
+    job: JobHandle,
+    agent: &str,
+    within: Duration,
+) -> Duration {
+    let job_id = host.job_identifier(job).job_id;
+    sim.stop_task_by_hand(job_id, "Essential container in task exited (e2e-events-4242)").await;
+    let stopped_at = Instant::now();
+    host.wait_until("the agent of the stopped task deleted", within, |s| s.deleted_agents.iter().any(|a| a == agent))
+        .await;
+    stopped_at.elapsed()
+}
+
+/// A world with the events queue and the rule feeding it from the cluster.
+async fn world_with_events(name: &'static str) -> (Scenario, String, EventBridge) {
+    let mut w = Scenario::new(name).await;
+    let base = w.base.clone();
+    w.cluster("base", &base, CLUSTER).await;
+    let queue = eventbridge::create_queue(&base, "gocd-ecs-events").await;
+    let bridge = EventBridge::start(w.fleets.clone(), &base, &queue).await;
+    (w, queue, bridge)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_events_a_task_stopped_by_hand_has_its_agent_deleted_within_seconds() {
+    let (w, queue, bridge) = world_with_events("events_stop_by_hand").await;
+    let mut cfg = w
+        .host_config()
+        .cluster_profile("base", cluster_props(CLUSTER, &[("EventQueueUrl", &queue)]))
+        .elastic_profile("small", "base", elastic_props());
+    cfg.ping_interval = SLOW_PING;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (job, agent) = one_building_job(&host, Duration::from_secs(40)).await;
+    no_pings(&host).await; // from here on only an event can delete the agent
+    let pings_before = host.with_state(|s| s.pings.len());
+
+    let took = stop_and_time_the_delete(&host, &sim, job, &agent, Duration::from_secs(20)).await;
+    eprintln!("DETECTION: with events, agent deleted {} ms after StopTask (server-ping paused)", took.as_millis());
+    assert!(took < Duration::from_secs(5), "agent deleted only after {took:?}");
+    assert_eq!(host.with_state(|s| s.pings.len()), pings_before, "no server-ping ran");
+    host.wait_until("the stop reason in the job's console", Duration::from_secs(10), |s| {
+        s.console.iter().any(|c| c.text.contains("e2e-events-4242"))
+    })
+    .await;
+    // Server health is sent with each server-ping (one message list for every profile).
+    host.pause_pings(false);
+    host.wait_until("the stop reason in server health", SLOW_PING * 2, |s| s.health_ever_mentions("e2e-events-4242"))
+        .await;
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    assert!(bridge.with_state(|s| s.errors.is_empty()));
+    let base = w.base.clone();
+    wait_for("the queue drained", Duration::from_secs(30), || async { eventbridge::queued(&base, &queue).await == 0 })
+        .await;
+    let events = bridge.with_state(|s| s.total());
+    w.finish(host, sim, &format!("detection_ms_events={} events_sent={events}", took.as_millis())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_events_the_same_stop_waits_for_the_next_server_ping() {
+    let mut w = Scenario::new("no_events_stop_by_hand").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, CLUSTER).await;
+    let mut cfg = w.host_config().cluster_profile("base", cluster_props(CLUSTER, &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
+    let ping = Duration::from_secs(10);
+    cfg.ping_interval = ping;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (job, agent) = one_building_job(&host, Duration::from_secs(40)).await;
+    // Right after a ping: the next one is a whole interval away.
+    let pings = host.with_state(|s| s.pings.len());
+    host.wait_until("a ping to finish", ping * 3, |s| {
+        s.pings.len() > pings && s.pings.iter().all(|p| p.finished.is_some())
+    })
+    .await;
+
+    let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3).await;
+    eprintln!(
+        "DETECTION: without events, agent deleted {} ms after StopTask (ping interval {} s)",
+        took.as_millis(),
+        ping.as_secs()
+    );
+    assert!(
+        took >= Duration::from_secs(3),
+        "deleted after {took:?}: only a server-ping can have done it, seconds later"
+    );
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    w.finish(host, sim, &format!("detection_ms_ping={} ping_interval_s={}", took.as_millis(), ping.as_secs())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_of_tasks_that_are_not_ours_change_nothing() {
+    let (mut w, queue, _) = world_with_events("events_foreign").await;
+    let base = w.base.clone();
+    // The rule is too wide: it also sends another cluster's events, and other tools run tasks
+    // in ours. The queue carries them all.
+    w.cluster("other", &base, "someone-elses").await;
+    let bridge = EventBridge::start(w.fleets.clone(), &base, &queue).await;
+    let mut cfg = w
+        .host_config()
+        .cluster_profile("base", cluster_props(CLUSTER, &[("EventQueueUrl", &queue)]))
+        .elastic_profile("small", "base", elastic_props());
+    cfg.ping_interval = SLOW_PING;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (_job, agent) = one_building_job(&host, Duration::from_secs(12)).await;
+
+    let mut foreign = Vec::new();
+    for cluster in [CLUSTER, "someone-elses"] {
+        let arn = run_foreign_task(&base, cluster).await;
+        tokio::time::sleep(Duration::from_millis(500)).await; // its RUNNING event first
+        stop_foreign_task(&base, cluster, &arn).await;
+        foreign.push(arn);
+    }
+    wait_for("the foreign tasks' events sent", Duration::from_secs(20), || async {
+        bridge.with_state(|s| {
+            foreign.iter().all(|a| s.sent.get(a).and_then(|e| e.last()).is_some_and(|e| e.1 == "STOPPED"))
+        })
+    })
+    .await;
+    wait_for("the queue drained", Duration::from_secs(30), || async { eventbridge::queued(&base, &queue).await == 0 })
+        .await;
+    let (deleted, disabled) = host.with_state(|s| (s.deleted_agents.clone(), s.disabled_agents.clone()));
+    assert!(!deleted.contains(&agent) && !disabled.contains(&agent), "our agent was touched: {deleted:?} {disabled:?}");
+    assert_eq!(host.with_state(|s| s.agents.len()), 1, "our agent still registered");
+    host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    for arn in &foreign {
+        assert!(!host.with_state(|s| s.health_ever_mentions(arn)), "health mentions a foreign task {arn}");
+        assert_eq!(
+            moto::all_tasks(&base, CLUSTER)
+                .await
+                .iter()
+                .chain(moto::all_tasks(&base, "someone-elses").await.iter())
+                .filter(|t| t.task_arn() == Some(arn) && t.stopped_reason() != Some("stopped by its owner"))
+                .count(),
+            0,
+            "the plugin stopped a foreign task"
+        );
+    }
+    let job_id = host.with_state(|s| s.jobs[0].identifier.job_id);
+    assert_eq!(sim.tasks_for_job(job_id), 1);
+    w.finish(host, sim, &format!("foreign_tasks={}", foreign.len())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unreadable_queue_falls_back_to_server_ping_with_a_health_warning() {
+    let mut w = Scenario::new("events_broken_queue").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, CLUSTER).await;
+    let missing = format!("{}/{}/no-such-queue", w.moto.endpoint(), moto::BASE_ACCOUNT);
+    let mut cfg = w
+        .host_config()
+        .cluster_profile("base", cluster_props(CLUSTER, &[("EventQueueUrl", &missing)]))
+        .elastic_profile("small", "base", elastic_props());
+    let ping = Duration::from_secs(3);
+    cfg.ping_interval = ping;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (job, agent) = one_building_job(&host, Duration::from_secs(20)).await;
+    host.wait_until("server health says the queue cannot be read", Duration::from_secs(30), |s| {
+        s.health_ever_mentions("could not be read") && s.health_ever_mentions("no-such-queue")
+    })
+    .await;
+    let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3 + Duration::from_secs(10)).await;
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    w.finish(host, sim, &format!("detection_ms_broken_queue={}", took.as_millis())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queue_no_rule_feeds_falls_back_to_server_ping_with_a_health_warning() {
+    let mut w = Scenario::new("events_silent_queue").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, CLUSTER).await;
+    let queue = eventbridge::create_queue(&base, "gocd-ecs-events").await; // no rule feeds it
+    let mut cfg = w
+        .host_config()
+        .cluster_profile("base", cluster_props(CLUSTER, &[("EventQueueUrl", &queue)]))
+        .elastic_profile("small", "base", elastic_props());
+    let ping = Duration::from_secs(3);
+    cfg.ping_interval = ping;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (job, agent) = one_building_job(&host, Duration::from_secs(20)).await;
+    let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3 + Duration::from_secs(10)).await;
+    host.wait_until("server health says the queue told nothing", Duration::from_secs(15), |s| {
+        s.health_ever_mentions("told nothing of it")
+    })
+    .await;
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    w.finish(host, sim, &format!("detection_ms_silent_queue={}", took.as_millis())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on_fargate() {
+    let (w, queue, bridge) = world_with_events("events_spot_interruption").await;
+    let mut cfg = w
+        .host_config()
+        .cluster_profile("base", cluster_props(CLUSTER, &[("EventQueueUrl", &queue), ("LaunchType", "FARGATE_SPOT")]))
+        .elastic_profile("small", "base", elastic_props());
+    cfg.ping_interval = SLOW_PING;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let (job, agent) = one_building_job(&host, Duration::from_secs(20)).await;
+    let first = w.proxy.requests("ecs", "RunTask");
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0]["capacityProviderStrategy"][0]["capacityProvider"], "FARGATE_SPOT", "{}", first[0]);
+    no_pings(&host).await;
+
+    let job_id = host.job_identifier(job).job_id;
+    let arn =
+        sim.with_state(|s| s.tasks.values().find(|t| t.job_id == Some(job_id.to_string())).map(|t| t.task_arn.clone()));
+    let fleet = w.fleets[0].clone();
+    bridge.interrupt_spot(&fleet, &arn.expect("the job's task")).await;
+    let interrupted_at = Instant::now();
+    host.wait_until("the interrupted agent deleted", Duration::from_secs(20), |s| s.deleted_agents.contains(&agent))
+        .await;
+    let took = interrupted_at.elapsed();
+    host.wait_until("the cause in the console", Duration::from_secs(10), |s| {
+        s.console.iter().any(|c| c.text.contains("Your Spot Task was interrupted") && c.text.contains("on-demand"))
+    })
+    .await;
+    host.pause_pings(false);
+    host.wait_until("the cause in server health", SLOW_PING * 2, |s| s.health_ever_mentions("SpotInterruption")).await;
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let runs = w.proxy.requests("ecs", "RunTask");
+    assert_eq!(runs.len(), 2, "one RunTask per agent");
+    assert_eq!(runs[1]["launchType"], "FARGATE", "the rescheduled job runs on demand: {}", runs[1]);
+    assert!(runs[1].get("capacityProviderStrategy").is_none(), "{}", runs[1]);
+    assert!(host.with_state(|s| s.console.iter().any(|c| c.text.contains("on FARGATE (on-demand: Spot interrupted"))));
+    let report = host.cluster_status_report("base").await.expect("cluster status report");
+    assert!(report.body.to_string().contains("Spot interruptions"), "the report counts interruptions");
+    w.finish(host, sim, &format!("spot_detection_ms={}", took.as_millis())).await;
+}
+
+/// Starts a task of another tool (not the plugin's `startedBy`, none of its tags) in `cluster`.
+async fn run_foreign_task(cfg: &aws_config::SdkConfig, cluster: &str) -> String {
+    use aws_sdk_ecs::types::{AwsVpcConfiguration, ContainerDefinition, LaunchType, NetworkConfiguration};
+    let ecs = aws_sdk_ecs::Client::new(cfg);
+    let container = ContainerDefinition::builder().name("web").image("nginx:1").cpu(256).memory(512).build();
+    ecs.register_task_definition()
+        .family("someone-elses-web")
+        .container_definitions(container)
+        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
+        .requires_compatibilities(aws_sdk_ecs::types::Compatibility::Fargate)
+        .cpu("256")
+        .memory("512")
+        .send()
+        .await
+        .expect("RegisterTaskDefinition");
+    let net = moto::default_network(cfg).await;
+    let vpc = AwsVpcConfiguration::builder()
+        .set_subnets(Some(net.subnet_ids.clone()))
+        .security_groups(net.security_group_id.clone())
+        .build()
+        .expect("awsvpc");
+    let out = ecs
+        .run_task()
+        .cluster(cluster)
+        .task_definition("someone-elses-web")
+        .launch_type(LaunchType::Fargate)
+        .started_by("someone-elses-deployer")
+        .network_configuration(NetworkConfiguration::builder().awsvpc_configuration(vpc).build())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("RunTask: {}", moto::aws_error_text(&e)));
+    out.tasks()[0].task_arn().expect("an ARN").to_string()
+}
+
+async fn stop_foreign_task(cfg: &aws_config::SdkConfig, cluster: &str, arn: &str) {
+    aws_sdk_ecs::Client::new(cfg)
+        .stop_task()
+        .cluster(cluster)
+        .task(arn)
+        .reason("stopped by its owner")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("StopTask: {}", moto::aws_error_text(&e)));
+}
