@@ -75,6 +75,7 @@ async fn run_jobs(host: &GoCdHost, sim: &AgentSimulator, profiles: &[&str]) {
 /// init process, a health check, platform version 1.4.0, awslogs options and a Postgres sidecar;
 /// and a second build whose logs go through a FireLens sidecar. Both run their jobs, and the
 /// proxy recorded exactly the task definitions below (and the platform version on RunTask).
+/// A third profile's sidecar image is not in `AllowedImages`: its job is refused, nothing runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fargate_tasks_carry_volumes_limits_health_logs_and_sidecars() {
     let mut w = Scenario::new("fargate_task_contents").await;
@@ -124,11 +125,18 @@ async fn fargate_tasks_carry_volumes_limits_health_logs_and_sidecars() {
             r#"[{"name": "log-router", "image": "amazon/aws-for-fluent-bit:stable", "memory": 128, "firelens": "fluentbit"}]"#,
         ),
     ]);
+    let miner = props(&[
+        ("Image", IMAGE),
+        ("Cpu", "512"),
+        ("Memory", "1024"),
+        ("Sidecars", r#"[{"name": "helper", "image": "evil/miner:latest", "memory": 128}]"#),
+    ]);
     let cfg = w
         .host_config()
         .cluster_profile("base", cluster)
         .elastic_profile("build", "base", build)
-        .elastic_profile("routed", "base", routed);
+        .elastic_profile("routed", "base", routed)
+        .elastic_profile("miner", "base", miner);
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
     run_jobs(&host, &sim, &["build", "routed"]).await;
@@ -260,6 +268,22 @@ async fn fargate_tasks_carry_volumes_limits_health_logs_and_sidecars() {
     let mut versions: Vec<Value> = run_tasks.iter().map(|r| r["platformVersion"].clone()).collect();
     versions.sort_by_key(Value::is_null);
     assert_eq!(versions, [json!("1.4.0"), Value::Null]);
+
+    // A sidecar whose image the cluster profile does not allow: refused before AWS, with the
+    // reason in the job's console; nothing registered or run for it.
+    let refused = host.add_job(JobSpec::new("miner", Duration::from_secs(2))).await;
+    host.wait_until("the refusal in the job's console", Duration::from_secs(60), |s| {
+        s.console.iter().any(|c| c.job == Some(refused) && c.text.contains("evil/miner:latest"))
+    })
+    .await;
+    let console = host.console_log(refused).join("\n");
+    assert!(
+        console.contains("Sidecar helper runs image 'evil/miner:latest', which this cluster profile does not allow"),
+        "{console}"
+    );
+    assert_eq!(host.job_state(refused), JobState::Waiting);
+    assert_eq!(w.proxy.count("ecs:RegisterTaskDefinition"), 2, "nothing registered for the refused profile");
+    assert_eq!(w.proxy.count("ecs:RunTask"), 2, "nothing run for the refused profile");
 
     w.assert_no_live_tasks(Duration::from_secs(60)).await;
     let scanner = SecretScanner::from_world(&host, Some(&w.proxy));
