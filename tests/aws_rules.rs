@@ -366,8 +366,9 @@ async fn task_definition_rules_refuse_what_aws_refuses() {
 
     // Fargate task sizes.
     let rule = aws_rules::TD_FARGATE_SIZE;
-    let sized =
-        |cpu: &str, memory: &str| fargate("sized").cpu(cpu).memory(memory).container_definitions(container("agent"));
+    // The container fits the smallest task: its size is `TD_FARGATE_CONTAINER_SIZES`' business.
+    let small = ContainerDefinition::builder().name("agent").image(IMAGE).cpu(128).memory(256).build();
+    let sized = |cpu: &str, memory: &str| fargate("sized").cpu(cpu).memory(memory).container_definitions(small.clone());
     refused(p, sized("256", "4096").send().await, rule, client);
     refused(p, sized("1024", "1024").send().await, rule, client);
     refused(p, sized("8192", "18432").send().await, rule, client);
