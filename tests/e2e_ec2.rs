@@ -23,7 +23,7 @@ use aws_config::SdkConfig;
 use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use world::host::{HostState, Props};
 use world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
-use world::profiles::IMAGE;
+use world::profiles::{cluster_props, elastic_props, IMAGE};
 use world::proxy::{Outcome, Verdict};
 use world::*;
 
@@ -519,6 +519,56 @@ async fn a_deleted_ec2_profile_leaves_no_task_and_no_instance() {
     let launched = ec2.instances().len();
     eprintln!(
         "FIGURES: test=deleted_ec2_profile secs={} instances_launched={launched} instances_left=0 tasks_left=0",
+        w.started.elapsed().as_secs()
+    );
+    drop(sim);
+    drop(ec2);
+    host.shutdown().await;
+}
+
+/// An EC2 cluster profile deleted while the plugin was down (the deletion never reached it):
+/// the new process's first server-ping sweeps for leftovers by the server's own tag, through
+/// the live Fargate profile of the same account, and terminates the deleted profile's idle
+/// minimum instance; the live profile serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_profile_deleted_while_the_plugin_was_down_leaves_no_instance_after_a_restart() {
+    let mut w = Scenario::new("deleted_while_down").await;
+    let base = w.base.clone();
+    w.ec2_cluster("ec2", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    w.cluster("fargate", &base, "gocd-f").await;
+    let cfg = w
+        .host_config()
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MinInstances", "1")]))
+        .cluster_profile("fargate", cluster_props("gocd-f", &[]))
+        .elastic_profile("quarter", "ec2", quarter_props())
+        .elastic_profile("small", "fargate", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(4)), 2).await;
+    host.wait_until("both EC2 jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+    let before = ec2.with_state(|s| s.alive().len());
+    assert_eq!(before, 1, "the minimum instance runs idle");
+
+    host.kill().await;
+    host.delete_cluster_profile_unheard("ec2");
+    host.restart().await;
+    ec2.wait_until("the deleted profile's instance terminated", Duration::from_secs(120), |s| s.alive().is_empty())
+        .await;
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 2).await;
+    host.wait_until("the Fargate jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+    assert!(
+        host.with_state(|s| s.health_ever_mentions("leftover instance")),
+        "server health tells the operator what was terminated"
+    );
+    for f in &w.fleets {
+        assert!(moto::live_tasks(&f.config, &f.cluster).await.is_empty(), "{}: a task still runs", f.label);
+    }
+    w.assert_no_aws_rule_broken();
+    eprintln!(
+        "FIGURES: test=deleted_while_down secs={} instances_before_restart={before} instances_left=0 tasks_left=0",
         w.started.elapsed().as_secs()
     );
     drop(sim);

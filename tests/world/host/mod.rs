@@ -89,6 +89,9 @@ struct Inner {
     hello: Mutex<Value>,
     /// The current process finished the load sequence (timers wait for it, as GoCD does).
     loaded: AtomicBool,
+    /// Cluster profiles an administrator edited ([`GoCdHost::edit_cluster_profile`]): their
+    /// properties from then on.
+    edited: Mutex<HashMap<String, Props>>,
 }
 
 /// The GoCD server simulator (cheap to clone: all clones share one host).
@@ -129,6 +132,7 @@ impl GoCdHost {
                 asked: Mutex::new(HashMap::new()),
                 hello: Mutex::new(Value::Null),
                 loaded: AtomicBool::new(false),
+                edited: Mutex::new(HashMap::new()),
             }),
         }
     }

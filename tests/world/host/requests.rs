@@ -122,13 +122,20 @@ impl GoCdHost {
         }
     }
 
-    pub(super) fn cluster_profile(&self, id: &str) -> &ClusterProfile {
-        self.inner
+    /// Cluster profile `id` as configured, with the administrator's edits.
+    pub(super) fn cluster_profile(&self, id: &str) -> ClusterProfile {
+        let configured = self
+            .inner
             .config
             .cluster_profiles
             .iter()
             .find(|c| c.id == id)
-            .unwrap_or_else(|| panic!("no cluster profile {id:?}"))
+            .unwrap_or_else(|| panic!("no cluster profile {id:?}"));
+        let mut profile = configured.clone();
+        if let Some(edited) = self.inner.edited.lock().unwrap().get(id) {
+            profile.properties = edited.clone();
+        }
+        profile
     }
 
     pub(super) fn elastic_profile(&self, id: &str) -> &ElasticProfile {
@@ -143,7 +150,17 @@ impl GoCdHost {
     pub(super) fn all_cluster_properties(&self) -> Vec<Props> {
         let deleted = self.with_state(|s| s.deleted_cluster_profiles.clone());
         let live = self.inner.config.cluster_profiles.iter().filter(|c| !deleted.contains(&c.id));
-        live.map(|c| c.properties.clone()).collect()
+        live.map(|c| self.cluster_profile(&c.id).properties).collect()
+    }
+
+    /// An administrator edits cluster profile `id` to `properties`, as GoCD reports it:
+    /// cluster-profile-changed with status `updated` and the old and new properties; every
+    /// request sends the new ones from then on.
+    pub async fn edit_cluster_profile(&self, id: &str, properties: Props) -> Result<Reply, HostError> {
+        let old = self.cluster_profile(id).properties;
+        self.inner.edited.lock().unwrap().insert(id.to_string(), properties.clone());
+        let body = json!({"status": "updated", "old_cluster_profiles_properties": old, "cluster_profiles_properties": properties});
+        self.request("cluster-profile-changed", body).await
     }
 
     /// An administrator deletes cluster profile `id`, as GoCD reports it: cluster-profile-changed
@@ -153,6 +170,12 @@ impl GoCdHost {
         self.state().deleted_cluster_profiles.insert(id.to_string());
         let body = json!({"status": "deleted", "cluster_profiles_properties": properties});
         self.request("cluster-profile-changed", body).await
+    }
+
+    /// An administrator deletes cluster profile `id` while no plugin process runs to hear it:
+    /// no cluster-profile-changed, and no server-ping sends it from now on.
+    pub fn delete_cluster_profile_unheard(&self, id: &str) {
+        self.state().deleted_cluster_profiles.insert(id.to_string());
     }
 
     /// One server-ping with every cluster profile, awaited.
@@ -193,7 +216,7 @@ impl GoCdHost {
 
     /// The cluster status report of a cluster profile.
     pub async fn cluster_status_report(&self, cluster_profile_id: &str) -> Result<Reply, HostError> {
-        let props = self.cluster_profile(cluster_profile_id).properties.clone();
+        let props = self.cluster_profile(cluster_profile_id).properties;
         self.status_report("cluster", json!({"cluster_profile_properties": props})).await
     }
 
