@@ -422,6 +422,15 @@ fn task_and_execution_role_documents_cover_what_the_elastic_profiles_use() {
         serde_json::json!(["arn:aws:elasticfilesystem:us-east-1:*:access-point/fsap-0123456789abcdef0"])
     );
     let o = iam_document(&profile("cluster-fargate.json"), &build, "execution-role-policy");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    check_policy(&v, false).unwrap_or_else(|e| panic!("execution role policy: {e}"));
+    assert_eq!(
+        statement(&v, "PullPrivateEcrImages")["Resource"],
+        "arn:aws:ecr:us-east-1:123456789012:repository/gocd/postgres",
+        "the sidecar's private ECR image"
+    );
+    let o = iam_document(&profile("cluster-fargate.json"), &[profile("elastic-small.json")], "execution-role-policy");
     assert_eq!(o.status.code(), Some(1), "no secrets, registry credentials, logs or ECR: nothing to print");
     assert!(String::from_utf8_lossy(&o.stderr).contains("no execution role policy printed"));
     let o = iam_document(&profile("cluster-fargate.json"), &[profile("elastic-small.json")], "task-role-policy");

@@ -13,7 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 
 /// Which example elastic profiles belong to which example cluster profile.
 const PAIRS: [(&str, &[&str]); 3] = [
-    ("cluster-fargate.json", &["elastic-small.json"]),
+    ("cluster-fargate.json", &["elastic-small.json", "elastic-fargate-build.json"]),
     ("cluster-fargate-spot-assume-role.json", &["elastic-small.json"]),
     ("cluster-ec2.json", &["elastic-ec2-docker.json"]),
 ];

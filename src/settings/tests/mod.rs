@@ -78,8 +78,12 @@ fn sample_profiles_fit_together_as_intended() {
     assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-small")), []);
     assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-ec2-docker")), []);
     assert_eq!(check_compatible(&cluster("cluster-ec2"), &elastic("elastic-fargate-build")), []);
-    // cluster-fargate allows gocd-agent images only: the Postgres sidecar is refused.
-    let refused = check_compatible(&cluster("cluster-fargate"), &elastic("elastic-fargate-build"));
+    assert_eq!(check_compatible(&cluster("cluster-fargate"), &elastic("elastic-fargate-build")), []);
+    // cluster-fargate allows gocd-agent images and the team's ECR: a Docker Hub sidecar is refused.
+    let mut hub = profile_file("elastic-fargate-build");
+    let sidecars = r#"[{"name": "postgres", "image": "postgres:16", "memory": 2048}]"#;
+    hub.insert("Sidecars".into(), Some(sidecars.into()));
+    let refused = check_compatible(&cluster("cluster-fargate"), &ElasticProfile::parse(&hub).expect("valid"));
     assert_eq!(refused.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["Sidecars"], "{refused:?}");
     let refused = check_compatible(&cluster("cluster-fargate"), &elastic("elastic-ec2-docker"));
     let keys: Vec<&str> = refused.iter().map(|e| e.key.as_str()).collect();
