@@ -382,3 +382,32 @@ async fn efs_volumes_need_outbound_nfs_and_the_rest_is_named() {
         .contains(&format!("aws secretsmanager describe-secret --secret-id {registry}")));
     assert_eq!(d.code, Some(1), "the closed group fails doctor");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_queue_must_exist_be_readable_and_have_a_rule_targeting_it() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let missing = format!("{}/{}/no-such-queue", moto.endpoint(), moto::BASE_ACCOUNT);
+    let d =
+        doctor(&moto.endpoint(), &[("ClusterName", "ci"), ("Region", REGION), ("EventQueueUrl", &missing)], &[]).await;
+    assert_eq!(d.verdict("event queue"), "FAIL", "{}", d.line("event queue"));
+    assert!(d.line("event queue").contains("create the queue"), "{}", d.line("event queue"));
+
+    let queue = world::eventbridge::create_queue(&base, "gocd-events").await;
+    let props = [("ClusterName", "ci"), ("Region", REGION), ("EventQueueUrl", queue.as_str())];
+    let d = doctor(&moto.endpoint(), &props, &[]).await;
+    assert_eq!(d.verdict("event queue"), "ok", "{}", d.line("event queue"));
+    assert_eq!(d.verdict("event rule"), "FAIL", "{}", d.line("event rule"));
+    assert!(d.line("event rule").contains("event-rule-pattern"), "{}", d.line("event rule"));
+
+    // The rule iam-policy prints, targeting the queue: all is well.
+    let events = aws_sdk_eventbridge::Client::new(&base);
+    let pattern = r#"{"source":["aws.ecs"],"detail-type":["ECS Task State Change"]}"#;
+    events.put_rule().name("gocd-ecs-events-ci").event_pattern(pattern).send().await.expect("PutRule");
+    let arn = format!("arn:aws:sqs:{REGION}:{}:gocd-events", moto::BASE_ACCOUNT);
+    let target = aws_sdk_eventbridge::types::Target::builder().id("gocd").arn(&arn).build().expect("a target");
+    events.put_targets().rule("gocd-ecs-events-ci").targets(target).send().await.expect("PutTargets");
+    let d = doctor(&moto.endpoint(), &props, &[]).await;
+    assert_eq!(d.verdict("event rule"), "ok", "{}", d.line("event rule"));
+    assert!(d.line("event rule").contains("gocd-ecs-events-ci"), "{}", d.line("event rule"));
+}

@@ -313,9 +313,13 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
                     let service = match name {
                         "GetCallerIdentity" | "AssumeRole" => "sts",
                         "GetInstanceProfile" => "iam",
+                        "ReceiveMessage" | "DeleteMessageBatch" | "GetQueueAttributes" => "sqs",
+                        "ListRuleNamesByTarget" => "events",
                         n if EC2.contains(&n) => "ec2",
                         _ => "ecs",
                     };
+                    // IAM authorises DeleteMessageBatch as sqs:DeleteMessage.
+                    let name = if name == "DeleteMessageBatch" { "DeleteMessage" } else { name };
                     found.insert(format!("{service}:{name}"));
                 }
             }

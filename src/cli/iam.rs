@@ -16,6 +16,7 @@
 //! Pure: no AWS call. Where a value is unknown (no region, no account in any ARN) the ARN part is
 //! `*` and a note on stderr says so.
 
+mod events;
 mod roles;
 
 use std::collections::BTreeSet;
@@ -41,6 +42,10 @@ pub struct Policies {
     pub task_role_policy: Option<Value>,
     /// What their execution role needs (registry credentials, secrets, logs, ECR), when anything.
     pub execution_role_policy: Option<Value>,
+    /// The EventBridge rule's event pattern (only with `EventQueueUrl`).
+    pub event_rule_pattern: Option<Value>,
+    /// The event queue's access policy (only with `EventQueueUrl`).
+    pub queue_policy: Option<Value>,
     /// Assumptions and placeholders, for a human.
     pub notes: Vec<String>,
 }
@@ -55,6 +60,8 @@ impl Policies {
             PolicyDocument::CallerPolicy => self.caller_policy.as_ref(),
             PolicyDocument::TaskRolePolicy => self.task_role_policy.as_ref(),
             PolicyDocument::ExecutionRolePolicy => self.execution_role_policy.as_ref(),
+            PolicyDocument::EventRulePattern => self.event_rule_pattern.as_ref(),
+            PolicyDocument::QueuePolicy => self.queue_policy.as_ref(),
         }
     }
 
@@ -73,6 +80,12 @@ impl Policies {
         }
         if let Some(execution) = &self.execution_role_policy {
             out.insert("execution_role_policy".into(), execution.clone());
+        }
+        if let Some(pattern) = &self.event_rule_pattern {
+            out.insert("event_rule_pattern".into(), pattern.clone());
+        }
+        if let Some(queue) = &self.queue_policy {
+            out.insert("queue_policy".into(), queue.clone());
         }
         Value::Object(out)
     }
@@ -125,6 +138,9 @@ pub fn run(args: &IamPolicyArgs, out: &mut dyn Write, err: &mut dyn Write) -> io
             PolicyDocument::ExecutionRolePolicy => {
                 "no elastic profile given reads secrets, registry credentials or private ECR images, and the cluster profile sets no LogGroup"
             }
+            PolicyDocument::EventRulePattern | PolicyDocument::QueuePolicy => {
+                "the cluster profile sets no EventQueueUrl, so no EventBridge rule or queue is needed"
+            }
             _ => "the cluster profile sets no RoleArn, so the plugin assumes no role",
         };
         writeln!(err, "no {} printed: {why}", name(document))?;
@@ -145,6 +161,8 @@ fn name(document: PolicyDocument) -> &'static str {
         PolicyDocument::CallerPolicy => "caller policy",
         PolicyDocument::TaskRolePolicy => "task role policy",
         PolicyDocument::ExecutionRolePolicy => "execution role policy",
+        PolicyDocument::EventRulePattern => "event rule pattern",
+        PolicyDocument::QueuePolicy => "queue policy",
     }
 }
 
@@ -351,6 +369,8 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     if let Some(pass) = pass_task_roles(cluster, elastic, &mut notes) {
         statements.push(pass);
     }
+    statements.extend(events::statements(cluster, &scope));
+    notes.extend(events::notes(cluster, &scope));
     if cluster.log_group.is_some() {
         notes.push(
             "LogGroup: the tasks' execution role (not this policy) needs logs:CreateLogStream and logs:PutLogEvents on the log group (--document execution-role-policy)"
@@ -387,6 +407,8 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         caller_policy,
         task_role_policy,
         execution_role_policy,
+        event_rule_pattern: events::rule_pattern(cluster, &scope),
+        queue_policy: events::queue_policy(cluster, &scope),
         notes,
     }
 }

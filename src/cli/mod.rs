@@ -172,6 +172,10 @@ pub enum PolicyDocument {
     TaskRolePolicy,
     /// What their execution role needs (registry credentials, secrets, logs, private ECR images).
     ExecutionRolePolicy,
+    /// The EventBridge rule's event pattern that feeds EventQueueUrl.
+    EventRulePattern,
+    /// The access policy of the EventQueueUrl queue (the rule may send to it).
+    QueuePolicy,
 }
 
 /// Options of `doctor`.

@@ -26,6 +26,7 @@ pub(super) async fn all(
         ec2(aws, profile, network.as_ref(), r).await?;
     }
     log_group(aws, profile, r)?;
+    super::event_queue::check(aws, profile, r).await?;
     tasks(aws, profile, r).await?;
     r.warn(
         "launch",
@@ -35,7 +36,7 @@ pub(super) async fn all(
 }
 
 /// A fix for an AccessDenied error, else `other`.
-fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
+pub(super) fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
     let denied = e.code.as_deref().is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
     if denied {
         format!("allow {action} to the plugin's identity (`ecs-elastic-agent iam-policy` prints the policy)")

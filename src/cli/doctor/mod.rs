@@ -12,6 +12,7 @@
 //! instance profile, key pair, dry run), log group, tasks.
 
 mod checks;
+mod event_queue;
 mod task_parts;
 
 use std::fmt::Display;
@@ -101,6 +102,8 @@ struct Aws {
     ecs: aws_sdk_ecs::Client,
     ec2: aws_sdk_ec2::Client,
     iam: aws_sdk_iam::Client,
+    sqs: aws_sdk_sqs::Client,
+    events: aws_sdk_eventbridge::Client,
 }
 
 impl Aws {
@@ -159,6 +162,8 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
         ecs: aws_sdk_ecs::Client::new(&config),
         ec2: aws_sdk_ec2::Client::new(&config),
         iam: aws_sdk_iam::Client::new(&config),
+        sqs: aws_sdk_sqs::Client::new(&config),
+        events: aws_sdk_eventbridge::Client::new(&config),
         region,
     };
     checks::all(&aws, &profile, &elastic, &mut r).await?;

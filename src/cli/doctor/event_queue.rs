@@ -1,0 +1,66 @@
+//! `doctor`'s event queue check (`EventQueueUrl`, issue 16): the queue exists and the plugin's
+//! identity may read it (GetQueueAttributes), and an EventBridge rule targets it
+//! (ListRuleNamesByTarget). Reading a message is not tried: it would take an event from the
+//! running plugin.
+
+use std::io;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use super::checks::fix_for;
+use super::{Aws, Report};
+use crate::aws::AwsError;
+use crate::settings::ClusterProfile;
+
+/// The check.
+pub(super) async fn check(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
+    let Some(url) = &profile.event_queue_url else {
+        return r.ok("event queue", "no EventQueueUrl: stopped tasks are noticed at server-ping");
+    };
+    let call = aws.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::QueueArn).send();
+    let answer = aws
+        .call("GetQueueAttributes", async { call.await.map_err(|e| AwsError::from_sdk("GetQueueAttributes", &e)) })
+        .await;
+    let arn = match answer {
+        Ok(out) => out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn)).cloned(),
+        Err(e) => {
+            let missing =
+                e.code.as_deref().is_some_and(|c| c.contains("NonExistentQueue") || c.contains("QueueDoesNotExist"));
+            let fix = if missing {
+                "create the queue, or correct EventQueueUrl (the queue's URL as SQS shows it)".to_string()
+            } else {
+                fix_for(
+                    &e,
+                    "sqs:GetQueueAttributes, sqs:ReceiveMessage and sqs:DeleteMessage",
+                    "check EventQueueUrl and network access to SQS",
+                )
+            };
+            return r.fail("event queue", format!("cannot read the event queue {url}: {}", e.detail), fix);
+        }
+    };
+    let Some(arn) = arn.or_else(|| profile.event_queue_arn(&aws.region)) else {
+        return r.warn("event queue", format!("the event queue {url} exists, but its ARN is unknown"), None);
+    };
+    r.ok("event queue", format!("the event queue {url} exists and may be read"))?;
+    let call = aws.events.list_rule_names_by_target().target_arn(&arn).send();
+    let answer = aws
+        .call("ListRuleNamesByTarget", async {
+            call.await.map_err(|e| AwsError::from_sdk("ListRuleNamesByTarget", &e))
+        })
+        .await;
+    match answer {
+        Ok(out) if !out.rule_names().is_empty() => {
+            r.ok("event rule", format!("EventBridge rule {} sends events to the queue", out.rule_names().join(", ")))
+        }
+        Ok(_) => r.fail(
+            "event rule",
+            format!("no EventBridge rule targets the event queue {arn}: no event will arrive, and stopped tasks are noticed at server-ping only"),
+            "create the rule `ecs-elastic-agent iam-policy --document event-rule-pattern` prints, targeting the queue, and set the queue policy it prints with --document queue-policy",
+        ),
+        Err(e) => r.warn(
+            "event rule",
+            format!("cannot tell whether an EventBridge rule targets the queue: {}", e.detail),
+            fix_for(&e, "events:ListRuleNamesByTarget", "check network access to EventBridge"),
+        ),
+    }
+}
