@@ -394,6 +394,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         None => (None, None),
     };
     let task_role_policy = roles::task_role_policy(&scope, elastic);
+    roles::task_role_notes(elastic, &mut notes);
     let execution_role_policy = roles::execution_role_policy(&scope, cluster, elastic, &mut notes);
     if elastic.iter().any(|e| e.efs_volumes.iter().any(|v| !v.iam)) {
         notes.push(

@@ -62,6 +62,16 @@ pub(super) fn task_role_policy(scope: &Scope, elastic: &[ElasticProfile]) -> Opt
     (!statements.is_empty()).then(|| document(statements))
 }
 
+/// What the tool cannot know about the task role: a FireLens router writes with it.
+pub(super) fn task_role_notes(elastic: &[ElasticProfile], notes: &mut Vec<String>) {
+    if elastic.iter().any(|e| e.firelens().is_some()) {
+        notes.push(
+            "a FireLens sidecar sends the logs with the task role: give it what its output needs (for cloudwatch_logs: logs:CreateLogStream, logs:PutLogEvents, and logs:CreateLogGroup with auto_create_group)"
+                .into(),
+        );
+    }
+}
+
 /// The execution role's policy, `None` when nothing given needs one.
 pub(super) fn execution_role_policy(
     scope: &Scope,
@@ -255,5 +265,24 @@ mod tests {
             Some(json!("arn:aws:ecr:us-east-1:123456789012:repository/ci/postgres"))
         );
         assert_eq!(policies(&cluster(&[]), &[elastic(&[("Image", "gocd/agent:1")])]).execution_role_policy, None);
+    }
+
+    #[test]
+    fn a_firelens_router_is_noted_for_the_task_role() {
+        let routed = elastic(&[
+            ("Image", "gocd/agent:1"),
+            (
+                "Sidecars",
+                r#"[{"name": "log", "image": "amazon/aws-for-fluent-bit:stable", "memory": 64, "firelens": "fluentbit"}]"#,
+            ),
+        ]);
+        let p = policies(&cluster(&[]), &[routed]);
+        assert!(
+            p.notes.iter().any(|n| n.starts_with("a FireLens sidecar sends the logs with the task role")),
+            "{:?}",
+            p.notes
+        );
+        let plain = policies(&cluster(&[]), &[elastic(&[("Image", "gocd/agent:1")])]);
+        assert!(!plain.notes.iter().any(|n| n.contains("FireLens")));
     }
 }
