@@ -368,3 +368,80 @@ async fn stop_foreign_task(cfg: &aws_config::SdkConfig, cluster: &str, arn: &str
         .await
         .unwrap_or_else(|e| panic!("StopTask: {}", moto::aws_error_text(&e)));
 }
+
+/// An EC2 profile: c5.xlarge instances (four 1024/1800 tasks each), idle after 1 minute.
+fn ec2_props(cluster: &str, queue: &str) -> world::host::Props {
+    cluster_props(
+        cluster,
+        &[
+            ("LaunchType", "EC2"),
+            ("Ec2InstanceType", "c5.xlarge"),
+            ("Ec2InstanceProfile", "gocd-ecs-instance"),
+            ("Ec2AmiId", "ami-0abcdef1234567890"),
+            ("Ec2IdleMinutes", "1"),
+            ("Ec2MaxInstances", "4"),
+            ("Ec2Spot", "true"),
+            ("EventQueueUrl", queue),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere() {
+    use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
+    let (w, queue, bridge) = world_with_events("events_ec2_spot_warning").await;
+    create_instance_profile(w.moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
+    let quarter = props(&[("Image", world::profiles::IMAGE), ("Cpu", "1024"), ("Memory", "1800")]);
+    let cfg =
+        w.host_config().cluster_profile("ec2", ec2_props(CLUSTER, &queue)).elastic_profile("quarter", "ec2", quarter);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
+    let ec2 = InstanceSimulator::start(w.fleets.clone(), host.server_id(), Ec2Policy::default());
+
+    let first = host.add_jobs(JobSpec::new("quarter", Duration::from_secs(20)), 2).await;
+    host.wait_until("both jobs building", Duration::from_secs(90), |s| {
+        first.iter().all(|j| matches!(s.job(*j).state, JobState::Running { .. }))
+    })
+    .await;
+    let instances = ec2.instances();
+    assert_eq!(instances.len(), 1, "both on one instance");
+    let (doomed, container) =
+        (instances[0].id.clone(), instances[0].container_instance_arn.clone().expect("registered"));
+
+    bridge.spot_warning(moto::BASE_ACCOUNT, &doomed).await;
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    wait_for("the instance drained", Duration::from_secs(15), || async {
+        let out = ecs.describe_container_instances().cluster(CLUSTER).container_instances(&container).send().await;
+        out.ok().is_some_and(|o| o.container_instances().first().and_then(|c| c.status()) == Some("DRAINING"))
+    })
+    .await;
+    host.wait_until("each job on it told", Duration::from_secs(10), |s| {
+        first.iter().all(|j| {
+            s.console.iter().any(|c| {
+                c.job == Some(*j) && c.text.contains("EC2 Spot interrupts instance") && c.text.contains(&doomed)
+            })
+        })
+    })
+    .await;
+
+    // Work that arrives now starts on another instance.
+    let late = host.add_job(JobSpec::new("quarter", Duration::from_secs(5))).await;
+    host.wait_until("the late job building", Duration::from_secs(90), |s| {
+        matches!(s.job(late).state, JobState::Running { .. })
+    })
+    .await;
+    let late_id = host.job_identifier(late).job_id.to_string();
+    let on = moto::all_tasks(&w.base, CLUSTER)
+        .await
+        .into_iter()
+        .find(|t| moto::task_tag(t, "gocd:job-id") == Some(late_id.as_str()))
+        .and_then(|t| t.container_instance_arn().map(str::to_string));
+    assert!(on.is_some() && on.as_deref() != Some(container.as_str()), "the late job ran on the drained instance");
+    assert_eq!(ec2.instances().len(), 2, "one replacement instance");
+    host.wait_until("every job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let report = host.cluster_status_report("ec2").await.expect("cluster status report").body.to_string();
+    assert!(report.contains("Spot interruptions"), "the report counts interruptions");
+    drop(ec2);
+    w.finish(host, sim, &format!("drained_instance={doomed}")).await;
+}

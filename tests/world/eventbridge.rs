@@ -140,6 +140,35 @@ impl EventBridge {
     }
 }
 
+impl EventBridge {
+    /// EC2 warns that Spot reclaims `instance_id` (of the account `account`) in two minutes:
+    /// the "EC2 Spot Instance Interruption Warning" event AWS documents, sent to the queue.
+    pub async fn spot_warning(&self, account: &str, instance_id: &str) {
+        let now = aws_smithy_types::DateTime::from(std::time::SystemTime::now())
+            .fmt(aws_smithy_types::date_time::Format::DateTime)
+            .unwrap_or_default();
+        let body = json!({
+            "version": "0",
+            "id": uuid::Uuid::new_v4().to_string(),
+            "detail-type": "EC2 Spot Instance Interruption Warning",
+            "source": "aws.ec2",
+            "account": account,
+            "time": now,
+            "region": REGION,
+            "resources": [format!("arn:aws:ec2:{REGION}:{account}:instance/{instance_id}")],
+            "detail": { "instance-id": instance_id, "instance-action": "terminate" },
+        });
+        self.inner
+            .sqs
+            .send_message()
+            .queue_url(&self.inner.queue_url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("SendMessage: {}", aws_error_text(&e)));
+    }
+}
+
 impl Inner {
     async fn look(&self, send: bool) {
         for fleet in &self.fleets {

@@ -9,6 +9,7 @@ use aws_sdk_ecs::types::ContainerInstanceStatus;
 use super::parse::QueueEvent;
 use crate::cluster::ec2::api;
 use crate::cluster::error::EngineError;
+use crate::cluster::gocd::console_line;
 use crate::cluster::reconcile::Step;
 use crate::cluster::registry::{AgentRecord, Phase};
 use crate::cluster::tasks::TaskView;
@@ -84,8 +85,45 @@ impl Cluster {
                 }
             }
         }
+        if let Some(arn) = &container {
+            self.tell_jobs_on(instance_id, arn).await;
+        }
         self.ec2.wake();
         Handled::Drained
+    }
+
+    /// Each job whose agent runs on the interrupted instance is told, and the interruption is
+    /// counted (ListTasks of the container instance: one ECS read).
+    async fn tell_jobs_on(&self, instance_id: &str, container_arn: &str) {
+        let cluster = self.profile().cluster_name.clone();
+        let aws = self.aws();
+        let request = aws.ecs.list_tasks().cluster(cluster).container_instance(container_arn);
+        let arns = match aws.calls.call("ListTasks", || request.clone().send()).await {
+            Ok(out) => out.task_arns.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(instance = %instance_id, error = %e, "could not list the tasks of an instance Spot interrupts");
+                return;
+            }
+        };
+        let now = SystemTime::now();
+        let jobs: Vec<(String, crate::protocol::types::JobIdentifier)> = {
+            let mut registry = self.registry();
+            let found: Vec<_> = arns
+                .iter()
+                .filter_map(|arn| registry.by_task(arn))
+                .filter(|a| a.phase.is_live())
+                .map(|a| (a.agent_id.clone(), a.job.clone()))
+                .collect();
+            found.iter().for_each(|(agent, _)| registry.interrupted(agent, now));
+            found
+        };
+        for (agent_id, job) in jobs {
+            let line = console_line(format!(
+                "EC2 Spot interrupts instance {instance_id} in two minutes: agent {agent_id} stops with it, and the \
+                 instance takes no new task (drained); new work starts on other instances"
+            ));
+            let _ = self.gocd().console_log(&job, line).await;
+        }
     }
 
     fn in_this_cluster(&self, task: &TaskView) -> bool {
