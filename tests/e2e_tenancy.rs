@@ -235,3 +235,59 @@ async fn with_ecs_unreachable_job_completion_and_reports_answer_200_and_the_cons
     let line = console.iter().find(|l| l.contains("Service Unavailable") || l.contains("could not start")).cloned();
     w.finish(host, sim, &format!("console={line:?}")).await;
 }
+
+/// Three agents building long jobs get stuck behind the plugin's back: one deleted from GoCD by
+/// an operator, one in LostContact, one Idle after GoCD took its job away (rescheduled or
+/// cancelled: GoCD sends no job-completion then). With `AgentRegisterTimeoutMinutes` 1, each
+/// task is stopped within two minutes, the two agents GoCD still lists are deleted, and the
+/// reasons are in the tasks' stop reasons.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_stuck_agent_state_ends_with_its_task_stopped() {
+    let mut w = Scenario::new("stuck_agents").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("AgentRegisterTimeoutMinutes", "1")]))
+        .elastic_profile("small", "p", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    let jobs = host.add_jobs(JobSpec::new("small", Duration::from_secs(900)), 3).await;
+    host.wait_until("3 jobs building", Duration::from_secs(60), |s| job_states(s).1 == 3).await;
+    let agents: Vec<String> = host.with_state(|s| s.agents.iter().map(|a| a.agent_id.clone()).collect());
+    assert_eq!(agents.len(), 3);
+    // A server-ping sees all three registered before anything goes wrong.
+    assert_eq!(host.server_ping().await.expect("answered").code, 200);
+    let stuck_at = Instant::now();
+    host.as_operator(|s| {
+        // No job goes on: GoCD took them away (nothing new is asked of the plugin for them).
+        for h in &jobs {
+            s.jobs[h.0].state = world::host::JobState::Cancelled;
+        }
+        s.agents.retain(|a| a.agent_id != agents[0]);
+        let lost = s.agents.iter_mut().find(|a| a.agent_id == agents[1]).expect("listed");
+        (lost.agent_state, lost.build_state) = ("LostContact", "Unknown");
+        let idle = s.agents.iter_mut().find(|a| a.agent_id == agents[2]).expect("listed");
+        (idle.agent_state, idle.build_state, idle.job) = ("Idle", "Idle", None);
+    });
+    let fleet = w.fleets[0].clone();
+    let deadline = Instant::now() + Duration::from_secs(200);
+    while !moto::live_tasks(&fleet.config, &fleet.cluster).await.is_empty() {
+        assert!(Instant::now() < deadline, "every stuck task stopped within 200 s");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let stopped_after = stuck_at.elapsed();
+    host.wait_until("the listed stuck agents deleted", Duration::from_secs(30), |s| s.agents.is_empty()).await;
+    let deleted = host.with_state(|s| s.deleted_agents.clone());
+    assert!(deleted.contains(&agents[1]) && deleted.contains(&agents[2]), "{deleted:?}");
+    let reasons: Vec<String> = moto::all_tasks(&fleet.config, &fleet.cluster)
+        .await
+        .iter()
+        .filter_map(|t| t.stopped_reason().map(str::to_string))
+        .collect();
+    for why in ["is no longer listed by GoCD", "lost contact with GoCD", "idle for over 1 minute"] {
+        assert!(reasons.iter().any(|r| r.contains(why)), "a task stopped because {why}: {reasons:?}");
+    }
+    assert_eq!(sim.with_state(|s| s.duplicate_jobs()).len(), 0);
+    w.finish(host, sim, &format!("stuck=3 all_stopped_after_secs={}", stopped_after.as_secs())).await;
+}

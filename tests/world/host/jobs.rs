@@ -63,6 +63,12 @@ impl GoCdHost {
         }
     }
 
+    /// Changes GoCD's state as an administrator or GoCD itself would behind the plugin's back
+    /// (an agent deleted by hand, an agent that lost contact, a job rescheduled or cancelled).
+    pub fn as_operator(&self, f: impl FnOnce(&mut HostState)) {
+        f(&mut self.state());
+    }
+
     /// A job's current state.
     pub fn job_state(&self, h: JobHandle) -> JobState {
         self.with_state(|s| s.job(h).state.clone())
