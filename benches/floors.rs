@@ -36,6 +36,7 @@ struct Sizes {
     burst: usize,
     ec2_burst: usize,
     adoption: usize,
+    events_agents: usize,
 }
 
 fn main() -> ExitCode {
@@ -47,7 +48,7 @@ fn main() -> ExitCode {
     }
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only reads,role,td,burst,restart,hello`: a subset of the figures (the table shows those);
+    // `--only reads,role,td,burst,restart,events,hello`: a subset of the figures (the table shows those);
     // `burst` is both bursts, `burst-fargate` or `burst-ec2` one of them.
     let only: Option<Vec<String>> = args
         .iter()
@@ -64,6 +65,7 @@ fn main() -> ExitCode {
             burst: 150,
             ec2_burst: 200,
             adoption: 300,
+            events_agents: 20,
         }
     } else {
         Sizes {
@@ -75,6 +77,7 @@ fn main() -> ExitCode {
             burst: 500,
             ec2_burst: 500,
             adoption: 2_000,
+            events_agents: 100,
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build() {
@@ -136,6 +139,11 @@ async fn run(sizes: &Sizes, wanted: &dyn Fn(&str) -> bool) -> Table {
         eprintln!("floors: restart adoption of {} tasks", sizes.adoption);
         adoption = Some(figures::restart_adoption(sizes.adoption, true).await);
     }
+    let mut events = None;
+    if wanted("events") {
+        eprintln!("floors: the event queue, {} agents", sizes.events_agents);
+        events = Some(support::events::figures(sizes.events_agents).await);
+    }
     let mut hello = None;
     if wanted("hello") {
         eprintln!("floors: start to hello, {} starts", sizes.hello_starts);
@@ -160,6 +168,10 @@ async fn run(sizes: &Sizes, wanted: &dyn Fn(&str) -> bool) -> Table {
     add(&mut table, burst);
     add(&mut table, ec2_burst);
     add(&mut table, adoption);
+    if let Some((rows, note)) = events {
+        table.extend(rows);
+        notes.push(note);
+    }
     table.extend(memory);
     table.extend(hello);
     for note in notes {

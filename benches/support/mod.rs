@@ -3,6 +3,7 @@
 //!
 //! - [`figures`]: one function per figure; each builds its own world (a fresh moto, the counting
 //!   proxy with AWS-like rules, the real plugin binary), measures, and returns table rows;
+//! - [`events`]: the event queue's figures (detection with events against server-ping, reads per ping);
 //! - [`seed`]: tasks put into moto as a previous plugin process would have left them;
 //! - [`stdio`]: a blocking stdio driver that times at the pipe boundary, and the bare NDJSON echo;
 //! - [`table`]: the one table the benchmark prints.
@@ -11,6 +12,7 @@
 
 #![allow(dead_code, clippy::print_stderr)]
 
+pub mod events;
 pub mod figures;
 pub mod seed;
 pub mod stdio;
