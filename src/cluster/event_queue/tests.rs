@@ -254,3 +254,36 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
         w.health()
     );
 }
+
+#[tokio::test]
+async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue() {
+    let w = World::new("FARGATE");
+    let (agent, arn) = w.running_agent(7).await;
+    let queues = super::EventQueues::default();
+    queues.sync(std::slice::from_ref(&w.cluster));
+    assert_eq!(queues.urls(), vec![QUEUE.to_string()]);
+    // The background poller hands the event to the engine and deletes it.
+    let started_by = w.cluster.started_by.clone();
+    w.aws.send_event(&task_event(
+        &arn,
+        &started_by,
+        "ci",
+        "STOPPED",
+        Some(("TaskFailedToStart", "CannotPullContainerError")),
+    ));
+    for _ in 0..500 {
+        if w.gocd.deleted().contains(&agent) && w.aws.queued() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(w.gocd.deleted(), vec![agent]);
+    assert_eq!(w.aws.queued(), 0);
+    // A profile whose engine is retired no longer reads its queue.
+    w.cluster.retire(crate::cluster::Retirement::Replaced);
+    queues.sync(std::slice::from_ref(&w.cluster));
+    assert!(queues.urls().is_empty());
+    w.aws.send_event(&task_event(&arn, &started_by, "ci", "STOPPED", None));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(w.aws.queued(), 1, "nobody reads the queue any more");
+}
