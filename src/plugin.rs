@@ -42,6 +42,9 @@ pub struct Plugin {
     engine: EngineOptions,
     /// The event queues read for the serving profiles (`EventQueueUrl`).
     event_queues: crate::cluster::event_queue::EventQueues,
+    /// The last server-ping's problems of profiles that cannot be served (sent again with
+    /// every health update between pings).
+    profile_problems: Mutex<Vec<crate::protocol::host_calls::HealthMessage>>,
     /// When this process last swept for leftovers (`plugin/leftovers.rs`).
     leftovers_swept_at: Mutex<Option<std::time::Instant>>,
 }
@@ -57,6 +60,7 @@ impl Plugin {
             metrics: options.metrics,
             engine: options.engine,
             event_queues: Default::default(),
+            profile_problems: Mutex::new(Vec::new()),
             leftovers_swept_at: Mutex::new(None),
         }
     }
@@ -235,6 +239,32 @@ impl Plugin {
             }
             !drained
         });
+    }
+
+    /// Sends GoCD the plugin's server-health messages: the last server-ping's profile problems
+    /// and every cluster's fresh events. Server-ping sends them, and so does an event from a
+    /// queue that changed them (a stop, a drain), without waiting for the next ping.
+    ///
+    /// # Errors
+    /// The failed call to GoCD.
+    pub async fn send_health(&self) -> Result<()> {
+        let now = std::time::SystemTime::now();
+        let mut messages = self.profile_problems.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for cluster in self.known_clusters() {
+            let fresh = cluster.events().fresh(now);
+            messages.extend(
+                fresh
+                    .into_iter()
+                    .map(|e| crate::protocol::host_calls::HealthMessage { kind: e.kind, message: e.message }),
+            );
+        }
+        self.gocd.set_health_messages(&messages).await?;
+        Ok(())
+    }
+
+    /// Notified when an event from a queue changed what server health should say.
+    pub fn health_changed(&self) -> Arc<tokio::sync::Notify> {
+        self.event_queues.changed()
     }
 
     /// Reads the event queue of every serving profile that names one, and no other

@@ -121,14 +121,12 @@ async fn with_events_a_task_stopped_by_hand_has_its_agent_deleted_within_seconds
     eprintln!("DETECTION: with events, agent deleted {} ms after StopTask (server-ping paused)", took.as_millis());
     assert!(took < Duration::from_secs(5), "agent deleted only after {took:?}");
     assert_eq!(host.with_state(|s| s.pings.len()), pings_before, "no server-ping ran");
-    host.wait_until("the stop reason in the job's console", Duration::from_secs(10), |s| {
-        s.console.iter().any(|c| c.text.contains("e2e-events-4242"))
+    host.wait_until("the stop reason in the job's console and server health", Duration::from_secs(10), |s| {
+        s.console.iter().any(|c| c.text.contains("e2e-events-4242")) && s.health_ever_mentions("e2e-events-4242")
     })
     .await;
-    // Server health is sent with each server-ping (one message list for every profile).
+    assert_eq!(host.with_state(|s| s.pings.len()), pings_before, "told without a server-ping");
     host.pause_pings(false);
-    host.wait_until("the stop reason in server health", SLOW_PING * 2, |s| s.health_ever_mentions("e2e-events-4242"))
-        .await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     assert!(bridge.with_state(|s| s.errors.is_empty()));
@@ -306,12 +304,12 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     host.wait_until("the interrupted agent deleted", Duration::from_secs(20), |s| s.deleted_agents.contains(&agent))
         .await;
     let took = interrupted_at.elapsed();
-    host.wait_until("the cause in the console", Duration::from_secs(10), |s| {
+    host.wait_until("the cause in the console and server health", Duration::from_secs(10), |s| {
         s.console.iter().any(|c| c.text.contains("Your Spot Task was interrupted") && c.text.contains("on-demand"))
+            && s.health_ever_mentions("SpotInterruption")
     })
     .await;
     host.pause_pings(false);
-    host.wait_until("the cause in server health", SLOW_PING * 2, |s| s.health_ever_mentions("SpotInterruption")).await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     let runs = w.proxy.requests("ecs", "RunTask");

@@ -28,6 +28,7 @@ pub struct Event {
 #[derive(Debug, Default)]
 pub struct Events {
     events: VecDeque<Event>,
+    recorded: usize,
 }
 
 impl Events {
@@ -42,6 +43,12 @@ impl Events {
             self.events.pop_front();
         }
         self.events.push_back(Event { at, kind, message });
+        self.recorded += 1;
+    }
+
+    /// How many events were ever recorded (kept or not): grows with each one.
+    pub fn recorded(&self) -> usize {
+        self.recorded
     }
 
     /// Every kept event, newest first.

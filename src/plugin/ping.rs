@@ -74,12 +74,10 @@ impl Plugin {
         self.sync_event_queues();
         let now = SystemTime::now();
         for cluster in self.known_clusters() {
-            let fresh = cluster.events().fresh(now);
-            problems.extend(fresh.into_iter().map(|e| HealthMessage { kind: e.kind, message: e.message }));
             cluster.registry().prune(now);
         }
-        self.gocd().set_health_messages(&problems).await?;
-        Ok(())
+        *self.profile_problems.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = problems;
+        self.send_health().await
     }
 
     /// One profile's pass, bounded in time; its failure becomes a health message of its own.

@@ -52,6 +52,20 @@ impl Default for ServeOptions {
     }
 }
 
+/// Sends server health when an event from a queue changed it (a stop, a drain, an unreadable
+/// queue), so it need not wait for the next server-ping; several at once go out as one update.
+async fn send_health_on_events(plugin: std::sync::Weak<Plugin>) {
+    let Some(changed) = plugin.upgrade().map(|p| p.health_changed()) else { return };
+    loop {
+        changed.notified().await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let Some(plugin) = plugin.upgrade() else { return };
+        if let Err(e) = plugin.send_health().await {
+            tracing::debug!(error = %e, "server health not sent after an event; the next server-ping sends it");
+        }
+    }
+}
+
 /// Serves the protocol on `input`/`output` until EOF or `shutdown` resolves.
 ///
 /// # Errors
@@ -67,12 +81,14 @@ where
     let host = HostClient::new(connection.clone(), options.call_timeout);
     let plugin = Arc::new(Plugin::new(Arc::new(host), options.plugin.clone()));
     plugin.metrics().attach(&plugin);
+    let health = tokio::spawn(send_health_on_events(Arc::downgrade(&plugin)));
     let dispatcher = Arc::new(handlers::dispatcher());
 
     let in_flight = read_until_done(input, &connection, &plugin, &dispatcher, shutdown).await;
     connection.close();
     finish_in_flight(in_flight, options.shutdown_grace).await;
     plugin.shutdown();
+    health.abort();
     drop(plugin);
     connection.stop_writer();
     drop(connection);

@@ -149,6 +149,9 @@ pub fn spot_interrupted(record: &crate::cluster::registry::AgentRecord) -> bool 
 #[derive(Debug, Default)]
 pub struct EventQueues {
     pollers: Mutex<HashMap<String, Poller>>,
+    /// Notified when an event changed what server health should say (a stop, a drain, a queue
+    /// that cannot be read): the plugin sends health then rather than at the next ping.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug)]
@@ -183,11 +186,16 @@ impl EventQueues {
                 None => {
                     tracing::info!(queue = %url, "reading the event queue");
                     let members = Arc::new(Mutex::new(members));
-                    let task = tokio::spawn(run(url.clone(), members.clone()));
+                    let task = tokio::spawn(run(url.clone(), members.clone(), self.changed.clone()));
                     pollers.insert(url, Poller { members, task });
                 }
             }
         }
+    }
+
+    /// Notified when an event changed what server health should say.
+    pub fn changed(&self) -> Arc<tokio::sync::Notify> {
+        self.changed.clone()
     }
 
     /// Stops every poller (plugin shutdown).
@@ -216,12 +224,16 @@ impl Drop for EventQueues {
 }
 
 /// The poller of one queue: long-poll, hand each event to the members, delete what was read.
-async fn run(url: String, members: Arc<Mutex<Vec<Weak<Cluster>>>>) {
+async fn run(url: String, members: Arc<Mutex<Vec<Weak<Cluster>>>>, changed: Arc<tokio::sync::Notify>) {
     loop {
         let live: Vec<Arc<Cluster>> =
             members.lock().unwrap_or_else(PoisonError::into_inner).iter().filter_map(Weak::upgrade).collect();
         let Some(reader) = live.first().cloned() else { return };
+        let events_before: usize = live.iter().map(|c| c.events().recorded()).sum();
         let pause = poll_once(&url, &reader, &live).await;
+        if live.iter().map(|c| c.events().recorded()).sum::<usize>() != events_before {
+            changed.notify_one(); // something for server health
+        }
         drop(live);
         drop(reader);
         if let Some(pause) = pause {
