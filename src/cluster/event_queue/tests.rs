@@ -287,3 +287,48 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(w.aws.queued(), 1, "nobody reads the queue any more");
 }
+
+#[tokio::test]
+async fn two_profiles_sharing_a_queue_each_act_on_their_own_tasks_only() {
+    let a = World::new("FARGATE");
+    // Another team's profile on the same cluster through another role: another key, another
+    // startedBy, the same queue and the same (fake) account.
+    let p = props(&[
+        ("ClusterName", "ci"),
+        ("Region", REGION),
+        ("SubnetIds", "subnet-0a1b2c3d"),
+        ("SecurityGroupIds", "sg-0a1b2c3d"),
+        ("RoleArn", "arn:aws:iam::123456789012:role/team-b"),
+        ("EventQueueUrl", QUEUE),
+    ]);
+    let key = cluster_key(ACCOUNT, REGION, "ci", Some("arn:aws:iam::123456789012:role/team-b"));
+    let gocd_b = Arc::new(FakeGocd::default());
+    let profile = ClusterProfile::parse(&p).expect("valid");
+    let b = World {
+        aws: a.aws.clone(),
+        gocd: gocd_b.clone(),
+        cluster: Arc::new(Cluster::new(
+            key,
+            "server-1".into(),
+            a.aws.clients(),
+            profile,
+            gocd_b,
+            &EngineOptions::default(),
+        )),
+    };
+    assert_ne!(a.cluster.started_by, b.cluster.started_by);
+    let (agent_a, arn_a) = a.running_agent(7).await;
+    let (agent_b, arn_b) = b.running_agent(8).await;
+    let both = [a.cluster.clone(), b.cluster.clone()];
+    a.aws.send_event(&task_event(&arn_b, &b.cluster.started_by, "ci", "STOPPED", None));
+    poll_once(QUEUE, &a.cluster, &both).await;
+    assert_eq!(b.gocd.deleted(), vec![agent_b], "B's agent removed by B's engine");
+    assert!(a.gocd.deleted().is_empty(), "A's engine acted on nothing");
+    assert_eq!(a.cluster.registry().get(&agent_a).map(|r| r.phase), Some(Phase::Running));
+    // And A's own stop, read through the same poller.
+    a.aws.send_event(&task_event(&arn_a, &a.cluster.started_by, "ci", "STOPPED", None));
+    poll_once(QUEUE, &a.cluster, &both).await;
+    assert_eq!(a.gocd.deleted(), vec![agent_a]);
+    assert_eq!(b.gocd.deleted().len(), 1);
+    assert_eq!(a.aws.queued(), 0);
+}
