@@ -14,8 +14,8 @@ use crate::cluster::tasks::{ContainerView, TaskView};
 pub enum QueueEvent {
     /// "ECS Task State Change": the task as the event describes it (no tags: events carry none).
     Task {
-        /// The task.
-        task: TaskView,
+        /// The task (boxed: the other kinds are a few strings).
+        task: Box<TaskView>,
         /// Its `startedBy`, which tells ours from anyone else's.
         started_by: Option<String>,
     },
@@ -52,7 +52,7 @@ pub fn parse(body: &str) -> Result<QueueEvent, String> {
     match (event["source"].as_str().unwrap_or_default(), detail_type) {
         ("aws.ecs", "ECS Task State Change") => {
             let task = task_view(detail).ok_or("an ECS Task State Change without taskArn or clusterArn")?;
-            Ok(QueueEvent::Task { task, started_by: text(&detail["startedBy"]) })
+            Ok(QueueEvent::Task { task: Box::new(task), started_by: text(&detail["startedBy"]) })
         }
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => Ok(QueueEvent::SpotWarning {
             instance_id: text(&detail["instance-id"]).ok_or("a spot warning without instance-id")?,
