@@ -26,6 +26,7 @@ use aws_sdk_ecs::types::{
 };
 use ecs_elastic_agent::cluster::identity::cluster_key;
 use reliability::*;
+use world::host::{HostState, JobState};
 use world::moto::{self, aws_error_text, REGION};
 use world::profiles::IMAGE;
 use world::*;
@@ -450,23 +451,38 @@ async fn two_teams_on_one_cluster_keep_their_own_max_agents_and_tags() {
     let mut w = Scenario::new("two_teams_one_cluster").await;
     let base = w.base.clone();
     w.cluster("shared", &base, "gocd-a").await;
-    let team = |max: &'static str, tag: &'static str| {
-        cluster_props("gocd-a", &[("MaxAgents", max), ("AgentRegisterTimeoutMinutes", "1"), ("Tags", tag)])
+    let team = |max: &'static str, tag: &'static str, images: &'static str| {
+        let limits =
+            [("MaxAgents", max), ("AgentRegisterTimeoutMinutes", "1"), ("Tags", tag), ("AllowedImages", images)];
+        cluster_props("gocd-a", &limits)
     };
+    // Team a allows any gocd/ image, team b only the agent image the world uses.
+    let other_image = props(&[("Image", "gocd/gocd-agent-ubuntu-22.04:v24.1.0"), ("Cpu", "512"), ("Memory", "1024")]);
     let cfg = w
         .host_config()
-        .cluster_profile("team-a", team("2", "team=a"))
-        .cluster_profile("team-b", team("3", "team=b"))
+        .cluster_profile("team-a", team("2", "team=a", "gocd/*"))
+        .cluster_profile("team-b", team("3", "team=b", IMAGE))
         .elastic_profile("on-a", "team-a", elastic_props())
-        .elastic_profile("on-b", "team-b", elastic_props());
+        .elastic_profile("on-b", "team-b", elastic_props())
+        .elastic_profile("ubuntu-on-a", "team-a", other_image.clone())
+        .elastic_profile("ubuntu-on-b", "team-b", other_image);
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, SimPolicy::default());
     host.add_jobs(JobSpec::new("on-a", Duration::from_secs(6)), 6).await;
     host.add_jobs(JobSpec::new("on-b", Duration::from_secs(6)), 8).await;
+    host.add_jobs(JobSpec::new("ubuntu-on-a", Duration::from_secs(2)), 1).await;
+    let refused = host.add_job(JobSpec::new("ubuntu-on-b", Duration::from_secs(2))).await;
+    host.wait_until("team b's allow-list refuses the ubuntu image", Duration::from_secs(60), |s| {
+        s.console.iter().any(|c| c.job == Some(refused) && c.text.contains("AllowedImages"))
+    })
+    .await;
+    host.cancel_job(refused);
     let fleet = w.fleets[0].clone();
     let mut peaks: std::collections::BTreeMap<String, usize> = Default::default();
     let deadline = std::time::Instant::now() + Duration::from_secs(150);
-    while !host.with_state(|s| s.all_completed()) {
+    let finished =
+        |s: &HostState| s.count_jobs(|j| !matches!(j, JobState::Completed { .. } | JobState::Cancelled)) == 0;
+    while !host.with_state(finished) {
         assert!(std::time::Instant::now() < deadline, "all jobs completed in time");
         let mut live: std::collections::BTreeMap<String, usize> = Default::default();
         for t in moto::live_tasks(&fleet.config, &fleet.cluster).await {
@@ -483,5 +499,12 @@ async fn two_teams_on_one_cluster_keep_their_own_max_agents_and_tags() {
     assert_eq!(peaks.get("a"), Some(&2), "team a at its own MaxAgents, never above: {peaks:?}");
     assert_eq!(peaks.get("b"), Some(&3), "team b at its own MaxAgents, never above: {peaks:?}");
     assert_eq!(peaks.get("none"), None, "every task carries its team's tag: {peaks:?}");
+    let ubuntu = moto::all_tasks(&fleet.config, &fleet.cluster)
+        .await
+        .iter()
+        .filter(|t| t.containers().iter().any(|c| c.image().is_some_and(|i| i.contains("ubuntu"))))
+        .map(|t| moto::task_tag(t, "team").unwrap_or("none").to_string())
+        .collect::<Vec<_>>();
+    assert_eq!(ubuntu, ["a"], "the ubuntu image ran for team a only");
     w.finish(host, sim, &format!("teams=2 peaks={peaks:?}")).await;
 }
