@@ -5,9 +5,9 @@
 //! task's `lastStatus` or `desiredStatus` changes — the plugin's RunTask and StopTask, a test
 //! stopping one by hand, the world interrupting Spot capacity — sends the "ECS Task State
 //! Change" event that AWS documents (ECS developer guide, "Amazon ECS task state change
-//! events": the envelope, and `detail` in the shape of DescribeTasks' task) to a moto SQS queue,
-//! as the rule's target would. Only tasks of the rule's clusters are sent: the rule pattern
-//! filters on `clusterArn`.
+//! events": the envelope, and `detail` in the shape of DescribeTasks' task, overrides included)
+//! to a moto SQS queue, as the rule's target would. Only tasks of the rule's clusters are sent:
+//! the rule pattern filters on `clusterArn`.
 //!
 //! [`EventBridge::interrupt_spot`] plays a Fargate Spot reclaim: the task is stopped with
 //! "Your Spot Task was interrupted." and its event carries stop code `SpotInterruption` (moto
@@ -226,6 +226,18 @@ pub fn event_json(task: &Task, stop_code: Option<&str>) -> Value {
             })
         })
         .collect();
+    // AWS sends the overrides too, auto-register keys and all: the plugin must never echo them.
+    let overrides: Vec<Value> = task
+        .overrides()
+        .map(|o| o.container_overrides())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let environment: Vec<Value> =
+                c.environment().iter().map(|kv| json!({ "name": kv.name(), "value": kv.value() })).collect();
+            json!({ "name": c.name(), "environment": environment })
+        })
+        .collect();
     let launch_type = task.launch_type().map(|l| l.as_str().to_string()).filter(|l| !l.is_empty());
     let detail = json!({
         "clusterArn": task.cluster_arn(),
@@ -235,6 +247,7 @@ pub fn event_json(task: &Task, stop_code: Option<&str>) -> Value {
         "desiredStatus": task.desired_status(),
         "group": task.group(),
         "lastStatus": task.last_status(),
+        "overrides": { "containerOverrides": overrides },
         // moto answers "" for a FARGATE_SPOT task's launch type; AWS says FARGATE.
         "launchType": launch_type.or_else(|| task.capacity_provider_name().map(|_| "FARGATE".to_string())),
         "capacityProviderName": task.capacity_provider_name(),
