@@ -137,6 +137,9 @@ impl Cluster {
             return Ok(Handled::NotOurs);
         };
         self.queue_status().events += 1;
+        if task.is_stopping() {
+            self.queue_late(&change.agent_id);
+        }
         if !change.newly_stopped {
             return Ok(Handled::Updated);
         }

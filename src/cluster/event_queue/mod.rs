@@ -61,7 +61,15 @@ pub struct QueueStatus {
     /// Agents whose stop an event told of (not "missed" when server-ping reports them).
     #[serde(skip)]
     told: std::collections::BTreeSet<String>,
+    /// Agents whose stop server-ping found first, and when: missed unless their event comes
+    /// within [`MISSED_AFTER`] (a ping may simply have been quicker than EventBridge).
+    #[serde(skip)]
+    suspects: std::collections::BTreeMap<String, SystemTime>,
 }
+
+/// How long after server-ping found a stop its event may still come before the queue is said to
+/// have missed it.
+pub const MISSED_AFTER: Duration = Duration::from_secs(30);
 
 impl QueueStatus {
     /// Whether the queue has been read successfully and reads still succeed.
@@ -76,26 +84,58 @@ impl Cluster {
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Server-ping reports the agent's task stopped: when the queue is read and no event told
-    /// of it, the queue missed it (late, lost, or no rule feeds it); server health says so.
+    /// Server-ping reports the agent's task stopped: unless an event told of it, or the queue
+    /// cannot be read (server health says so already), its event is awaited for
+    /// [`MISSED_AFTER`] ([`Cluster::queue_settle`]).
     pub(crate) fn queue_missed(&self, agent_id: &str) {
+        if self.profile().event_queue_url.is_none() {
+            return;
+        }
+        let mut st = self.queue_status();
+        if st.told.remove(agent_id) || st.error.is_some() {
+            return;
+        }
+        st.suspects.insert(agent_id.to_string(), SystemTime::now());
+    }
+
+    /// Stops server-ping found whose events have not come within [`MISSED_AFTER`] of `now`:
+    /// the queue missed them (late, lost, or no rule feeds it), and server health says so.
+    pub fn queue_settle(&self, now: SystemTime) {
         let Some(url) = self.profile().event_queue_url.clone() else { return };
-        let missed = {
+        let missed: Vec<String> = {
             let mut st = self.queue_status();
-            if st.told.remove(agent_id) || st.error.is_some() {
-                return; // told; or unreadable, which server health says already
-            }
-            st.missed += 1;
-            url
+            let due: Vec<String> = st
+                .suspects
+                .iter()
+                .filter(|(_, at)| now.duration_since(**at).unwrap_or_default() >= MISSED_AFTER)
+                .map(|(agent, _)| agent.clone())
+                .collect();
+            due.iter().for_each(|a| {
+                st.suspects.remove(a);
+            });
+            st.missed += due.len() as u64;
+            due
         };
+        if missed.is_empty() {
+            return;
+        }
         self.event(
             HealthKind::Warning,
             format!(
-                "server-ping found the task of agent {agent_id} stopped, but the event queue {missed} told nothing of it: \
-                 is an EventBridge rule sending this cluster's ECS Task State Change events to it \
-                 (ecs-elastic-agent iam-policy prints one)? Stopped tasks are noticed at server-ping meanwhile"
+                "server-ping found the task of agent(s) {} stopped, and the event queue {url} told nothing of it within \
+                 {} s: is an EventBridge rule sending this cluster's ECS Task State Change events to it \
+                 (ecs-elastic-agent iam-policy prints one)? Stopped tasks are noticed at server-ping meanwhile",
+                missed.join(", "),
+                MISSED_AFTER.as_secs()
             ),
         );
+    }
+
+    /// An event told of a stop server-ping had found first: the queue did not miss it.
+    fn queue_late(&self, agent_id: &str) {
+        if self.queue_status().suspects.remove(agent_id).is_some() {
+            tracing::debug!(agent_id, "the event of a stop came after server-ping found it");
+        }
     }
 
     fn queue_told(&self, agent_id: &str) {
@@ -259,6 +299,7 @@ async fn poll_once(url: &str, reader: &Cluster, live: &[Arc<Cluster>]) -> Option
         }
     };
     live.iter().for_each(|c| c.queue_read(url, now));
+    live.iter().for_each(|c| c.queue_settle(now));
     if messages.is_empty() {
         return (asked.elapsed() < TOO_FAST).then_some(TOO_FAST);
     }
