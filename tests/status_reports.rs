@@ -118,6 +118,7 @@ fn registry() -> Agents {
                 elastic_profile: "3f2a9c1b7d4e".into(),
                 settings: "team-a".into(),
                 environment: Some(format!("prod{SCRIPT}")),
+                reuse: None,
             },
             at(0),
         );

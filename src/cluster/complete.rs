@@ -4,6 +4,8 @@
 use std::time::SystemTime;
 
 use super::error::EngineError;
+use super::gocd::console_line;
+use super::registry::JobDone;
 use super::Cluster;
 use crate::aws::AwsError;
 use crate::protocol::host_calls::HealthKind;
@@ -16,6 +18,8 @@ pub enum Completed {
     Stopped,
     /// The agent is not one this plugin started: nothing was touched.
     NotOurs,
+    /// Warm starts: the agent stays, registered and idle, for the next job of its profile.
+    Kept,
     /// Recorded; what failed (AWS or GoCD unreachable) is retried by server-ping.
     Later,
 }
@@ -43,8 +47,27 @@ impl Cluster {
 
     async fn finish(&self, agent_id: &str, job: &JobIdentifier) -> Result<Completed, EngineError> {
         self.ensure_adopted().await?;
+        let done = self.registry().job_done(agent_id, job.job_id, SystemTime::now());
+        match done {
+            JobDone::NotOurs => {
+                tracing::warn!(agent_id, "job completed on an agent this plugin did not start; leaving it alone");
+                return Ok(Completed::NotOurs);
+            }
+            JobDone::Earlier => {
+                tracing::info!(agent_id, job = %job.locator(), "a repeated job-completion for an earlier job of a reused agent");
+                return Ok(Completed::Kept);
+            }
+            JobDone::Keep { jobs, max_jobs } => {
+                let line = format!(
+                    "agent {agent_id} stays for the next job of this elastic profile ({jobs} of at most {max_jobs} jobs run)"
+                );
+                let _ = self.gocd.console_log(job, console_line(line)).await;
+                tracing::info!(agent_id, job = %job.locator(), jobs, "job completed: agent kept for the next job");
+                return Ok(Completed::Kept);
+            }
+            JobDone::Stop => {}
+        }
         let Some(task_arn) = self.registry().stopping(agent_id) else {
-            tracing::warn!(agent_id, "job completed on an agent this plugin did not start; leaving it alone");
             return Ok(Completed::NotOurs);
         };
         let ids = [agent_id.to_string()];

@@ -58,6 +58,8 @@ pub enum Created {
     Queued,
     /// A live agent already serves the job.
     Existing,
+    /// An agent kept after its last job (warm starts) serves the job: no new task.
+    Reused,
     /// The job already completed.
     Finished,
     /// `MaxAgents` agents are live: the job waits.
@@ -106,6 +108,7 @@ impl Cluster {
             elastic_profile: elastic.hash.clone(),
             settings: request.settings.clone(),
             image: elastic.image.clone(),
+            reuse: elastic.reuse,
         };
         let agent_id = new_agent_id(&self.key, &request.job);
         let reserved =
@@ -205,6 +208,14 @@ impl Cluster {
                     self.ec2.renew(&agent_id, &request.auto_register_key, SystemTime::now());
                 }
                 Created::Existing
+            }
+            Reservation::Reused { agent_id, jobs, max_jobs } => {
+                let line = format!(
+                    "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
+                );
+                tracing::info!(job = %job.locator(), agent_id, jobs, "reused a kept agent");
+                let _ = self.gocd.console_log(job, console_line(line)).await;
+                Created::Reused
             }
             Reservation::Finished => {
                 tracing::info!(job = %job.locator(), "this job already completed; a late create-agent starts nothing");

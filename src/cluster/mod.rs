@@ -50,12 +50,13 @@ use std::time::SystemTime;
 use tokio::sync::OnceCell;
 
 use self::events::Events;
-use self::registry::Registry;
+use self::registry::{Assignment, Offer, Registry};
 use self::task_definition::TaskDefinitionRef;
 use self::tasks::TaskView;
 use crate::aws::network::{self, Network};
 use crate::aws::{AwsClients, AwsError};
 use crate::protocol::host_calls::HealthKind;
+use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// (subnets, security groups) as configured; the resolved [`Network`] is cached under it.
@@ -171,10 +172,25 @@ impl Cluster {
         &self.gocd
     }
 
-    /// should-assign-work: true iff the agent is live and was started for exactly this job.
-    /// Memory only: GoCD asks under a global lock.
-    pub fn should_assign(&self, agent_id: &str, job_id: i64) -> bool {
-        self.registry().assigned(agent_id, job_id, SystemTime::now())
+    /// should-assign-work: true iff the agent is live and was started for (or bound to) exactly
+    /// this job, or it waits for its next job (warm starts) and `offer` — asked only then —
+    /// matches what it runs: it is then bound to this job, and the job's console says so.
+    /// Memory only: GoCD asks under a global lock (the console line is sent in the background).
+    pub fn should_assign(&self, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
+        match self.registry().assign(agent_id, job, offer, SystemTime::now()) {
+            Assignment::No => false,
+            Assignment::Yes => true,
+            Assignment::Reused { jobs } => {
+                tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
+                let line =
+                    format!("reuses agent {agent_id}, kept after its previous job (job {jobs} on it): no new task");
+                let (gocd, job) = (self.gocd.clone(), job.clone());
+                tokio::spawn(async move {
+                    let _ = gocd.console_log(&job, gocd::console_line(line)).await;
+                });
+                true
+            }
+        }
     }
 
     /// The profile as last sent by GoCD.

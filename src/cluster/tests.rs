@@ -72,6 +72,11 @@ impl World {
     }
 }
 
+/// should-assign-work's offer, for agents that never wait for a next job.
+fn no_offer() -> super::registry::Offer {
+    panic!("asked for an offer: no agent here waits for a next job")
+}
+
 fn listed(agent_id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
     let agent = AgentMetadata {
         agent_id: agent_id.into(),
@@ -99,8 +104,8 @@ async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line()
     let calls = ["ListTasks", "DescribeTaskDefinition", "RegisterTaskDefinition", "RunTask"];
     assert_eq!(w.aws.calls(), calls, "adopt, register the family once, launch");
     assert!(w.gocd.console_of(7).iter().any(|l| l.contains(&task.arn)), "{:?}", w.gocd.console_of(7));
-    assert!(w.cluster.should_assign(&agent_id, 7));
-    assert!(!w.cluster.should_assign(&agent_id, 8), "only for its own job");
+    assert!(w.cluster.should_assign(&agent_id, &job(7), no_offer));
+    assert!(!w.cluster.should_assign(&agent_id, &job(8), no_offer), "only for its own job");
 }
 
 #[tokio::test]
@@ -226,7 +231,7 @@ async fn a_restarted_engine_adopts_its_tasks_and_a_resent_create_agent_finds_the
     let again = second.cluster.create_agent(second.request(7, "k2")).await.expect("answered");
     assert_eq!(again, Created::Existing, "adopted from the task's tags");
     assert_eq!(second.agent_of(7), agent_id);
-    assert!(second.cluster.should_assign(&agent_id, 7));
+    assert!(second.cluster.should_assign(&agent_id, &job(7), no_offer));
     assert_eq!(aws.count("RunTask"), 1);
     second.cluster.ping(Default::default()).await.expect("pinged");
     assert!(aws.running().iter().any(|t| t.arn == foreign), "a task not ours is never touched");
@@ -422,4 +427,109 @@ async fn the_leftover_sweep_stops_by_tag_what_no_agent_names_and_nothing_else() 
     assert!(running.contains(&foreign) && running.contains(&untagged), "other servers' and untagged tasks run on");
     assert_eq!(running.len(), 3, "our live agent runs on");
     assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "one page of each for 4 tasks");
+}
+
+/// A request of a warm-start elastic profile (`ReuseIdleMinutes` 5, `ReuseMaxJobs` 3).
+fn reusing(w: &World, job_id: i64) -> AgentRequest {
+    let mut request = w.request(job_id, "k");
+    request.elastic_profile.insert("ReuseIdleMinutes".into(), Some("5".into()));
+    request.elastic_profile.insert("ReuseMaxJobs".into(), Some("3".into()));
+    request
+}
+
+/// What should-assign-work offers for a job of `request`'s profiles.
+fn offer_of(request: &AgentRequest) -> impl FnOnce() -> super::registry::Offer {
+    let offer = super::registry::Offer {
+        environment: request.environment.clone(),
+        elastic_profile: crate::settings::profile_hash(&request.elastic_profile),
+        settings: request.settings.clone(),
+    };
+    move || offer
+}
+
+/// Starts job 1's agent and lets a ping see it registered; returns its id.
+async fn registered_agent(w: &World, request: AgentRequest) -> String {
+    let job_id = request.job.job_id;
+    w.cluster.create_agent(request).await.expect("launched");
+    let agent_id = w.agent_of(job_id);
+    let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
+    w.cluster.ping(gocd).await.expect("pinged");
+    agent_id
+}
+
+#[tokio::test]
+async fn a_kept_agent_takes_the_next_jobs_until_its_max_and_starts_no_task() {
+    let w = World::new(5);
+    let agent_id = registered_agent(&w, reusing(&w, 1)).await;
+    assert_eq!(w.cluster.complete(&agent_id, &job(1)).await, super::complete::Completed::Kept);
+    assert!(w.gocd.deleted().is_empty(), "kept, not deleted");
+    assert!(w.gocd.console_of(1).iter().any(|l| l.contains("stays for the next job")));
+
+    // Job 2 through create-agent.
+    assert_eq!(w.cluster.create_agent(reusing(&w, 2)).await.expect("answered"), Created::Reused);
+    assert!(w.gocd.console_of(2).iter().any(|l| l.contains(&format!("reuses agent {agent_id}"))));
+    assert!(w.cluster.should_assign(&agent_id, &job(2), no_offer));
+    let other = reusing(&w, 9);
+    assert!(!w.cluster.should_assign(&agent_id, &job(9), offer_of(&other)), "bound to job 2: no other job");
+    assert_eq!(w.cluster.complete(&agent_id, &job(2)).await, super::complete::Completed::Kept);
+
+    // Job 3 through should-assign-work; its create-agent then finds it served.
+    let third = reusing(&w, 3);
+    assert!(w.cluster.should_assign(&agent_id, &job(3), offer_of(&third)));
+    assert_eq!(w.cluster.create_agent(third).await.expect("answered"), Created::Existing);
+    assert_eq!(w.aws.count("RunTask"), 1, "three jobs, one task");
+    assert_eq!(w.cluster.registry().reuse_counts(), (2, 1), "two hits, one miss");
+
+    // ReuseMaxJobs 3: the third job's end stops it.
+    assert_eq!(w.cluster.complete(&agent_id, &job(3)).await, super::complete::Completed::Stopped);
+    assert!(w.aws.running().is_empty());
+    assert_eq!(w.cluster.registry().get(&agent_id).map(|a| a.served_jobs.clone()), Some(vec![1, 2, 3]));
+}
+
+#[tokio::test]
+async fn a_kept_agent_is_never_given_another_profile_or_environment() {
+    let w = World::new(5);
+    let agent_id = registered_agent(&w, reusing(&w, 1)).await;
+    w.cluster.complete(&agent_id, &job(1)).await;
+    let mut other_profile = reusing(&w, 2);
+    other_profile.elastic_profile.insert("Memory".into(), Some("2048".into()));
+    let mut other_environment = reusing(&w, 3);
+    other_environment.environment = Some("prod".into());
+    let mut other_team = reusing(&w, 4);
+    other_team.settings = "team-b".into();
+    for request in [other_profile, other_environment, other_team] {
+        let job_id = request.job.job_id;
+        assert!(!w.cluster.should_assign(&agent_id, &request.job, offer_of(&request)), "job {job_id}");
+        assert!(matches!(w.cluster.create_agent(request).await, Ok(Created::Started(_))), "job {job_id}");
+    }
+    assert_eq!(w.aws.count("RunTask"), 4);
+    let one_job_only = reusing(&w, 1);
+    assert!(!w.cluster.should_assign(&agent_id, &job(1), offer_of(&one_job_only)), "never its finished job again");
+}
+
+/// One kept agent, ten create-agents and ten should-assign-works for twenty other jobs, all at
+/// once: exactly one job gets the agent, and only that job's should-assign-work says true.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kept_agent_is_bound_to_exactly_one_job_under_concurrent_asks() {
+    let w = World::new(50);
+    let agent_id = registered_agent(&w, reusing(&w, 1)).await;
+    w.cluster.complete(&agent_id, &job(1)).await;
+    // Interleaved and all spawned before any is awaited.
+    let mut handles = Vec::new();
+    for id in 10..20 {
+        let (cluster, request) = (w.cluster.clone(), reusing(&w, id));
+        handles.push(tokio::spawn(async move {
+            cluster.create_agent(request).await.map(|c| c == Created::Reused).unwrap_or(false)
+        }));
+        let (cluster, request, agent_id) = (w.cluster.clone(), reusing(&w, id + 10), agent_id.clone());
+        handles.push(tokio::spawn(async move { cluster.should_assign(&agent_id, &request.job, offer_of(&request)) }));
+    }
+    let won: Vec<bool> = futures_join(handles.into_iter()).await;
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "one job got the agent: {won:?}");
+    let bound = w.cluster.registry().get(&agent_id).map(|a| a.job.job_id).expect("the agent");
+    assert!((10..30).contains(&bound));
+    for id in (10..30).filter(|id| *id != bound) {
+        assert!(!w.cluster.should_assign(&agent_id, &job(id), offer_of(&reusing(&w, id))), "job {id}");
+    }
+    assert!(w.cluster.should_assign(&agent_id, &job(bound), no_offer));
 }

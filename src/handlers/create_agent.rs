@@ -29,7 +29,7 @@ pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Res
     let result = match cluster.create_agent(request).await {
         Ok(Created::Started(capacity)) => LaunchResult::started_on(launch_type, Some(capacity.as_str())),
         Ok(Created::Queued) => LaunchResult::started_on(launch_type, Some("EC2")),
-        Ok(Created::Existing | Created::Finished) => LaunchResult::Deduplicated,
+        Ok(Created::Existing | Created::Reused | Created::Finished) => LaunchResult::Deduplicated,
         Ok(Created::Full) => LaunchResult::MaxAgentsReached,
         Err(e) => {
             let refused = matches!(e, EngineError::Refused(_));

@@ -1,5 +1,6 @@
 //! `should-assign-work`: answered from memory only, since GoCD asks it under a global lock.
-//! True exactly when this agent was started for this job ([`crate::cluster::Cluster::should_assign`]).
+//! True exactly when this agent was started for this job, or waits for its next one and takes
+//! this one (warm starts) ([`crate::cluster::Cluster::should_assign`]).
 //!
 //! After a restart, an agent's cluster profile may not be adopted yet: the answer is then
 //! `false` at once, and the adoption starts in the background so that GoCD's next ask (it asks
@@ -7,16 +8,22 @@
 
 use std::sync::Arc;
 
-use crate::cluster::identity::cluster_key_of_agent;
+use crate::cluster::identity::{cluster_key_of_agent, settings_fingerprint};
+use crate::cluster::registry::Offer;
 use crate::error::Result;
 use crate::plugin::Plugin;
 use crate::protocol::requests::ShouldAssignWorkParams;
+use crate::settings::profile_hash;
 
 /// Whether the agent was started for exactly this job.
 pub async fn should_assign_work(plugin: Arc<Plugin>, params: ShouldAssignWorkParams) -> Result<bool> {
     let agent_id = params.agent.agent_id.as_str();
     match plugin.cluster_of_agent(agent_id) {
-        Some(cluster) => Ok(cluster.should_assign(agent_id, params.job_identifier.job_id)),
+        Some(cluster) => Ok(cluster.should_assign(agent_id, &params.job_identifier, || Offer {
+            environment: params.environment.clone(),
+            elastic_profile: profile_hash(&params.elastic_agent_profile_properties),
+            settings: settings_fingerprint(&params.cluster_profile_properties),
+        })),
         None => {
             adopt_in_background(plugin.clone(), &params);
             Ok(false)

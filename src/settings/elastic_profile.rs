@@ -77,8 +77,20 @@ pub struct ElasticProfile {
     pub log_options: Vec<(String, String)>,
     /// `Sidecars`: extra containers beside the agent.
     pub sidecars: Vec<Sidecar>,
+    /// `ReuseIdleMinutes` and `ReuseMaxJobs`: warm starts, when on.
+    pub reuse: Option<Reuse>,
     /// [`profile_hash`] of the properties this profile was parsed from.
     pub hash: String,
+}
+
+/// Warm starts (`ReuseIdleMinutes` above 0): an agent stays after its job completes and takes
+/// the next job of the same elastic profile, cluster profile and environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reuse {
+    /// How long an agent may wait idle for its next job.
+    pub idle: std::time::Duration,
+    /// How many jobs one agent runs at most.
+    pub max_jobs: u32,
 }
 
 impl ElasticProfile {
@@ -143,6 +155,7 @@ impl ElasticProfile {
             platform_version: f.string("PlatformVersion", check_platform_version),
             log_options: task_parts::log_options(&mut f),
             sidecars: task_parts::sidecars(&mut f, AGENT_CONTAINER),
+            reuse: reuse(&mut f),
             hash: profile_hash(props),
         };
         task_parts::check_log_options(&mut f, &profile.log_options, profile.firelens().is_some());
@@ -218,6 +231,16 @@ fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
             f.error(key, message);
         }
     }
+}
+
+/// `ReuseIdleMinutes` (0 to 120, 0 = off) and `ReuseMaxJobs` (1 to 1000, default 10).
+fn reuse(f: &mut Fields<'_>) -> Option<Reuse> {
+    let minutes = f.number("ReuseIdleMinutes", 0..=120, 0);
+    let max_jobs = f.number("ReuseMaxJobs", 1..=1000, 10);
+    if minutes == 0 && f.is_set("ReuseMaxJobs") {
+        f.error("ReuseMaxJobs", "ReuseMaxJobs needs ReuseIdleMinutes above 0: agents are not reused without it.");
+    }
+    (minutes > 0).then(|| Reuse { idle: std::time::Duration::from_secs(u64::from(minutes) * 60), max_jobs })
 }
 
 /// What the new task parts need of the rest of the profile (issue 19): Linux for Linux-only

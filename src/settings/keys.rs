@@ -280,6 +280,10 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
         "The Fargate platform version of the task: LATEST or a version like 1.4.0 (EFS volumes need 1.4.0 or later); Fargate only. Default: LATEST."),
     spec("LogOptions", ADVANCED, "Log options", Input::Lines,
         "KEY=VALUE, one per line. With the cluster profile's LogGroup: awslogs options awslogs-create-group, awslogs-datetime-format, awslogs-multiline-pattern, mode, max-buffer-size. With a FireLens sidecar: that router's output options (Name=cloudwatch_logs, region=...). Log retention is set on the log group itself. Example: awslogs-create-group=true."),
+    spec("ReuseIdleMinutes", ADVANCED, "Reuse idle agents (minutes)", Input::Text,
+        "Keep an agent after its job completes, idle for up to this many minutes, and give it the next job of this elastic profile, cluster profile and environment instead of starting a new task (warm starts); 0 to 120. Idle agents count against MaxAgents. Default: 0, one job per agent."),
+    spec("ReuseMaxJobs", ADVANCED, "Jobs per reused agent", Input::Text,
+        "With ReuseIdleMinutes: how many jobs one agent runs before it is stopped, 1 to 1000. Default: 10."),
     spec("Sidecars", ADVANCED, "Sidecar containers", Input::Lines,
         "A JSON list of extra containers: name, image, memory (MiB, required), cpu, essential (default true), environment (an object), command (a list), privileged (EC2 with AllowPrivileged only), firelens (fluentbit or fluentd: the log router). Their cpu and memory come out of the task's; the GoCD agent stays essential. Images must pass AllowedImages. Example: [{\"name\": \"postgres\", \"image\": \"postgres:16\", \"memory\": 512}]."),
 ];

@@ -57,7 +57,9 @@ pub fn plan(
         let registered = gocd.contains_key(&record.agent_id);
         let task_stopped = record.task.as_ref().is_some_and(TaskView::is_stopping);
         match record.phase {
-            Phase::Running if !task_stopped && registry.is_finished(record.job.job_id) => {
+            Phase::Running
+                if !task_stopped && record.waiting_since.is_none() && registry.is_finished(record.job.job_id) =>
+            {
                 // GoCD said the job completed, but the stop could not be made then (adopted since).
                 if let Some(arn) = &record.task_arn {
                     steps.push(Step::StopTask {
@@ -115,6 +117,26 @@ pub fn plan(
                     });
                     if registered {
                         steps.push(Step::RemoveAgent { agent_id: record.agent_id.clone(), reason: why.into() });
+                    }
+                }
+            }
+            Phase::Running if record.waiting_since.is_some() => {
+                // Kept after its job (warm starts): it goes once no next job came in time.
+                let idle = record.reuse.map_or(Duration::ZERO, |r| r.idle);
+                if let Some(arn) =
+                    record.task_arn.as_ref().filter(|_| record.waiting_since.is_some_and(|t| age(t) > idle))
+                {
+                    steps.push(Step::StopTask {
+                        agent_id: record.agent_id.clone(),
+                        task_arn: arn.clone(),
+                        reason: format!("the agent waited over {} for a next job (ReuseIdleMinutes)", minutes(idle)),
+                        job: None,
+                    });
+                    if registered {
+                        steps.push(Step::RemoveAgent {
+                            agent_id: record.agent_id.clone(),
+                            reason: "no next job came".into(),
+                        });
                     }
                 }
             }
@@ -220,6 +242,25 @@ mod tests {
         let r = registry.reserve(&job(job_id), agent_id.into(), 10, NewAgent::default(), T0);
         assert!(matches!(r, Reservation::Reserved { .. }));
         registry.launched(agent_id, task(arn, agent_id, job_id, "RUNNING"), Capacity::Fargate);
+    }
+
+    #[test]
+    fn a_kept_agent_waits_its_reuse_time_and_not_the_register_timeout() {
+        let mut reg = Registry::default();
+        let reuse = Some(crate::settings::Reuse { idle: TIMEOUT * 3, max_jobs: 5 });
+        let r = reg.reserve(&job(1), "a".into(), 10, NewAgent { reuse, ..NewAgent::default() }, T0);
+        assert!(matches!(r, Reservation::Reserved { .. }));
+        reg.launched("a", task("t1", "a", 1, "RUNNING"), Capacity::Fargate);
+        let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &idle, T0);
+        reg.job_finished(1, T0);
+        assert!(matches!(reg.job_done("a", 1, T0), crate::cluster::registry::JobDone::Keep { jobs: 1, max_jobs: 5 }));
+        assert_eq!(plan(&reg, &idle, TIMEOUT, T0 + TIMEOUT * 2), vec![], "its job finished, yet it is kept");
+        let steps = plan(&reg, &idle, TIMEOUT, T0 + TIMEOUT * 3 + Duration::from_secs(1));
+        assert!(
+            matches!(&steps[..], [Step::StopTask { reason, .. }, Step::RemoveAgent { .. }] if reason.contains("ReuseIdleMinutes")),
+            "{steps:?}"
+        );
     }
 
     #[test]

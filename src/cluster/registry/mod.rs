@@ -5,12 +5,15 @@
 //! Records are read by anyone (`get`, `all`) and changed only through the registry's named
 //! transitions: `reserve` → `launched` / `queued_on_ec2` / `started_on_instance` →
 //! `stopping` → `stopped`, with `launch_unknown` / `launch_failed` / `settle_unknown_launches`
-//! for launches whose answer was lost, `assigned` for should-assign-work, and `observe`
+//! for launches whose answer was lost, `assigned` for should-assign-work, `job_done` and the
+//! warm-start binding in `reuse.rs` (an agent kept after its job takes the next one), and `observe`
 //! (in `observe.rs`) folding a refresh and GoCD's agent list in.
 
 mod observe;
+mod reuse;
 mod task_events;
 
+pub use reuse::{Assignment, JobDone, Offer};
 pub use task_events::TaskEvent;
 
 use std::collections::BTreeMap;
@@ -21,6 +24,7 @@ use serde::Serialize;
 use super::launch::Capacity;
 use super::tasks::TaskView;
 use crate::protocol::types::JobIdentifier;
+use crate::settings::Reuse;
 
 /// How long stopped agents stay visible in status reports.
 pub const KEEP_STOPPED: Duration = Duration::from_secs(3600);
@@ -92,6 +96,13 @@ pub struct AgentRecord {
     pub stop_reason: Option<String>,
     /// ECS's last description of its task.
     pub task: Option<TaskView>,
+    /// Warm starts (`ReuseIdleMinutes`), when its elastic profile has them on.
+    #[serde(skip)]
+    pub reuse: Option<Reuse>,
+    /// The ids of the jobs it was given, in order (the first is the one it was started for).
+    pub served_jobs: Vec<i64>,
+    /// Since when it waits, idle and kept, for its next job (warm starts).
+    pub waiting_since: Option<SystemTime>,
 }
 
 /// What a new agent's record starts with.
@@ -105,6 +116,8 @@ pub struct NewAgent {
     pub settings: String,
     /// Image it runs.
     pub image: String,
+    /// Warm starts, when its elastic profile has them on.
+    pub reuse: Option<Reuse>,
 }
 
 /// What [`Registry::reserve`] decided.
@@ -112,6 +125,15 @@ pub struct NewAgent {
 pub enum Reservation {
     /// A live agent already serves this job.
     Existing(String),
+    /// An agent kept after its last job (warm starts) now serves this one: no new task.
+    Reused {
+        /// The agent.
+        agent_id: String,
+        /// How many jobs it has been given, this one included.
+        jobs: usize,
+        /// `ReuseMaxJobs`.
+        max_jobs: u32,
+    },
     /// This job already ran to completion (GoCD sent job-completion for it): a create-agent
     /// that arrives late, queued behind others, must not start an agent nobody will use.
     Finished,
@@ -149,6 +171,10 @@ pub struct Registry {
     interrupted_agents: std::collections::BTreeSet<String>,
     /// Spot interruptions so far.
     interruptions: u64,
+    /// Warm starts: jobs given to a kept agent, and jobs of a reuse-enabled elastic profile
+    /// that found none and started a task.
+    reuse_hits: u64,
+    reuse_misses: u64,
 }
 
 impl Registry {
@@ -213,6 +239,17 @@ impl Registry {
         if self.finished_jobs.contains_key(&job.job_id) {
             return Reservation::Finished;
         }
+        if new.reuse.is_some() {
+            let offer = Offer {
+                environment: new.environment.clone(),
+                elastic_profile: new.elastic_profile.clone(),
+                settings: new.settings.clone(),
+            };
+            if let Some((agent_id, jobs)) = self.bind_waiting(job, &offer, now) {
+                let max_jobs = new.reuse.map_or(1, |r| r.max_jobs);
+                return Reservation::Reused { agent_id, jobs, max_jobs };
+            }
+        }
         // MaxAgents is the cluster profile's own: agents of another team's profile on the same
         // cluster, account and role count against theirs.
         let live = self.agents.values().filter(|a| a.phase.occupies_capacity() && a.settings == new.settings).count();
@@ -221,6 +258,9 @@ impl Registry {
         }
         let attempt =
             self.agents.values().filter(|a| a.job.job_id == job.job_id).map(|a| a.attempt).max().unwrap_or(0) + 1;
+        if new.reuse.is_some() {
+            self.reuse_misses += 1;
+        }
         let record = AgentRecord {
             agent_id: new_agent_id.clone(),
             job: job.clone(),
@@ -241,6 +281,9 @@ impl Registry {
             stopped_at: None,
             stop_reason: None,
             task: None,
+            reuse: new.reuse,
+            served_jobs: vec![job.job_id],
+            waiting_since: None,
         };
         self.agents.insert(new_agent_id.clone(), Box::new(record));
         Reservation::Reserved { agent_id: new_agent_id, attempt }
@@ -287,7 +330,7 @@ impl Registry {
     /// notes when GoCD first assigned it.
     pub fn assigned(&mut self, agent_id: &str, job_id: i64, now: SystemTime) -> bool {
         let Some(a) = self.get_mut(agent_id) else { return false };
-        let yes = a.job.job_id == job_id && a.phase.is_live();
+        let yes = a.job.job_id == job_id && a.phase.is_live() && a.waiting_since.is_none();
         if yes {
             a.assigned_at.get_or_insert(now);
         }

@@ -106,6 +106,7 @@ impl Registry {
 
 fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<AgentRecord> {
     let job = job_from_tags(&task.tags)?;
+    let job_id = job.job_id;
     let stopped = task.is_stopping();
     Some(AgentRecord {
         agent_id: agent_id.to_string(),
@@ -127,5 +128,10 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         stopped_at: stopped.then_some(task.stopped_at.unwrap_or(now)),
         stop_reason: stopped.then(|| task.stop_summary()),
         task: Some(task.kept_copy()),
+        // Reuse settings live in the elastic profile, not in tags: an adopted agent runs its job
+        // out and is stopped (docs/operators.md "Warm starts").
+        reuse: None,
+        served_jobs: vec![job_id],
+        waiting_since: None,
     })
 }

@@ -1,0 +1,149 @@
+//! Warm starts (`ReuseIdleMinutes`): an agent whose elastic profile has them on is kept after its
+//! job completes and waits, registered and idle, for the next job of the same elastic profile,
+//! cluster profile (settings) and environment. Whichever comes first binds it to that job:
+//! GoCD's should-assign-work offering the job to the agent ([`Registry::assign`]) or the job's
+//! create-agent ([`Registry::reserve`]). Both run under the registry's one lock, so an agent is
+//! bound to exactly one job at a time and every other offer is answered false.
+//!
+//! A kept agent leaves after `ReuseIdleMinutes` without a job, or after `ReuseMaxJobs` jobs
+//! (`reconcile::plan` and [`Registry::job_done`]); until then it counts against `MaxAgents`.
+
+use std::time::SystemTime;
+
+use super::{Phase, Registry};
+use crate::protocol::types::JobIdentifier;
+
+/// What a job asks of an agent, to be given a kept one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The pipeline's environment.
+    pub environment: Option<String>,
+    /// Hash of the job's elastic profile (`settings::profile_hash`).
+    pub elastic_profile: String,
+    /// The cluster profile's settings fingerprint.
+    pub settings: String,
+}
+
+/// should-assign-work's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assignment {
+    /// Not this agent's job.
+    No,
+    /// The agent was started for (or bound to) this job.
+    Yes,
+    /// The agent was waiting for a job and is now bound to this one: it has been given `jobs`
+    /// jobs, this one included.
+    Reused {
+        /// Jobs given to the agent so far.
+        jobs: usize,
+    },
+}
+
+/// What job-completion does with the agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobDone {
+    /// Kept for the next job (warm starts): it has run `jobs` of at most `max_jobs`.
+    Keep {
+        /// Jobs run so far.
+        jobs: usize,
+        /// `ReuseMaxJobs`.
+        max_jobs: u32,
+    },
+    /// A job the agent ran before its current one (a late or repeated job-completion): nothing
+    /// to do.
+    Earlier,
+    /// Stop it (one job per agent, its jobs used up, or its task is going anyway).
+    Stop,
+    /// Not an agent of ours.
+    NotOurs,
+}
+
+impl Registry {
+    /// should-assign-work with warm starts: [`Registry::assigned`], or, for an agent waiting
+    /// for its next job, binds it to `job` when `offer` (asked only then) matches what it was
+    /// started for and no other live agent serves the job.
+    pub fn assign(
+        &mut self,
+        agent_id: &str,
+        job: &JobIdentifier,
+        offer: impl FnOnce() -> Offer,
+        now: SystemTime,
+    ) -> Assignment {
+        if self.assigned(agent_id, job.job_id, now) {
+            return Assignment::Yes;
+        }
+        let waiting = self.get(agent_id).is_some_and(|a| a.waiting_since.is_some());
+        if !waiting || self.live_for_job(job.job_id).is_some() || self.is_finished(job.job_id) {
+            return Assignment::No;
+        }
+        let offer = offer();
+        match self.get(agent_id).is_some_and(|a| takes(a, &offer, now)) {
+            true => Assignment::Reused { jobs: self.bind(agent_id, job) },
+            false => Assignment::No,
+        }
+    }
+
+    /// Binds a waiting agent that `offer` matches to `job` (the create-agent side): the one that
+    /// started waiting last, so the others run out their idle time and go. Returns it and how
+    /// many jobs it has been given.
+    pub(super) fn bind_waiting(
+        &mut self,
+        job: &JobIdentifier,
+        offer: &Offer,
+        now: SystemTime,
+    ) -> Option<(String, usize)> {
+        let agent_id =
+            self.all().filter(|a| takes(a, offer, now)).max_by_key(|a| a.waiting_since).map(|a| a.agent_id.clone())?;
+        let jobs = self.bind(&agent_id, job);
+        Some((agent_id, jobs))
+    }
+
+    fn bind(&mut self, agent_id: &str, job: &JobIdentifier) -> usize {
+        self.reuse_hits += 1;
+        let Some(a) = self.get_mut(agent_id) else { return 0 };
+        a.job = job.clone();
+        a.waiting_since = None;
+        a.idle_since = None;
+        a.assigned_at = None;
+        a.served_jobs.push(job.job_id);
+        a.served_jobs.len()
+    }
+
+    /// job-completion for `job_id` on `agent_id`: keep the agent for its next job when its
+    /// elastic profile reuses agents and it has jobs left, else stop it.
+    pub fn job_done(&mut self, agent_id: &str, job_id: i64, now: SystemTime) -> JobDone {
+        let Some(a) = self.get_mut(agent_id) else { return JobDone::NotOurs };
+        if a.job.job_id != job_id && a.served_jobs.contains(&job_id) {
+            return JobDone::Earlier;
+        }
+        let Some(reuse) = a.reuse else { return JobDone::Stop };
+        let task_going = a.task.as_ref().is_some_and(super::TaskView::is_stopping);
+        let jobs = a.served_jobs.len();
+        // GoCD asks should-assign-work of registered agents only: an assigned agent registered,
+        // even if no server-ping saw it listed yet (short jobs).
+        let registered = a.registered_at.is_some() || a.assigned_at.is_some();
+        if a.phase != Phase::Running || task_going || !registered || jobs >= reuse.max_jobs as usize {
+            return JobDone::Stop;
+        }
+        a.waiting_since = Some(now);
+        JobDone::Keep { jobs, max_jobs: reuse.max_jobs }
+    }
+
+    /// Warm starts so far: (jobs given to a kept agent, jobs of a reuse-enabled profile that
+    /// started a task instead).
+    pub fn reuse_counts(&self) -> (u64, u64) {
+        (self.reuse_hits, self.reuse_misses)
+    }
+}
+
+/// Whether a waiting agent may take a job with this offer now.
+fn takes(a: &super::AgentRecord, offer: &Offer, now: SystemTime) -> bool {
+    let Some(since) = a.waiting_since else { return false };
+    let fresh = a.reuse.is_some_and(|r| now.duration_since(since).unwrap_or_default() <= r.idle);
+    fresh
+        && a.phase == Phase::Running
+        && !a.task.as_ref().is_some_and(super::TaskView::is_stopping)
+        && a.elastic_profile == offer.elastic_profile
+        && a.settings == offer.settings
+        && a.environment == offer.environment
+}
