@@ -89,6 +89,9 @@ async fn twenty_back_to_back_jobs_reuse_one_agent_and_wait_for_no_cold_start() {
     assert!(warm < COLD_START / 2, "the next 19 wait for GoCD's poll, not a cold start: median {warm:?}");
     // ReuseMaxJobs 20: the twentieth job's end stops and deletes the agent.
     host.wait_until("the agent deleted after its 20th job", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let report = host.cluster_status_report("p").await.expect("answered");
+    let page = report.body["view"].as_str().unwrap_or_default().to_string();
+    assert!(page.contains("19 jobs on a kept agent, 1 started a task"), "the report counts hits and misses");
     let console = host.console_log(jobs[1]);
     assert!(console.iter().any(|l| l.contains("reuses agent")), "the console says it reuses: {console:?}");
     let figures = format!(

@@ -88,6 +88,11 @@ pub struct ClusterSnapshot {
     pub ec2: Option<crate::cluster::ec2::report::PoolSnapshot<When>>,
     /// Agents Spot interrupted (Fargate Spot).
     pub spot_interruptions: u64,
+    /// Warm starts: jobs given to a kept agent, and jobs of a reusing elastic profile that
+    /// started a task.
+    pub reuse_hits: u64,
+    /// See `reuse_hits`.
+    pub reuse_misses: u64,
     /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
     pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
 }
@@ -167,6 +172,10 @@ pub struct AgentRow {
     pub environment: Option<String>,
     /// Launch attempt.
     pub attempt: u32,
+    /// Jobs it was given (more than one with warm starts).
+    pub jobs_served: usize,
+    /// Kept after its last job, waiting for the next (warm starts).
+    pub waiting_for_next_job: bool,
     /// Task CPU units and memory, as ECS reports them.
     pub size: Option<String>,
     /// Availability zone.
@@ -260,6 +269,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let mut snapshot = build_snapshot(&facts, now);
     snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
+    (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
     if let Some(url) = &profile.event_queue_url {
         let mut queue = cluster.queue_status().clone();
         queue.url = Some(url.clone());
@@ -319,6 +329,8 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         console_url: links::ecs_cluster(&region, &name_only),
         ec2: None,
         spot_interruptions: 0,
+        reuse_hits: 0,
+        reuse_misses: 0,
         event_queue: None,
         region,
         cluster_name: profile.cluster_name.clone(),
@@ -430,6 +442,8 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
         containers,
         environment: a.environment.clone(),
         attempt: a.attempt,
+        jobs_served: a.served_jobs.len(),
+        waiting_for_next_job: a.waiting_since.is_some(),
         size: task.and_then(|t| Some(format!("{} CPU units, {} MiB", t.cpu.as_ref()?, t.memory.as_ref()?))),
         availability_zone: task.and_then(|t| t.availability_zone.clone()),
         tags,
