@@ -141,12 +141,19 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     }),
                     idle_since: inst.idle_since,
                     retiring: false,
+                    spot: false,
                 }
             })
             .collect();
         let demands: Vec<Demand> = waiting
             .iter()
-            .map(|(n, j)| Demand { id: n.to_string(), need: j.need, os: OsClass::Linux, since: at(j.arrival) })
+            .map(|(n, j)| Demand {
+                id: n.to_string(),
+                need: j.need,
+                os: OsClass::Linux,
+                since: at(j.arrival),
+                on_demand: false,
+            })
             .collect();
         let decided = plan(&slots, &demands, &policy, now);
         assert!(decided.too_big.is_empty(), "every job of the trace fits an instance");

@@ -391,6 +391,16 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
     let (w, queue, bridge) = world_with_events("events_ec2_spot_warning").await;
     create_instance_profile(w.moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
+    // The market of every RunInstances, in order.
+    let markets = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = markets.clone();
+    w.proxy.add_rule("markets", move |call| {
+        if call.is("ec2", "RunInstances") {
+            let market = call.form_param("InstanceMarketOptions.MarketType").unwrap_or("on-demand").to_string();
+            seen.lock().unwrap().push(market);
+        }
+        world::proxy::Verdict::Forward
+    });
     let quarter = props(&[("Image", world::profiles::IMAGE), ("Cpu", "1024"), ("Memory", "1800")]);
     let cfg =
         w.host_config().cluster_profile("ec2", ec2_props(CLUSTER, &queue)).elastic_profile("quarter", "ec2", quarter);
@@ -398,7 +408,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
     let ec2 = InstanceSimulator::start(w.fleets.clone(), host.server_id(), Ec2Policy::default());
 
-    let first = host.add_jobs(JobSpec::new("quarter", Duration::from_secs(20)), 2).await;
+    let first = host.add_jobs(JobSpec::new("quarter", Duration::from_secs(90)), 2).await;
     host.wait_until("both jobs building", Duration::from_secs(90), |s| {
         first.iter().all(|j| matches!(s.job(*j).state, JobState::Running { .. }))
     })
@@ -438,7 +448,56 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
         .and_then(|t| t.container_instance_arn().map(str::to_string));
     assert!(on.is_some() && on.as_deref() != Some(container.as_str()), "the late job ran on the drained instance");
     assert_eq!(ec2.instances().len(), 2, "one replacement instance");
-    host.wait_until("every job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_eq!(*markets.lock().unwrap(), ["spot", "spot"], "Ec2Spot: spot instances so far");
+
+    // Two minutes later Spot takes the instance: its tasks stop with it (as ECS stops them).
+    let first_ids: Vec<String> = first.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
+    for t in moto::all_tasks(&w.base, CLUSTER).await {
+        if first_ids.iter().any(|id| moto::task_tag(&t, "gocd:job-id") == Some(id.as_str())) {
+            let reason = format!("Host EC2 (instance {doomed}) terminated.");
+            ecs.stop_task()
+                .cluster(CLUSTER)
+                .task(t.task_arn().unwrap_or_default())
+                .reason(reason)
+                .send()
+                .await
+                .expect("StopTask");
+        }
+    }
+    aws_sdk_ec2::Client::new(&w.base)
+        .terminate_instances()
+        .instance_ids(&doomed)
+        .send()
+        .await
+        .expect("TerminateInstances");
+    // GoCD reschedules both jobs; their agents run on an on-demand instance, and say so.
+    host.wait_until("the rescheduled jobs told they run on demand", Duration::from_secs(60), |s| {
+        first
+            .iter()
+            .all(|j| s.console.iter().any(|c| c.job == Some(*j) && c.text.contains("on-demand: Spot interrupted")))
+    })
+    .await;
+    host.wait_until("every job completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_eq!(*markets.lock().unwrap(), ["spot", "spot", "on-demand"], "one on-demand instance for the reruns");
+    let rescheduled: Vec<String> = first.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
+    let ec2_api = aws_sdk_ec2::Client::new(&w.base);
+    for t in moto::all_tasks(&w.base, CLUSTER).await {
+        if !rescheduled.iter().any(|id| moto::task_tag(&t, "gocd:job-id") == Some(id.as_str())) {
+            continue;
+        }
+        let arn = t.container_instance_arn().expect("an EC2 task").to_string();
+        let ci = ecs
+            .describe_container_instances()
+            .cluster(CLUSTER)
+            .container_instances(&arn)
+            .send()
+            .await
+            .expect("DescribeContainerInstances");
+        let id = ci.container_instances()[0].ec2_instance_id().expect("its instance").to_string();
+        let described = ec2_api.describe_instances().instance_ids(&id).send().await.expect("DescribeInstances");
+        let instance = &described.reservations()[0].instances()[0];
+        assert!(instance.instance_lifecycle().is_none(), "a rescheduled job ran on spot instance {id}");
+    }
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     let report = host.cluster_status_report("ec2").await.expect("cluster status report").body.to_string();
     assert!(report.contains("Spot interruptions"), "the report counts interruptions");

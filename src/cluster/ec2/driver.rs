@@ -56,11 +56,13 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
     }
     let now = SystemTime::now();
     let os = OsClass::of_family(&work.elastic.operating_system_family);
+    // Spot interrupted this job's previous agent: it runs on an on-demand instance.
+    let on_demand = cfg.spot && cluster.registry().was_interrupted(&work.job);
     let agent_id = work.agent_id.clone();
     {
         let mut st = cluster.ec2.state();
         st.waiting.retain(|w| w.work.agent_id != agent_id);
-        st.waiting.push(WaitingTask { work, need, os, since: now, last_asked: now });
+        st.waiting.push(WaitingTask { work, need, os, since: now, last_asked: now, on_demand });
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
@@ -69,10 +71,12 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
         need_cpu = need.cpu,
         need_memory = need.memory,
         os = os.as_str(),
+        on_demand,
         "agent queued for room on an EC2 container instance"
     );
+    let market = if on_demand { " (on-demand: Spot interrupted this job's previous agent)" } else { "" };
     Ok(format!(
-        "agent {agent_id} waits for room on an EC2 container instance ({} CPU units, {} MiB): it starts as soon as one has room; \
+        "agent {agent_id} waits for room on an EC2 container instance{market} ({} CPU units, {} MiB): it starts as soon as one has room; \
          {} instances are launched as needed, up to Ec2MaxInstances {}",
         need.cpu, need.memory, cfg.instance_type, cfg.max_instances
     ))
@@ -173,6 +177,10 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
     for p in &decided.start {
         apply::start(cluster, &profile, p).await;
+    }
+    if !decided.launch_on_demand.is_empty() {
+        let on_demand = Ec2Capacity { spot: false, ..cfg.clone() };
+        launch::launch(cluster, &profile, &on_demand, &decided.launch_on_demand).await;
     }
     if !decided.launch.is_empty() {
         launch::launch(cluster, &profile, &cfg, &decided.launch).await;

@@ -50,6 +50,8 @@ pub struct Demand {
     pub os: OsClass,
     /// Since when it waits (older first among equals).
     pub since: SystemTime,
+    /// Spot interrupted its job's previous agent: it runs on an on-demand instance only.
+    pub on_demand: bool,
 }
 
 /// An instance as the planner sees it.
@@ -69,6 +71,8 @@ pub struct Slot {
     pub idle_since: Option<SystemTime>,
     /// Already being retired: neither placed on nor counted.
     pub retiring: bool,
+    /// A spot instance (no place for a demand that must run on demand).
+    pub spot: bool,
 }
 
 /// A registered container instance.
@@ -134,8 +138,10 @@ pub struct Retirement {
 pub struct Plan {
     /// Tasks to start now.
     pub start: Vec<Placement>,
-    /// New instances, one entry each, by OS.
+    /// New instances, one entry each, by OS (spot when the profile says so).
     pub launch: Vec<OsClass>,
+    /// New on-demand instances whatever the profile says, for demands that must run on demand.
+    pub launch_on_demand: Vec<OsClass>,
     /// Instances to retire.
     pub retire: Vec<Retirement>,
     /// Demands larger than any instance of the type: they can never run.
@@ -186,7 +192,7 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
             .iter()
             .enumerate()
             .filter_map(|(i, room)| room.map(|(left, tasks)| (i, left, tasks)))
-            .filter(|(i, left, _)| slots[*i].os == d.os && left.fits(d.need))
+            .filter(|(i, left, _)| slots[*i].os == d.os && !(d.on_demand && slots[*i].spot) && left.fits(d.need))
             .min_by(|a, b| tighter(a, b, d.need, slots));
         match best {
             Some((i, left, tasks)) => {
@@ -201,21 +207,28 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
     let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
-    let mut bins: Vec<(OsClass, Resources, bool)> = slots
+    // A bin is (OS, on demand, room, new): a demand that must run on demand fits on-demand bins only.
+    let mut bins: Vec<(OsClass, bool, Resources, bool)> = slots
         .iter()
         .zip(&gone)
         .filter(|(s, gone)| s.registered.is_none() && !s.retiring && !**gone)
-        .map(|(s, _)| (s.os, policy.capacity, false))
+        .map(|(s, _)| (s.os, !s.spot, policy.capacity, false))
         .collect();
     for d in unplaced {
-        match bins.iter_mut().find(|(os, left, _)| *os == d.os && left.fits(d.need)) {
-            Some(bin) => bin.1 = bin.1.minus(d.need),
-            None => bins.push((d.os, policy.capacity.minus(d.need), true)),
+        match bins.iter_mut().find(|(os, od, left, _)| *os == d.os && (*od || !d.on_demand) && left.fits(d.need)) {
+            Some(bin) => bin.2 = bin.2.minus(d.need),
+            None => bins.push((d.os, d.on_demand, policy.capacity.minus(d.need), true)),
         }
     }
     let allowed = policy.max.saturating_sub(alive) as usize;
-    out.launch = bins.iter().filter(|(_, _, new)| *new).map(|(os, _, _)| *os).take(allowed).collect();
-    while alive + (out.launch.len() as u32) < policy.min.min(policy.max) {
+    for (os, on_demand, _, _) in bins.iter().filter(|(.., new)| *new).take(allowed) {
+        if *on_demand {
+            out.launch_on_demand.push(*os);
+        } else {
+            out.launch.push(*os);
+        }
+    }
+    while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
         out.launch.push(OsClass::Linux);
     }
 
@@ -304,7 +317,7 @@ mod tests {
     }
 
     fn demand(id: &str, need: Resources) -> Demand {
-        Demand { id: id.into(), need, os: OsClass::Linux, since: T0 }
+        Demand { id: id.into(), need, os: OsClass::Linux, since: T0, on_demand: false }
     }
 
     fn demands(n: usize) -> Vec<Demand> {
@@ -320,6 +333,7 @@ mod tests {
             registered: None,
             idle_since: None,
             retiring: false,
+            spot: false,
         }
     }
 
@@ -332,7 +346,26 @@ mod tests {
             registered: Some(Registered { usable: true, total: BOX, remaining, tasks }),
             idle_since: idle_since.map(at),
             retiring: false,
+            spot: false,
         }
+    }
+
+    #[test]
+    fn work_whose_job_spot_interrupted_goes_to_on_demand_instances_only() {
+        let spot = Slot { spot: true, ..registered("spot", BOX, 0, None) };
+        let rerun = Demand { on_demand: true, ..demand("rerun", JOB) };
+        let p = plan(&[spot.clone()], &[rerun.clone(), demand("other", JOB)], &policy(), T0);
+        assert_eq!(p.start, vec![Placement { demand: "other".into(), instance: "spot".into() }]);
+        assert_eq!((p.launch.len(), p.launch_on_demand.clone()), (0, vec![OsClass::Linux]));
+        // A starting on-demand instance takes it; a starting spot one does not.
+        let starting_spot = Slot { spot: true, ..starting("s", 0) };
+        let p = plan(&[starting_spot], &[rerun.clone()], &policy(), T0);
+        assert_eq!(p.launch_on_demand, vec![OsClass::Linux]);
+        let p = plan(&[starting("od", 0)], &[rerun.clone()], &policy(), T0);
+        assert!(p.launch.is_empty() && p.launch_on_demand.is_empty(), "{p:?}");
+        // And an on-demand instance with room places it.
+        let p = plan(&[registered("od", BOX, 0, None)], &[rerun], &policy(), T0);
+        assert_eq!(p.start, vec![Placement { demand: "rerun".into(), instance: "od".into() }]);
     }
 
     #[test]

@@ -112,6 +112,8 @@ pub struct WaitingTask {
     pub since: SystemTime,
     /// When GoCD last asked for it (create-agent, first or re-sent).
     pub last_asked: SystemTime,
+    /// Spot interrupted its job's previous agent: an on-demand instance only.
+    pub on_demand: bool,
 }
 
 /// Counters for the status report.
@@ -352,6 +354,7 @@ impl PoolState {
                 }),
                 idle_since: r.idle_since,
                 retiring: r.retiring.is_some(),
+                spot: r.spot,
             })
             .collect()
     }
@@ -360,7 +363,13 @@ impl PoolState {
     pub fn demands(&self) -> Vec<Demand> {
         self.waiting
             .iter()
-            .map(|w| Demand { id: w.work.agent_id.clone(), need: w.need, os: w.os, since: w.since })
+            .map(|w| Demand {
+                id: w.work.agent_id.clone(),
+                need: w.need,
+                os: w.os,
+                since: w.since,
+                on_demand: w.on_demand,
+            })
             .collect()
     }
 
