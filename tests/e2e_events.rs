@@ -8,7 +8,9 @@
 //! - a queue that cannot be read, or that no rule feeds, falls back to server-ping, with a
 //!   server-health warning;
 //! - a Fargate Spot interruption is reported with its cause, and the rescheduled job runs on
-//!   FARGATE.
+//!   FARGATE;
+//! - an EC2 Spot warning drains its instance, new work starts elsewhere, and the jobs that were
+//!   on it run again on an on-demand instance.
 //!
 //! Each ends with no task of ours running, no AWS rule broken, a secret scan, and a `FIGURES:`
 //! line (`-- --nocapture`). Needs `MOTO_SERVER` (see `scripts/moto.sh`).
