@@ -354,14 +354,14 @@ mod tests {
     fn work_whose_job_spot_interrupted_goes_to_on_demand_instances_only() {
         let spot = Slot { spot: true, ..registered("spot", BOX, 0, None) };
         let rerun = Demand { on_demand: true, ..demand("rerun", JOB) };
-        let p = plan(&[spot.clone()], &[rerun.clone(), demand("other", JOB)], &policy(), T0);
+        let p = plan(&[spot], &[rerun.clone(), demand("other", JOB)], &policy(), T0);
         assert_eq!(p.start, vec![Placement { demand: "other".into(), instance: "spot".into() }]);
         assert_eq!((p.launch.len(), p.launch_on_demand.clone()), (0, vec![OsClass::Linux]));
         // A starting on-demand instance takes it; a starting spot one does not.
         let starting_spot = Slot { spot: true, ..starting("s", 0) };
-        let p = plan(&[starting_spot], &[rerun.clone()], &policy(), T0);
+        let p = plan(&[starting_spot], std::slice::from_ref(&rerun), &policy(), T0);
         assert_eq!(p.launch_on_demand, vec![OsClass::Linux]);
-        let p = plan(&[starting("od", 0)], &[rerun.clone()], &policy(), T0);
+        let p = plan(&[starting("od", 0)], std::slice::from_ref(&rerun), &policy(), T0);
         assert!(p.launch.is_empty() && p.launch_on_demand.is_empty(), "{p:?}");
         // And an on-demand instance with room places it.
         let p = plan(&[registered("od", BOX, 0, None)], &[rerun], &policy(), T0);
