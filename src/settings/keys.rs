@@ -314,7 +314,7 @@ mod tests {
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
         assert_eq!(CLUSTER_KEYS.len(), 35);
-        assert_eq!(ELASTIC_KEYS.len(), 31);
+        assert_eq!(ELASTIC_KEYS.len(), 33);
     }
 
     #[test]
@@ -337,6 +337,8 @@ mod tests {
             ("HealthCheck", "Advanced"),
             ("LogOptions", "Advanced"),
             ("InitProcessEnabled", "Advanced"),
+            ("ReuseIdleMinutes", "Advanced"),
+            ("ReuseMaxJobs", "Advanced"),
         ] {
             assert_eq!(group(key), Some(want), "{key}");
         }

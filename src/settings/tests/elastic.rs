@@ -206,3 +206,19 @@ fn every_problem_is_reported_at_once() {
     assert_eq!(keys, ["Image", "Cpu", "Memory", "TaskRoleArn", "Privileged", "Tags"]);
     assert_eq!(errors[1].message, "Cpu must be a whole number from 2 to 16384; 'lots' is not.");
 }
+
+#[test]
+fn reuse_is_off_by_default_and_its_keys_have_ranges() {
+    assert_eq!(parse(&props(BASE)).reuse, None, "one job per agent unless asked");
+    let reusing = parse(&props(&[("Image", "alpine"), ("ReuseIdleMinutes", "5")]));
+    let expected = crate::settings::Reuse { idle: std::time::Duration::from_secs(300), max_jobs: 10 };
+    assert_eq!(reusing.reuse, Some(expected));
+    const REUSING: &[(&str, &str)] = &[("Image", "alpine"), ("ReuseIdleMinutes", "5")];
+    check_rule(validate_elastic_profile, BASE, "ReuseIdleMinutes", "120", &["121", "-1", "five"]);
+    check_rule(validate_elastic_profile, REUSING, "ReuseMaxJobs", "1000", &["0", "1001"]);
+    let without = validate_elastic_profile(&props(&[("Image", "alpine"), ("ReuseMaxJobs", "3")]));
+    assert!(
+        without.iter().any(|e| e.key == "ReuseMaxJobs" && e.message.contains("needs ReuseIdleMinutes")),
+        "{without:?}"
+    );
+}
