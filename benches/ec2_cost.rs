@@ -9,7 +9,10 @@
 //!
 //! The lower bound is the trace's task CPU-seconds or memory-seconds, whichever is larger, over
 //! one instance's capacity: no packing, launch or idle time could do better. The ratio of the two
-//! is the number to watch; the table also shows how long jobs waited for room.
+//! is the number to watch; the table also shows where the instance-hours went (booting, idle,
+//! running tasks and how full those instances were on average), how long jobs waited for room,
+//! the day with each cost rule of `ec2::plan::Rules` switched off, and a reference row whose
+//! instances boot instantly and retire as soon as they are idle: what placement alone costs.
 //!
 //! Runs in well under a second; no AWS, no moto. Prints one table on stdout.
 
@@ -17,7 +20,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Slot};
+use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Rules, Slot};
 use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::ec2::{capacity, OsClass, Resources};
 
@@ -55,12 +58,22 @@ struct Setup {
     min: u32,
     max: u32,
     idle_minutes: u64,
+    /// Which cost rules of `ec2::plan` apply (all of them in the plugin).
+    rules: Rules,
+    /// Seconds from launch to registration ([`BOOT`], or 0 for the reference row).
+    boot: u64,
 }
 
 /// What one play cost.
 #[derive(Debug)]
 struct Outcome {
     instance_hours: f64,
+    /// Instance-hours before registering, registered with no task, and with tasks.
+    booting: f64,
+    idle: f64,
+    busy: f64,
+    /// Task-hours of CPU or memory, whichever is the larger share, while busy: busy use.
+    used: f64,
     launches: usize,
     peak: usize,
     waits: Vec<u64>,
@@ -91,12 +104,15 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         register_timeout: Duration::from_secs(300),
         capacity: cap,
         capacity_known: true,
+        rules: setup.rules,
     };
     let mut instances: Vec<Instance> = Vec::new();
     let mut waiting: Vec<(usize, Job)> = Vec::new();
     let mut next_job = 0;
     let mut waits = Vec::new();
     let mut peak = 0;
+    // Seconds booting, idle, busy; and busy seconds weighted by the instance's use.
+    let mut seconds = (0.0, 0.0, 0.0, 0.0);
     let mut t = 0;
     loop {
         let now = at(t);
@@ -106,7 +122,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             for (_, need) in done {
                 i.remaining = i.remaining.plus(need);
             }
-            if i.launched_at + BOOT <= t {
+            if i.launched_at + setup.boot <= t {
                 i.idle_since = idle_since(i.idle_since, i.tasks.len() as u32, i.last_placed, PLACEMENT_GRACE, now);
             }
         }
@@ -116,6 +132,18 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         }
         let alive: Vec<usize> = (0..instances.len()).filter(|i| instances[*i].retired_at.is_none()).collect();
         peak = peak.max(alive.len());
+        for i in &alive {
+            let inst = &instances[*i];
+            let share = if inst.launched_at + setup.boot > t {
+                &mut seconds.0
+            } else if inst.tasks.is_empty() {
+                &mut seconds.1
+            } else {
+                seconds.3 += cap.minus(inst.remaining).share_of(cap) * TICK as f64;
+                &mut seconds.2
+            };
+            *share += TICK as f64;
+        }
         if next_job == jobs.len()
             && waiting.is_empty()
             && alive.iter().all(|i| instances[*i].tasks.is_empty())
@@ -127,7 +155,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             .iter()
             .map(|i| {
                 let inst = &instances[*i];
-                let registered = inst.launched_at + BOOT <= t;
+                let registered = inst.launched_at + setup.boot <= t;
                 Slot {
                     id: inst.id.clone(),
                     os: OsClass::Linux,
@@ -189,8 +217,18 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         t += TICK;
     }
     let end = t;
-    let seconds: u64 = instances.iter().map(|i| i.retired_at.unwrap_or(end) - i.launched_at).sum();
-    Outcome { instance_hours: seconds as f64 / 3600.0, launches: instances.len(), peak, waits }
+    let lived: u64 = instances.iter().map(|i| i.retired_at.unwrap_or(end) - i.launched_at).sum();
+    let hours = |s: f64| s / 3600.0;
+    Outcome {
+        instance_hours: hours(lived as f64),
+        booting: hours(seconds.0),
+        idle: hours(seconds.1),
+        busy: hours(seconds.2),
+        used: hours(seconds.3),
+        launches: instances.len(),
+        peak,
+        waits,
+    }
 }
 
 /// Task CPU-seconds or memory-seconds, whichever is larger, over one instance's capacity.
@@ -221,32 +259,52 @@ fn main() {
     );
     println!();
     println!(
-        "{:<44} {:>10} {:>11} {:>6} {:>8} {:>6} {:>9} {:>9}",
-        "setup", "inst-hours", "lower bound", "ratio", "launches", "peak", "wait p50", "wait p95"
+        "{:<44} {:>10} {:>11} {:>6} {:>8} {:>5} {:>11} {:>8} {:>6} {:>9} {:>9}",
+        "setup",
+        "inst-hours",
+        "lower bound",
+        "ratio",
+        "booting",
+        "idle",
+        "busy (use)",
+        "launches",
+        "peak",
+        "wait p50",
+        "wait p95"
     );
+    let all = Rules::default();
+    let xlarge = |name, min, idle_minutes, rules| Setup {
+        name,
+        instance_type: "c5.xlarge",
+        min,
+        max: 50,
+        idle_minutes,
+        rules,
+        boot: BOOT,
+    };
     let setups = [
-        Setup {
-            name: "c5.xlarge, defaults (idle 10 min), max 50",
-            instance_type: "c5.xlarge",
-            min: 0,
-            max: 50,
-            idle_minutes: 10,
-        },
-        Setup { name: "c5.xlarge, idle 3 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 3 },
-        Setup { name: "c5.xlarge, idle 30 min, max 50", instance_type: "c5.xlarge", min: 0, max: 50, idle_minutes: 30 },
-        Setup {
-            name: "c5.xlarge, idle 10 min, 2 kept warm, max 50",
-            instance_type: "c5.xlarge",
-            min: 2,
-            max: 50,
-            idle_minutes: 10,
-        },
+        xlarge("c5.xlarge, defaults (idle 10 min), max 50", 0, 10, all),
+        xlarge("  without one warm spare (every idle kept)", 0, 10, Rules::NONE),
+        xlarge("c5.xlarge, idle 3 min, max 50", 0, 3, all),
+        xlarge("c5.xlarge, idle 30 min, max 50", 0, 30, all),
+        xlarge("c5.xlarge, idle 10 min, 2 kept warm, max 50", 2, 10, all),
         Setup {
             name: "c5.2xlarge, defaults (idle 10 min), max 25",
             instance_type: "c5.2xlarge",
             min: 0,
             max: 25,
             idle_minutes: 10,
+            rules: all,
+            boot: BOOT,
+        },
+        Setup {
+            name: "reference: instant boot, no idle time",
+            instance_type: "c5.xlarge",
+            min: 0,
+            max: 50,
+            idle_minutes: 0,
+            rules: all,
+            boot: 0,
         },
     ];
     for setup in &setups {
@@ -256,11 +314,14 @@ fn main() {
         waits.sort_unstable();
         assert_eq!(waits.len(), jobs.len(), "every job ran");
         println!(
-            "{:<44} {:>10.1} {:>11.1} {:>6.2} {:>8} {:>6} {:>8}s {:>8}s",
+            "{:<44} {:>10.1} {:>11.1} {:>6.2} {:>8.1} {:>5.1} {:>11} {:>8} {:>6} {:>8}s {:>8}s",
             setup.name,
             outcome.instance_hours,
             bound,
             outcome.instance_hours / bound,
+            outcome.booting,
+            outcome.idle,
+            format!("{:.1} ({:.0}%)", outcome.busy, 100.0 * outcome.used / outcome.busy.max(f64::MIN_POSITIVE)),
             outcome.launches,
             outcome.peak,
             percentile(&waits, 0.5),

@@ -195,7 +195,8 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("Ec2MaxInstances", EC2, "Maximum instances", Input::Text,
         "At most this many instances, 1 to 100, not less than the minimum. Default: 5."),
     spec("Ec2IdleMinutes", EC2, "Idle minutes", Input::Text,
-        "An instance with no task for this long is terminated (down to the minimum), 1 to 1440. Default: 10."),
+        "An instance with no task for this long is terminated (down to the minimum), 1 to 1440. Default: 10. \
+         When several are idle, only the last to run a task waits this long: the others go after 2 minutes."),
     spec("Ec2RegisterTimeoutMinutes", EC2, "Instance register timeout (minutes)", Input::Text,
         "An instance not registered with the cluster by then is terminated, 1 to 60. Default: 5."),
     spec("Ec2Spot", EC2, "Spot instances", Input::Checkbox,

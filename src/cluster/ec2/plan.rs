@@ -6,13 +6,16 @@
 //!    register timeout, or that is registered but unusable (not ACTIVE, agent disconnected, EC2
 //!    not running) with no task for that long.
 //! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
-//!    instance of its OS where it fits most tightly (best fit keeps other instances empty, so they
-//!    can retire).
+//!    instance of its OS where it fits most tightly (best fit: the fullest that fits, so empty
+//!    instances stay empty and the emptiest busy ones drain, and can retire).
 //! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
 //!    type's capacity), then into new instances; the new ones are launched up to
 //!    `Ec2MaxInstances` (starting instances count), then more to keep `Ec2MinInstances` warm.
-//! 4. **Retire the idle**: instances with no task for `Ec2IdleMinutes`, longest idle first, down
-//!    to `Ec2MinInstances`. An instance with a task, or given one in step 2, is never retired.
+//! 4. **Retire the idle**, paced: of the instances with no task, the one idle the shortest time
+//!    is the warm spare and goes after `Ec2IdleMinutes`; the others are surplus and go after
+//!    [`SURPLUS_IDLE`] (2 minutes, or `Ec2IdleMinutes` when shorter), longest idle first, down to
+//!    `Ec2MinInstances`. When load falls, instances leave one by one as they empty, and one stays
+//!    warm for the next burst. An instance with a task, or given one in step 2, is never retired.
 
 use std::cmp::Ordering;
 use std::time::{Duration, SystemTime};
@@ -37,6 +40,29 @@ pub struct Policy {
     /// Whether `capacity` is known (registered or estimated from the type), so a task larger
     /// than it can never run and is refused rather than launched for.
     pub capacity_known: bool,
+    /// Which of the cost rules apply (all of them in the plugin; the cost benchmark switches
+    /// them off one by one to show what each saves).
+    pub rules: Rules,
+}
+
+/// The rules that make EC2 capacity cheaper, each of which can be switched off to measure it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    /// Of several idle instances only the one that ran a task last is the warm spare and waits
+    /// `Ec2IdleMinutes`; the others are surplus and go after [`surplus_idle`].
+    pub one_warm_spare: bool,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules { one_warm_spare: true }
+    }
+}
+
+impl Rules {
+    /// None of the cost rules: every idle instance kept `Ec2IdleMinutes` (the rules before
+    /// issue 18).
+    pub const NONE: Rules = Rules { one_warm_spare: false };
 }
 
 /// A task waiting for room.
@@ -232,18 +258,25 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         out.launch.push(OsClass::Linux);
     }
 
-    // 4. The idle, longest idle first, down to the minimum.
+    // 4. The idle, longest idle first, down to the minimum: the instance idle the shortest time
+    //    is the warm spare and waits `Ec2IdleMinutes`; the others are surplus and go sooner.
     let mut idle: Vec<(usize, SystemTime)> = slots
         .iter()
         .enumerate()
         .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some())
         .filter(|(i, _)| rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
         .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
-        .filter_map(|(i, s)| s.idle_since.filter(|t| age(*t) >= policy.idle).map(|t| (i, t)))
+        .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
         .collect();
     idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
+    let surplus = surplus_idle(policy.idle);
+    let last = idle.len().saturating_sub(1);
     let mut keep = alive + out.launch.len() as u32;
-    for (i, _) in idle {
+    for (rank, (i, since)) in idle.into_iter().enumerate() {
+        let wait = if rank == last || !policy.rules.one_warm_spare { policy.idle } else { surplus };
+        if age(since) < wait {
+            continue;
+        }
         if keep <= policy.min {
             break;
         }
@@ -252,6 +285,16 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
     }
     out
 }
+
+/// How long an idle instance that is not the warm spare waits before it goes: `Ec2IdleMinutes`
+/// when that is shorter, else [`SURPLUS_IDLE`].
+pub fn surplus_idle(idle: Duration) -> Duration {
+    idle.min(SURPLUS_IDLE)
+}
+
+/// How long a surplus idle instance (one of several idle at once, not the last to have run a
+/// task) waits before it goes.
+pub const SURPLUS_IDLE: Duration = Duration::from_secs(120);
 
 /// Larger dominant share first, then older, then by id (a total order: plans are repeatable).
 fn larger_first(a: &Demand, b: &Demand, capacity: Resources) -> Ordering {
@@ -309,6 +352,7 @@ mod tests {
             register_timeout: Duration::from_secs(300),
             capacity: BOX,
             capacity_known: true,
+            rules: Rules::default(),
         }
     }
 
@@ -456,7 +500,8 @@ mod tests {
             registered("i-b", BOX, 0, Some(100)),
             registered("i-busy", Resources::new(3072, 5682), 1, None),
         ];
-        assert!(plan(&slots, &[], &policy(), at(599)).retire.is_empty());
+        let every_idle_kept = Policy { rules: Rules::NONE, ..policy() };
+        assert!(plan(&slots, &[], &every_idle_kept, at(599)).retire.is_empty());
         let p = plan(&slots, &[], &policy(), at(700));
         assert_eq!(p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(), ["i-a", "i-b"]);
         let mut warm = policy();
@@ -467,6 +512,31 @@ mod tests {
             ["i-a"],
             "longest idle goes first"
         );
+    }
+
+    #[test]
+    fn one_warm_spare_waits_the_idle_time_the_surplus_goes_after_two_minutes() {
+        let slots = vec![
+            registered("i-old", BOX, 0, Some(0)),
+            registered("i-mid", BOX, 0, Some(30)),
+            registered("i-last", BOX, 0, Some(60)),
+            registered("i-busy", Resources::new(3072, 5682), 1, None),
+        ];
+        let retired = |p: Plan| p.retire.into_iter().map(|r| r.instance).collect::<Vec<_>>();
+        assert!(plan(&slots, &[], &policy(), at(119)).retire.is_empty(), "not before two minutes");
+        assert_eq!(retired(plan(&slots, &[], &policy(), at(120))), ["i-old"], "paced: one by one as each turns 2 min");
+        assert_eq!(retired(plan(&slots, &[], &policy(), at(500))), ["i-old", "i-mid"], "i-last is the warm spare");
+        assert_eq!(retired(plan(&slots, &[], &policy(), at(660))), ["i-old", "i-mid", "i-last"]);
+        // Work for one of them this pass: it stays, and the spare is the next freshest.
+        let p = plan(&slots, &[demand("d", Resources::new(4096, 7000))], &policy(), at(500));
+        assert_eq!(p.start, vec![Placement { demand: "d".into(), instance: "i-last".into() }], "{p:?}");
+        assert_eq!(retired(p), ["i-old"], "i-mid is now the spare");
+        // The minimum counts the spare too.
+        let warm = Policy { min: 3, ..policy() };
+        assert_eq!(retired(plan(&slots, &[], &warm, at(500))), ["i-old"]);
+        // Ec2IdleMinutes shorter than two minutes: everyone goes after it.
+        let short = Policy { idle: Duration::from_secs(60), ..policy() };
+        assert_eq!(retired(plan(&slots, &[], &short, at(120))), ["i-old", "i-mid", "i-last"]);
     }
 
     #[test]

@@ -329,6 +329,7 @@ impl PoolState {
             register_timeout: Duration::from_secs(u64::from(cfg.register_timeout_minutes) * 60),
             capacity,
             capacity_known: known,
+            rules: plan::Rules::default(),
         }
     }
 
@@ -380,7 +381,8 @@ impl PoolState {
             .values()
             .filter(|r| r.retiring.is_none())
             .filter_map(|r| match (&r.container, r.idle_since) {
-                (Some(_), Some(idle)) => Some(idle + policy.idle),
+                // A surplus idle instance goes sooner than the warm spare: wake for the earlier.
+                (Some(_), Some(idle)) => Some(idle + plan::surplus_idle(policy.idle)),
                 (None, _) => Some(r.launched_at + policy.register_timeout),
                 (Some(_), None) => None,
             })
