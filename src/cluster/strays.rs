@@ -41,12 +41,7 @@ impl Cluster {
             return Ok(0);
         }
         let strays = tasks::describe(&aws, cluster, &cluster_arn_suffix(cluster), &arns, &self.server_id, key).await?;
-        let mut stopped = 0;
-        for task in strays.iter().filter(|t| !t.is_stopping()) {
-            if self.stop_task(&task.arn, GONE).await.is_ok() {
-                stopped += 1;
-            }
-        }
+        let stopped = self.stop_gone(&strays).await;
         if stopped > 0 {
             let message = format!("stopped {stopped} task(s) of a cluster profile that no longer exists (key {key})");
             self.event(HealthKind::Warning, message);
@@ -72,17 +67,23 @@ impl Cluster {
                 && t.tags.get(TAG_CLUSTER_PROFILE).is_some_and(|key| !live.contains(key))
         })
         .await?;
-        let mut stopped = 0;
-        for task in leftovers.iter().filter(|t| !t.is_stopping()) {
-            if self.stop_task(&task.arn, GONE).await.is_ok() {
-                stopped += 1;
-            }
-        }
+        let stopped = self.stop_gone(&leftovers).await;
         if stopped > 0 {
             let message = format!("stopped {stopped} leftover task(s) of cluster profiles that no longer exist");
             self.event(HealthKind::Warning, message);
         }
         Ok(stopped)
+    }
+
+    /// Stops those of `tasks` not stopping yet, saying their profile is gone; how many were.
+    async fn stop_gone(&self, tasks: &[tasks::TaskView]) -> usize {
+        let mut stopped = 0;
+        for task in tasks.iter().filter(|t| !t.is_stopping()) {
+            if self.stop_task(&task.arn, GONE).await.is_ok() {
+                stopped += 1;
+            }
+        }
+        stopped
     }
 
     /// Terminates the instances in this profile's account and region that carry this server's

@@ -104,23 +104,10 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str) -> Result<Vec<Ec2Instance>, AwsError> {
-    let mut found = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let request = aws
-            .ec2
-            .describe_instances()
-            .set_filters(Some(ours(server_id, cluster_key).to_vec()))
-            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
-            .max_results(1000)
-            .set_next_token(next.take());
-        let page = aws.calls.call("DescribeInstances", || request.clone().send()).await?;
-        found.extend(page.reservations().iter().flat_map(|r| r.instances()).filter_map(instance_view));
-        match page.next_token() {
-            Some(token) if !token.is_empty() => next = Some(token.to_string()),
-            _ => return Ok(found),
-        }
-    }
+    let mut filters = ours(server_id, cluster_key).to_vec();
+    filters.push(Filter::builder().name("instance-state-name").values("pending").values("running").build());
+    let found = describe_pages(aws, filters).await?;
+    Ok(found.iter().filter_map(instance_view).collect())
 }
 
 /// Every instance of this GoCD server in the account and region, of any cluster profile, that
@@ -129,31 +116,31 @@ pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str)
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn of_server(aws: &AwsClients, server_id: &str) -> Result<Vec<(String, String)>, AwsError> {
+    let states = ["pending", "running", "stopping", "stopped"];
+    let filters = vec![
+        filter(&format!("tag:{TAG_SERVER_ID}"), server_id),
+        Filter::builder().name("instance-state-name").set_values(Some(states.map(String::from).to_vec())).build(),
+    ];
+    let found = describe_pages(aws, filters).await?;
+    let key_of = |i: &aws_sdk_ec2::types::Instance| {
+        i.tags().iter().find(|t| t.key() == Some(TAG_CLUSTER_PROFILE)).and_then(|t| t.value()).map(str::to_string)
+    };
+    Ok(found.iter().filter_map(|i| Some((i.instance_id()?.to_string(), key_of(i)?))).collect())
+}
+
+/// DescribeInstances with these filters, every page.
+async fn describe_pages(aws: &AwsClients, filters: Vec<Filter>) -> Result<Vec<aws_sdk_ec2::types::Instance>, AwsError> {
     let mut found = Vec::new();
     let mut next: Option<String> = None;
     loop {
         let request = aws
             .ec2
             .describe_instances()
-            .filters(filter(&format!("tag:{TAG_SERVER_ID}"), server_id))
-            .filters(
-                Filter::builder()
-                    .name("instance-state-name")
-                    .values("pending")
-                    .values("running")
-                    .values("stopping")
-                    .values("stopped")
-                    .build(),
-            )
+            .set_filters(Some(filters.clone()))
             .max_results(1000)
             .set_next_token(next.take());
         let page = aws.calls.call("DescribeInstances", || request.clone().send()).await?;
-        for i in page.reservations().iter().flat_map(|r| r.instances()) {
-            let key = i.tags().iter().find(|t| t.key() == Some(TAG_CLUSTER_PROFILE)).and_then(|t| t.value());
-            if let (Some(id), Some(key)) = (i.instance_id(), key) {
-                found.push((id.to_string(), key.to_string()));
-            }
-        }
+        found.extend(page.reservations().iter().flat_map(|r| r.instances()).cloned());
         match page.next_token() {
             Some(token) if !token.is_empty() => next = Some(token.to_string()),
             _ => return Ok(found),
