@@ -1,14 +1,18 @@
 //! RunTask: one task for one agent, with the per-agent data as container overrides, the tags
 //! of DESIGN.md §2, a client token from the job id and attempt, awsvpc networking, and
 //! `FARGATE_SPOT` through a capacity provider strategy that falls back to `FARGATE` when spot
-//! capacity is refused. Returns as soon as ECS accepted the task.
+//! capacity is refused. With `CapacityProviderStrategy` the task goes through one provider of
+//! the strategy, chosen so that the profile's launches follow its base and weights (ECS applies
+//! them within one RunTask call only, and each call starts one task), or through the cluster's
+//! default strategy. Returns as soon as ECS accepted the task.
 
 use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair,
     LaunchType as EcsLaunchType, NetworkConfiguration, Tag, TaskOverride,
 };
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
 
@@ -20,7 +24,8 @@ use crate::aws::{AwsClients, AwsError};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
+use crate::settings::capacity_providers::next_provider;
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
 
 /// Where a task runs: what the registry records and the status report shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -31,6 +36,9 @@ pub enum Capacity {
     FargateSpot,
     /// An EC2 container instance.
     Ec2,
+    /// A capacity provider other than Fargate's (an Auto Scaling group's), or the cluster's
+    /// default strategy (`CapacityProviderStrategy`).
+    Provider,
 }
 
 impl Capacity {
@@ -40,6 +48,7 @@ impl Capacity {
             Capacity::Fargate => "FARGATE",
             Capacity::FargateSpot => "FARGATE_SPOT",
             Capacity::Ec2 => "EC2",
+            Capacity::Provider => "CAPACITY_PROVIDER",
         }
     }
 
@@ -104,6 +113,37 @@ pub struct LaunchSpec<'a> {
     pub tags: Vec<(String, String)>,
     /// Idempotency token for this job and attempt.
     pub client_token: String,
+    /// The profile's launches per capacity provider (`CapacityProviderStrategy`).
+    pub provider_launches: &'a ProviderLaunches,
+}
+
+/// How many tasks were launched through each capacity provider, by name: the next launch goes
+/// where the strategy's base and weights say.
+#[derive(Debug, Default)]
+pub struct ProviderLaunches(Mutex<BTreeMap<String, u64>>);
+
+impl ProviderLaunches {
+    /// Chooses the provider for one more task of `strategy` and counts it.
+    fn take(&self, strategy: &[crate::settings::ProviderShare]) -> String {
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let launched: Vec<u64> = strategy.iter().map(|s| counts.get(&s.name).copied().unwrap_or(0)).collect();
+        let name = strategy[next_provider(strategy, &launched)].name.clone();
+        *counts.entry(name.clone()).or_insert(0) += 1;
+        name
+    }
+
+    /// A launch through `name` failed: it does not count.
+    fn give_back(&self, name: &str) {
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(name) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Launches so far, by provider.
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 }
 
 impl<'a> LaunchSpec<'a> {
@@ -135,6 +175,7 @@ impl<'a> LaunchSpec<'a> {
             cluster_key: &cluster.key,
             tags: task_tags(&labels, &user_tags),
             client_token: client_token(&cluster.server_id, &work.agent_id, ""),
+            provider_launches: &cluster.provider_launches,
         }
     }
 }
@@ -199,22 +240,41 @@ impl LaunchError {
 /// # Errors
 /// The failed RunTask call, or its `failures` when ECS started nothing.
 pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
+    match &spec.cluster.capacity_providers {
+        Some(ProviderStrategy::ClusterDefault) => {
+            let task = run_once(aws, spec, Capacity::Provider, "", None).await?;
+            let capacity = Capacity::from_ecs(&task.capacity).unwrap_or(Capacity::Provider);
+            return Ok(Launched { task, capacity, fell_back_from_spot: false });
+        }
+        Some(ProviderStrategy::Providers(shares)) => {
+            let name = spec.provider_launches.take(shares);
+            let capacity = Capacity::from_ecs(&name).unwrap_or(Capacity::Provider);
+            return match run_once(aws, spec, capacity, "", Some(&name)).await {
+                Ok(task) => Ok(Launched { task, capacity, fell_back_from_spot: false }),
+                Err(e) => {
+                    spec.provider_launches.give_back(&name);
+                    Err(e)
+                }
+            };
+        }
+        None => {}
+    }
     match spec.cluster.launch_type {
-        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::FargateSpot, "").await {
+        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::FargateSpot, "", None).await {
             Ok(task) => Ok(Launched { task, capacity: Capacity::FargateSpot, fell_back_from_spot: false }),
             Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
                 tracing::warn!(agent_id = %spec.work.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
-                let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
+                let task = run_once(aws, spec, Capacity::Fargate, "-od", None).await?;
                 Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: true })
             }
             Err(e) => Err(e),
         },
         LaunchType::Fargate => {
-            let task = run_once(aws, spec, Capacity::Fargate, "").await?;
+            let task = run_once(aws, spec, Capacity::Fargate, "", None).await?;
             Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
         }
         LaunchType::Ec2 => {
-            let task = run_once(aws, spec, Capacity::Ec2, "").await?;
+            let task = run_once(aws, spec, Capacity::Ec2, "", None).await?;
             Ok(Launched { task, capacity: Capacity::Ec2, fell_back_from_spot: false })
         }
     }
@@ -226,7 +286,7 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
 /// # Errors
 /// As [`run_task`].
 pub async fn run_task_on_demand(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
-    let task = run_once(aws, spec, Capacity::Fargate, "-od").await?;
+    let task = run_once(aws, spec, Capacity::Fargate, "-od", None).await?;
     Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
 }
 
@@ -291,11 +351,15 @@ fn is_capacity_refusal(e: &AwsError) -> bool {
     d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
 }
 
+/// One RunTask on `capacity`; `provider` names the capacity provider when the profile has a
+/// `CapacityProviderStrategy` (then a strategy of that one provider is sent, never a launch
+/// type; with neither, the cluster's default strategy applies).
 async fn run_once(
     aws: &AwsClients,
     spec: &LaunchSpec<'_>,
     capacity: Capacity,
     token_suffix: &str,
+    provider: Option<&str>,
 ) -> Result<TaskView, LaunchError> {
     let mut request = aws
         .ecs
@@ -309,20 +373,24 @@ async fn run_once(
         .overrides(overrides(spec))
         .enable_execute_command(spec.work.elastic.enable_execute_command)
         .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
-    if capacity != Capacity::Ec2 {
+    if matches!(capacity, Capacity::Fargate | Capacity::FargateSpot) {
         // `PlatformVersion` (Fargate only; validation refuses it for EC2 cluster profiles).
         request = request.set_platform_version(spec.work.elastic.platform_version.clone());
     }
-    request = match capacity {
-        Capacity::Fargate => request.launch_type(EcsLaunchType::Fargate),
-        Capacity::Ec2 => request.launch_type(EcsLaunchType::Ec2),
-        Capacity::FargateSpot => request.capacity_provider_strategy(
-            CapacityProviderStrategyItem::builder()
-                .capacity_provider("FARGATE_SPOT")
-                .weight(1)
-                .build()
-                .map_err(|e| LaunchError::known(AwsError::in_answer("RunTask", e.to_string())))?,
-        ),
+    let through = |name: &str| {
+        CapacityProviderStrategyItem::builder()
+            .capacity_provider(name)
+            .weight(1)
+            .build()
+            .map_err(|e| LaunchError::known(AwsError::in_answer("RunTask", e.to_string())))
+    };
+    request = match (provider, capacity) {
+        (Some(name), _) => request.capacity_provider_strategy(through(name)?),
+        (None, Capacity::Fargate) => request.launch_type(EcsLaunchType::Fargate),
+        (None, Capacity::Ec2) => request.launch_type(EcsLaunchType::Ec2),
+        (None, Capacity::FargateSpot) => request.capacity_provider_strategy(through("FARGATE_SPOT")?),
+        // The cluster's default capacity provider strategy: neither a launch type nor a strategy.
+        (None, Capacity::Provider) => request,
     };
     let out = run_task_idempotently(aws, spec, &request).await?;
     let out = match out {

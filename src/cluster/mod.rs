@@ -113,6 +113,8 @@ pub struct Cluster {
     ping_lock: tokio::sync::Mutex<()>,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
     pub ec2: ec2::Pool,
+    /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
+    pub provider_launches: launch::ProviderLaunches,
     /// What this profile knows of its event queue (`EventQueueUrl`).
     queue: Mutex<event_queue::QueueStatus>,
     /// The port to GoCD (console lines, agent deletes).
@@ -152,6 +154,7 @@ impl Cluster {
             swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
             ec2: ec2::Pool::default(),
+            provider_launches: launch::ProviderLaunches::default(),
             queue: Mutex::new(event_queue::QueueStatus::default()),
         }
     }

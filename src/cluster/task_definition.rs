@@ -87,10 +87,24 @@ impl Contents {
     }
 }
 
+/// What the task definitions must be valid for: EC2 with `LaunchType` EC2; Fargate; both when a
+/// `CapacityProviderStrategy` may place tasks on an Auto Scaling group's instances.
+fn compatibilities(cluster: &ClusterProfile) -> Vec<Compatibility> {
+    match (&cluster.capacity_providers, cluster.launch_type) {
+        (Some(strategy), _) if strategy.may_use_ec2() => vec![Compatibility::Fargate, Compatibility::Ec2],
+        (_, LaunchType::Ec2) => vec![Compatibility::Ec2],
+        _ => vec![Compatibility::Fargate],
+    }
+}
+
 /// The family for this pair of profiles: ours, and different whenever anything that goes into
 /// the task definition differs.
 pub fn family(cluster_key: &str, cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> String {
-    let compat = if cluster.launch_type == LaunchType::Ec2 { "ec2" } else { "fargate" };
+    let compat = match (&cluster.capacity_providers, cluster.launch_type) {
+        (Some(strategy), _) if strategy.may_use_ec2() => "fargate+ec2",
+        (_, LaunchType::Ec2) => "ec2",
+        _ => "fargate",
+    };
     // The environment every agent of the pair shares lives in the task definition (RunTask's
     // overrides are limited to 8,192 characters), so a change of it is a new family.
     let environment: Vec<String> =
@@ -211,7 +225,9 @@ async fn register(
         .family(family)
         // EC2 tasks share their instance's network (bridge): no ENI per task, no awsvpc limits.
         .network_mode(if fargate { NetworkMode::Awsvpc } else { NetworkMode::Bridge })
-        .requires_compatibilities(if fargate { Compatibility::Fargate } else { Compatibility::Ec2 })
+        // An Auto Scaling group's capacity provider (or a cluster default that may name one)
+        // places the task on EC2: awsvpc task definitions valid for both.
+        .set_requires_compatibilities(Some(compatibilities(cluster)))
         // Fargate needs task-level sizes; on EC2 the container's cpu, memory and memoryReservation
         // are what ECS reserves on the instance (a task-level memory would reserve the hard limit).
         .set_cpu(fargate.then(|| elastic.cpu.to_string()))
@@ -303,4 +319,28 @@ fn container(
         def = def.mount_points(mount);
     }
     Ok(parts::agent(def, elastic)?.build())
+}
+
+#[cfg(test)]
+mod compat_tests {
+    use super::*;
+    use crate::settings::Properties;
+
+    fn cluster(extra: &[(&str, &str)]) -> ClusterProfile {
+        let mut p: Properties =
+            [("ClusterName", "ci")].iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
+        p.extend(extra.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))));
+        ClusterProfile::parse(&p).expect("valid")
+    }
+
+    #[test]
+    fn task_definitions_suit_ec2_too_when_a_provider_may_be_an_auto_scaling_group() {
+        assert_eq!(compatibilities(&cluster(&[])), [Compatibility::Fargate]);
+        let fargates = cluster(&[("CapacityProviderStrategy", "FARGATE\nFARGATE_SPOT:2")]);
+        assert_eq!(compatibilities(&fargates), [Compatibility::Fargate]);
+        let asg = cluster(&[("CapacityProviderStrategy", "FARGATE\nmy-asg")]);
+        assert_eq!(compatibilities(&asg), [Compatibility::Fargate, Compatibility::Ec2]);
+        let default = cluster(&[("CapacityProviderStrategy", "default")]);
+        assert_eq!(compatibilities(&default), [Compatibility::Fargate, Compatibility::Ec2]);
+    }
 }

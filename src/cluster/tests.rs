@@ -47,10 +47,14 @@ impl World {
 
     /// A new process's engine over the same AWS (a restart).
     fn with(aws: FakeAws, max: u32) -> World {
+        World::with_profile(aws, profile(max))
+    }
+
+    fn with_profile(aws: FakeAws, profile: ClusterProfile) -> World {
         let gocd = Arc::new(FakeGocd::default());
         let key = cluster_key(super::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let options = super::EngineOptions::default();
-        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile(max), gocd.clone(), &options));
+        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &options));
         World { aws, gocd, cluster }
     }
 
@@ -532,4 +536,63 @@ async fn a_kept_agent_is_bound_to_exactly_one_job_under_concurrent_asks() {
         assert!(!w.cluster.should_assign(&agent_id, &job(id), offer_of(&reusing(&w, id))), "job {id}");
     }
     assert!(w.cluster.should_assign(&agent_id, &job(bound), no_offer));
+}
+
+/// A profile with `CapacityProviderStrategy` set to `strategy`.
+fn through_providers(strategy: &str) -> ClusterProfile {
+    let p = props(&[
+        ("ClusterName", "ci"),
+        ("Region", "us-east-1"),
+        ("SubnetIds", "subnet-0a1b2c3d"),
+        ("SecurityGroupIds", "sg-0a1b2c3d"),
+        ("CapacityProviderStrategy", strategy),
+    ]);
+    ClusterProfile::parse(&p).expect("a valid cluster profile")
+}
+
+#[tokio::test]
+async fn the_cluster_default_strategy_sends_neither_a_launch_type_nor_a_strategy() {
+    let w = World::with_profile(FakeAws::default(), through_providers("default"));
+    w.cluster.create_agent(w.request(1, "key-1")).await.expect("launched");
+    let bodies = w.aws.run_requests();
+    assert_eq!(bodies.len(), 1);
+    assert!(bodies[0].get("launchType").is_none(), "{}", bodies[0]);
+    assert!(bodies[0].get("capacityProviderStrategy").is_none(), "{}", bodies[0]);
+}
+
+#[tokio::test]
+async fn a_strategy_sends_one_provider_a_task_following_base_and_weights() {
+    let w = World::with_profile(FakeAws::default(), through_providers("my-asg:1:1\nFARGATE:2"));
+    for job in 1..=7 {
+        w.cluster.create_agent(w.request(job, &format!("key-{job}"))).await.expect("launched");
+    }
+    let providers: Vec<String> = w
+        .aws
+        .run_requests()
+        .iter()
+        .map(|b| {
+            assert!(b.get("launchType").is_none(), "{b}");
+            assert!(
+                b.get("platformVersion").is_none() || b["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE"
+            );
+            b["capacityProviderStrategy"][0]["capacityProvider"].as_str().unwrap_or("none").to_string()
+        })
+        .collect();
+    // The base first; then the one furthest behind its weight's share, the first listed on a tie.
+    assert_eq!(providers, ["my-asg", "FARGATE", "my-asg", "FARGATE", "FARGATE", "my-asg", "FARGATE"]);
+    assert_eq!(
+        w.cluster.provider_launches.counts(),
+        [("FARGATE".to_string(), 4), ("my-asg".to_string(), 3)].into_iter().collect()
+    );
+}
+
+#[tokio::test]
+async fn a_failed_launch_through_a_provider_does_not_count_for_it() {
+    let w = World::with_profile(FakeAws::default(), through_providers("FARGATE:1:1\nFARGATE_SPOT:1"));
+    w.aws.fail_next("RunTask", 400, "InvalidParameterException", "no such capacity provider");
+    assert!(w.cluster.create_agent(w.request(1, "key-1")).await.is_err());
+    assert!(w.cluster.provider_launches.counts().values().all(|n| *n == 0));
+    w.cluster.create_agent(w.request(2, "key-2")).await.expect("launched");
+    let last = w.aws.run_requests().last().cloned().expect("a RunTask");
+    assert_eq!(last["capacityProviderStrategy"][0]["capacityProvider"], "FARGATE", "the base is still owed");
 }

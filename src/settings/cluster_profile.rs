@@ -3,6 +3,7 @@
 //! [`ClusterProfile::parse`] turns GoCD's string map into typed values and reports every problem
 //! at once; the EC2 capacity part lives in [`super::ec2_capacity`].
 
+use super::capacity_providers::{self, ProviderStrategy};
 use super::ec2_capacity::{self, Ec2Capacity};
 use super::fields::{quote, Fields};
 use super::keys::{ProfileKind, LAUNCH_TYPES};
@@ -103,6 +104,10 @@ pub struct ClusterProfile {
     pub allow_privileged: bool,
     /// The `Ec2*` settings: `Some` exactly when the launch type is EC2.
     pub ec2: Option<Ec2Capacity>,
+    /// `CapacityProviderStrategy`: RunTask through these capacity providers (or the cluster's
+    /// default strategy) instead of `LaunchType`, which is then left out (and reads FARGATE:
+    /// awsvpc task definitions, Fargate's rules).
+    pub capacity_providers: Option<ProviderStrategy>,
 }
 
 impl ClusterProfile {
@@ -147,6 +152,7 @@ impl ClusterProfile {
             allowed_file_system_ids: f.globs("AllowedFileSystemIds"),
             allow_privileged: f.boolean("AllowPrivileged", false),
             ec2: ec2_capacity::read(&mut f, launch_type),
+            capacity_providers: capacity_providers::read(&mut f, launch_type),
         };
         f.finish(profile)
     }

@@ -154,6 +154,8 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "The session name when assuming the role, 2 to 64 characters; needs a role ARN. Default: gocd-ecs-(cluster name)."),
     spec("LaunchType", CLUSTER, "Launch type", Input::Select(LAUNCH_TYPES),
         "FARGATE, FARGATE_SPOT (falls back to FARGATE when spot capacity is short) or EC2 (instances this plugin launches and retires). Default: FARGATE."),
+    spec("CapacityProviderStrategy", CLUSTER, "Capacity provider strategy", Input::Lines,
+        "Instead of LaunchType (leave it out): start agents through ECS capacity providers, one per line as NAME, NAME:WEIGHT or NAME:WEIGHT:BASE (weight 0 to 1000, default 1; base on one provider at most; at most 20), or 'default' for the cluster's default strategy. The plugin launches no instance. Example: FARGATE:1:2 and FARGATE_SPOT:3 on two lines."),
     spec("SubnetIds", NETWORK, "Subnet ids", Input::Text,
         "Comma-separated subnets for the agent tasks, at most 16. Default: the default VPC's default subnets. Example: subnet-0a1b2c3d, subnet-4e5f6a7b."),
     spec("SecurityGroupIds", NETWORK, "Security group ids", Input::Text,
@@ -314,7 +316,7 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 35);
+        assert_eq!(CLUSTER_KEYS.len(), 36);
         assert_eq!(ELASTIC_KEYS.len(), 33);
     }
 

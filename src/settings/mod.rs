@@ -8,6 +8,7 @@
 //!
 //! Validation is pure: it never calls AWS. Empty, blank and `null` values all mean "not set".
 
+pub mod capacity_providers;
 mod cluster_profile;
 mod compat;
 mod ec2_capacity;
@@ -26,6 +27,7 @@ mod tests;
 
 use sha2::{Digest, Sha256};
 
+pub use capacity_providers::{ProviderShare, ProviderStrategy};
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
 pub use compat::{allowed, check_compatible, patterns};
 pub use ec2_capacity::Ec2Capacity;

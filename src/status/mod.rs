@@ -36,7 +36,7 @@ pub struct ClusterSnapshot {
     pub key: String,
     /// Region.
     pub region: String,
-    /// FARGATE, FARGATE_SPOT or EC2.
+    /// FARGATE, FARGATE_SPOT or EC2, or the `CapacityProviderStrategy` in words.
     pub launch_type: String,
     /// Role, if any.
     pub role_arn: Option<String>,
@@ -303,7 +303,10 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
     let max = profile.max_agents.max(1) as usize;
     ClusterSnapshot {
         key: facts.key.to_string(),
-        launch_type: profile.launch_type.as_str().to_string(),
+        launch_type: match &profile.capacity_providers {
+            Some(strategy) => strategy.to_string(),
+            None => profile.launch_type.as_str().to_string(),
+        },
         role_arn: profile.role_arn.clone(),
         role_expires: facts.role_expires.map(|t| When::at(t, now)),
         role_error: facts.role_error.clone(),

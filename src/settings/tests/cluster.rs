@@ -17,6 +17,23 @@ fn parse(p: &Properties) -> ClusterProfile {
 }
 
 #[test]
+fn a_capacity_provider_strategy_replaces_the_launch_type() {
+    let default = props(&[("ClusterName", "ci"), ("CapacityProviderStrategy", "default")]);
+    assert_eq!(parse(&default).capacity_providers, Some(ProviderStrategy::ClusterDefault));
+    assert_eq!(parse(&default).launch_type, LaunchType::Fargate, "awsvpc task definitions, Fargate's rules");
+    for launch_type in ["FARGATE", "FARGATE_SPOT", "EC2"] {
+        let both =
+            props(&[("ClusterName", "ci"), ("LaunchType", launch_type), ("CapacityProviderStrategy", "FARGATE")]);
+        let errors = validate_cluster_profile(&both);
+        assert!(
+            errors.iter().any(|e| e.key == "CapacityProviderStrategy" && e.message.contains("never both")),
+            "{launch_type}: {errors:?}"
+        );
+    }
+    assert_eq!(parse(&props(BASE)).capacity_providers, None);
+}
+
+#[test]
 fn every_rule_has_a_good_and_a_bad_value() {
     let v = validate_cluster_profile;
     let lines = |n: usize, f: fn(usize) -> String| (0..n).map(f).collect::<Vec<_>>().join("\n");
@@ -82,6 +99,13 @@ fn every_rule_has_a_good_and_a_bad_value() {
         "EventQueueUrl",
         "https://sqs.eu-west-1.amazonaws.com/123456789012/gocd-events",
         &["gocd-events", "https://sqs.eu-west-1.amazonaws.com/gocd-events"],
+    );
+    check_rule(
+        v,
+        BASE,
+        "CapacityProviderStrategy",
+        "FARGATE:1:2\nFARGATE_SPOT:3\nmy-asg-provider",
+        &["FARGATE:2000", "FARGATE:1:1\nFARGATE_SPOT:1:1", "FAR GATE", "FARGATE\nFARGATE", "a:0"],
     );
     check_rule(v, BASE, "AllowedImages", "gocd/*\n**/agent:[0-9]*", &["[", "gocd/*\n[a"]);
     check_rule(v, BASE, "AllowedTaskRoleArns", "arn:aws:iam::*:role/gocd-*", &["[x"]);
