@@ -8,7 +8,8 @@
 
 use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair,
-    LaunchType as EcsLaunchType, NetworkConfiguration, Tag, TaskOverride,
+    LaunchType as EcsLaunchType, NetworkConfiguration, PlacementConstraint, PlacementConstraintType, PlacementStrategy,
+    PlacementStrategyType, Tag, TaskOverride,
 };
 
 use std::collections::BTreeMap;
@@ -384,6 +385,19 @@ async fn run_once(
             .build()
             .map_err(|e| LaunchError::known(AwsError::in_answer("RunTask", e.to_string())))
     };
+    // Placement (validated to come only with a strategy that may place on EC2 instances).
+    let elastic = &spec.work.elastic;
+    for s in &elastic.placement_strategy {
+        let kind = PlacementStrategyType::from(s.kind.as_str());
+        request =
+            request.placement_strategy(PlacementStrategy::builder().r#type(kind).set_field(s.field.clone()).build());
+    }
+    for c in &elastic.placement_constraints {
+        let kind = PlacementConstraintType::from(c.kind.as_str());
+        request = request.placement_constraints(
+            PlacementConstraint::builder().r#type(kind).set_expression(c.expression.clone()).build(),
+        );
+    }
     request = match (provider, capacity) {
         (Some(name), _) => request.capacity_provider_strategy(through(name)?),
         (None, Capacity::Fargate) => request.launch_type(EcsLaunchType::Fargate),

@@ -596,3 +596,38 @@ async fn a_failed_launch_through_a_provider_does_not_count_for_it() {
     let last = w.aws.run_requests().last().cloned().expect("a RunTask");
     assert_eq!(last["capacityProviderStrategy"][0]["capacityProvider"], "FARGATE", "the base is still owed");
 }
+
+#[tokio::test]
+async fn placement_of_the_elastic_profile_is_sent_on_run_task() {
+    let w = World::with_profile(FakeAws::default(), through_providers("my-asg"));
+    let mut request = w.request(1, "key-1");
+    request
+        .elastic_profile
+        .insert("PlacementStrategy".into(), Some("spread:attribute:ecs.availability-zone\nbinpack:memory".into()));
+    request
+        .elastic_profile
+        .insert("PlacementConstraints".into(), Some("memberOf:attribute:ecs.cpu-architecture == arm64".into()));
+    w.cluster.create_agent(request).await.expect("launched");
+    let body = w.aws.run_requests().pop().expect("a RunTask");
+    assert_eq!(
+        body["placementStrategy"],
+        serde_json::json!([
+            { "type": "spread", "field": "attribute:ecs.availability-zone" },
+            { "type": "binpack", "field": "memory" }
+        ])
+    );
+    assert_eq!(
+        body["placementConstraints"],
+        serde_json::json!([{ "type": "memberOf", "expression": "attribute:ecs.cpu-architecture == arm64" }])
+    );
+}
+
+#[tokio::test]
+async fn placement_on_fargate_is_refused_before_any_run_task() {
+    let w = World::new(5);
+    let mut request = w.request(1, "key-1");
+    request.elastic_profile.insert("PlacementConstraints".into(), Some("distinctInstance".into()));
+    let refused = w.cluster.create_agent(request).await.expect_err("refused");
+    assert!(refused.to_string().contains("PlacementConstraints only applies where ECS places"), "{refused}");
+    assert!(w.aws.run_requests().is_empty());
+}

@@ -61,6 +61,21 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
     let mut errors = Vec::new();
     let mut error = |key: &str, message: String| errors.push(FieldError { key: key.to_string(), message });
     let launch = cluster.launch_type.as_str();
+    let placed_by_ecs_on_ec2 = cluster.capacity_providers.as_ref().is_some_and(|s| s.may_use_ec2());
+    let placement = [
+        ("PlacementStrategy", !elastic.placement_strategy.is_empty()),
+        ("PlacementConstraints", !elastic.placement_constraints.is_empty()),
+    ];
+    for (key, _) in placement.into_iter().filter(|(_, set)| *set && !placed_by_ecs_on_ec2) {
+        error(
+            key,
+            format!(
+                "{key} only applies where ECS places the task on EC2 instances: a cluster profile whose \
+                 CapacityProviderStrategy names an Auto Scaling group's provider (or is default). Fargate takes \
+                 no placement, and with LaunchType EC2 the plugin chooses the instance itself."
+            ),
+        );
+    }
     if cluster.launch_type.is_fargate() {
         if let Some((key, message)) = fargate_size_problem(elastic.cpu, elastic.memory) {
             error(key, message);
@@ -310,4 +325,34 @@ pub fn patterns(patterns: &[glob::Pattern]) -> String {
     let shown: Vec<String> = patterns.iter().take(5).map(|p| quote(p.as_str())).collect();
     let more = if patterns.len() > 5 { format!(" and {} more", patterns.len() - 5) } else { String::new() };
     format!("{}{more}", shown.join(", "))
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+    use crate::settings::Properties;
+
+    fn props(pairs: &[(&str, &str)]) -> Properties {
+        pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
+    }
+
+    #[test]
+    fn placement_only_where_ecs_places_on_ec2() {
+        let elastic = ElasticProfile::parse(&props(&[
+            ("Image", "gocd/agent:v1"),
+            ("PlacementStrategy", "spread:attribute:ecs.availability-zone"),
+            ("PlacementConstraints", "distinctInstance"),
+        ]))
+        .expect("valid");
+        let cluster = |extra: &[(&str, &str)]| {
+            let mut p = props(&[("ClusterName", "ci")]);
+            p.extend(props(extra));
+            ClusterProfile::parse(&p).expect("valid")
+        };
+        let keys = |c: &ClusterProfile| check_compatible(c, &elastic).into_iter().map(|e| e.key).collect::<Vec<_>>();
+        assert_eq!(keys(&cluster(&[])), ["PlacementStrategy", "PlacementConstraints"], "Fargate");
+        assert_eq!(keys(&cluster(&[("CapacityProviderStrategy", "FARGATE\nFARGATE_SPOT")])).len(), 2);
+        assert!(keys(&cluster(&[("CapacityProviderStrategy", "my-asg")])).is_empty());
+        assert!(keys(&cluster(&[("CapacityProviderStrategy", "default")])).is_empty());
+    }
 }

@@ -79,6 +79,10 @@ pub struct ElasticProfile {
     pub sidecars: Vec<Sidecar>,
     /// `ReuseIdleMinutes` and `ReuseMaxJobs`: warm starts, when on.
     pub reuse: Option<Reuse>,
+    /// `PlacementStrategy`: sent on RunTask onto EC2 capacity (capacity providers).
+    pub placement_strategy: Vec<super::placement::Strategy>,
+    /// `PlacementConstraints`: likewise.
+    pub placement_constraints: Vec<super::placement::Constraint>,
     /// [`profile_hash`] of the properties this profile was parsed from.
     pub hash: String,
 }
@@ -123,6 +127,7 @@ impl ElasticProfile {
         if cpu_architecture == Some("ARM64") && operating_system_family.is_some_and(|os| os != "LINUX") {
             f.error("CpuArchitecture", "ARM64 is only available with OperatingSystemFamily LINUX.");
         }
+        let (placement_strategy, placement_constraints) = super::placement::read(&mut f);
         let profile = ElasticProfile {
             image: image.unwrap_or_default(),
             cpu,
@@ -156,6 +161,8 @@ impl ElasticProfile {
             log_options: task_parts::log_options(&mut f),
             sidecars: task_parts::sidecars(&mut f, AGENT_CONTAINER),
             reuse: reuse(&mut f),
+            placement_strategy,
+            placement_constraints,
             hash: profile_hash(props),
         };
         task_parts::check_log_options(&mut f, &profile.log_options, profile.firelens().is_some());

@@ -231,6 +231,10 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
         "Memory for the task in MiB, 6 to 122880; on Fargate it must pair with the CPU units. Default: 2048."),
     spec("MemoryReservation", RESOURCES, "Memory reservation (MiB)", Input::Text,
         "Soft memory limit in MiB, at most the memory; EC2 only. Default: none."),
+    spec("PlacementStrategy", ADVANCED, "Placement strategy", Input::Lines,
+        "How ECS places the task on a capacity provider's EC2 instances (CapacityProviderStrategy naming an Auto Scaling group's provider), at most 5 lines: spread:attribute:ecs.availability-zone, spread:instanceId, binpack:memory, binpack:cpu or random."),
+    spec("PlacementConstraints", ADVANCED, "Placement constraints", Input::Lines,
+        "Where ECS may place the task on a capacity provider's EC2 instances, at most 10 lines: distinctInstance, or memberOf:EXPRESSION like memberOf:attribute:ecs.cpu-architecture == arm64."),
     spec("Command", BASICS, "Command", Input::Lines,
         "The container command, one argument per line. Default: the image's own command."),
     spec("Environment", BASICS, "Environment variables", Input::Lines,
@@ -317,7 +321,7 @@ mod tests {
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
         assert_eq!(CLUSTER_KEYS.len(), 36);
-        assert_eq!(ELASTIC_KEYS.len(), 33);
+        assert_eq!(ELASTIC_KEYS.len(), 35);
     }
 
     #[test]
@@ -342,6 +346,8 @@ mod tests {
             ("InitProcessEnabled", "Advanced"),
             ("ReuseIdleMinutes", "Advanced"),
             ("ReuseMaxJobs", "Advanced"),
+            ("PlacementStrategy", "Advanced"),
+            ("PlacementConstraints", "Advanced"),
         ] {
             assert_eq!(group(key), Some(want), "{key}");
         }

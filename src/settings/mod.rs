@@ -17,6 +17,7 @@ mod fields;
 pub mod keys;
 mod line_rules;
 mod migrate;
+pub mod placement;
 mod syntax;
 pub mod task_parts;
 mod unknown_keys;
