@@ -2,7 +2,11 @@
 //!
 //! - a `CapacityProviderStrategy` mixing FARGATE and FARGATE_SPOT starts every agent with RunTask
 //!   through one provider of the strategy and no launch type, and the RunTask bodies counted at
-//!   the proxy follow the strategy's base and weights.
+//!   the proxy follow the strategy's base and weights;
+//! - a cluster whose capacity is an Auto Scaling group's capacity provider (moto places its tasks
+//!   on the container instances registered for it) runs 20 jobs with no instance launched by the
+//!   plugin, and the elastic profile's spread-by-zone placement reaches every RunTask as
+//!   configured.
 //!
 //! Needs `MOTO_SERVER`; never skips.
 
@@ -14,6 +18,7 @@ mod world;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStrategyItem, Resource};
 use reliability::*;
 use world::*;
 
@@ -54,4 +59,86 @@ async fn a_mixed_fargate_strategy_honours_base_and_weights_at_the_proxy() {
     let view = report.body["view"].as_str().unwrap_or_default().to_string();
     assert!(view.contains("capacity providers FARGATE:1:2, FARGATE_SPOT:3:0"), "the report names the strategy");
     w.finish(host, sim, &format!("run_task_by_provider={by_provider:?}")).await;
+}
+
+/// An ASG capacity provider `provider` in `cluster`, with `instances` c5.xlarge instances
+/// registered for it: what an Auto Scaling group and its ECS agents would have set up, done
+/// through moto directly (not through the proxy: nothing here is the plugin's).
+async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: usize) {
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    let ec2 = aws_sdk_ec2::Client::new(&w.base);
+    let asg = format!("arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:1:autoScalingGroupName/{provider}");
+    let group = AutoScalingGroupProvider::builder().auto_scaling_group_arn(asg).build().expect("an ASG provider");
+    ecs.create_capacity_provider().name(provider).auto_scaling_group_provider(group).send().await.expect("provider");
+    let strategy = CapacityProviderStrategyItem::builder().capacity_provider(provider).weight(1).build().expect("item");
+    ecs.put_cluster_capacity_providers()
+        .cluster(cluster)
+        .capacity_providers(provider)
+        .default_capacity_provider_strategy(strategy)
+        .send()
+        .await
+        .expect("providers of the cluster");
+    for _ in 0..instances {
+        let out = ec2
+            .run_instances()
+            .image_id("ami-12c6146b")
+            .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+            .min_count(1)
+            .max_count(1)
+            .send()
+            .await
+            .expect("an instance of the group");
+        let id = out.instances()[0].instance_id().expect("an id").to_string();
+        let resource =
+            |name: &str, value: i32| Resource::builder().name(name).r#type("INTEGER").integer_value(value).build();
+        ecs.register_container_instance()
+            .cluster(cluster)
+            .instance_identity_document(serde_json::json!({ "instanceId": id, "region": "us-east-1" }).to_string())
+            .total_resources(resource("CPU", 4096))
+            .total_resources(resource("MEMORY", 7482))
+            .send()
+            .await
+            .expect("registered with the cluster");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_placement_as_configured() {
+    let mut w = Scenario::new("capacity_asg").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    asg_capacity(&w, "gocd-a", "ci-asg", 3).await;
+    let mut elastic = elastic_props();
+    elastic.extend(world::host::props(&[("PlacementStrategy", "spread:attribute:ecs.availability-zone")]));
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-asg"), ("MaxAgents", "20")]))
+        .elastic_profile("spread", "p", elastic);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    host.add_jobs(JobSpec::new("spread", Duration::from_secs(2)), 20).await;
+    host.wait_until("all twenty jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+
+    let log = w.proxy.log();
+    let run_tasks: Vec<_> = log.iter().filter(|r| r.key() == "ecs:RunTask").filter_map(|r| r.json.clone()).collect();
+    assert_eq!(run_tasks.len(), 20, "one RunTask a job");
+    for body in &run_tasks {
+        assert!(body.get("launchType").is_none(), "{body}");
+        let strategy = body["capacityProviderStrategy"].as_array().cloned().unwrap_or_default();
+        assert_eq!(strategy.len(), 1, "{body}");
+        assert_eq!(strategy[0]["capacityProvider"], "ci-asg", "{body}");
+        assert_eq!(
+            body["placementStrategy"],
+            serde_json::json!([{ "type": "spread", "field": "attribute:ecs.availability-zone" }]),
+            "the placement as configured"
+        );
+    }
+    let launched_by_us = log.iter().filter(|r| r.service == "ec2" && r.operation == "RunInstances").count();
+    assert_eq!(launched_by_us, 0, "the plugin launched no instance");
+    let on_asg =
+        sim.with_state(|s| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some("ci-asg")).count());
+    assert_eq!(on_asg, 20, "every task ran on the group's instances");
+    w.finish(host, sim, "jobs=20 run_task=20 run_instances=0").await;
 }
