@@ -333,3 +333,23 @@ fn plugin_report_and_unknown_agent_escape_what_they_are_given() {
     check_safe("plugin-empty", &empty);
     assert!(empty.contains("No cluster profile uses this plugin yet"));
 }
+
+#[test]
+fn cluster_report_counts_tasks_waiting_in_provisioning() {
+    let profile = cluster_profile();
+    let mut registry = registry();
+    let quiet = status::build_snapshot(&facts(&profile, &registry), at(500));
+    assert_eq!(quiet.provisioning.count, 0);
+    assert!(!status::render_cluster(&quiet).contains("waiting in PROVISIONING"), "no card while none waits");
+    for a in registry.0.iter_mut().filter(|a| a.agent_id == "ea-starting") {
+        if let Some(t) = a.task.as_mut() {
+            t.last_status = "PROVISIONING".into();
+        }
+    }
+    let snapshot = status::build_snapshot(&facts(&profile, &registry), at(500));
+    assert_eq!(snapshot.provisioning.count, 1);
+    assert_eq!(snapshot.provisioning.oldest.as_ref().map(|w| w.relative.as_str()), Some("8 min 20 s ago"));
+    let html = status::render_cluster(&snapshot);
+    check_safe("cluster", &html);
+    assert!(html.contains("waiting in PROVISIONING · oldest created"), "the card says it");
+}

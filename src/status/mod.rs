@@ -60,6 +60,9 @@ pub struct ClusterSnapshot {
     pub log_group_url: Option<String>,
     /// Agents by state, every state in a fixed order.
     pub states: Vec<StateCount>,
+    /// Tasks ECS holds in `PROVISIONING` (a capacity provider scaling out for them), and when
+    /// the oldest of them was created.
+    pub provisioning: Provisioning,
     /// Agents, newest first.
     pub agents: Vec<AgentRow>,
     /// Recent events, newest first.
@@ -318,6 +321,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         log_group_url: profile.log_group.as_deref().map(|g| links::log_group(&region, g)),
         log_group: profile.log_group.clone(),
         states: count_states(&rows),
+        provisioning: provisioning(&rows),
         agents: rows,
         errors: events.iter().filter(|e| e.kind == "error").count(),
         warnings: events.iter().filter(|e| e.kind == "warning").count(),
@@ -367,6 +371,22 @@ const STATES: [(&str, &str); 6] = [
     ("stopping", "st-stopping"),
     ("stopped", "st-stopped"),
 ];
+
+/// Tasks waiting in `PROVISIONING`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Provisioning {
+    /// How many.
+    pub count: usize,
+    /// When the oldest was created.
+    pub oldest: Option<When>,
+}
+
+/// The tasks of `rows` that ECS holds in `PROVISIONING`.
+fn provisioning(rows: &[AgentRow]) -> Provisioning {
+    let waiting: Vec<&AgentRow> = rows.iter().filter(|r| r.last_status == "PROVISIONING").collect();
+    let oldest = waiting.iter().min_by(|a, b| a.created.iso.cmp(&b.created.iso)).map(|r| r.created.clone());
+    Provisioning { count: waiting.len(), oldest }
+}
 
 fn count_states(rows: &[AgentRow]) -> Vec<StateCount> {
     STATES
