@@ -3,6 +3,8 @@
 //! - a `CapacityProviderStrategy` mixing FARGATE and FARGATE_SPOT starts every agent with RunTask
 //!   through one provider of the strategy and no launch type, and the RunTask bodies counted at
 //!   the proxy follow the strategy's base and weights;
+//! - `FARGATE_SPOT:1` + `FARGATE:0`: Spot refused for capacity (the proxy answers as AWS does)
+//!   lands on FARGATE through the strategy, never with a launch type;
 //! - a cluster whose capacity is an Auto Scaling group's capacity provider (moto places its tasks
 //!   on the container instances registered for it) runs 20 jobs with no instance launched by the
 //!   plugin, and the elastic profile's spread-by-zone placement reaches every RunTask as
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStrategyItem, Resource};
 use reliability::*;
+use world::proxy::{rules, Outcome};
 use world::*;
 
 /// FARGATE takes the first two agents (base 2), then one in four; FARGATE_SPOT three in four.
@@ -141,4 +144,36 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
         sim.with_state(|s| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some("ci-asg")).count());
     assert_eq!(on_asg, 20, "every task ran on the group's instances");
     w.finish(host, sim, "jobs=20 run_task=20 run_instances=0").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn spot_refused_for_capacity_falls_back_to_the_strategys_next_provider() {
+    let mut w = Scenario::new("capacity_spot_fallback").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    w.proxy.add_rule("spot-capacity", rules::fargate_spot_capacity_refused());
+    let strategy = "FARGATE_SPOT:1\nFARGATE:0";
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", strategy)]))
+        .elastic_profile("small", "p", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 3).await;
+    host.wait_until("the three jobs completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+
+    let log = w.proxy.log();
+    let provider = |r: &world::proxy::CallRecord| {
+        r.json.as_ref().and_then(|b| b["capacityProviderStrategy"][0]["capacityProvider"].as_str().map(str::to_string))
+    };
+    let runs: Vec<_> = log.iter().filter(|r| r.key() == "ecs:RunTask").collect();
+    assert!(runs.iter().all(|r| r.json.as_ref().is_some_and(|b| b.get("launchType").is_none())), "never a launch type");
+    let refused = runs.iter().filter(|r| r.outcome == Outcome::Answered).count();
+    let launched: Vec<Option<String>> =
+        runs.iter().filter(|r| r.outcome == Outcome::Forwarded).map(|r| provider(r)).collect();
+    assert_eq!(refused, 3, "each job asked FARGATE_SPOT first");
+    assert_eq!(launched, vec![Some("FARGATE".to_string()); 3], "and ran through FARGATE");
+    w.finish(host, sim, &format!("spot_refused={refused}")).await;
 }

@@ -133,6 +133,11 @@ impl ProviderLaunches {
         name
     }
 
+    /// A launch through `name` outside the strategy's turn (a fallback): it counts.
+    fn count(&self, name: &str) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner).entry(name.to_string()).or_insert(0) += 1;
+    }
+
     /// A launch through `name` failed: it does not count.
     fn give_back(&self, name: &str) {
         let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -250,13 +255,27 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
         Some(ProviderStrategy::Providers(shares)) => {
             let name = spec.provider_launches.take(shares);
             let capacity = Capacity::from_ecs(&name).unwrap_or(Capacity::Provider);
-            return match run_once(aws, spec, capacity, "", Some(&name)).await {
-                Ok(task) => Ok(Launched { task, capacity, fell_back_from_spot: false }),
+            let refused = match run_once(aws, spec, capacity, "", Some(&name)).await {
+                Ok(task) => return Ok(Launched { task, capacity, fell_back_from_spot: false }),
                 Err(e) => {
                     spec.provider_launches.give_back(&name);
-                    Err(e)
+                    e
                 }
             };
+            // FARGATE_SPOT refused for capacity: the first other provider listed that is not
+            // Spot takes the task, weight 0 or not (`FARGATE_SPOT:1` + `FARGATE:0` reads "Spot,
+            // on-demand when Spot is short").
+            let fallback = shares.iter().find(|s| s.name != name && s.name != "FARGATE_SPOT");
+            let Some(other) = fallback
+                .filter(|_| name == "FARGATE_SPOT" && !refused.outcome_unknown && is_capacity_refusal(&refused.error))
+            else {
+                return Err(refused);
+            };
+            tracing::warn!(agent_id = %spec.work.agent_id, reason = %refused.error.detail, provider = %other.name, "FARGATE_SPOT refused; launching through the next provider of the strategy");
+            let capacity = Capacity::from_ecs(&other.name).unwrap_or(Capacity::Provider);
+            let task = run_once(aws, spec, capacity, "-od", Some(&other.name)).await?;
+            spec.provider_launches.count(&other.name);
+            return Ok(Launched { task, capacity, fell_back_from_spot: true });
         }
         None => {}
     }
