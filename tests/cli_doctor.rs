@@ -1,7 +1,8 @@
 //! `doctor` against moto (reached through `AWS_ENDPOINT_URL`, as the SDK reaches AWS): a healthy
 //! profile passes, and a missing cluster, a bad subnet, a security group of another VPC, a role
 //! that cannot be assumed (refused by the proxy, as STS refuses it), FARGATE_SPOT without its
-//! capacity provider and a broken EC2 set-up each FAIL with a fix; no secret is ever printed.
+//! capacity provider, a capacity provider strategy naming providers the cluster lacks and a broken
+//! EC2 set-up each FAIL with a fix; no secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -226,6 +227,46 @@ async fn fargate_spot_needs_its_capacity_provider_on_the_cluster() {
         .await
         .expect("PutClusterCapacityProviders");
     let d = doctor(&moto.endpoint(), &props, &[]).await;
+    assert_eq!(d.code, Some(0), "{:?}", d.fails());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capacity_provider_strategy_needs_its_providers_on_the_cluster() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "cp").await;
+    let props = [("ClusterName", "cp"), ("Region", REGION), ("CapacityProviderStrategy", "FARGATE_SPOT:1\nFARGATE:0")];
+    let d = doctor(&moto.endpoint(), &props, &[]).await;
+    assert_eq!(d.code, Some(1));
+    let capacity: Vec<&String> = d.lines.iter().filter(|l| l.contains(" capacity: ")).collect();
+    assert!(
+        capacity.iter().any(|l| l.starts_with("FAIL") && l.contains("FARGATE_SPOT, FARGATE not a capacity provider")),
+        "{capacity:?}"
+    );
+    let default = [("ClusterName", "cp"), ("Region", REGION), ("CapacityProviderStrategy", "default")];
+    let d = doctor(&moto.endpoint(), &default, &[]).await;
+    assert!(
+        d.lines.iter().any(|l| l.starts_with("FAIL") && l.contains("no default capacity provider strategy")),
+        "{:?}",
+        d.lines
+    );
+
+    let ecs = aws_sdk_ecs::Client::new(&base);
+    let fargate = aws_sdk_ecs::types::CapacityProviderStrategyItem::builder()
+        .capacity_provider("FARGATE")
+        .weight(1)
+        .build()
+        .expect("an item");
+    ecs.put_cluster_capacity_providers()
+        .cluster("cp")
+        .capacity_providers("FARGATE")
+        .capacity_providers("FARGATE_SPOT")
+        .default_capacity_provider_strategy(fargate)
+        .send()
+        .await
+        .expect("PutClusterCapacityProviders");
+    let d = doctor(&moto.endpoint(), &props, &[]).await;
+    assert_eq!(d.code, Some(0), "{:?}", d.fails());
+    let d = doctor(&moto.endpoint(), &default, &[]).await;
     assert_eq!(d.code, Some(0), "{:?}", d.fails());
 }
 

@@ -9,7 +9,7 @@ use aws_sdk_ecs::types::{Cluster, DesiredStatus};
 
 use super::{Aws, Report};
 use crate::aws::AwsError;
-use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
 
 /// Every check, in order.
 pub(super) async fn all(
@@ -307,6 +307,9 @@ async fn capacity(
     let spot = profile.launch_type == LaunchType::FargateSpot;
     let on_cluster: Vec<&str> =
         cluster.map(|c| c.capacity_providers().iter().map(String::as_str).collect()).unwrap_or_default();
+    if let (Some(strategy), Some(c)) = (&profile.capacity_providers, cluster) {
+        return providers_on_cluster(aws, strategy, c, &on_cluster, r);
+    }
     if spot && cluster.is_some() && !on_cluster.contains(&"FARGATE_SPOT") {
         r.fail(
             "capacity",
@@ -349,6 +352,62 @@ async fn capacity(
                         aws.region
                     ),
                     "on AWS: use a region where Fargate is available".to_string(),
+                )
+            }
+        }
+    }
+}
+
+/// `CapacityProviderStrategy`: every provider it names is one of the cluster's; `default` needs
+/// the cluster to have a default strategy.
+fn providers_on_cluster(
+    aws: &Aws,
+    strategy: &ProviderStrategy,
+    cluster: &Cluster,
+    on_cluster: &[&str],
+    r: &mut Report<'_>,
+) -> io::Result<()> {
+    match strategy {
+        ProviderStrategy::ClusterDefault => {
+            let default: Vec<&str> =
+                cluster.default_capacity_provider_strategy().iter().map(|s| s.capacity_provider()).collect();
+            if default.is_empty() {
+                r.fail(
+                    "capacity",
+                    format!("cluster {} has no default capacity provider strategy for 'default' to use", aws.cluster_name),
+                    format!(
+                        "aws ecs put-cluster-capacity-providers --cluster {} --capacity-providers {} --default-capacity-provider-strategy capacityProvider=NAME,weight=1 --region {}",
+                        aws.cluster_name,
+                        if on_cluster.is_empty() { "NAME".to_string() } else { on_cluster.join(" ") },
+                        aws.region
+                    ),
+                )
+            } else {
+                r.ok("capacity", format!("the cluster's default capacity provider strategy: {}", default.join(", ")))
+            }
+        }
+        ProviderStrategy::Providers(shares) => {
+            let missing: Vec<&str> =
+                shares.iter().map(|s| s.name.as_str()).filter(|n| !on_cluster.contains(n)).collect();
+            if missing.is_empty() {
+                r.ok("capacity", format!("{strategy}: each is a capacity provider of cluster {}", aws.cluster_name))
+            } else {
+                let all: Vec<&str> = on_cluster.iter().copied().chain(missing.iter().copied()).collect();
+                r.fail(
+                    "capacity",
+                    format!(
+                        "{} not a capacity provider of cluster {} (it has: {})",
+                        missing.join(", "),
+                        aws.cluster_name,
+                        list_or_none(on_cluster)
+                    ),
+                    format!(
+                        "aws ecs put-cluster-capacity-providers --cluster {} --capacity-providers {} --default-capacity-provider-strategy capacityProvider={},weight=1 --region {} (keep the cluster's default strategy if it has one)",
+                        aws.cluster_name,
+                        all.join(" "),
+                        all[0],
+                        aws.region
+                    ),
                 )
             }
         }
