@@ -46,7 +46,7 @@ pub struct Plugin {
     /// every health update between pings).
     profile_problems: Mutex<Vec<crate::protocol::host_calls::HealthMessage>>,
     /// When this process last swept for leftovers (`plugin/leftovers.rs`).
-    leftovers_swept_at: Mutex<Option<std::time::Instant>>,
+    leftover_sweep: Mutex<leftovers::SweepClock>,
 }
 
 impl Plugin {
@@ -61,7 +61,7 @@ impl Plugin {
             engine: options.engine,
             event_queues: Default::default(),
             profile_problems: Mutex::new(Vec::new()),
-            leftovers_swept_at: Mutex::new(None),
+            leftover_sweep: Mutex::new(leftovers::SweepClock::default()),
         }
     }
 

@@ -8,8 +8,8 @@
 //!   agent an operator deleted, EC2 instances): the leftover sweep reads every running task of
 //!   the cluster and every instance of the server in the account, and stops or terminates those
 //!   whose `gocd:cluster-profile` no live profile has ([`Cluster::stop_leftover_tasks`],
-//!   [`Cluster::terminate_leftover_instances`]). It runs at the first server-ping after a start
-//!   and every [`LEFTOVER_SWEEP_EVERY`] after, and only when every profile GoCD sent resolved.
+//!   [`Cluster::terminate_leftover_instances`]). It runs at the second server-ping after a start
+//!   (the first adopts) and every [`LEFTOVER_SWEEP_EVERY`] after, and only when every profile GoCD sent resolved.
 //!
 //! Only resources carrying this server's `gocd:server-id` are ever touched, and only in the
 //! accounts and regions a live profile reaches (the credentials of a gone profile are gone).
@@ -22,7 +22,7 @@ use super::{cluster_arn_suffix, ec2, tasks, Cluster};
 use crate::aws::AwsError;
 use crate::protocol::host_calls::HealthKind;
 
-/// How often the leftover sweep runs after the first server-ping of a process.
+/// How often the leftover sweep runs after its first pass.
 pub const LEFTOVER_SWEEP_EVERY: Duration = Duration::from_secs(30 * 60);
 /// What ECS shows as the stop reason of a leftover.
 const GONE: &str = "its cluster profile no longer exists in GoCD";

@@ -1,7 +1,8 @@
 //! The leftover sweep across cluster profiles (what it finds: `cluster/strays.rs`): once per
 //! AWS cluster for tasks and once per account and region for instances, each with the
-//! credentials of a live profile that acts there. Runs from server-ping, only when every
-//! profile GoCD sent resolved (otherwise a profile that failed to resolve would look gone).
+//! credentials of a live profile that acts there. Runs from server-ping (the second of a process,
+//! then every 30 minutes), only when every profile GoCD sent resolved (otherwise a profile that
+//! failed to resolve would look gone).
 
 use std::collections::HashSet;
 use std::sync::{Arc, PoisonError};
@@ -13,15 +14,24 @@ use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::LaunchType;
 
+/// When the leftover sweep ran, and how many server-pings this process has seen.
+#[derive(Debug, Default)]
+pub struct SweepClock {
+    pings: u64,
+    last: Option<Instant>,
+}
+
 impl Plugin {
-    /// Sweeps if this process has not yet, or not for [`LEFTOVER_SWEEP_EVERY`].
+    /// Sweeps at the second server-ping of this process (the first adopts, and its reads
+    /// stay the adoption's alone), then every [`LEFTOVER_SWEEP_EVERY`].
     pub(super) async fn sweep_leftovers_if_due(&self, clusters: &[Arc<Cluster>]) {
         {
-            let mut last = self.leftovers_swept_at.lock().unwrap_or_else(PoisonError::into_inner);
-            if last.is_some_and(|at| at.elapsed() < LEFTOVER_SWEEP_EVERY) {
+            let mut sweep = self.leftover_sweep.lock().unwrap_or_else(PoisonError::into_inner);
+            sweep.pings += 1;
+            if sweep.pings < 2 || sweep.last.is_some_and(|at| at.elapsed() < LEFTOVER_SWEEP_EVERY) {
                 return;
             }
-            *last = Some(Instant::now());
+            sweep.last = Some(Instant::now());
         }
         // Every key this process serves or drains: the rest of this server's tags are leftovers.
         let live: HashSet<String> = self.known_clusters().iter().map(|c| c.key.clone()).collect();
