@@ -210,9 +210,7 @@ impl Cluster {
                 Created::Existing
             }
             Reservation::Reused { agent_id, jobs, max_jobs } => {
-                let line = format!(
-                    "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
-                );
+                let line = reused_line(&agent_id, jobs, max_jobs);
                 tracing::info!(job = %job.locator(), agent_id, jobs, "reused a kept agent");
                 let _ = self.gocd.console_log(job, console_line(line)).await;
                 Created::Reused
@@ -263,4 +261,11 @@ fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Resu
         Err(problems) => problems,
     };
     Err(problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect::<Vec<_>>().join("; "))
+}
+
+/// The job console's line when a job is given a kept agent (create-agent or should-assign-work).
+pub(super) fn reused_line(agent_id: &str, jobs: usize, max_jobs: u32) -> String {
+    format!(
+        "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
+    )
 }

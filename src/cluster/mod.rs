@@ -183,10 +183,9 @@ impl Cluster {
         match self.registry().assign(agent_id, job, offer, SystemTime::now()) {
             Assignment::No => false,
             Assignment::Yes => true,
-            Assignment::Reused { jobs } => {
+            Assignment::Reused { jobs, max_jobs } => {
                 tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
-                let line =
-                    format!("reuses agent {agent_id}, kept after its previous job (job {jobs} on it): no new task");
+                let line = create::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, job) = (self.gocd.clone(), job.clone());
                 tokio::spawn(async move {
                     let _ = gocd.console_log(&job, gocd::console_line(line)).await;

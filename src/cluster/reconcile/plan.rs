@@ -123,9 +123,8 @@ pub fn plan(
             Phase::Running if record.waiting_since.is_some() => {
                 // Kept after its job (warm starts): it goes once no next job came in time.
                 let idle = record.reuse.map_or(Duration::ZERO, |r| r.idle);
-                if let Some(arn) =
-                    record.task_arn.as_ref().filter(|_| record.waiting_since.is_some_and(|t| age(t) > idle))
-                {
+                let waited_out = record.waiting_since.is_some_and(|t| age(t) > idle);
+                if let (true, Some(arn)) = (waited_out, &record.task_arn) {
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
                         task_arn: arn.clone(),

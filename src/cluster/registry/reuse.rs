@@ -36,6 +36,8 @@ pub enum Assignment {
     Reused {
         /// Jobs given to the agent so far.
         jobs: usize,
+        /// `ReuseMaxJobs`.
+        max_jobs: u32,
     },
 }
 
@@ -77,10 +79,12 @@ impl Registry {
             return Assignment::No;
         }
         let offer = offer();
-        match self.get(agent_id).is_some_and(|a| takes(a, &offer, now)) {
-            true => Assignment::Reused { jobs: self.bind(agent_id, job) },
-            false => Assignment::No,
-        }
+        let Some(max_jobs) =
+            self.get(agent_id).filter(|a| takes(a, &offer, now)).and_then(|a| a.reuse).map(|r| r.max_jobs)
+        else {
+            return Assignment::No;
+        };
+        Assignment::Reused { jobs: self.bind(agent_id, job), max_jobs }
     }
 
     /// Binds a waiting agent that `offer` matches to `job` (the create-agent side): the one that
