@@ -170,6 +170,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     idle_since: inst.idle_since,
                     retiring: false,
                     spot: false,
+                    spot_warned: false,
                 }
             })
             .collect();

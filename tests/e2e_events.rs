@@ -421,6 +421,14 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
         (instances[0].id.clone(), instances[0].container_instance_arn.clone().expect("registered"));
 
     bridge.spot_warning(moto::BASE_ACCOUNT, &doomed).await;
+    let warned_at = Instant::now();
+    // Room for the two reruns is launched on demand during the warning, before anything stops.
+    wait_for("an on-demand instance launched for the reruns", Duration::from_secs(15), || async {
+        markets.lock().unwrap().len() == 2
+    })
+    .await;
+    let replacement_after = warned_at.elapsed();
+    assert_eq!(*markets.lock().unwrap(), ["spot", "on-demand"], "the replacement runs on demand");
     let ecs = aws_sdk_ecs::Client::new(&w.base);
     wait_for("the instance drained", Duration::from_secs(15), || async {
         let out = ecs.describe_container_instances().cluster(CLUSTER).container_instances(&container).send().await;
@@ -449,8 +457,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
         .find(|t| moto::task_tag(t, "gocd:job-id") == Some(late_id.as_str()))
         .and_then(|t| t.container_instance_arn().map(str::to_string));
     assert!(on.is_some() && on.as_deref() != Some(container.as_str()), "the late job ran on the drained instance");
-    assert_eq!(ec2.instances().len(), 2, "one replacement instance");
-    assert_eq!(*markets.lock().unwrap(), ["spot", "spot"], "Ec2Spot: spot instances so far");
+    assert_eq!(ec2.instances().len(), 2, "one replacement instance, for the late job and the reruns");
 
     // Two minutes later Spot takes the instance: its tasks stop with it (as ECS stops them).
     let first_ids: Vec<String> = first.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
@@ -480,7 +487,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     })
     .await;
     host.wait_until("every job completed", Duration::from_secs(180), |s| s.all_completed()).await;
-    assert_eq!(*markets.lock().unwrap(), ["spot", "spot", "on-demand"], "one on-demand instance for the reruns");
+    assert_eq!(*markets.lock().unwrap(), ["spot", "on-demand"], "no instance launched after the warning's");
     let rescheduled: Vec<String> = first.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
     let ec2_api = aws_sdk_ec2::Client::new(&w.base);
     for t in moto::all_tasks(&w.base, CLUSTER).await {
@@ -504,5 +511,10 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     let report = host.cluster_status_report("ec2").await.expect("cluster status report").body.to_string();
     assert!(report.contains("Spot interruptions"), "the report counts interruptions");
     drop(ec2);
-    w.finish(host, sim, &format!("drained_instance={doomed}")).await;
+    w.finish(
+        host,
+        sim,
+        &format!("drained_instance={doomed} replacement_launched_after_ms={}", replacement_after.as_millis()),
+    )
+    .await;
 }

@@ -11,6 +11,9 @@
 //! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
 //!    type's capacity), then into new instances; the new ones are launched up to
 //!    `Ec2MaxInstances` (starting instances count), then more to keep `Ec2MinInstances` warm.
+//!    The tasks of an instance EC2 Spot is about to interrupt are packed too, as work that will
+//!    come back and run on demand (their jobs' reruns do): into on-demand room left after step 2,
+//!    then on-demand bins, so the replacement boots during the two-minute warning, not after it.
 //! 4. **Retire the idle**, paced: of the instances with no task, the one idle the shortest time
 //!    is the warm spare and goes after `Ec2IdleMinutes`; the others are surplus and go after
 //!    [`SURPLUS_IDLE`] (2 minutes, or `Ec2IdleMinutes` when shorter), longest idle first, down to
@@ -99,6 +102,9 @@ pub struct Slot {
     pub retiring: bool,
     /// A spot instance (no place for a demand that must run on demand).
     pub spot: bool,
+    /// EC2 Spot warned that it will interrupt this instance: its tasks will come back as reruns
+    /// that run on demand, and capacity for them is launched now.
+    pub spot_warned: bool,
 }
 
 /// A registered container instance.
@@ -246,6 +252,21 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
             None => bins.push((d.os, d.on_demand, policy.capacity.minus(d.need), true)),
         }
     }
+    for (os, need) in coming_back(slots, policy.capacity) {
+        let room = rooms
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| slots[*i].os == os && !slots[*i].spot)
+            .find_map(|(_, room)| room.as_mut().filter(|(left, _)| left.fits(need)));
+        if let Some((left, _)) = room {
+            *left = left.minus(need);
+            continue;
+        }
+        match bins.iter_mut().find(|(bin_os, od, left, _)| *bin_os == os && *od && left.fits(need)) {
+            Some(bin) => bin.2 = bin.2.minus(need),
+            None => bins.push((os, true, policy.capacity.minus(need), true)),
+        }
+    }
     let allowed = policy.max.saturating_sub(alive) as usize;
     for (os, on_demand, _, _) in bins.iter().filter(|(.., new)| *new).take(allowed) {
         if *on_demand {
@@ -282,6 +303,21 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         }
         keep -= 1;
         out.retire.push(Retirement { instance: slots[i].id.clone(), reason: RetireReason::Idle });
+    }
+    out
+}
+
+/// The work that will come back from instances EC2 Spot warned about: while such an instance
+/// still runs in EC2 with tasks, one share per task of what its tasks use (ECS tells the sum, not
+/// each task's part: equal shares, rounded up, capped at one instance's capacity), by its OS.
+fn coming_back(slots: &[Slot], capacity: Resources) -> Vec<(OsClass, Resources)> {
+    let mut out = Vec::new();
+    for s in slots.iter().filter(|s| s.spot_warned && s.running) {
+        let Some(r) = s.registered.as_ref().filter(|r| r.tasks > 0) else { continue };
+        let used = r.total.minus(r.remaining);
+        let share = Resources::new(used.cpu.div_ceil(r.tasks), used.memory.div_ceil(r.tasks));
+        let share = Resources::new(share.cpu.min(capacity.cpu), share.memory.min(capacity.memory));
+        out.extend((0..r.tasks).map(|_| (s.os, share)));
     }
     out
 }
@@ -378,6 +414,7 @@ mod tests {
             idle_since: None,
             retiring: false,
             spot: false,
+            spot_warned: false,
         }
     }
 
@@ -391,6 +428,7 @@ mod tests {
             idle_since: idle_since.map(at),
             retiring: false,
             spot: false,
+            spot_warned: false,
         }
     }
 
@@ -410,6 +448,42 @@ mod tests {
         // And an on-demand instance with room places it.
         let p = plan(&[registered("od", BOX, 0, None)], &[rerun], &policy(), T0);
         assert_eq!(p.start, vec![Placement { demand: "rerun".into(), instance: "od".into() }]);
+    }
+
+    #[test]
+    fn a_spot_warning_launches_on_demand_room_for_the_reruns_before_the_instance_goes() {
+        let two_used = BOX.minus(JOB).minus(JOB);
+        let warned = Slot { spot: true, spot_warned: true, ..registered("doomed", two_used, 2, None) };
+        // Drained (not usable): nothing is placed on it, and its two tasks' room is launched now.
+        let draining =
+            Slot { registered: warned.registered.clone().map(|r| Registered { usable: false, ..r }), ..warned.clone() };
+        let p = plan(std::slice::from_ref(&draining), &[], &policy(), T0);
+        assert_eq!((p.launch.len(), p.launch_on_demand.clone()), (0, vec![OsClass::Linux]), "{p:?}");
+        assert_eq!(p.waiting, 0, "nothing waits yet: the reruns are not asked for");
+        // On-demand room already running takes them: nothing launched. Spot room does not.
+        let od = registered("od", BOX.minus(JOB), 1, None);
+        let p = plan(&[draining.clone(), od], &[], &policy(), T0);
+        assert_eq!(p.launch_on_demand, vec![], "{p:?}");
+        let spot_room = Slot { spot: true, ..registered("spot", BOX, 0, None) };
+        let p = plan(&[draining.clone(), spot_room], &[], &policy(), T0);
+        assert_eq!(p.launch_on_demand, vec![OsClass::Linux]);
+        // An on-demand instance already starting counts, and so does Ec2MaxInstances.
+        let p = plan(&[draining.clone(), starting("od", 0)], &[], &policy(), T0);
+        assert!(p.launch_on_demand.is_empty(), "{p:?}");
+        let p = plan(std::slice::from_ref(&draining), &[], &Policy { max: 1, ..policy() }, T0);
+        assert!(p.launch_on_demand.is_empty(), "{p:?}");
+        // Once EC2 takes it (or its tasks are gone) the reruns are real demands, not counted twice.
+        let p = plan(&[Slot { running: false, ..draining.clone() }], &[], &policy(), T0);
+        assert!(p.launch_on_demand.is_empty(), "{p:?}");
+        let emptied = Slot { spot: true, spot_warned: true, ..registered("doomed", BOX, 0, None) };
+        let p = plan(&[emptied], &[], &policy(), T0);
+        assert!(p.launch_on_demand.is_empty(), "{p:?}");
+        // Two reruns already waiting and three tasks coming back: five quarters, two instances.
+        let three_used = BOX.minus(JOB).minus(JOB).minus(JOB);
+        let busy = Slot { spot: true, spot_warned: true, ..registered("doomed", three_used, 3, None) };
+        let reruns: Vec<Demand> = (0..2).map(|i| Demand { on_demand: true, ..demand(&format!("r{i}"), JOB) }).collect();
+        let p = plan(&[busy], &reruns, &policy(), T0);
+        assert_eq!(p.launch_on_demand.len(), 2, "{p:?}");
     }
 
     #[test]

@@ -96,6 +96,8 @@ pub struct InstanceRecord {
     pub placed: Vec<(Resources, SystemTime)>,
     /// Being retired, and why.
     pub retiring: Option<RetireReason>,
+    /// When EC2 warned that Spot will interrupt it (two minutes' notice).
+    pub spot_warned_at: Option<SystemTime>,
 }
 
 /// A task waiting for room, with everything needed to start it later.
@@ -356,6 +358,7 @@ impl PoolState {
                 idle_since: r.idle_since,
                 retiring: r.retiring.is_some(),
                 spot: r.spot,
+                spot_warned: r.spot_warned_at.is_some(),
             })
             .collect()
     }
@@ -411,6 +414,7 @@ fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_a
         last_placed_at: None,
         placed: Vec::new(),
         retiring: None,
+        spot_warned_at: None,
     }
 }
 

@@ -57,12 +57,13 @@ impl Cluster {
     }
 
     /// An EC2 Spot interruption warning for an instance of ours: two minutes before it goes,
-    /// it is drained (ECS places no new task there and the capacity loop plans around it), and
-    /// each job on it is told.
+    /// it is drained (ECS places no new task there), the capacity loop launches on-demand room
+    /// for its tasks' reruns at once (`plan`'s step 3), and each job on it is told.
     async fn on_spot_warning(&self, instance_id: &str) -> Handled {
         let container = {
-            let st = self.ec2.state();
-            let Some(record) = st.instances.get(instance_id) else { return Handled::NotOurs };
+            let mut st = self.ec2.state();
+            let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
+            record.spot_warned_at.get_or_insert_with(SystemTime::now);
             record.container.as_ref().map(|c| c.arn.clone())
         };
         self.event(
@@ -120,7 +121,8 @@ impl Cluster {
         for (agent_id, job) in jobs {
             let line = console_line(format!(
                 "EC2 Spot interrupts instance {instance_id} in two minutes: agent {agent_id} stops with it, and the \
-                 instance takes no new task (drained); new work starts on other instances"
+                 instance takes no new task (drained); new work starts on other instances, and the job's rerun \
+                 runs on demand, on capacity prepared now (up to Ec2MaxInstances)"
             ));
             let _ = self.gocd().console_log(&job, line).await;
         }
