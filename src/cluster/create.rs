@@ -3,6 +3,8 @@
 //!
 //! 1. the elastic profile, checked against this cluster profile (launch type, allow-lists);
 //!    a refusal goes to the job's console and to server health,
+//!    then, with a `CapacityProviderStrategy`, the kinds of its providers (learned once): an
+//!    ECS Managed Instances provider refuses some keys (`settings::managed_instances`),
 //! 2. adoption from AWS (once per process), so a re-sent create-agent finds the job's agent,
 //! 3. one atomic reservation: a live agent for the job means nothing to do, a completed job
 //!    means nothing to do, `MaxAgents` live agents means the job waits for GoCD's next ask,
@@ -26,7 +28,7 @@ use super::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::secret::Secret;
-use crate::settings::{check_compatible, ClusterProfile, ElasticProfile, LaunchType, Properties};
+use crate::settings::{check_compatible, managed_instances, ClusterProfile, ElasticProfile, LaunchType, Properties};
 
 /// One create-agent, as the engine needs it.
 #[derive(Debug, Clone)]
@@ -94,6 +96,25 @@ impl Cluster {
                 return Err(EngineError::Refused(message));
             }
         };
+        // The strategy's providers by kind (learned once): what the task definition must suit,
+        // and whether ECS Managed Instances refuses a key of the elastic profile.
+        let kinds = match self.providers.get(&self.aws(), &profile).await {
+            Ok(kinds) => kinds,
+            Err(e) => return Err(self.could_not_start(&request.job, e.into()).await),
+        };
+        if let Some(provider) = kinds.as_deref().and_then(|k| k.managed_instances()) {
+            let problems = managed_instances::check(&elastic, provider);
+            if !problems.is_empty() {
+                let problems: Vec<String> = problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
+                let message = format!(
+                    "no agent started for job {}: the elastic profile does not fit this cluster profile: {}",
+                    request.job.locator(),
+                    problems.join("; ")
+                );
+                self.refuse(&request.job, &message).await;
+                return Err(EngineError::Refused(message));
+            }
+        }
         self.saw_elastic_profile(&elastic);
         if let Err(e) = self.ensure_adopted().await {
             return Err(self.could_not_start(&request.job, e.into()).await);

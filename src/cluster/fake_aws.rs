@@ -44,6 +44,8 @@ pub struct FakeTask {
     pub created_at: SystemTime,
     /// StopTask's reason.
     pub stopped_reason: Option<String>,
+    /// The capacity provider RunTask named (`capacityProviderName`).
+    pub capacity_provider: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +62,12 @@ struct State {
     next_message: u64,
     /// Every RunTask's body, in order.
     run_requests: Vec<Value>,
+    /// Every RegisterTaskDefinition's body, in order.
+    registered: Vec<Value>,
+    /// Capacity providers DescribeCapacityProviders knows, by name.
+    providers: BTreeMap<String, Value>,
+    /// The cluster's default capacity provider strategy (provider names).
+    default_strategy: Vec<String>,
 }
 
 /// The fake: clone it freely, every clone sees the same state.
@@ -107,6 +115,27 @@ impl FakeAws {
         })
     }
 
+    /// A capacity provider of `kind` (`EC2_AUTOSCALING`, `MANAGED_INSTANCES`) in the account.
+    pub fn add_capacity_provider(&self, name: &str, kind: &str) {
+        let mut provider = json!({ "name": name, "status": "ACTIVE", "type": kind,
+            "capacityProviderArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:capacity-provider/{name}") });
+        if kind == "MANAGED_INSTANCES" {
+            provider["managedInstancesProvider"] =
+                json!({ "infrastructureRoleArn": "arn:aws:iam::123456789012:role/mi" });
+        }
+        self.lock().providers.insert(name.to_string(), provider);
+    }
+
+    /// The cluster's default capacity provider strategy.
+    pub fn set_default_strategy(&self, providers: &[&str]) {
+        self.lock().default_strategy = providers.iter().map(|p| p.to_string()).collect();
+    }
+
+    /// Every RegisterTaskDefinition's body, in order.
+    pub fn registered(&self) -> Vec<Value> {
+        self.lock().registered.clone()
+    }
+
     /// Every call so far, by operation name, in order.
     pub fn calls(&self) -> Vec<String> {
         self.lock().calls.clone()
@@ -139,6 +168,7 @@ impl FakeAws {
             environment: BTreeMap::new(),
             created_at,
             stopped_reason: None,
+            capacity_provider: None,
         });
         arn
     }
@@ -216,6 +246,15 @@ impl FakeAws {
             "RegisterTaskDefinition" => register_task_definition(&mut st, &body),
             "ListTaskDefinitionFamilies" => (200, json!({ "families": st.families.keys().collect::<Vec<_>>() })),
             "ListTaskDefinitions" => (200, json!({ "taskDefinitionArns": [] })),
+            "DescribeCapacityProviders" => describe_capacity_providers(&st, &body),
+            "DescribeClusters" => {
+                let strategy: Vec<Value> =
+                    st.default_strategy.iter().map(|p| json!({ "capacityProvider": p, "weight": 1 })).collect();
+                let cluster = json!({ "clusterName": "ci", "status": "ACTIVE",
+                    "clusterArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/ci"),
+                    "defaultCapacityProviderStrategy": strategy });
+                (200, json!({ "clusters": [cluster], "failures": [] }))
+            }
             other => (400, error("InvalidParameterException", &format!("the fake does not answer {other}"))),
         }
     }
@@ -298,6 +337,7 @@ fn run_task(st: &mut State, body: &Value) -> (u16, Value) {
         environment,
         created_at: SystemTime::now(),
         stopped_reason: None,
+        capacity_provider: body["capacityProviderStrategy"][0]["capacityProvider"].as_str().map(str::to_string),
     };
     let launch_type = body.get("launchType").and_then(Value::as_str).unwrap_or("FARGATE");
     let answer = json!({ "tasks": [task_json(&task, launch_type)], "failures": [] });
@@ -350,6 +390,7 @@ fn describe_task_definition(st: &State, body: &Value) -> (u16, Value) {
 fn register_task_definition(st: &mut State, body: &Value) -> (u16, Value) {
     let family = str_of(body, "family").to_string();
     let tags = body["tags"].as_array().cloned().unwrap_or_default();
+    st.registered.push(body.clone());
     let entry = st.families.entry(family.clone()).or_insert((0, Vec::new()));
     entry.0 += 1;
     entry.1 = tags.clone();
@@ -382,7 +423,22 @@ fn task_json(task: &FakeTask, launch_type: &str) -> Value {
     if let Some(reason) = &task.stopped_reason {
         value["stoppedReason"] = json!(reason);
     }
+    if let Some(provider) = &task.capacity_provider {
+        value["capacityProviderName"] = json!(provider);
+    }
     value
+}
+
+fn describe_capacity_providers(st: &State, body: &Value) -> (u16, Value) {
+    let mut found = Vec::new();
+    let mut failures = Vec::new();
+    for name in body["capacityProviders"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        match st.providers.get(name) {
+            Some(p) => found.push(p.clone()),
+            None => failures.push(json!({ "arn": name, "reason": "MISSING" })),
+        }
+    }
+    (200, json!({ "capacityProviders": found, "failures": failures }))
 }
 
 /// The GoCD port of engine tests: records what the engine told GoCD, lists what it is given.

@@ -119,7 +119,8 @@ pub struct LaunchSpec<'a> {
 }
 
 /// How many tasks were launched through each capacity provider, by name: the next launch goes
-/// where the strategy's base and weights say.
+/// where the strategy's base and weights say. A restarted process starts from the running tasks
+/// it adopts ([`ProviderLaunches::adopt`]).
 #[derive(Debug, Default)]
 pub struct ProviderLaunches(Mutex<BTreeMap<String, u64>>);
 
@@ -143,6 +144,16 @@ impl ProviderLaunches {
         let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(n) = counts.get_mut(name) {
             *n = n.saturating_sub(1);
+        }
+    }
+
+    /// A new process adopted these running tasks (each task's `capacityProviderName`, or its
+    /// launch type): they count as launches through their providers, so the next launches
+    /// continue the strategy's split rather than start its base again.
+    pub fn adopt<'t>(&self, providers: impl IntoIterator<Item = &'t str>) {
+        let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        for name in providers.into_iter().filter(|n| !n.is_empty()) {
+            *counts.entry(name.to_string()).or_insert(0) += 1;
         }
     }
 

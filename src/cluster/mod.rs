@@ -27,6 +27,7 @@ pub mod gocd;
 pub mod guardrails;
 pub mod identity;
 pub mod launch;
+pub mod providers;
 pub mod reconcile;
 pub mod registry;
 pub mod retirement;
@@ -115,6 +116,9 @@ pub struct Cluster {
     pub ec2: ec2::Pool,
     /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
     pub provider_launches: launch::ProviderLaunches,
+    /// The kinds of the strategy's capacity providers (Fargate, Auto Scaling group, ECS Managed
+    /// Instances), learned once.
+    pub providers: providers::ProviderCache,
     /// What this profile knows of its event queue (`EventQueueUrl`).
     queue: Mutex<event_queue::QueueStatus>,
     /// The port to GoCD (console lines, agent deletes).
@@ -155,6 +159,7 @@ impl Cluster {
             ping_lock: tokio::sync::Mutex::new(()),
             ec2: ec2::Pool::default(),
             provider_launches: launch::ProviderLaunches::default(),
+            providers: providers::ProviderCache::default(),
             queue: Mutex::new(event_queue::QueueStatus::default()),
         }
     }
@@ -245,6 +250,10 @@ impl Cluster {
                     let mut registry = self.registry();
                     registry.observe(&refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
                 }
+                // Turn-taking survives a restart: the strategy's split goes on from the running tasks.
+                if self.profile().capacity_providers.is_some() {
+                    self.provider_launches.adopt(refresh.running.iter().map(|t| t.capacity.as_str()));
+                }
                 tracing::info!(cluster = %self.profile().cluster_name, tasks = refresh.running.len(), "adopted running tasks");
                 fresh = Some(refresh);
                 Ok(())
@@ -309,7 +318,9 @@ impl Cluster {
     ) -> Result<TaskDefinitionRef, AwsError> {
         let family = match &elastic.task_definition_arn {
             Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
-            None => task_definition::family(&self.key, profile, elastic, &self.aws().region),
+            None => {
+                task_definition::family(&self.key, profile, elastic, &self.aws().region, self.kinds(profile).as_deref())
+            }
         };
         self.task_definition_sweep.saw(&family, SystemTime::now());
         let cell = self
@@ -330,6 +341,7 @@ impl Cluster {
                             &self.aws(),
                             &family,
                             profile,
+                            self.kinds(profile).as_deref(),
                             elastic,
                             &self.server_id,
                             &self.key,
@@ -340,6 +352,11 @@ impl Cluster {
             })
             .await?;
         Ok(td.clone())
+    }
+
+    /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
+    pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<providers::ProviderKinds>> {
+        self.providers.current(profile)
     }
 
     /// Subnets and groups for a launch: the elastic profile's, else the cluster profile's,

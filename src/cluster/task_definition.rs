@@ -10,6 +10,7 @@ use aws_sdk_ecs::types::{
 mod parts;
 
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::providers::ProviderKinds;
 use crate::aws::{AwsClients, AwsError};
 use crate::settings::task_parts::is_sensitive_host_path;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
@@ -87,10 +88,13 @@ impl Contents {
     }
 }
 
-/// What the task definitions must be valid for: EC2 with `LaunchType` EC2; Fargate; both when a
-/// `CapacityProviderStrategy` may place tasks on an Auto Scaling group's instances.
-fn compatibilities(cluster: &ClusterProfile) -> Vec<Compatibility> {
+/// What the task definitions must be valid for: EC2 with `LaunchType` EC2; Fargate; with a
+/// `CapacityProviderStrategy`, what its providers' kinds need (EC2 for an Auto Scaling group's,
+/// MANAGED_INSTANCES for ECS Managed Instances), or Fargate and EC2 while the kinds are unknown
+/// and a provider may be an Auto Scaling group's.
+fn compatibilities(cluster: &ClusterProfile, kinds: Option<&ProviderKinds>) -> Vec<Compatibility> {
     match (&cluster.capacity_providers, cluster.launch_type) {
+        (Some(_), _) if kinds.is_some() => kinds.map(ProviderKinds::compatibilities).unwrap_or_default(),
         (Some(strategy), _) if strategy.may_use_ec2() => vec![Compatibility::Fargate, Compatibility::Ec2],
         (_, LaunchType::Ec2) => vec![Compatibility::Ec2],
         _ => vec![Compatibility::Fargate],
@@ -98,19 +102,23 @@ fn compatibilities(cluster: &ClusterProfile) -> Vec<Compatibility> {
 }
 
 /// The family for this pair of profiles: ours, and different whenever anything that goes into
-/// the task definition differs.
-pub fn family(cluster_key: &str, cluster: &ClusterProfile, elastic: &ElasticProfile, region: &str) -> String {
-    let compat = match (&cluster.capacity_providers, cluster.launch_type) {
-        (Some(strategy), _) if strategy.may_use_ec2() => "fargate+ec2",
-        (_, LaunchType::Ec2) => "ec2",
-        _ => "fargate",
-    };
+/// the task definition differs (the compatibilities too: `fargate`, `ec2`, `fargate+ec2`,
+/// `fargate+managed_instances`, ...).
+pub fn family(
+    cluster_key: &str,
+    cluster: &ClusterProfile,
+    elastic: &ElasticProfile,
+    region: &str,
+    kinds: Option<&ProviderKinds>,
+) -> String {
+    let compat: Vec<String> = compatibilities(cluster, kinds).iter().map(|c| c.as_str().to_ascii_lowercase()).collect();
+    let compat = compat.join("+");
     // The environment every agent of the pair shares lives in the task definition (RunTask's
     // overrides are limited to 8,192 characters), so a change of it is a new family.
     let environment: Vec<String> =
         shared_environment(cluster, elastic).iter().map(|(k, v)| format!("{k}={v}")).collect();
     let environment = environment.join("\n");
-    let hash = short_hash(&[&elastic.hash, compat, cluster.log_group.as_deref().unwrap_or(""), region, &environment]);
+    let hash = short_hash(&[&elastic.hash, &compat, cluster.log_group.as_deref().unwrap_or(""), region, &environment]);
     format!("gocd-{cluster_key}-{hash}")
 }
 
@@ -135,6 +143,7 @@ pub async fn find_or_register(
     aws: &AwsClients,
     family: &str,
     cluster: &ClusterProfile,
+    kinds: Option<&ProviderKinds>,
     elastic: &ElasticProfile,
     server_id: &str,
     cluster_key: &str,
@@ -162,7 +171,7 @@ pub async fn find_or_register(
         Err(e) if e.transient => return Err(e),
         Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
     }
-    register(aws, family, cluster, elastic, server_id, cluster_key).await
+    register(aws, family, cluster, kinds, elastic, server_id, cluster_key).await
 }
 
 /// How ECS says a family has no revision (`ClientException`, or `InvalidParameterException`
@@ -214,6 +223,7 @@ async fn register(
     aws: &AwsClients,
     family: &str,
     cluster: &ClusterProfile,
+    kinds: Option<&ProviderKinds>,
     elastic: &ElasticProfile,
     server_id: &str,
     cluster_key: &str,
@@ -226,8 +236,9 @@ async fn register(
         // EC2 tasks share their instance's network (bridge): no ENI per task, no awsvpc limits.
         .network_mode(if fargate { NetworkMode::Awsvpc } else { NetworkMode::Bridge })
         // An Auto Scaling group's capacity provider (or a cluster default that may name one)
-        // places the task on EC2: awsvpc task definitions valid for both.
-        .set_requires_compatibilities(Some(compatibilities(cluster)))
+        // places the task on EC2, ECS Managed Instances on its own instances: awsvpc task
+        // definitions valid for each.
+        .set_requires_compatibilities(Some(compatibilities(cluster, kinds)))
         // Fargate needs task-level sizes; on EC2 the container's cpu, memory and memoryReservation
         // are what ECS reserves on the instance (a task-level memory would reserve the hard limit).
         .set_cpu(fargate.then(|| elastic.cpu.to_string()))
@@ -335,12 +346,30 @@ mod compat_tests {
 
     #[test]
     fn task_definitions_suit_ec2_too_when_a_provider_may_be_an_auto_scaling_group() {
-        assert_eq!(compatibilities(&cluster(&[])), [Compatibility::Fargate]);
+        assert_eq!(compatibilities(&cluster(&[]), None), [Compatibility::Fargate]);
         let fargates = cluster(&[("CapacityProviderStrategy", "FARGATE\nFARGATE_SPOT:2")]);
-        assert_eq!(compatibilities(&fargates), [Compatibility::Fargate]);
+        assert_eq!(compatibilities(&fargates, None), [Compatibility::Fargate]);
         let asg = cluster(&[("CapacityProviderStrategy", "FARGATE\nmy-asg")]);
-        assert_eq!(compatibilities(&asg), [Compatibility::Fargate, Compatibility::Ec2]);
+        assert_eq!(compatibilities(&asg, None), [Compatibility::Fargate, Compatibility::Ec2]);
         let default = cluster(&[("CapacityProviderStrategy", "default")]);
-        assert_eq!(compatibilities(&default), [Compatibility::Fargate, Compatibility::Ec2]);
+        assert_eq!(compatibilities(&default, None), [Compatibility::Fargate, Compatibility::Ec2]);
+    }
+
+    #[test]
+    fn managed_instances_get_their_compatibility_and_their_own_family() {
+        use crate::cluster::providers::{KnownProvider, ProviderKind};
+        let profile = cluster(&[("CapacityProviderStrategy", "ci-mi")]);
+        let kind = |kind| ProviderKinds {
+            providers: vec![KnownProvider { name: "ci-mi".into(), kind, status: "ACTIVE".into() }],
+        };
+        let (mi, asg) = (kind(ProviderKind::ManagedInstances), kind(ProviderKind::AutoScaling));
+        assert_eq!(compatibilities(&profile, Some(&mi)), [Compatibility::Fargate, Compatibility::ManagedInstances]);
+        assert_eq!(compatibilities(&profile, Some(&asg)), [Compatibility::Fargate, Compatibility::Ec2]);
+        let mut props: crate::settings::Properties = Default::default();
+        props.insert("Image".into(), Some("gocd/agent".into()));
+        let elastic = ElasticProfile::parse(&props).expect("valid");
+        let family = |kinds| family("k", &profile, &elastic, "us-east-1", kinds);
+        assert_ne!(family(Some(&mi)), family(Some(&asg)), "other compatibilities, another family");
+        assert_eq!(family(Some(&asg)), family(None), "an ASG's family is the one used before kinds were learned");
     }
 }

@@ -109,7 +109,10 @@ impl Cluster {
     /// GoCD asked for an agent of this elastic profile: its family stays registered.
     pub fn saw_elastic_profile(&self, elastic: &ElasticProfile) {
         if elastic.task_definition_arn.is_none() {
-            let family = super::task_definition::family(&self.key, &self.profile(), elastic, &self.aws().region);
+            let profile = self.profile();
+            let kinds = self.kinds(&profile);
+            let family =
+                super::task_definition::family(&self.key, &profile, elastic, &self.aws().region, kinds.as_deref());
             self.task_definition_sweep.saw(&family, SystemTime::now());
         }
     }

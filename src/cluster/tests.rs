@@ -631,3 +631,86 @@ async fn placement_on_fargate_is_refused_before_any_run_task() {
     assert!(refused.to_string().contains("PlacementConstraints only applies where ECS places"), "{refused}");
     assert!(w.aws.run_requests().is_empty());
 }
+
+#[tokio::test]
+async fn after_a_restart_the_split_goes_on_from_the_running_tasks() {
+    let aws = FakeAws::default();
+    let strategy = "FARGATE:1:2\nFARGATE_SPOT:3";
+    let before = World::with_profile(aws.clone(), through_providers(strategy));
+    for job in 1..=3 {
+        before.cluster.create_agent(before.request(job, &format!("key-{job}"))).await.expect("launched");
+    }
+    let first: Vec<String> = aws
+        .run_requests()
+        .iter()
+        .map(|b| b["capacityProviderStrategy"][0]["capacityProvider"].as_str().unwrap_or("none").to_string())
+        .collect();
+    assert_eq!(first, ["FARGATE", "FARGATE", "FARGATE_SPOT"], "the base of 2, then Spot");
+    drop(before);
+    // A new process over the same AWS: it adopts the three tasks with their providers.
+    let after = World::with_profile(aws.clone(), through_providers(strategy));
+    for job in 4..=6 {
+        after.cluster.create_agent(after.request(job, &format!("key-{job}"))).await.expect("launched");
+    }
+    let next: Vec<String> = aws.run_requests()[3..]
+        .iter()
+        .map(|b| b["capacityProviderStrategy"][0]["capacityProvider"].as_str().unwrap_or("none").to_string())
+        .collect();
+    // As one process would have gone on (2 base, then 1:3); a restarted base would start FARGATE, FARGATE.
+    assert_eq!(next, ["FARGATE_SPOT", "FARGATE", "FARGATE_SPOT"], "the split goes on; the base is not owed again");
+    assert_eq!(
+        after.cluster.provider_launches.counts(),
+        [("FARGATE".to_string(), 3), ("FARGATE_SPOT".to_string(), 3)].into_iter().collect()
+    );
+}
+
+#[tokio::test]
+async fn a_managed_instances_provider_gets_its_compatibility_awsvpc_and_one_describe() {
+    let aws = FakeAws::default();
+    aws.add_capacity_provider("ci-mi", "MANAGED_INSTANCES");
+    let w = World::with_profile(aws.clone(), through_providers("ci-mi"));
+    for job in 1..=3 {
+        w.cluster.create_agent(w.request(job, &format!("key-{job}"))).await.expect("launched");
+    }
+    assert_eq!(aws.count("DescribeCapacityProviders"), 1, "learned once per engine");
+    let registered = aws.registered();
+    assert_eq!(registered.len(), 1);
+    assert_eq!(registered[0]["requiresCompatibilities"], serde_json::json!(["FARGATE", "MANAGED_INSTANCES"]));
+    assert_eq!(registered[0]["networkMode"], "awsvpc");
+    for body in aws.run_requests() {
+        assert_eq!(body["capacityProviderStrategy"][0]["capacityProvider"], "ci-mi", "{body}");
+        assert!(body["networkConfiguration"]["awsvpcConfiguration"].is_object(), "{body}");
+        assert!(body.get("launchType").is_none(), "{body}");
+    }
+    let kinds = w.cluster.kinds(&w.cluster.profile()).expect("learned");
+    assert_eq!(kinds.describe(), "ci-mi: ECS Managed Instances, ACTIVE");
+}
+
+#[tokio::test]
+async fn the_cluster_default_strategy_is_read_once_for_its_kinds() {
+    let aws = FakeAws::default();
+    aws.add_capacity_provider("ci-mi", "MANAGED_INSTANCES");
+    aws.set_default_strategy(&["ci-mi"]);
+    let w = World::with_profile(aws.clone(), through_providers("default"));
+    w.cluster.create_agent(w.request(1, "key-1")).await.expect("launched");
+    w.cluster.create_agent(w.request(2, "key-2")).await.expect("launched");
+    assert_eq!((aws.count("DescribeClusters"), aws.count("DescribeCapacityProviders")), (1, 1));
+    assert_eq!(aws.registered()[0]["requiresCompatibilities"], serde_json::json!(["FARGATE", "MANAGED_INSTANCES"]));
+}
+
+#[tokio::test]
+async fn a_key_managed_instances_refuses_is_refused_before_any_launch_naming_the_key() {
+    let aws = FakeAws::default();
+    aws.add_capacity_provider("ci-mi", "MANAGED_INSTANCES");
+    let w = World::with_profile(aws.clone(), through_providers("FARGATE\nci-mi"));
+    let mut request = w.request(1, "key-1");
+    request.elastic_profile.insert("EphemeralStorageGiB".into(), Some("50".into()));
+    let refused = w.cluster.create_agent(request).await.expect_err("refused");
+    assert!(matches!(refused, EngineError::Refused(_)), "{refused}");
+    assert!(
+        refused.to_string().contains("EphemeralStorageGiB cannot be used where ECS Managed Instances"),
+        "{refused}"
+    );
+    assert!(aws.run_requests().is_empty() && aws.registered().is_empty());
+    assert!(w.gocd.console_of(1).iter().any(|l| l.contains("EphemeralStorageGiB") && l.contains("ci-mi")));
+}

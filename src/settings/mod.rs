@@ -16,6 +16,7 @@ mod elastic_profile;
 mod fields;
 pub mod keys;
 mod line_rules;
+pub mod managed_instances;
 mod migrate;
 pub mod placement;
 mod syntax;

@@ -270,6 +270,10 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     };
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
+    if let Some(kinds) = cluster.kinds(&profile) {
+        // Each provider's kind and status, as learned at the first create-agent.
+        snapshot.launch_type = format!("{} ({})", snapshot.launch_type, kinds.describe());
+    }
     snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();

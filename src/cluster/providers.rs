@@ -1,0 +1,327 @@
+//! What kind of capacity each provider of a `CapacityProviderStrategy` is (issue 18): Fargate,
+//! an Auto Scaling group's, or ECS Managed Instances. The kind decides what the task
+//! definitions must be valid for (`requiresCompatibilities`) and which elastic profile keys ECS
+//! refuses (Managed Instances takes no ephemeral storage, shared memory or host volumes).
+//!
+//! `FARGATE` and `FARGATE_SPOT` are known by name. The others are learned with one
+//! DescribeCapacityProviders per engine (through the account's call budget), and for `default`
+//! the cluster's default strategy with one DescribeClusters first; the answer is kept until the
+//! profile names another strategy or cluster.
+
+use std::sync::{Arc, PoisonError};
+use std::time::SystemTime;
+
+use aws_sdk_ecs::types::{CapacityProvider, CapacityProviderType, Compatibility};
+
+use crate::aws::{AwsClients, AwsError};
+use crate::settings::{ClusterProfile, ProviderStrategy};
+
+/// The kind of capacity a provider gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// `FARGATE` or `FARGATE_SPOT`.
+    Fargate,
+    /// An Auto Scaling group's instances.
+    AutoScaling,
+    /// ECS Managed Instances (ECS launches and runs the instances).
+    ManagedInstances,
+    /// ECS did not describe it (not a provider of this account and region).
+    Unknown,
+}
+
+impl ProviderKind {
+    /// In words, for the status report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ProviderKind::Fargate => "Fargate",
+            ProviderKind::AutoScaling => "Auto Scaling group",
+            ProviderKind::ManagedInstances => "ECS Managed Instances",
+            ProviderKind::Unknown => "unknown",
+        }
+    }
+
+    /// What a task definition must list in `requiresCompatibilities` to run on it.
+    fn compatibility(self) -> Compatibility {
+        match self {
+            ProviderKind::Fargate => Compatibility::Fargate,
+            // Not described: may be an Auto Scaling group's (EC2), as before kinds were learned.
+            ProviderKind::AutoScaling | ProviderKind::Unknown => Compatibility::Ec2,
+            ProviderKind::ManagedInstances => Compatibility::ManagedInstances,
+        }
+    }
+
+    /// The kind of a described provider: its `type`, else which provider block it carries.
+    pub fn of(provider: &CapacityProvider) -> ProviderKind {
+        match provider.r#type() {
+            Some(CapacityProviderType::ManagedInstances) => ProviderKind::ManagedInstances,
+            Some(CapacityProviderType::Ec2Autoscaling) => ProviderKind::AutoScaling,
+            Some(CapacityProviderType::FargateSpot | CapacityProviderType::Fargate) => ProviderKind::Fargate,
+            _ if provider.managed_instances_provider().is_some() => ProviderKind::ManagedInstances,
+            _ if provider.auto_scaling_group_provider().is_some() => ProviderKind::AutoScaling,
+            _ => ProviderKind::Unknown,
+        }
+    }
+}
+
+/// One provider the strategy may send tasks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownProvider {
+    /// Its short name.
+    pub name: String,
+    /// What it is.
+    pub kind: ProviderKind,
+    /// ECS's status (`ACTIVE`, `INACTIVE`, `MISSING` when not described; Fargate's: `ACTIVE`).
+    pub status: String,
+}
+
+/// The providers of one strategy, by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderKinds {
+    /// In the strategy's order (for `default`, the cluster's default strategy's).
+    pub providers: Vec<KnownProvider>,
+}
+
+impl ProviderKinds {
+    /// The first ECS Managed Instances provider, if any.
+    pub fn managed_instances(&self) -> Option<&str> {
+        self.providers.iter().find(|p| p.kind == ProviderKind::ManagedInstances).map(|p| p.name.as_str())
+    }
+
+    /// What the task definitions must be valid for: FARGATE (the sizes are Fargate's), EC2
+    /// where an Auto Scaling group (or a provider not described) may place them, and
+    /// MANAGED_INSTANCES where ECS Managed Instances may. An empty list (`default` on a cluster
+    /// without a default strategy) is taken as "may be EC2".
+    pub fn compatibilities(&self) -> Vec<Compatibility> {
+        let mut out = vec![Compatibility::Fargate];
+        let kinds: Vec<Compatibility> = if self.providers.is_empty() {
+            vec![Compatibility::Ec2]
+        } else {
+            self.providers.iter().map(|p| p.kind.compatibility()).collect()
+        };
+        for c in [Compatibility::Ec2, Compatibility::ManagedInstances] {
+            if kinds.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// `name: kind, STATUS` per provider, for the cluster status report.
+    pub fn describe(&self) -> String {
+        if self.providers.is_empty() {
+            return "the cluster has no default capacity provider strategy".to_string();
+        }
+        let list: Vec<String> =
+            self.providers.iter().map(|p| format!("{}: {}, {}", p.name, p.kind.describe(), p.status)).collect();
+        list.join("; ")
+    }
+}
+
+/// The kinds as known without AWS: `FARGATE` and `FARGATE_SPOT` by name; `None` when a provider
+/// must be described first.
+pub fn known_by_name(strategy: &ProviderStrategy) -> Option<ProviderKinds> {
+    let ProviderStrategy::Providers(shares) = strategy else {
+        return None;
+    };
+    let providers = shares
+        .iter()
+        .map(|s| {
+            is_fargate(&s.name).then(|| KnownProvider {
+                name: s.name.clone(),
+                kind: ProviderKind::Fargate,
+                status: "ACTIVE".to_string(),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(ProviderKinds { providers })
+}
+
+fn is_fargate(name: &str) -> bool {
+    name == "FARGATE" || name == "FARGATE_SPOT"
+}
+
+/// Learns the kinds of the providers `strategy` may use in `cluster`: DescribeClusters for
+/// `default` (its default strategy's providers), then one DescribeCapacityProviders for the
+/// names that are not Fargate's.
+///
+/// # Errors
+/// The failed call; the engine asks again at the next create-agent.
+pub async fn learn(aws: &AwsClients, cluster: &str, strategy: &ProviderStrategy) -> Result<ProviderKinds, AwsError> {
+    if let Some(known) = known_by_name(strategy) {
+        return Ok(known);
+    }
+    let names: Vec<String> = match strategy {
+        ProviderStrategy::Providers(shares) => shares.iter().map(|s| s.name.clone()).collect(),
+        ProviderStrategy::ClusterDefault => {
+            let out =
+                aws.calls.call("DescribeClusters", || aws.ecs.describe_clusters().clusters(cluster).send()).await?;
+            let found = out.clusters().first().ok_or_else(|| {
+                AwsError::in_answer(
+                    "DescribeClusters",
+                    format!("ECS cluster {cluster} was not found: check ClusterName"),
+                )
+            })?;
+            found.default_capacity_provider_strategy().iter().map(|i| i.capacity_provider().to_string()).collect()
+        }
+    };
+    let asked: Vec<String> = names.iter().filter(|n| !is_fargate(n)).cloned().collect();
+    let described = if asked.is_empty() {
+        Vec::new()
+    } else {
+        let request = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(asked));
+        let out = aws.calls.call("DescribeCapacityProviders", || request.clone().send()).await?;
+        out.capacity_providers().to_vec()
+    };
+    let providers = names
+        .into_iter()
+        .map(|name| {
+            if is_fargate(&name) {
+                return KnownProvider { name, kind: ProviderKind::Fargate, status: "ACTIVE".to_string() };
+            }
+            let found = described
+                .iter()
+                .find(|p| p.name() == Some(name.as_str()) || p.capacity_provider_arn() == Some(name.as_str()));
+            match found {
+                Some(p) => KnownProvider {
+                    kind: ProviderKind::of(p),
+                    status: p.status().map_or("UNKNOWN", |s| s.as_str()).to_string(),
+                    name,
+                },
+                None => KnownProvider { name, kind: ProviderKind::Unknown, status: "MISSING".to_string() },
+            }
+        })
+        .collect();
+    Ok(ProviderKinds { providers })
+}
+
+/// The engine's learned kinds: kept for one (cluster, strategy), learned again when the profile
+/// names another.
+#[derive(Debug, Default)]
+pub struct ProviderCache {
+    learned: std::sync::Mutex<Option<Learned>>,
+    /// One learner at a time: concurrent create-agents share one call.
+    learning: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug, Clone)]
+struct Learned {
+    cluster: String,
+    strategy: ProviderStrategy,
+    kinds: Arc<ProviderKinds>,
+    at: SystemTime,
+}
+
+impl ProviderCache {
+    /// The kinds for `profile`'s strategy if learned already (`None` without a strategy, or
+    /// before the first create-agent learned them).
+    pub fn current(&self, profile: &ClusterProfile) -> Option<Arc<ProviderKinds>> {
+        let strategy = profile.capacity_providers.as_ref()?;
+        if let Some(known) = known_by_name(strategy) {
+            return Some(Arc::new(known));
+        }
+        let learned = self.learned.lock().unwrap_or_else(PoisonError::into_inner);
+        learned
+            .as_ref()
+            .filter(|l| l.cluster == profile.cluster_name && &l.strategy == strategy)
+            .map(|l| l.kinds.clone())
+    }
+
+    /// When the kinds in use were learned.
+    pub fn learned_at(&self) -> Option<SystemTime> {
+        self.learned.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(|l| l.at)
+    }
+
+    /// The kinds for `profile`'s strategy, learned from AWS the first time (and again when the
+    /// strategy or cluster changed). `None` without a strategy.
+    ///
+    /// # Errors
+    /// The failed DescribeClusters or DescribeCapacityProviders call.
+    pub async fn get(
+        &self,
+        aws: &AwsClients,
+        profile: &ClusterProfile,
+    ) -> Result<Option<Arc<ProviderKinds>>, AwsError> {
+        let Some(strategy) = profile.capacity_providers.as_ref() else {
+            return Ok(None);
+        };
+        if let Some(kinds) = self.current(profile) {
+            return Ok(Some(kinds));
+        }
+        let _one = self.learning.lock().await;
+        if let Some(kinds) = self.current(profile) {
+            return Ok(Some(kinds));
+        }
+        let kinds = Arc::new(learn(aws, &profile.cluster_name, strategy).await?);
+        tracing::info!(cluster = %profile.cluster_name, providers = %kinds.describe(), "learned the capacity providers' kinds");
+        *self.learned.lock().unwrap_or_else(PoisonError::into_inner) = Some(Learned {
+            cluster: profile.cluster_name.clone(),
+            strategy: strategy.clone(),
+            kinds: kinds.clone(),
+            at: SystemTime::now(),
+        });
+        Ok(Some(kinds))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStatus};
+
+    fn provider(name: &str, kind: ProviderKind) -> KnownProvider {
+        KnownProvider { name: name.into(), kind, status: "ACTIVE".into() }
+    }
+
+    #[test]
+    fn compatibilities_follow_the_kinds() {
+        let kinds = |p: Vec<KnownProvider>| ProviderKinds { providers: p }.compatibilities();
+        assert_eq!(kinds(vec![provider("FARGATE", ProviderKind::Fargate)]), [Compatibility::Fargate]);
+        assert_eq!(
+            kinds(vec![provider("asg", ProviderKind::AutoScaling)]),
+            [Compatibility::Fargate, Compatibility::Ec2]
+        );
+        assert_eq!(
+            kinds(vec![provider("mi", ProviderKind::ManagedInstances)]),
+            [Compatibility::Fargate, Compatibility::ManagedInstances]
+        );
+        assert_eq!(
+            kinds(vec![provider("mi", ProviderKind::ManagedInstances), provider("x", ProviderKind::Unknown)]),
+            [Compatibility::Fargate, Compatibility::Ec2, Compatibility::ManagedInstances]
+        );
+        assert_eq!(kinds(vec![]), [Compatibility::Fargate, Compatibility::Ec2], "no default strategy: may be EC2");
+    }
+
+    #[test]
+    fn fargate_is_known_by_name_and_others_need_a_call() {
+        let fargates = crate::settings::capacity_providers::parse("FARGATE\nFARGATE_SPOT:2").unwrap();
+        let known = known_by_name(&fargates).expect("no call needed");
+        assert!(known.providers.iter().all(|p| p.kind == ProviderKind::Fargate));
+        assert_eq!(known.managed_instances(), None);
+        let mixed = crate::settings::capacity_providers::parse("FARGATE\nci-mi").unwrap();
+        assert_eq!(known_by_name(&mixed), None);
+        assert_eq!(known_by_name(&ProviderStrategy::ClusterDefault), None);
+    }
+
+    #[test]
+    fn a_described_provider_s_kind() {
+        let mi = CapacityProvider::builder().name("mi").r#type(CapacityProviderType::ManagedInstances).build();
+        assert_eq!(ProviderKind::of(&mi), ProviderKind::ManagedInstances);
+        let asg = CapacityProvider::builder()
+            .name("asg")
+            .status(CapacityProviderStatus::Active)
+            .auto_scaling_group_provider(
+                AutoScalingGroupProvider::builder().auto_scaling_group_arn("arn:asg").build().unwrap(),
+            )
+            .build();
+        assert_eq!(ProviderKind::of(&asg), ProviderKind::AutoScaling, "moto sends no type: the block tells");
+        assert_eq!(ProviderKind::of(&CapacityProvider::builder().name("x").build()), ProviderKind::Unknown);
+        let kinds = ProviderKinds {
+            providers: vec![
+                provider("ci-mi", ProviderKind::ManagedInstances),
+                provider("FARGATE", ProviderKind::Fargate),
+            ],
+        };
+        assert_eq!(kinds.managed_instances(), Some("ci-mi"));
+        assert_eq!(kinds.describe(), "ci-mi: ECS Managed Instances, ACTIVE; FARGATE: Fargate, ACTIVE");
+    }
+}
