@@ -980,3 +980,182 @@ async fn relax_names_a_rule() {
     assert!(unknown.is_err(), "an unknown rule name must panic, not relax nothing");
     assert_eq!(aws_rules::RULES.len(), aws_rules::RULES.iter().collect::<std::collections::HashSet<_>>().len());
 }
+
+/// Registers a task definition requiring `compat` (none: moto's and AWS's default, EC2) straight in moto.
+async fn task_definition_for(w: &Rig, family: &str, compat: &[Compatibility]) -> String {
+    let out = aws_sdk_ecs::Client::new(&w.direct)
+        .register_task_definition()
+        .family(family)
+        .set_requires_compatibilities((!compat.is_empty()).then(|| compat.to_vec()))
+        .network_mode(NetworkMode::Awsvpc)
+        .cpu("1024")
+        .memory("2048")
+        .container_definitions(container("agent"))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("RegisterTaskDefinition: {}", aws_error_text(&e)));
+    out.task_definition().and_then(|t| t.task_definition_arn()).unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn capacity_provider_rules_refuse_what_aws_refuses() {
+    use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderType, HostVolumeProperties, Resource, Volume};
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let direct = aws_sdk_ecs::Client::new(&w.direct);
+    // The cluster's providers: an Auto Scaling group's (moto knows it) and an ECS Managed
+    // Instances one (the world's stand-in), with one container instance for moto to place on.
+    let asg = AutoScalingGroupProvider::builder()
+        .auto_scaling_group_arn("arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:1:autoScalingGroupName/g")
+        .build()
+        .unwrap();
+    direct.create_capacity_provider().name("ci-asg").auto_scaling_group_provider(asg).send().await.unwrap();
+    p.managed_instances_provider("ci-mi");
+    direct
+        .put_cluster_capacity_providers()
+        .cluster(CLUSTER)
+        .capacity_providers("ci-asg")
+        .capacity_providers("ci-mi")
+        .set_default_capacity_provider_strategy(Some(vec![]))
+        .send()
+        .await
+        .unwrap();
+    let instance = aws_sdk_ec2::Client::new(&w.direct)
+        .run_instances()
+        .image_id(AMI)
+        .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap();
+    let id = instance.instances()[0].instance_id().unwrap().to_string();
+    let resource =
+        |name: &str, value: i32| Resource::builder().name(name).r#type("INTEGER").integer_value(value).build();
+    direct
+        .register_container_instance()
+        .cluster(CLUSTER)
+        .instance_identity_document(serde_json::json!({ "instanceId": id, "region": "us-east-1" }).to_string())
+        .total_resources(resource("CPU", 4096))
+        .total_resources(resource("MEMORY", 7482))
+        .send()
+        .await
+        .unwrap();
+    let fargate_only = task_definition_for(&w, "fargate-only", &[Compatibility::Fargate]).await;
+    let ec2_default = task_definition_for(&w, "ec2-default", &[]).await;
+    let both = task_definition_for(&w, "both", &[Compatibility::Fargate, Compatibility::Ec2]).await;
+    let managed = task_definition_for(&w, "managed", &[Compatibility::Fargate, Compatibility::ManagedInstances]).await;
+    let through = |providers: &[(&str, i32)], td: &str| {
+        let items: Vec<CapacityProviderStrategyItem> = providers
+            .iter()
+            .map(|(name, base)| {
+                CapacityProviderStrategyItem::builder().capacity_provider(*name).weight(1).base(*base).build().unwrap()
+            })
+            .collect();
+        w.ecs()
+            .run_task()
+            .cluster(CLUSTER)
+            .task_definition(td)
+            .set_capacity_provider_strategy(Some(items))
+            .network_configuration(w.network())
+    };
+    let invalid = "InvalidParameterException";
+
+    // At most 20 providers, at most one with a base.
+    let many: Vec<(String, i32)> = (0..21).map(|i| (format!("p{i}"), 0)).collect();
+    let many: Vec<(&str, i32)> = many.iter().map(|(n, b)| (n.as_str(), *b)).collect();
+    refused(p, through(&many, &both).send().await, aws_rules::RUN_TASK_STRATEGY_LIMITS, invalid);
+    let message = refused(
+        p,
+        through(&[("FARGATE", 1), ("FARGATE_SPOT", 2)], &fargate_only).send().await,
+        aws_rules::RUN_TASK_STRATEGY_LIMITS,
+        invalid,
+    );
+    assert!(message.contains("Only one capacity provider"), "{message}");
+    passed(through(&[("FARGATE", 1), ("FARGATE_SPOT", 0)], &fargate_only).send().await, "one base, two Fargates");
+
+    // Fargate providers never with an Auto Scaling group's or Managed Instances' in one strategy.
+    let message = refused(
+        p,
+        through(&[("FARGATE", 0), ("ci-asg", 0)], &both).send().await,
+        aws_rules::RUN_TASK_STRATEGY_MIX,
+        invalid,
+    );
+    assert!(message.contains("cannot contain a mix of capacity providers"), "{message}");
+    refused(
+        p,
+        through(&[("ci-mi", 0), ("FARGATE_SPOT", 0)], &managed).send().await,
+        aws_rules::RUN_TASK_STRATEGY_MIX,
+        invalid,
+    );
+
+    // A provider must be one of the cluster's.
+    refused(p, through(&[("other-asg", 0)], &both).send().await, aws_rules::RUN_TASK_PROVIDER_IN_CLUSTER, invalid);
+    let on_asg = passed(through(&[("ci-asg", 0)], &both).send().await, "the cluster's ASG provider");
+    assert_eq!(on_asg.tasks()[0].capacity_provider_name(), Some("ci-asg"));
+
+    // The task definition must suit the provider.
+    let rule = aws_rules::RUN_TASK_PROVIDER_COMPATIBILITY;
+    let message = refused(p, through(&[("ci-asg", 0)], &fargate_only).send().await, rule, invalid);
+    assert!(message.starts_with("Task definition does not support launch_type EC2"), "{message}");
+    let message = refused(p, through(&[("ci-mi", 0)], &both).send().await, rule, invalid);
+    assert!(message.starts_with("Task definition does not support launch_type MANAGED_INSTANCES"), "{message}");
+    refused(p, through(&[("FARGATE", 0)], &ec2_default).send().await, rule, invalid);
+    passed(through(&[("ci-asg", 0)], &ec2_default).send().await, "no requiresCompatibilities is EC2");
+    let on_mi = passed(through(&[("ci-mi", 0)], &managed).send().await, "Managed Instances with its compatibility");
+    assert_eq!(on_mi.tasks()[0].capacity_provider_name(), Some("ci-mi"), "moto placed it on the instance");
+
+    // Managed Instances needs awsvpc networking on RunTask.
+    let no_network =
+        w.ecs().run_task().cluster(CLUSTER).task_definition(&managed).capacity_provider_strategy(strategy("ci-mi"));
+    refused(p, no_network.send().await, aws_rules::RUN_TASK_AWSVPC, invalid);
+
+    // DescribeCapacityProviders answers the stand-in as AWS would.
+    let described = passed(
+        w.ecs().describe_capacity_providers().capacity_providers("ci-mi").capacity_providers("ci-asg").send().await,
+        "DescribeCapacityProviders",
+    );
+    assert!(described.failures().is_empty(), "{:?}", described.failures());
+    let mi = described.capacity_providers().iter().find(|c| c.name() == Some("ci-mi")).expect("ci-mi described");
+    assert_eq!(mi.r#type(), Some(&CapacityProviderType::ManagedInstances));
+    assert!(mi.managed_instances_provider().is_some());
+    assert_eq!(mi.status().map(|s| s.as_str()), Some("ACTIVE"));
+
+    // Task definitions for Managed Instances: none of what ECS refuses there.
+    let rule = aws_rules::TD_MANAGED_INSTANCES;
+    let mi_td = || {
+        w.ecs()
+            .register_task_definition()
+            .family("mi")
+            .requires_compatibilities(Compatibility::ManagedInstances)
+            .network_mode(NetworkMode::Awsvpc)
+            .cpu("1024")
+            .memory("2048")
+    };
+    let message = refused(
+        p,
+        mi_td()
+            .container_definitions(container("agent"))
+            .ephemeral_storage(EphemeralStorage::builder().size_in_gib(50).build())
+            .send()
+            .await,
+        rule,
+        "ClientException",
+    );
+    assert!(message.contains("ephemeralStorage") && message.contains("MANAGED_INSTANCES"), "{message}");
+    let shm = ContainerDefinition::builder()
+        .name("agent")
+        .image(IMAGE)
+        .cpu(512)
+        .memory(1024)
+        .linux_parameters(LinuxParameters::builder().shared_memory_size(64).build())
+        .build();
+    refused(p, mi_td().container_definitions(shm).send().await, rule, "ClientException");
+    let labels = ContainerDefinition::builder().name("agent").image(IMAGE).memory(1024).docker_labels("a", "b").build();
+    refused(p, mi_td().container_definitions(labels).send().await, rule, "ClientException");
+    let host =
+        Volume::builder().name("cache").host(HostVolumeProperties::builder().source_path("/cache").build()).build();
+    refused(p, mi_td().container_definitions(container("agent")).volumes(host).send().await, rule, "ClientException");
+    passed(mi_td().container_definitions(container("agent")).send().await, "a plain Managed Instances task definition");
+    eprintln!("FIGURES: aws_rules capacity {} refusals", p.aws_refusals().len());
+}

@@ -31,7 +31,12 @@
 //! | `ecs.run_task.launch_type` | `InvalidParameterException` (only `EC2`, `FARGATE`, `EXTERNAL`; there is no `FARGATE_SPOT` launch type) | ECS: RunTask (Fargate Spot) |
 //! | `ecs.run_task.launch_type_and_strategy` | `InvalidParameterException` (`launchType` with `capacityProviderStrategy`) | ECS: RunTask (Fargate Spot) |
 //! | `ecs.run_task.spot_not_windows` | `InvalidParameterException` (Fargate Spot with a Windows task definition) | ECS: RunTask (Fargate Spot) |
-//! | `ecs.run_task.awsvpc` | `InvalidParameterException` (Fargate without `networkConfiguration.awsvpcConfiguration`; >16 subnets; >5 security groups) | ECS: RunTask (awsvpc) |
+//! | `ecs.run_task.awsvpc` | `InvalidParameterException` (Fargate or ECS Managed Instances without `networkConfiguration.awsvpcConfiguration`; >16 subnets; >5 security groups) | ECS: RunTask (awsvpc) |
+//! | `ecs.run_task.strategy_limits` | `InvalidParameterException` (a capacity provider strategy of more than 20 providers, or more than one with a base) | ECS: RunTask (capacityProviderStrategy) |
+//! | `ecs.run_task.strategy_mix` | `InvalidParameterException` "A capacity provider strategy cannot contain a mix of capacity providers using Auto Scaling groups and Fargate providers. ..." | ECS: capacity providers |
+//! | `ecs.run_task.provider_in_cluster` | `InvalidParameterException` (a provider other than Fargate's that is not one of the cluster's) | ECS: capacity providers |
+//! | `ecs.run_task.provider_compatibility` | `InvalidParameterException` "Task definition does not support launch_type X." (the strategy's provider needs FARGATE, EC2 or MANAGED_INSTANCES in `requiresCompatibilities`) | ECS: capacity providers |
+//! | `ecs.register_task_definition.managed_instances` | `ClientException` (requiring MANAGED_INSTANCES with `disableNetworking`, `dnsSearchDomains`, `dnsServers`, `dockerLabels`, `dockerSecurityOptions`, `dockerVolumeConfiguration`, `ephemeralStorage`, `extraHosts`, `hostname`, `ipcMode`, `links`, `maxSwap`, `proxyConfiguration`, `sharedMemorySize`, host `sourcePath` volumes, `swappiness` or `tmpfs`) | ECS Managed Instances task definitions |
 //! | `ecs.register_task_definition.names` | `ClientException` (family and container names ≤255 of `[A-Za-z0-9_-]`) | ECS: task definitions |
 //! | `ecs.register_task_definition.awslogs_needs_execution_role` | `ClientException` "Fargate requires task definition to have execution role ARN to support log driver awslogs." | ECS: task definitions |
 //! | `ecs.register_task_definition.fargate_size` | `ClientException` (task-level cpu and memory required, one of Fargate's pairs) | ECS: task definitions (Fargate task sizes) |
@@ -45,6 +50,7 @@
 //! | `ecs.register_task_definition.fargate_host_path` | `ClientException` (on Fargate a volume's `host.sourcePath`) | ECS: task definitions (bind mounts) |
 //! | `ecs.register_task_definition.efs` | `ClientException` (`transitEncryption` ENABLED with IAM authorization or an access point; with an access point `rootDirectory` omitted or `/`) | ECS: task definitions (EFSVolumeConfiguration) |
 //! | `ecs.register_task_definition.health_check` | `ClientException` (`interval` 5-300, `timeout` 2-60, `retries` 1-10, `startPeriod` 0-300) | ECS: task definitions (HealthCheck) |
+//! | `ecs.managed_instances` | emulation: providers a test names ECS Managed Instances ([`AwsRules::managed_instances_provider`]) are described as AWS does (moto says MISSING); see `aws_rules/capacity.rs` | issue 18 |
 //! | `ecs.delete_task_definitions.max` | `InvalidParameterException` (≤10 ARNs a call) | ECS: task definitions |
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
@@ -81,6 +87,8 @@ use serde_json::{json, Value};
 use super::http::{self, HttpRequest, HttpResponse};
 use super::proxy::{Call, Verdict};
 
+mod capacity;
+
 /// Every rule, by name.
 pub const RULES: &[&str] = &[
     RUN_TASK_COUNT,
@@ -95,6 +103,11 @@ pub const RULES: &[&str] = &[
     RUN_TASK_LAUNCH_TYPE_AND_STRATEGY,
     RUN_TASK_SPOT_NOT_WINDOWS,
     RUN_TASK_AWSVPC,
+    RUN_TASK_STRATEGY_LIMITS,
+    RUN_TASK_STRATEGY_MIX,
+    RUN_TASK_PROVIDER_IN_CLUSTER,
+    RUN_TASK_PROVIDER_COMPATIBILITY,
+    TD_MANAGED_INSTANCES,
     TD_NAMES,
     TD_AWSLOGS_NEEDS_EXECUTION_ROLE,
     TD_FARGATE_SIZE,
@@ -140,6 +153,11 @@ pub const RUN_TASK_LAUNCH_TYPE: &str = "ecs.run_task.launch_type";
 pub const RUN_TASK_LAUNCH_TYPE_AND_STRATEGY: &str = "ecs.run_task.launch_type_and_strategy";
 pub const RUN_TASK_SPOT_NOT_WINDOWS: &str = "ecs.run_task.spot_not_windows";
 pub const RUN_TASK_AWSVPC: &str = "ecs.run_task.awsvpc";
+pub const RUN_TASK_STRATEGY_LIMITS: &str = "ecs.run_task.strategy_limits";
+pub const RUN_TASK_STRATEGY_MIX: &str = "ecs.run_task.strategy_mix";
+pub const RUN_TASK_PROVIDER_IN_CLUSTER: &str = "ecs.run_task.provider_in_cluster";
+pub const RUN_TASK_PROVIDER_COMPATIBILITY: &str = "ecs.run_task.provider_compatibility";
+pub const TD_MANAGED_INSTANCES: &str = "ecs.register_task_definition.managed_instances";
 pub const TD_NAMES: &str = "ecs.register_task_definition.names";
 pub const TD_AWSLOGS_NEEDS_EXECUTION_ROLE: &str = "ecs.register_task_definition.awslogs_needs_execution_role";
 pub const TD_FARGATE_SIZE: &str = "ecs.register_task_definition.fargate_size";
@@ -249,6 +267,10 @@ struct TokenEntry {
 struct TaskDefInfo {
     task_role: bool,
     windows: bool,
+    /// `requiresCompatibilities` (none given means EC2).
+    fargate: bool,
+    ec2: bool,
+    managed_instances: bool,
 }
 
 /// What the forwarding stage did instead of a plain forward.
@@ -270,6 +292,8 @@ pub struct AwsRules {
     task_defs: Mutex<HashMap<Key3, TaskDefInfo>>,
     pages: Mutex<HashMap<String, Vec<Value>>>,
     refusals: Mutex<Vec<Refusal>>,
+    /// Capacity providers a test named ECS Managed Instances (`capacity.rs`).
+    managed_instances: Mutex<HashSet<String>>,
 }
 
 impl std::fmt::Debug for AwsRules {
@@ -437,6 +461,7 @@ impl AwsRules {
                 ));
             }
         }
+        self.capacity_strategy(call, v, upstream).await?;
         let spot = strategy.iter().any(|s| s["capacityProvider"] == "FARGATE_SPOT");
         if fargate_run_task(v)
             && self.on(RUN_TASK_AWSVPC)
@@ -496,6 +521,7 @@ impl AwsRules {
     }
 
     fn register_task_definition(&self, v: &Value) -> Result<(), Broken> {
+        self.managed_instances_task_definition(v)?;
         let fargate = v["requiresCompatibilities"].as_array().is_some_and(|c| c.iter().any(|c| c == "FARGATE"));
         let containers = v["containerDefinitions"].as_array().cloned().unwrap_or_default();
         if self.on(TD_NAMES) {
@@ -931,6 +957,9 @@ impl AwsRules {
     /// The forwarding stage for calls AWS answers differently from moto: RunTask with a client
     /// token seen before (replayed), ListTasks (paged as AWS does). `None`: forward as is.
     pub async fn forward(&self, call: &Call, upstream: SocketAddr) -> Option<Emulated> {
+        if call.is("ecs", "DescribeCapacityProviders") {
+            return self.describe_capacity_providers(call, upstream).await;
+        }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));
         }
@@ -1023,7 +1052,13 @@ impl AwsRules {
 }
 
 fn task_def_info(td: &Value) -> TaskDefInfo {
+    let requires: Vec<&str> =
+        td["requiresCompatibilities"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let requires = if requires.is_empty() { vec!["EC2"] } else { requires };
     TaskDefInfo {
+        fargate: requires.contains(&"FARGATE"),
+        ec2: requires.contains(&"EC2"),
+        managed_instances: requires.contains(&"MANAGED_INSTANCES"),
         task_role: td["taskRoleArn"].as_str().is_some_and(|r| !r.is_empty()),
         windows: td["runtimePlatform"]["operatingSystemFamily"].as_str().is_some_and(|o| o.starts_with("WINDOWS")),
     }

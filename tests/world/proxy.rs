@@ -309,6 +309,12 @@ impl Proxy {
         self.shared.aws.relax_all(reason);
     }
 
+    /// Names `provider` an ECS Managed Instances capacity provider: DescribeCapacityProviders
+    /// answers it as AWS would (moto knows no such providers); see `aws_rules/capacity.rs`.
+    pub fn managed_instances_provider(&self, provider: &str) {
+        self.shared.aws.managed_instances_provider(provider);
+    }
+
     /// Every call AWS's rules refused so far (rule, operation, AWS's error).
     pub fn aws_refusals(&self) -> Vec<Refusal> {
         self.shared.aws.refusals()
