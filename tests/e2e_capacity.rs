@@ -8,7 +8,13 @@
 //! - a cluster whose capacity is an Auto Scaling group's capacity provider (moto places its tasks
 //!   on the container instances registered for it) runs 20 jobs with no instance launched by the
 //!   plugin, and the elastic profile's spread-by-zone placement reaches every RunTask as
-//!   configured.
+//!   configured;
+//! - an ECS Managed Instances provider (the world's stand-in: the proxy describes it as AWS
+//!   would, moto places its tasks on container instances registered for it) runs jobs with no
+//!   instance launched by the plugin, every RunTask through it, the task definition requiring
+//!   MANAGED_INSTANCES with awsvpc; an elastic profile with a key Managed Instances refuses is
+//!   refused with a console line naming the key;
+//! - after a restart with tasks running, the strategy's split goes on from them.
 //!
 //! Needs `MOTO_SERVER`; never skips.
 
@@ -69,7 +75,6 @@ async fn a_mixed_fargate_strategy_honours_base_and_weights_at_the_proxy() {
 /// through moto directly (not through the proxy: nothing here is the plugin's).
 async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: usize) {
     let ecs = aws_sdk_ecs::Client::new(&w.base);
-    let ec2 = aws_sdk_ec2::Client::new(&w.base);
     let asg = format!("arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:1:autoScalingGroupName/{provider}");
     let group = AutoScalingGroupProvider::builder().auto_scaling_group_arn(asg).build().expect("an ASG provider");
     ecs.create_capacity_provider().name(provider).auto_scaling_group_provider(group).send().await.expect("provider");
@@ -81,6 +86,13 @@ async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: us
         .send()
         .await
         .expect("providers of the cluster");
+    register_instances(w, cluster, instances).await;
+}
+
+/// `instances` c5.xlarge instances registered with `cluster`, as a capacity provider's would be.
+async fn register_instances(w: &Scenario, cluster: &str, instances: usize) {
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    let ec2 = aws_sdk_ec2::Client::new(&w.base);
     for _ in 0..instances {
         let out = ec2
             .run_instances()
@@ -176,4 +188,86 @@ async fn spot_refused_for_capacity_falls_back_to_the_strategys_next_provider() {
     assert_eq!(refused, 3, "each job asked FARGATE_SPOT first");
     assert_eq!(launched, vec![Some("FARGATE".to_string()); 3], "and ran through FARGATE");
     w.finish(host, sim, &format!("spot_refused={refused}")).await;
+}
+
+/// An ECS Managed Instances provider `provider` of `cluster`, with `instances` instances
+/// registered for it. moto knows no such providers: the proxy describes it as AWS would
+/// (`Proxy::managed_instances_provider`), moto's cluster lists it (moto takes any name), and
+/// moto places its tasks on the registered instances, as ECS would on the instances it manages.
+async fn managed_instances_capacity(w: &Scenario, cluster: &str, provider: &str, instances: usize) {
+    w.proxy.managed_instances_provider(provider);
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    ecs.put_cluster_capacity_providers()
+        .cluster(cluster)
+        .capacity_providers(provider)
+        .set_default_capacity_provider_strategy(Some(vec![]))
+        .send()
+        .await
+        .expect("providers of the cluster");
+    register_instances(w, cluster, instances).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_managed_instances_provider_runs_jobs_through_it_with_managed_instances_task_definitions() {
+    let mut w = Scenario::new("capacity_managed_instances").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    managed_instances_capacity(&w, "gocd-a", "ci-mi", 2).await;
+    let mut refused = elastic_props();
+    refused.extend(world::host::props(&[("EphemeralStorageGiB", "50")]));
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-mi"), ("MaxAgents", "10")]))
+        .elastic_profile("small", "p", elastic_props())
+        .elastic_profile("big-disk", "p", refused);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 6).await;
+    host.wait_until("all six jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+
+    // A key ECS Managed Instances refuses: no task, and the job's console says which and why.
+    let big = host.add_job(JobSpec::new("big-disk", Duration::from_secs(2))).await;
+    host.wait_until("the refusal in the job's console", Duration::from_secs(60), |s| {
+        s.console.iter().any(|c| c.job == Some(big) && c.text.contains("EphemeralStorageGiB"))
+    })
+    .await;
+    let console = host.console_log(big).join("\n");
+    assert!(
+        console.contains("EphemeralStorageGiB cannot be used where ECS Managed Instances may run the task")
+            && console.contains("ci-mi"),
+        "{console}"
+    );
+    assert_eq!(host.job_state(big), JobState::Waiting);
+    host.wait_until("server health names the key too", Duration::from_secs(60), |s| {
+        s.health_ever_mentions("EphemeralStorageGiB")
+    })
+    .await;
+    host.cancel_job(big);
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+
+    let log = w.proxy.log();
+    let run_tasks: Vec<_> = log.iter().filter(|r| r.key() == "ecs:RunTask").filter_map(|r| r.json.clone()).collect();
+    assert_eq!(run_tasks.len(), 6, "one RunTask a job, none for the refused profile");
+    for body in &run_tasks {
+        assert!(body.get("launchType").is_none(), "{body}");
+        let strategy = body["capacityProviderStrategy"].as_array().cloned().unwrap_or_default();
+        assert_eq!(strategy.len(), 1, "{body}");
+        assert_eq!(strategy[0]["capacityProvider"], "ci-mi", "{body}");
+        assert!(body["networkConfiguration"]["awsvpcConfiguration"].is_object(), "awsvpc: {body}");
+    }
+    let registered = w.proxy.requests("ecs", "RegisterTaskDefinition");
+    assert_eq!(registered.len(), 1, "one task definition, none for the refused profile");
+    assert_eq!(registered[0]["requiresCompatibilities"], serde_json::json!(["FARGATE", "MANAGED_INSTANCES"]));
+    assert_eq!(registered[0]["networkMode"], "awsvpc");
+    assert_eq!(w.proxy.count("ecs:DescribeCapacityProviders"), 1, "the kinds learned once");
+    let launched_by_us = log.iter().filter(|r| r.service == "ec2" && r.operation == "RunInstances").count();
+    assert_eq!(launched_by_us, 0, "the plugin launched no instance");
+    let on_mi =
+        sim.with_state(|s| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some("ci-mi")).count());
+    assert_eq!(on_mi, 6, "every task ran through the Managed Instances provider");
+    let report = host.cluster_status_report("p").await.expect("cluster status report");
+    let view = report.body["view"].as_str().unwrap_or_default().to_string();
+    assert!(view.contains("ci-mi: ECS Managed Instances, ACTIVE"), "the report names the kind and status");
+    w.finish(host, sim, "jobs=6 run_task=6 run_instances=0 refused=1").await;
 }
