@@ -5,6 +5,7 @@
 //! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.
 //! - [`aws_rules`]: AWS's own rules (AWS-RULES.md), enforced by every proxy on every call.
+//!   `README.md` beside this file: the stand-ins where moto knows nothing (ECS Managed Instances).
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
 //! - [`ec2`]: `InstanceSimulator`, the ECS agent of every EC2 instance the plugin launches.

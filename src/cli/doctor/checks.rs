@@ -308,7 +308,7 @@ async fn capacity(
     let on_cluster: Vec<&str> =
         cluster.map(|c| c.capacity_providers().iter().map(String::as_str).collect()).unwrap_or_default();
     if let (Some(strategy), Some(c)) = (&profile.capacity_providers, cluster) {
-        return providers_on_cluster(aws, strategy, c, &on_cluster, r);
+        return providers_on_cluster(aws, strategy, c, &on_cluster, r).await;
     }
     if spot && cluster.is_some() && !on_cluster.contains(&"FARGATE_SPOT") {
         r.fail(
@@ -360,7 +360,7 @@ async fn capacity(
 
 /// `CapacityProviderStrategy`: every provider it names is one of the cluster's; `default` needs
 /// the cluster to have a default strategy.
-fn providers_on_cluster(
+async fn providers_on_cluster(
     aws: &Aws,
     strategy: &ProviderStrategy,
     cluster: &Cluster,
@@ -390,7 +390,9 @@ fn providers_on_cluster(
             let missing: Vec<&str> =
                 shares.iter().map(|s| s.name.as_str()).filter(|n| !on_cluster.contains(n)).collect();
             if missing.is_empty() {
-                r.ok("capacity", format!("{strategy}: each is a capacity provider of cluster {}", aws.cluster_name))
+                r.ok("capacity", format!("{strategy}: each is a capacity provider of cluster {}", aws.cluster_name))?;
+                let names: Vec<String> = shares.iter().map(|s| s.name.clone()).collect();
+                providers_active(aws, &names, r).await
             } else {
                 let all: Vec<&str> = on_cluster.iter().copied().chain(missing.iter().copied()).collect();
                 r.fail(
@@ -412,6 +414,56 @@ fn providers_on_cluster(
             }
         }
     }
+}
+
+/// The strategy's providers other than Fargate's: each described, its kind named (an Auto
+/// Scaling group's or ECS Managed Instances), and ACTIVE.
+async fn providers_active(aws: &Aws, names: &[String], r: &mut Report<'_>) -> io::Result<()> {
+    let asked: Vec<String> = names.iter().filter(|n| *n != "FARGATE" && *n != "FARGATE_SPOT").cloned().collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let call = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(asked.clone())).send();
+    let answer = aws
+        .call("DescribeCapacityProviders", async {
+            call.await.map_err(|e| AwsError::from_sdk("DescribeCapacityProviders", &e))
+        })
+        .await;
+    let out = match answer {
+        Ok(out) => out,
+        Err(e) => {
+            let fix = fix_for(&e, "ecs:DescribeCapacityProviders", "the plugin needs it to learn the providers' kinds");
+            return r.fail("capacity", format!("could not describe the capacity providers: {}", e.detail), fix);
+        }
+    };
+    for name in &asked {
+        let found = out.capacity_providers().iter().find(|p| p.name() == Some(name.as_str()));
+        let Some(found) = found else {
+            r.fail(
+                "capacity",
+                format!(
+                    "capacity provider {name} does not exist in {} (DescribeCapacityProviders: MISSING)",
+                    aws.region
+                ),
+                format!(
+                    "create it (aws ecs create-capacity-provider --name {name} ...) or fix CapacityProviderStrategy"
+                ),
+            )?;
+            continue;
+        };
+        let kind = crate::cluster::providers::ProviderKind::of(found).describe();
+        let status = found.status().map_or("UNKNOWN", |s| s.as_str());
+        if status == "ACTIVE" {
+            r.ok("capacity", format!("capacity provider {name}: {kind}, ACTIVE"))?;
+        } else {
+            r.fail(
+                "capacity",
+                format!("capacity provider {name} ({kind}) is {status}, not ACTIVE: ECS places no task through it"),
+                format!("aws ecs describe-capacity-providers --capacity-providers {name} --region {} (its updateStatusReason says why)", aws.region),
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn list_or_none(items: &[&str]) -> String {
