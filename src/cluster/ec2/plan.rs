@@ -7,7 +7,10 @@
 //!    not running) with no task for that long.
 //! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
 //!    instance of its OS where it fits most tightly (best fit: the fullest that fits, so empty
-//!    instances stay empty and the emptiest busy ones drain, and can retire).
+//!    instances stay empty and the emptiest busy ones drain, and can retire). With patient
+//!    scale-out, a task that did not fit waits up to [`LAUNCH_PATIENCE`] for room to free on a
+//!    busy instance before step 3 launches for it (unless it needs [`WHOLE`] of an instance, or
+//!    no instance of its OS has a task).
 //! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
 //!    type's capacity), then into new instances; the new ones are launched up to
 //!    `Ec2MaxInstances` (starting instances count), then more to keep `Ec2MinInstances` warm.
@@ -18,7 +21,9 @@
 //!    is the warm spare and goes after `Ec2IdleMinutes`; the others are surplus and go after
 //!    [`SURPLUS_IDLE`] (2 minutes, or `Ec2IdleMinutes` when shorter), longest idle first, down to
 //!    `Ec2MinInstances`. When load falls, instances leave one by one as they empty, and one stays
-//!    warm for the next burst. An instance with a task, or given one in step 2, is never retired.
+//!    warm for the next burst. While the busy instances have [`SLACK`] of an instance free
+//!    between them, that room is the warm capacity: there is no spare, every idle instance goes
+//!    at once. An instance with a task, or given one in step 2, is never retired.
 
 use std::cmp::Ordering;
 use std::time::{Duration, SystemTime};
@@ -54,19 +59,38 @@ pub struct Rules {
     /// Of several idle instances only the one that ran a task last is the warm spare and waits
     /// `Ec2IdleMinutes`; the others are surplus and go after [`surplus_idle`].
     pub one_warm_spare: bool,
+    /// While the busy instances have [`SLACK`] of an instance free between them, that room is
+    /// the warm capacity: no idle instance is kept as the spare, and every idle one goes at once.
+    pub slack_is_the_spare: bool,
+    /// A waiting task launches a new instance only after [`LAUNCH_PATIENCE`] while a busy
+    /// instance of its OS may free room for it (most of the time one does, sooner); a task that
+    /// needs [`WHOLE`] of an instance, which only an empty one has, launches at once.
+    pub patient_scale_out: bool,
 }
 
 impl Default for Rules {
     fn default() -> Self {
-        Rules { one_warm_spare: true }
+        Rules { one_warm_spare: true, slack_is_the_spare: true, patient_scale_out: true }
     }
 }
 
 impl Rules {
-    /// None of the cost rules: every idle instance kept `Ec2IdleMinutes` (the rules before
-    /// issue 18).
-    pub const NONE: Rules = Rules { one_warm_spare: false };
+    /// None of the cost rules: every idle instance kept `Ec2IdleMinutes`, an instance launched
+    /// for every task that does not fit (the rules before issue 18).
+    pub const NONE: Rules = Rules { one_warm_spare: false, slack_is_the_spare: false, patient_scale_out: false };
 }
+
+/// Free room on the busy instances, summed as shares of one instance, from which no idle
+/// instance is kept as the warm spare ([`Rules::slack_is_the_spare`]).
+pub const SLACK: f64 = 0.25;
+
+/// How long a waiting task waits for room to free on a busy instance before an instance is
+/// launched for it ([`Rules::patient_scale_out`]).
+pub const LAUNCH_PATIENCE: Duration = Duration::from_secs(300);
+
+/// The dominant share of an instance from which a waiting task launches at once
+/// ([`Rules::patient_scale_out`]): it needs an empty instance, which a busy one seldom becomes.
+pub const WHOLE: f64 = 0.9;
 
 /// A task waiting for room.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +260,16 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         }
     }
     out.waiting = unplaced.len();
+    if policy.rules.patient_scale_out {
+        // Patience: a task that room freeing on a busy instance will likely take launches nothing yet.
+        let busy = |d: &Demand| {
+            rooms
+                .iter()
+                .zip(slots)
+                .any(|(room, s)| s.os == d.os && !(d.on_demand && s.spot) && room.is_some_and(|(_, tasks)| tasks > 0))
+        };
+        unplaced.retain(|d| age(d.since) >= LAUNCH_PATIENCE || d.need.share_of(policy.capacity) >= WHOLE || !busy(d));
+    }
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
     let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
@@ -290,11 +324,20 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
         .collect();
     idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
-    let surplus = surplus_idle(policy.idle);
+    let slack: f64 = rooms
+        .iter()
+        .zip(slots)
+        .filter_map(|(room, s)| room.zip(s.registered.as_ref()))
+        .filter(|((_, tasks), _)| *tasks > 0)
+        .map(|((left, _), r)| 1.0 - r.total.minus(left).share_of(r.total))
+        .sum();
+    let slack_is_the_spare = policy.rules.slack_is_the_spare && slack >= SLACK;
+    let surplus = if slack_is_the_spare { Duration::ZERO } else { surplus_idle(policy.idle) };
     let last = idle.len().saturating_sub(1);
     let mut keep = alive + out.launch.len() as u32;
     for (rank, (i, since)) in idle.into_iter().enumerate() {
-        let wait = if rank == last || !policy.rules.one_warm_spare { policy.idle } else { surplus };
+        let spare = (rank == last || !policy.rules.one_warm_spare) && !slack_is_the_spare;
+        let wait = if spare { policy.idle } else { surplus };
         if age(since) < wait {
             continue;
         }
@@ -532,9 +575,58 @@ mod tests {
     #[test]
     fn placements_use_up_room_within_one_pass() {
         let slots = vec![registered("i-a", BOX, 0, None)];
-        let p = plan(&slots, &demands(5), &policy(), at(1));
+        let impatient = Policy { rules: Rules { patient_scale_out: false, ..Rules::default() }, ..policy() };
+        let p = plan(&slots, &demands(5), &impatient, at(1));
         assert_eq!(p.start.len(), 4);
         assert_eq!((p.waiting, p.launch.len()), (1, 1));
+        let p = plan(&slots, &demands(5), &policy(), at(1));
+        assert_eq!((p.start.len(), p.waiting, p.launch.len()), (4, 1, 0), "i-a is busy now: the fifth waits for it");
+    }
+
+    #[test]
+    fn patient_scale_out_waits_for_room_on_a_busy_instance_before_launching() {
+        let full = vec![registered("i-full", Resources::new(0, 282), 4, None)];
+        let p = plan(&full, &demands(1), &policy(), at(299));
+        assert_eq!((p.waiting, p.launch.len()), (1, 0), "a task of i-full may end first: {p:?}");
+        let p = plan(&full, &demands(1), &policy(), at(300));
+        assert_eq!(p.launch.len(), 1, "waited LAUNCH_PATIENCE: launched for");
+        let impatient = Policy { rules: Rules { patient_scale_out: false, ..Rules::default() }, ..policy() };
+        assert_eq!(plan(&full, &demands(1), &impatient, at(1)).launch.len(), 1);
+        // A task needing a whole instance: no busy instance is likely to empty for it soon.
+        let whole = demand("whole", Resources::new(4096, 7000));
+        assert_eq!(plan(&full, &[whole], &policy(), at(1)).launch.len(), 1);
+        // No busy instance that could take it: of another OS, spot for work that must run on
+        // demand, or none busy at all.
+        let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
+        assert_eq!(plan(&full, &[win], &policy(), at(1)).launch, vec![OsClass::Windows]);
+        let spot = vec![Slot { spot: true, ..full[0].clone() }];
+        let rerun = Demand { on_demand: true, ..demand("rerun", JOB) };
+        assert_eq!(plan(&spot, &[rerun], &policy(), at(1)).launch_on_demand, vec![OsClass::Linux]);
+        assert_eq!(plan(&[], &demands(1), &policy(), at(1)).launch.len(), 1);
+        // A starting instance still takes it into account (nothing more launched).
+        let p = plan(&[full[0].clone(), starting("i-new", 200)], &demands(1), &policy(), at(400));
+        assert!(p.launch.is_empty(), "{p:?}");
+    }
+
+    #[test]
+    fn room_on_busy_instances_is_the_warm_spare() {
+        let idle = registered("i-idle", BOX, 0, Some(0));
+        let half = registered("i-half", Resources::new(2048, 3682), 2, None);
+        let full = registered("i-full", Resources::new(0, 282), 4, None);
+        let retired = |p: Plan| p.retire.into_iter().map(|r| r.instance).collect::<Vec<_>>();
+        let slack = [idle.clone(), half.clone()];
+        assert_eq!(retired(plan(&slack, &[], &policy(), at(1))), ["i-idle"], "half an instance free: no spare kept");
+        let tight = [idle.clone(), full.clone()];
+        assert!(plan(&tight, &[], &policy(), at(599)).retire.is_empty(), "no room elsewhere: i-idle is the spare");
+        assert_eq!(retired(plan(&tight, &[], &policy(), at(600))), ["i-idle"]);
+        let off = Policy { rules: Rules { slack_is_the_spare: false, ..Rules::default() }, ..policy() };
+        assert!(plan(&slack, &[], &off, at(599)).retire.is_empty());
+        // Ec2MinInstances still counts.
+        assert!(plan(&slack, &[], &Policy { min: 2, ..policy() }, at(1)).retire.is_empty());
+        // Room taken in this pass is not slack.
+        let p = plan(&slack, &demands(2), &policy(), at(1));
+        assert_eq!(p.start.len(), 2);
+        assert!(p.retire.is_empty(), "i-half is full now, so i-idle stays the spare: {p:?}");
     }
 
     #[test]
@@ -594,7 +686,7 @@ mod tests {
             registered("i-old", BOX, 0, Some(0)),
             registered("i-mid", BOX, 0, Some(30)),
             registered("i-last", BOX, 0, Some(60)),
-            registered("i-busy", Resources::new(3072, 5682), 1, None),
+            registered("i-busy", Resources::new(512, 900), 3, None),
         ];
         let retired = |p: Plan| p.retire.into_iter().map(|r| r.instance).collect::<Vec<_>>();
         assert!(plan(&slots, &[], &policy(), at(119)).retire.is_empty(), "not before two minutes");
