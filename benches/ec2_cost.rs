@@ -23,7 +23,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Rules, Slot};
+use ecs_elastic_agent::cluster::ec2::plan::{
+    idle_since, plan, Demand, Policy, Registered, Rules, Slot, LAUNCH_PATIENCE,
+};
 use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::ec2::{capacity, OsClass, Resources};
 
@@ -105,6 +107,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         max: setup.max,
         idle: Duration::from_secs(setup.idle_minutes * 60),
         register_timeout: Duration::from_secs(300),
+        launch_patience: LAUNCH_PATIENCE,
         capacity: cap,
         capacity_known: true,
         rules: setup.rules,
@@ -351,7 +354,7 @@ fn main() {
     };
     let setups = [
         xlarge("c5.xlarge, defaults (idle 10 min), max 50", 0, 10, all),
-        xlarge("  without patient scale-out", 0, 10, Rules { patient_scale_out: false, ..all }),
+        xlarge("  Ec2ScaleOutWaitSeconds 0 (launch at once)", 0, 10, Rules { patient_scale_out: false, ..all }),
         xlarge("  without slack is the spare", 0, 10, Rules { slack_is_the_spare: false, ..all }),
         xlarge("  one warm spare only (the rules before)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
         xlarge("  none of the rules (every idle kept)", 0, 10, Rules::NONE),

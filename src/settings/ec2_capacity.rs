@@ -26,6 +26,9 @@ pub struct Ec2Capacity {
     pub idle_minutes: u32,
     /// `Ec2RegisterTimeoutMinutes`, default 5.
     pub register_timeout_minutes: u32,
+    /// `Ec2ScaleOutWaitSeconds`, default 300: how long a task waits for room to free on a busy
+    /// instance before an instance is launched for it (0: at once).
+    pub scale_out_wait_seconds: u32,
     /// `Ec2Spot`, default false.
     pub spot: bool,
     /// `Ec2KeyPair`.
@@ -72,6 +75,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         max_instances,
         idle_minutes: f.number("Ec2IdleMinutes", 1..=1440, 10),
         register_timeout_minutes: f.number("Ec2RegisterTimeoutMinutes", 1..=60, 5),
+        scale_out_wait_seconds: f.number("Ec2ScaleOutWaitSeconds", 0..=1800, 300),
         spot: f.boolean("Ec2Spot", false),
         key_pair: f.string("Ec2KeyPair", check_key_pair),
         // The ECS-optimised AMIs' root snapshot is 30 GiB: RunInstances refuses a smaller root volume.

@@ -198,7 +198,12 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "At most this many instances, 1 to 100, not less than the minimum. Default: 5."),
     spec("Ec2IdleMinutes", EC2, "Idle minutes", Input::Text,
         "An instance with no task for this long is terminated (down to the minimum), 1 to 1440. Default: 10. \
-         When several are idle, only the last to run a task waits this long: the others go after 2 minutes."),
+         When several are idle, only the last to run a task waits this long: the others go after 2 minutes; and \
+         while busy instances have a quarter of an instance free between them, idle ones go at once."),
+    spec("Ec2ScaleOutWaitSeconds", EC2, "Scale-out wait (seconds)", Input::Text,
+        "How long a task that does not fit waits for room to free on a busy instance before an instance is launched \
+         for it, 0 to 1800; 0 launches at once. Default: 300. A task that needs nearly a whole instance, or that no \
+         busy instance could take, launches at once."),
     spec("Ec2RegisterTimeoutMinutes", EC2, "Instance register timeout (minutes)", Input::Text,
         "An instance not registered with the cluster by then is terminated, 1 to 60. Default: 5."),
     spec("Ec2Spot", EC2, "Spot instances", Input::Checkbox,
@@ -320,7 +325,7 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 36);
+        assert_eq!(CLUSTER_KEYS.len(), 37);
         assert_eq!(ELASTIC_KEYS.len(), 35);
     }
 

@@ -258,6 +258,7 @@ fn wind_down() -> Ec2Capacity {
         max_instances: 0,
         idle_minutes: 1,
         register_timeout_minutes: 5,
+        scale_out_wait_seconds: 0,
         spot: false,
         key_pair: None,
         root_volume_gib: 30,

@@ -8,7 +8,7 @@
 //! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
 //!    instance of its OS where it fits most tightly (best fit: the fullest that fits, so empty
 //!    instances stay empty and the emptiest busy ones drain, and can retire). With patient
-//!    scale-out, a task that did not fit waits up to [`LAUNCH_PATIENCE`] for room to free on a
+//!    scale-out, a task that did not fit waits up to `Ec2ScaleOutWaitSeconds` for room to free on a
 //!    busy instance before step 3 launches for it (unless it needs [`WHOLE`] of an instance, or
 //!    no instance of its OS has a task).
 //! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
@@ -43,6 +43,9 @@ pub struct Policy {
     pub idle: Duration,
     /// `Ec2RegisterTimeoutMinutes`.
     pub register_timeout: Duration,
+    /// `Ec2ScaleOutWaitSeconds`: how long a task waits for room on a busy instance before one
+    /// is launched for it (0: at once).
+    pub launch_patience: Duration,
     /// What one new instance offers.
     pub capacity: Resources,
     /// Whether `capacity` is known (registered or estimated from the type), so a task larger
@@ -62,7 +65,7 @@ pub struct Rules {
     /// While the busy instances have [`SLACK`] of an instance free between them, that room is
     /// the warm capacity: no idle instance is kept as the spare, and every idle one goes at once.
     pub slack_is_the_spare: bool,
-    /// A waiting task launches a new instance only after [`LAUNCH_PATIENCE`] while a busy
+    /// A waiting task launches a new instance only after `Ec2ScaleOutWaitSeconds` while a busy
     /// instance of its OS may free room for it (most of the time one does, sooner); a task that
     /// needs [`WHOLE`] of an instance, which only an empty one has, launches at once.
     pub patient_scale_out: bool,
@@ -85,7 +88,7 @@ impl Rules {
 pub const SLACK: f64 = 0.25;
 
 /// How long a waiting task waits for room to free on a busy instance before an instance is
-/// launched for it ([`Rules::patient_scale_out`]).
+/// launched for it ([`Rules::patient_scale_out`]): `Ec2ScaleOutWaitSeconds`' default.
 pub const LAUNCH_PATIENCE: Duration = Duration::from_secs(300);
 
 /// The dominant share of an instance from which a waiting task launches at once
@@ -268,7 +271,9 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
                 .zip(slots)
                 .any(|(room, s)| s.os == d.os && !(d.on_demand && s.spot) && room.is_some_and(|(_, tasks)| tasks > 0))
         };
-        unplaced.retain(|d| age(d.since) >= LAUNCH_PATIENCE || d.need.share_of(policy.capacity) >= WHOLE || !busy(d));
+        unplaced.retain(|d| {
+            age(d.since) >= policy.launch_patience || d.need.share_of(policy.capacity) >= WHOLE || !busy(d)
+        });
     }
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
@@ -429,6 +434,7 @@ mod tests {
             max: 8,
             idle: Duration::from_secs(600),
             register_timeout: Duration::from_secs(300),
+            launch_patience: LAUNCH_PATIENCE,
             capacity: BOX,
             capacity_known: true,
             rules: Rules::default(),
@@ -589,9 +595,15 @@ mod tests {
         let p = plan(&full, &demands(1), &policy(), at(299));
         assert_eq!((p.waiting, p.launch.len()), (1, 0), "a task of i-full may end first: {p:?}");
         let p = plan(&full, &demands(1), &policy(), at(300));
-        assert_eq!(p.launch.len(), 1, "waited LAUNCH_PATIENCE: launched for");
+        assert_eq!(p.launch.len(), 1, "waited Ec2ScaleOutWaitSeconds: launched for");
         let impatient = Policy { rules: Rules { patient_scale_out: false, ..Rules::default() }, ..policy() };
         assert_eq!(plan(&full, &demands(1), &impatient, at(1)).launch.len(), 1);
+        // Ec2ScaleOutWaitSeconds 0 (the operator's choice): at once; 60: after a minute.
+        let at_once = Policy { launch_patience: Duration::ZERO, ..policy() };
+        assert_eq!(plan(&full, &demands(1), &at_once, at(0)).launch.len(), 1);
+        let minute = Policy { launch_patience: Duration::from_secs(60), ..policy() };
+        assert_eq!(plan(&full, &demands(1), &minute, at(59)).launch.len(), 0);
+        assert_eq!(plan(&full, &demands(1), &minute, at(60)).launch.len(), 1);
         // A task needing a whole instance: no busy instance is likely to empty for it soon.
         let whole = demand("whole", Resources::new(4096, 7000));
         assert_eq!(plan(&full, &[whole], &policy(), at(1)).launch.len(), 1);

@@ -125,6 +125,7 @@ fn every_rule_has_a_good_and_a_bad_value() {
     check_rule(v, EC2, "Ec2MaxInstances", "100", &["0", "101"]);
     check_rule(v, EC2, "Ec2IdleMinutes", "1440", &["0", "1441"]);
     check_rule(v, EC2, "Ec2RegisterTimeoutMinutes", "60", &["0", "61"]);
+    check_rule(v, EC2, "Ec2ScaleOutWaitSeconds", "0", &["-1", "1801", "5m"]);
     check_rule(v, EC2, "Ec2Spot", "FALSE", &["maybe"]);
     check_rule(v, EC2, "Ec2KeyPair", "ops key", &["cl\u{e9}"]);
     check_rule(v, EC2, "Ec2RootVolumeGiB", "30", &["29", "16385"]);
@@ -172,6 +173,7 @@ fn ec2_defaults() {
     let cap = parse(&props(EC2)).ec2.expect("EC2 capacity");
     assert_eq!(cap.instance_type, "c5.xlarge");
     assert_eq!((cap.min_instances, cap.max_instances, cap.idle_minutes, cap.register_timeout_minutes), (0, 5, 10, 5));
+    assert_eq!(cap.scale_out_wait_seconds, 300);
     assert_eq!((cap.spot, cap.root_volume_gib), (false, 30));
     assert!(cap.key_pair.is_none() && cap.user_data.is_none());
 }
