@@ -9,7 +9,8 @@
 //! 3. one atomic reservation: a live agent for the job means nothing to do, a completed job
 //!    means nothing to do, `MaxAgents` live agents means the job waits for GoCD's next ask,
 //! 4. the task definition (registered once) and, on Fargate, the networking (resolved once),
-//!    looked up together; the [`Work`] is built once from them,
+//!    looked up together; a `TaskDefinitionArn` meets the allow-lists and must suit the kind of
+//!    every provider of the strategy (`guardrails`); the [`Work`] is built once from them,
 //! 5. Fargate: RunTask ([`super::launch`]); EC2: the work waits in the pool
 //!    ([`super::ec2::driver::enqueue`]). The reservation becomes the agent's record, or is
 //!    released on failure.
@@ -176,6 +177,11 @@ impl Cluster {
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
         // meet the same allow-lists as a profile's own (issue 14).
         super::guardrails::check(profile, &task_definition).map_err(EngineError::Refused)?;
+        // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
+        // FARGATE by kind), or RunTask refuses it on that provider's turn (issue 18).
+        if let Some(kinds) = self.kinds(profile) {
+            super::guardrails::check_providers(&kinds, &task_definition).map_err(EngineError::Refused)?;
+        }
         let work = Work {
             agent_id,
             attempt,

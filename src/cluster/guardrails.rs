@@ -8,7 +8,14 @@
 //! it mounts against `AllowedFileSystemIds`, privileged containers, a mounted Docker socket and
 //! host system directories against `AllowPrivileged`. A profile's own `Sidecars`, `EfsVolumes`,
 //! `RepositoryCredentialsArn` and `BindMounts` meet the same lists in `check_compatible`.
+//!
+//! With a `CapacityProviderStrategy`, such a task definition must also be valid for the kind of
+//! every provider the strategy may send it to (FARGATE for Fargate's, EC2 for an Auto Scaling
+//! group's, MANAGED_INSTANCES for ECS Managed Instances; [`check_providers`]): the plugin
+//! registers its own task definitions so, but cannot change someone else's, and RunTask would
+//! refuse it on that provider's turn only.
 
+use super::providers::ProviderKinds;
 use super::task_definition::TaskDefinitionRef;
 use crate::settings::{allowed, patterns, ClusterProfile};
 
@@ -64,6 +71,46 @@ pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), Str
         return Ok(());
     }
     Err(format!("task definition {} is not allowed by this cluster profile: {}", td.arn, problems.join("; ")))
+}
+
+/// `Err(sentence)` when a task definition the elastic profile names lacks, in its
+/// `requiresCompatibilities`, what a provider of the strategy needs: the sentence names the
+/// task definition, each such provider and what to add. `Ok` for our own task definitions
+/// (registered for the kinds) and for providers ECS did not describe.
+///
+/// # Errors
+/// One sentence for the job's console and server health.
+pub fn check_providers(kinds: &ProviderKinds, td: &TaskDefinitionRef) -> Result<(), String> {
+    let Some(given) = &td.given else {
+        return Ok(());
+    };
+    let lacking = kinds.lacking(&given.runs_on());
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    let providers: Vec<String> = lacking
+        .iter()
+        .map(|(p, needed)| format!("{} ({}) needs {}", p.name, p.kind.describe(), needed.as_str()))
+        .collect();
+    let mut add: Vec<&str> = Vec::new();
+    for needed in lacking.iter().map(|(_, needed)| needed.as_str()) {
+        if !add.contains(&needed) {
+            add.push(needed);
+        }
+    }
+    let has: Vec<&str> = given.requires_compatibilities.iter().map(|c| c.as_str()).collect();
+    let has = if has.is_empty() { "none (ECS then takes EC2)".to_string() } else { has.join(", ") };
+    let mut wanted: Vec<&str> = given.requires_compatibilities.iter().map(|c| c.as_str()).collect();
+    wanted.extend(add.iter().copied().filter(|a| !given.requires_compatibilities.iter().any(|c| c.as_str() == *a)));
+    Err(format!(
+        "task definition {} cannot run on every capacity provider of this cluster profile's CapacityProviderStrategy: \
+         {}; its requiresCompatibilities: {has}. Add {} to its requiresCompatibilities (register a revision with \
+         requiresCompatibilities {} and name it in TaskDefinitionArn), or leave those providers out of the strategy",
+        td.arn,
+        providers.join("; "),
+        add.join(" and "),
+        wanted.join(", "),
+    ))
 }
 
 #[cfg(test)]

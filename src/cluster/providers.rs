@@ -106,6 +106,19 @@ impl ProviderKinds {
         out
     }
 
+    /// The providers a task definition that may run on `runs_on` (see
+    /// `task_definition::Contents::runs_on`) cannot take, each with the compatibility it
+    /// lacks, in the strategy's order. Providers ECS did not describe are left out: their kind
+    /// is not known, and RunTask names the problem.
+    pub fn lacking(&self, runs_on: &[Compatibility]) -> Vec<(&KnownProvider, Compatibility)> {
+        self.providers
+            .iter()
+            .filter(|p| p.kind != ProviderKind::Unknown)
+            .map(|p| (p, p.kind.compatibility()))
+            .filter(|(_, needed)| !runs_on.contains(needed))
+            .collect()
+    }
+
     /// `name: kind, STATUS` per provider, for the cluster status report.
     pub fn describe(&self) -> String {
         if self.providers.is_empty() {
@@ -289,6 +302,31 @@ mod tests {
             [Compatibility::Fargate, Compatibility::Ec2, Compatibility::ManagedInstances]
         );
         assert_eq!(kinds(vec![]), [Compatibility::Fargate, Compatibility::Ec2], "no default strategy: may be EC2");
+    }
+
+    #[test]
+    fn a_task_definition_lacks_what_a_provider_s_kind_needs() {
+        let kinds = ProviderKinds {
+            providers: vec![
+                provider("FARGATE", ProviderKind::Fargate),
+                provider("ci-asg", ProviderKind::AutoScaling),
+                provider("ci-mi", ProviderKind::ManagedInstances),
+                KnownProvider { name: "gone".into(), kind: ProviderKind::Unknown, status: "MISSING".into() },
+            ],
+        };
+        let lacking = |runs_on: &[Compatibility]| -> Vec<(String, Compatibility)> {
+            kinds.lacking(runs_on).into_iter().map(|(p, c)| (p.name.clone(), c)).collect()
+        };
+        assert_eq!(
+            lacking(&[Compatibility::Fargate]),
+            [("ci-asg".to_string(), Compatibility::Ec2), ("ci-mi".to_string(), Compatibility::ManagedInstances)],
+            "the provider ECS did not describe is not judged"
+        );
+        assert_eq!(
+            lacking(&[Compatibility::Ec2]),
+            [("FARGATE".to_string(), Compatibility::Fargate), ("ci-mi".to_string(), Compatibility::ManagedInstances)]
+        );
+        assert!(lacking(&[Compatibility::Fargate, Compatibility::Ec2, Compatibility::ManagedInstances]).is_empty());
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct Contents {
     pub file_systems: Vec<String>,
     /// Host directories mounted that give control of the instance (system paths).
     pub sensitive_host_paths: Vec<String>,
+    /// Its `requiresCompatibilities`, as registered (empty: none named, which ECS takes as EC2).
+    pub requires_compatibilities: Vec<Compatibility>,
+    /// What ECS validated it for (`compatibilities`; EC2 besides the ones required, on AWS).
+    pub compatibilities: Vec<Compatibility>,
 }
 
 impl Contents {
@@ -84,7 +88,20 @@ impl Contents {
                 .filter(|p| !p.trim_end_matches('/').ends_with("docker.sock") && is_sensitive_host_path(p))
                 .map(str::to_string)
                 .collect(),
+            requires_compatibilities: td.requires_compatibilities().to_vec(),
+            compatibilities: td.compatibilities().to_vec(),
         }
+    }
+
+    /// What it may run on: what it requires and what ECS validated it for; EC2 when it names
+    /// neither (ECS's default).
+    pub fn runs_on(&self) -> Vec<Compatibility> {
+        let mut out: Vec<Compatibility> = self.requires_compatibilities.clone();
+        out.extend(self.compatibilities.iter().filter(|c| !self.requires_compatibilities.contains(c)).cloned());
+        if out.is_empty() {
+            out.push(Compatibility::Ec2);
+        }
+        out
     }
 }
 

@@ -714,3 +714,68 @@ async fn a_key_managed_instances_refuses_is_refused_before_any_launch_naming_the
     assert!(aws.run_requests().is_empty() && aws.registered().is_empty());
     assert!(w.gocd.console_of(1).iter().any(|l| l.contains("EphemeralStorageGiB") && l.contains("ci-mi")));
 }
+
+/// `request` naming the task definition `td` (its agent container `agent`) instead of ours.
+fn given(mut request: AgentRequest, td: &str) -> AgentRequest {
+    request.elastic_profile =
+        props(&[("Image", "gocd/gocd-agent:v1"), ("TaskDefinitionArn", td), ("AgentContainerName", "agent")]);
+    request
+}
+
+fn given_definition(requires: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "containerDefinitions": [{ "name": "agent", "image": "gocd/gocd-agent:v1" }],
+        "networkMode": "awsvpc",
+        "requiresCompatibilities": requires,
+    })
+}
+
+#[tokio::test]
+async fn a_given_task_definition_without_what_a_provider_needs_is_refused_naming_what_to_add() {
+    let aws = FakeAws::default();
+    aws.add_capacity_provider("ci-mi", "MANAGED_INSTANCES");
+    aws.add_capacity_provider("ci-asg", "EC2_AUTOSCALING");
+    aws.seed_task_definition("team-fargate:1", given_definition(&["FARGATE"]));
+    aws.seed_task_definition("team-mi:1", given_definition(&["FARGATE", "MANAGED_INSTANCES"]));
+    let w = World::with_profile(aws.clone(), through_providers("FARGATE\nci-mi"));
+
+    let refused = w.cluster.create_agent(given(w.request(1, "key-1"), "team-fargate:1")).await.expect_err("refused");
+    let EngineError::Refused(why) = &refused else { panic!("refused: {refused:?}") };
+    let td = "arn:aws:ecs:us-east-1:123456789012:task-definition/team-fargate:1";
+    assert_eq!(
+        why.as_str(),
+        format!(
+            "task definition {td} cannot run on every capacity provider of this cluster profile's \
+             CapacityProviderStrategy: ci-mi (ECS Managed Instances) needs MANAGED_INSTANCES; its \
+             requiresCompatibilities: FARGATE. Add MANAGED_INSTANCES to its requiresCompatibilities (register a \
+             revision with requiresCompatibilities FARGATE, MANAGED_INSTANCES and name it in TaskDefinitionArn), or \
+             leave those providers out of the strategy"
+        )
+    );
+    assert!(aws.run_requests().is_empty() && aws.registered().is_empty(), "no RunTask to fail on ci-mi's turn");
+    let console = w.gocd.console_of(1);
+    assert!(console.iter().any(|l| l.contains(td) && l.contains("Add MANAGED_INSTANCES")), "{console:?}");
+    let health: Vec<String> = w.cluster.events().recent().into_iter().map(|e| e.message).collect();
+    assert!(health.iter().any(|m| m.contains(td) && m.contains("Add MANAGED_INSTANCES")), "{health:?}");
+
+    // With MANAGED_INSTANCES required, both providers take it: the launches go on.
+    w.cluster.create_agent(given(w.request(2, "key-2"), "team-mi:1")).await.expect("launched");
+    w.cluster.create_agent(given(w.request(3, "key-3"), "team-mi:1")).await.expect("launched");
+    let providers: Vec<String> = aws
+        .run_requests()
+        .iter()
+        .map(|b| b["capacityProviderStrategy"][0]["capacityProvider"].as_str().unwrap_or("none").to_string())
+        .collect();
+    assert_eq!(providers, ["FARGATE", "ci-mi"]);
+
+    // An Auto Scaling group's provider needs EC2: named alongside what a Fargate-only one lacks.
+    let w = World::with_profile(aws.clone(), through_providers("ci-asg\nci-mi"));
+    let refused = w.cluster.create_agent(given(w.request(4, "key-4"), "team-fargate:1")).await.expect_err("refused");
+    assert!(
+        refused.to_string().contains(
+            "ci-asg (Auto Scaling group) needs EC2; ci-mi (ECS Managed Instances) needs MANAGED_INSTANCES; its \
+             requiresCompatibilities: FARGATE. Add EC2 and MANAGED_INSTANCES"
+        ),
+        "{refused}"
+    );
+}
