@@ -1,8 +1,9 @@
 //! `doctor` against moto (reached through `AWS_ENDPOINT_URL`, as the SDK reaches AWS): a healthy
 //! profile passes, and a missing cluster, a bad subnet, a security group of another VPC, a role
 //! that cannot be assumed (refused by the proxy, as STS refuses it), FARGATE_SPOT without its
-//! capacity provider, a capacity provider strategy naming providers the cluster lacks and a broken
-//! EC2 set-up each FAIL with a fix; no secret is ever printed.
+//! capacity provider, a capacity provider strategy naming providers the cluster lacks (or ECS
+//! does not know) and a broken EC2 set-up each FAIL with a fix; an ECS Managed Instances provider
+//! is named by its kind; no secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -268,6 +269,74 @@ async fn a_capacity_provider_strategy_needs_its_providers_on_the_cluster() {
     assert_eq!(d.code, Some(0), "{:?}", d.fails());
     let d = doctor(&moto.endpoint(), &default, &[]).await;
     assert_eq!(d.code, Some(0), "{:?}", d.fails());
+}
+
+/// The capacity lines of a doctor run.
+fn capacity_lines(d: &Doctor) -> Vec<&String> {
+    d.lines.iter().filter(|l| l.contains(" capacity: ")).collect()
+}
+
+/// An ECS Managed Instances provider (the world's stand-in: the proxy describes it as AWS does,
+/// moto's cluster lists it) is named by its kind and ACTIVE; a strategy naming a provider the
+/// cluster lacks fails with the `put-cluster-capacity-providers` fix, and one the cluster lists
+/// but ECS does not know fails with the fix to create it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_managed_instances_provider_is_named_by_kind_and_a_missing_one_fails_with_the_fix() {
+    let (moto, base) = world().await;
+    let proxy = Proxy::start(moto.addr()).await;
+    proxy.managed_instances_provider("ci-mi");
+    moto::create_cluster(&base, "mi").await;
+    let ecs = aws_sdk_ecs::Client::new(&base);
+    ecs.put_cluster_capacity_providers()
+        .cluster("mi")
+        .capacity_providers("ci-mi")
+        .capacity_providers("ci-ghost")
+        .set_default_capacity_provider_strategy(Some(vec![]))
+        .send()
+        .await
+        .expect("PutClusterCapacityProviders");
+
+    let props = [("ClusterName", "mi"), ("Region", REGION), ("CapacityProviderStrategy", "ci-mi")];
+    let d = doctor(&proxy.endpoint(), &props, &[]).await;
+    assert_eq!(d.code, Some(0), "{:?}", d.fails());
+    assert_eq!(
+        capacity_lines(&d),
+        [
+            "ok   capacity: capacity providers ci-mi:1:0: each is a capacity provider of cluster mi",
+            "ok   capacity: capacity provider ci-mi: ECS Managed Instances, ACTIVE",
+        ]
+    );
+    assert_eq!(proxy.count("ecs:DescribeCapacityProviders"), 1);
+
+    // ci-other is not one of the cluster's providers: FAIL, and the command that adds it.
+    let missing = [("ClusterName", "mi"), ("Region", REGION), ("CapacityProviderStrategy", "ci-mi\nci-other:2")];
+    let d = doctor(&proxy.endpoint(), &missing, &[]).await;
+    assert_eq!(d.code, Some(1));
+    let capacity = capacity_lines(&d);
+    assert_eq!(capacity.len(), 1, "{capacity:?}");
+    assert!(
+        capacity[0]
+            .starts_with("FAIL capacity: ci-other not a capacity provider of cluster mi (it has: ci-mi, ci-ghost)"),
+        "{capacity:?}"
+    );
+    assert!(
+        capacity[0].contains(
+            "; fix: aws ecs put-cluster-capacity-providers --cluster mi --capacity-providers ci-mi ci-ghost ci-other"
+        ),
+        "{capacity:?}"
+    );
+
+    // ci-ghost is the cluster's, but ECS describes no such provider (MISSING): FAIL, create it.
+    let ghost = [("ClusterName", "mi"), ("Region", REGION), ("CapacityProviderStrategy", "ci-mi\nci-ghost")];
+    let d = doctor(&proxy.endpoint(), &ghost, &[]).await;
+    assert_eq!(d.code, Some(1));
+    let capacity = capacity_lines(&d);
+    assert!(capacity.contains(&&"ok   capacity: capacity provider ci-mi: ECS Managed Instances, ACTIVE".to_string()));
+    assert!(
+        capacity.iter().any(|l| l.starts_with("FAIL capacity: capacity provider ci-ghost does not exist in us-east-1")
+            && l.contains("; fix: create it (aws ecs create-capacity-provider --name ci-ghost")),
+        "{capacity:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
