@@ -70,6 +70,95 @@ async fn a_mixed_fargate_strategy_honours_base_and_weights_at_the_proxy() {
     w.finish(host, sim, &format!("run_task_by_provider={by_provider:?}")).await;
 }
 
+/// The provider of every RunTask the proxy forwarded to moto, in order, from log mark `since`.
+fn run_task_providers(proxy: &Proxy, since: usize) -> Vec<String> {
+    proxy.log()[since..]
+        .iter()
+        .filter(|r| r.key() == "ecs:RunTask" && r.outcome == Outcome::Forwarded)
+        .map(|r| {
+            let body = r.json.as_ref().expect("RunTask has a JSON body");
+            assert!(body.get("launchType").is_none(), "a launch type beside the strategy: {body}");
+            body["capacityProviderStrategy"][0]["capacityProvider"].as_str().unwrap_or("none").to_string()
+        })
+        .collect()
+}
+
+/// Adds one job and waits until its RunTask reached moto: one launch at a time, so the order
+/// of the providers at the proxy is the plugin's order of choosing them.
+async fn one_launch(host: &GoCdHost, proxy: &Proxy, spec: JobSpec, launched: usize) {
+    host.add_job(spec).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while run_task_providers(proxy, 0).len() < launched {
+        assert!(std::time::Instant::now() < deadline, "RunTask {launched} never reached moto");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `FARGATE:1:2` + `FARGATE_SPOT:3`: three jobs (the base's two on FARGATE, one on Spot), the
+/// plugin killed while their tasks run and a new process started, then five more jobs. The new
+/// process adopts the three tasks with their providers, so the RunTasks counted at the proxy go
+/// on as one process would have (F F S, then S F S S S); a base owed again would have started
+/// F F S S F.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_restart_with_tasks_running_the_split_goes_on_and_the_base_is_not_owed_twice() {
+    let mut w = Scenario::new("capacity_restart_split").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", STRATEGY), ("MaxAgents", "20")]))
+        .elastic_profile("small", "p", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    for n in 1..=3 {
+        one_launch(&host, &w.proxy, JobSpec::new("small", Duration::from_secs(45)), n).await;
+    }
+    host.wait_until("the three jobs building", Duration::from_secs(90), |s| {
+        s.count_jobs(|j| matches!(j, JobState::Running { .. })) == 3
+    })
+    .await;
+    assert_eq!(run_task_providers(&w.proxy, 0), ["FARGATE", "FARGATE", "FARGATE_SPOT"], "the base of 2, then Spot");
+    host.kill().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let restarted = w.proxy.mark();
+    host.restart().await;
+
+    for n in 4..=8 {
+        one_launch(&host, &w.proxy, JobSpec::new("small", Duration::from_secs(2)), n).await;
+    }
+    host.wait_until("all eight jobs completed", Duration::from_secs(150), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+
+    let after = run_task_providers(&w.proxy, restarted);
+    assert_eq!(
+        after,
+        ["FARGATE_SPOT", "FARGATE", "FARGATE_SPOT", "FARGATE_SPOT", "FARGATE_SPOT"],
+        "the new process goes on from the adopted tasks; the base is not owed again"
+    );
+    let all = run_task_providers(&w.proxy, 0);
+    assert_eq!(
+        all,
+        [
+            "FARGATE",
+            "FARGATE",
+            "FARGATE_SPOT",
+            "FARGATE_SPOT",
+            "FARGATE",
+            "FARGATE_SPOT",
+            "FARGATE_SPOT",
+            "FARGATE_SPOT"
+        ],
+        "as one process would have launched them"
+    );
+    let counts = sim.with_state(|s| {
+        let on = |p: &str| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some(p)).count();
+        (on("FARGATE"), on("FARGATE_SPOT"))
+    });
+    assert_eq!(counts, (3, 5), "moto ran 3 tasks on FARGATE and 5 on FARGATE_SPOT");
+    w.finish(host, sim, "plugin_processes=2 run_task=8 fargate=3 spot=5").await;
+}
+
 /// An ASG capacity provider `provider` in `cluster`, with `instances` c5.xlarge instances
 /// registered for it: what an Auto Scaling group and its ECS agents would have set up, done
 /// through moto directly (not through the proxy: nothing here is the plugin's).
