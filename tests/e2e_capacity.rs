@@ -14,6 +14,10 @@
 //!   instance launched by the plugin, every RunTask through it, the task definition requiring
 //!   MANAGED_INSTANCES with awsvpc; an elastic profile with a key Managed Instances refuses is
 //!   refused with a console line naming the key;
+//! - an elastic profile naming a task definition (`TaskDefinitionArn`) whose
+//!   requiresCompatibilities lack MANAGED_INSTANCES is refused at create-agent where the strategy
+//!   names a Managed Instances provider: a console line and server health name the task
+//!   definition and what to add, and no RunTask is sent;
 //! - after a restart with tasks running, the strategy's split goes on from them.
 //!
 //! Needs `MOTO_SERVER`; never skips.
@@ -359,4 +363,66 @@ async fn a_managed_instances_provider_runs_jobs_through_it_with_managed_instance
     let view = report.body["view"].as_str().unwrap_or_default().to_string();
     assert!(view.contains("ci-mi: ECS Managed Instances, ACTIVE"), "the report names the kind and status");
     w.finish(host, sim, "jobs=6 run_task=6 run_instances=0 refused=1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_given_task_definition_without_managed_instances_is_refused_naming_what_to_add() {
+    let mut w = Scenario::new("capacity_given_td_managed_instances").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    managed_instances_capacity(&w, "gocd-a", "ci-mi", 1).await;
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    let container = aws_sdk_ecs::types::ContainerDefinition::builder()
+        .name("agent")
+        .image(world::profiles::IMAGE)
+        .memory(1024)
+        .build();
+    let registered = ecs
+        .register_task_definition()
+        .family("team-fargate-only")
+        .requires_compatibilities(aws_sdk_ecs::types::Compatibility::Fargate)
+        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
+        .cpu("512")
+        .memory("1024")
+        .container_definitions(container)
+        .send()
+        .await
+        .expect("a task definition registered by a team");
+    let td = registered.task_definition().and_then(|t| t.task_definition_arn()).expect("an ARN").to_string();
+    let given = world::host::props(&[
+        ("Image", world::profiles::IMAGE),
+        ("TaskDefinitionArn", td.as_str()),
+        ("AgentContainerName", "agent"),
+    ]);
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-mi")]))
+        .elastic_profile("given", "p", given);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    let job = host.add_job(JobSpec::new("given", Duration::from_secs(2))).await;
+    host.wait_until("the refusal in the job's console", Duration::from_secs(60), |s| {
+        s.console.iter().any(|c| c.job == Some(job) && c.text.contains("Add MANAGED_INSTANCES"))
+    })
+    .await;
+    let console = host.console_log(job).join("\n");
+    assert!(
+        console.contains(&format!("task definition {td} cannot run on every capacity provider"))
+            && console.contains(
+                "ci-mi (ECS Managed Instances) needs MANAGED_INSTANCES; its requiresCompatibilities: FARGATE"
+            )
+            && console.contains("register a revision with requiresCompatibilities FARGATE, MANAGED_INSTANCES"),
+        "{console}"
+    );
+    assert_eq!(host.job_state(job), JobState::Waiting);
+    host.wait_until("server health names the task definition", Duration::from_secs(60), |s| {
+        s.health_ever_mentions("team-fargate-only")
+    })
+    .await;
+    host.cancel_job(job);
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+    assert_eq!(w.proxy.count("ecs:RunTask"), 0, "no RunTask left to fail on ci-mi");
+    assert_eq!(w.proxy.count("ecs:RegisterTaskDefinition"), 0, "the given task definition is used as it is");
+    w.finish(host, sim, "refused=1 run_task=0").await;
 }
