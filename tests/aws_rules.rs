@@ -810,6 +810,24 @@ async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     refused(p, launch().tag_specifications(tags(&dup)).send().await, rule, "InvalidParameterValue");
     passed(launch().tag_specifications(tags(&keys[..50])).send().await, "50 tags");
 
+    // The instance type's architecture must be the AMI's.
+    let x86 = world::ec2::al2023_ami(&w.via, "x86_64").await;
+    let arm = world::ec2::al2023_ami(&w.via, "arm64").await;
+    let typed = |ami: &str, t: aws_sdk_ec2::types::InstanceType| launch().image_id(ami).instance_type(t);
+    use aws_sdk_ec2::types::InstanceType::{C5Xlarge, C6gXlarge};
+    let rule = aws_rules::EC2_ARCHITECTURE;
+    let message = refused(p, typed(&x86, C6gXlarge).send().await, rule, "InvalidParameterValue");
+    assert!(
+        message.contains(
+            "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI"
+        ),
+        "{message}"
+    );
+    refused(p, typed(&arm, C5Xlarge).send().await, rule, "InvalidParameterValue");
+    passed(typed(&arm, C6gXlarge).send().await, "an arm64 type with an arm64 AMI");
+    passed(typed(&x86, C5Xlarge).send().await, "an x86_64 type with an x86_64 AMI");
+    passed(launch().instance_type(C6gXlarge).send().await, "an AMI moto does not know: not checked");
+
     // STS AssumeRole: RoleSessionName 2-64 of [\w+=,.@-], ExternalId 2-1224 of [\w+=,.@:/-].
     let sts = aws_sdk_sts::Client::new(&w.via);
     let assume = |name: &str| sts.assume_role().role_arn(ROLE_ARN).role_session_name(name);

@@ -67,6 +67,7 @@
 //! | `ec2.run_instances.root_volume_size` | `InvalidBlockDeviceMapping` (a `/dev/xvda` volume under 30 GiB) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.instance_profile_arn_or_name` | `InvalidParameterCombination` (`IamInstanceProfile` with both `Arn` and `Name`) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.tags` | `InvalidParameterValue` (≤50 tags per resource, keys unique) | EC2 (API_RunInstances) |
+//! | `ec2.run_instances.architecture` | `InvalidParameterValue` "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI..." (the type's architectures from moto's DescribeInstanceTypes, the AMI's from its DescribeImages; an AMI moto does not know is let through) | EC2 (API_RunInstances) |
 //! | `sts.assume_role.role_session_name` | `ValidationError` (2-64 of `[\w+=,.@-]`) | STS (API_AssumeRole) |
 //! | `sts.assume_role.external_id` | `ValidationError` (2-1224 of `[\w+=,.@:/-]`) | STS (API_AssumeRole) |
 //!
@@ -137,6 +138,7 @@ pub const RULES: &[&str] = &[
     EC2_ROOT_VOLUME_SIZE,
     EC2_INSTANCE_PROFILE_ARN_OR_NAME,
     EC2_TAGS,
+    EC2_ARCHITECTURE,
     STS_ROLE_SESSION_NAME,
     STS_EXTERNAL_ID,
 ];
@@ -187,6 +189,7 @@ pub const EC2_USER_DATA_SIZE: &str = "ec2.run_instances.user_data_size";
 pub const EC2_ROOT_VOLUME_SIZE: &str = "ec2.run_instances.root_volume_size";
 pub const EC2_INSTANCE_PROFILE_ARN_OR_NAME: &str = "ec2.run_instances.instance_profile_arn_or_name";
 pub const EC2_TAGS: &str = "ec2.run_instances.tags";
+pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
 pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
 pub const STS_EXTERNAL_ID: &str = "sts.assume_role.external_id";
 
@@ -290,6 +293,8 @@ pub struct AwsRules {
     buckets: Mutex<HashMap<(String, String, &'static str), Bucket>>,
     tokens: Mutex<HashMap<(String, String, String, String), TokenEntry>>,
     task_defs: Mutex<HashMap<Key3, TaskDefInfo>>,
+    /// Architectures of instance types and AMIs, as moto describes them (`None`: unknown).
+    architectures: Mutex<HashMap<String, Option<Vec<String>>>>,
     pages: Mutex<HashMap<String, Vec<Value>>>,
     refusals: Mutex<Vec<Refusal>>,
     /// Capacity providers a test named ECS Managed Instances (`capacity.rs`).
@@ -394,7 +399,10 @@ impl AwsRules {
                     _ => Ok(()),
                 }
             }
-            ("ec2", "RunInstances") => self.run_instances(call),
+            ("ec2", "RunInstances") => {
+                self.run_instances(call)?;
+                self.run_instances_architecture(call, upstream).await
+            }
             ("sts", "AssumeRole") => self.assume_role(call),
             _ => Ok(()),
         }
@@ -823,6 +831,90 @@ impl AwsRules {
             }
         }
         Ok(())
+    }
+
+    /// An instance type launched with an AMI of another architecture.
+    async fn run_instances_architecture(&self, call: &Call, upstream: SocketAddr) -> Result<(), Broken> {
+        let (Some(ami), Some(instance_type)) = (call.form_param("ImageId"), call.form_param("InstanceType")) else {
+            return Ok(());
+        };
+        if !self.on(EC2_ARCHITECTURE) {
+            return Ok(());
+        }
+        let image = self.architectures_of(call, upstream, "DescribeImages", "ImageId.1", ami, "architecture").await;
+        let types = self
+            .architectures_of(
+                call,
+                upstream,
+                "DescribeInstanceTypes",
+                "InstanceType.1",
+                instance_type,
+                "supportedArchitectures",
+            )
+            .await;
+        let (Some(image), Some(types)) = (image, types) else {
+            return Ok(());
+        };
+        match (image.first(), types.first()) {
+            (Some(a), Some(t)) if !types.contains(a) => Err(broken(
+                EC2_ARCHITECTURE,
+                "InvalidParameterValue",
+                format!(
+                    "The architecture '{t}' of the specified instance type does not match the architecture '{a}' of the specified AMI. Specify an instance type and an AMI that have matching architectures, and try again. You can use 'describe-instance-types' or 'describe-images' to discover the architecture of the instance type or AMI."
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The architectures moto names in the `element` of a describe of one AMI or instance type
+    /// (`None` when moto does not know it); asked once per name.
+    async fn architectures_of(
+        &self,
+        call: &Call,
+        upstream: SocketAddr,
+        action: &str,
+        parameter: &str,
+        name: &str,
+        element: &str,
+    ) -> Option<Vec<String>> {
+        let key = format!("{action}/{name}");
+        if let Some(known) = self.architectures.lock().unwrap().get(&key) {
+            return known.clone();
+        }
+        let body = format!("Action={action}&Version=2016-11-15&{parameter}={name}").into_bytes();
+        let mut headers: Vec<(String, String)> = call
+            .request
+            .headers
+            .iter()
+            .filter(|(k, _)| {
+                ["host", "authorization", "x-amz-date", "x-amz-security-token"]
+                    .iter()
+                    .any(|h| k.eq_ignore_ascii_case(h))
+            })
+            .cloned()
+            .collect();
+        headers.push(("Content-Type".into(), "application/x-www-form-urlencoded; charset=utf-8".into()));
+        let request =
+            HttpRequest { method: "POST".into(), target: "/".into(), version: "HTTP/1.1".into(), headers, body };
+        let answer = http::send(upstream, &request).await.ok()?;
+        let found = (answer.status == 200).then(|| {
+            let text = String::from_utf8_lossy(&answer.body);
+            let (open, close) = (format!("<{element}>"), format!("</{element}>"));
+            let inner = text.split_once(&open).and_then(|(_, rest)| rest.split_once(&close)).map(|(inner, _)| inner);
+            match inner {
+                Some(inner) if inner.contains("<item>") => inner
+                    .split("<item>")
+                    .skip(1)
+                    .filter_map(|i| i.split_once("</item>").map(|(v, _)| v.trim().to_string()))
+                    .collect(),
+                Some(inner) => vec![inner.trim().to_string()],
+                None => Vec::new(),
+            }
+        });
+        let found = found.filter(|items: &Vec<String>| !items.is_empty());
+        self.architectures.lock().unwrap().insert(key, found.clone());
+        found
     }
 
     fn assume_role(&self, call: &Call) -> Result<(), Broken> {

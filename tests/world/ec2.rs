@@ -393,3 +393,21 @@ pub async fn create_instance_profile(moto: SocketAddr, access_key_id: &str, name
 pub fn ids<'a>(instances: impl IntoIterator<Item = &'a SeenInstance>) -> BTreeSet<String> {
     instances.into_iter().map(|i| i.id.clone()).collect()
 }
+
+/// The id of one of moto's Amazon Linux 2023 AMIs of this architecture (`x86_64` or `arm64`)
+/// in the config's region (moto's AMI ids differ by region and version, so they are looked up).
+pub async fn al2023_ami(config: &aws_config::SdkConfig, arch: &str) -> String {
+    let ec2 = aws_sdk_ec2::Client::new(config);
+    let name = aws_sdk_ec2::types::Filter::builder().name("name").values(format!("al2023-ami-2023*-{arch}")).build();
+    let arch_filter = aws_sdk_ec2::types::Filter::builder().name("architecture").values(arch).build();
+    let out = ec2
+        .describe_images()
+        .filters(name)
+        .filters(arch_filter)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("DescribeImages: {}", super::moto::aws_error_text(&e)));
+    let mut ids: Vec<String> = out.images().iter().filter_map(|i| i.image_id().map(str::to_string)).collect();
+    ids.sort();
+    ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no Amazon Linux 2023 {arch} AMI"))
+}
