@@ -17,6 +17,13 @@
 //! each task where it ends closest before the instance's last task ends (or extends it least):
 //! what any rule that never moves a running task can hope for without making jobs wait.
 //!
+//! One row lists several instance types (`Ec2InstanceType` `c5.large, c5.xlarge, c5.2xlarge`):
+//! each new instance gets the smallest listed type that holds the task it opens for. Its
+//! instances differ in size, so that row counts **vCPU-hours normalised to c5.xlarge
+//! instance-hours** (an instance of N vCPUs counts N/4 per hour; c5 types cost the same per
+//! vCPU), against the c5.xlarge lower bound (c5 types have the same memory per vCPU, so the
+//! bound is the same in those units). Every other row counts instances of its single type.
+//!
 //! Runs in well under a second; no AWS, no moto. Prints one table on stdout.
 
 #![allow(clippy::print_stdout)]
@@ -24,10 +31,10 @@
 use std::time::{Duration, SystemTime};
 
 use ecs_elastic_agent::cluster::ec2::plan::{
-    idle_since, plan, Demand, Policy, Registered, Rules, Slot, LAUNCH_PATIENCE,
+    idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer, LAUNCH_PATIENCE,
 };
 use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
-use ecs_elastic_agent::cluster::ec2::{capacity, OsClass, Resources};
+use ecs_elastic_agent::cluster::ec2::{capacity, Arch, OsClass, Resources};
 
 /// Time from RunInstances to the container instance registering (boot, ECS agent start).
 const BOOT: u64 = 90;
@@ -46,6 +53,11 @@ struct Job {
 #[derive(Debug)]
 struct Instance {
     id: String,
+    instance_type: String,
+    /// What its type offers.
+    cap: Resources,
+    /// How many instances of the row's unit type it counts as (its vCPUs over the unit's).
+    weight: f64,
     launched_at: u64,
     retired_at: Option<u64>,
     remaining: Resources,
@@ -59,7 +71,10 @@ struct Instance {
 #[derive(Debug)]
 struct Setup {
     name: &'static str,
-    instance_type: &'static str,
+    /// `Ec2InstanceType`: one type, or several.
+    types: &'static [&'static str],
+    /// The type whose instance-hours the row counts (its only type, or c5.xlarge).
+    unit: &'static str,
     min: u32,
     max: u32,
     idle_minutes: u64,
@@ -100,16 +115,26 @@ fn load_trace() -> Vec<Job> {
         .collect()
 }
 
+fn cap_of(instance_type: &str) -> Resources {
+    capacity::estimate(instance_type).expect("a known instance type")
+}
+
 fn play(jobs: &[Job], setup: &Setup) -> Outcome {
-    let cap = capacity::estimate(setup.instance_type).expect("a known instance type");
+    let unit = cap_of(setup.unit);
+    let types = setup
+        .types
+        .iter()
+        .map(|t| TypeOffer { name: t.to_string(), capacity: cap_of(t), arch: Arch::X86_64, known: true })
+        .collect();
     let policy = Policy {
         min: setup.min,
         max: setup.max,
         idle: Duration::from_secs(setup.idle_minutes * 60),
         register_timeout: Duration::from_secs(300),
         launch_patience: LAUNCH_PATIENCE,
-        capacity: cap,
-        capacity_known: true,
+        types,
+        spot: false,
+        spot_turn: 0,
         rules: setup.rules,
     };
     let mut instances: Vec<Instance> = Vec::new();
@@ -117,7 +142,8 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
     let mut next_job = 0;
     let mut waits = Vec::new();
     let mut peak = 0;
-    // Seconds booting, idle, busy; and busy seconds weighted by the instance's use.
+    // Seconds booting, idle, busy; and busy seconds weighted by the instance's use (each in
+    // instances of the unit type).
     let mut seconds = (0.0, 0.0, 0.0, 0.0);
     let mut t = 0;
     loop {
@@ -140,15 +166,16 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         peak = peak.max(alive.len());
         for i in &alive {
             let inst = &instances[*i];
+            let tick = TICK as f64 * inst.weight;
             let share = if inst.launched_at + setup.boot > t {
                 &mut seconds.0
             } else if inst.tasks.is_empty() {
                 &mut seconds.1
             } else {
-                seconds.3 += cap.minus(inst.remaining).share_of(cap) * TICK as f64;
+                seconds.3 += inst.cap.minus(inst.remaining).share_of(inst.cap) * tick;
                 &mut seconds.2
             };
-            *share += TICK as f64;
+            *share += tick;
         }
         if next_job == jobs.len()
             && waiting.is_empty()
@@ -165,11 +192,13 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 Slot {
                     id: inst.id.clone(),
                     os: OsClass::Linux,
+                    instance_type: inst.instance_type.clone(),
+                    arch: Arch::X86_64,
                     launched_at: at(inst.launched_at),
                     running: true,
                     registered: registered.then_some(Registered {
                         usable: true,
-                        total: cap,
+                        total: inst.cap,
                         remaining: inst.remaining,
                         tasks: inst.tasks.len() as u32,
                     }),
@@ -186,6 +215,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 id: n.to_string(),
                 need: j.need,
                 os: OsClass::Linux,
+                arch: Arch::X86_64,
                 since: at(j.arrival),
                 on_demand: false,
             })
@@ -209,10 +239,14 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             waiting.retain(|(m, _)| *m != n);
             waits.push(t - job.arrival);
         }
-        for _ in &decided.launch {
+        for launch in &decided.launch {
             let id = format!("i-{:05}", instances.len());
+            let cap = cap_of(&launch.types[0]);
             instances.push(Instance {
                 id,
+                instance_type: launch.types[0].clone(),
+                cap,
+                weight: f64::from(cap.cpu) / f64::from(unit.cpu),
                 launched_at: t,
                 retired_at: None,
                 remaining: cap,
@@ -224,10 +258,10 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         t += TICK;
     }
     let end = t;
-    let lived: u64 = instances.iter().map(|i| i.retired_at.unwrap_or(end) - i.launched_at).sum();
+    let lived: f64 = instances.iter().map(|i| (i.retired_at.unwrap_or(end) - i.launched_at) as f64 * i.weight).sum();
     let hours = |s: f64| s / 3600.0;
     Outcome {
-        instance_hours: hours(lived as f64),
+        instance_hours: hours(lived),
         booting: hours(seconds.0),
         idle: hours(seconds.1),
         busy: hours(seconds.2),
@@ -345,7 +379,8 @@ fn main() {
     let all = Rules::default();
     let xlarge = |name, min, idle_minutes, rules| Setup {
         name,
-        instance_type: "c5.xlarge",
+        types: &["c5.xlarge"],
+        unit: "c5.xlarge",
         min,
         max: 50,
         idle_minutes,
@@ -363,7 +398,8 @@ fn main() {
         xlarge("c5.xlarge, idle 10 min, 2 kept warm, max 50", 2, 10, all),
         Setup {
             name: "c5.2xlarge, defaults (idle 10 min), max 25",
-            instance_type: "c5.2xlarge",
+            types: &["c5.2xlarge"],
+            unit: "c5.2xlarge",
             min: 0,
             max: 25,
             idle_minutes: 10,
@@ -371,8 +407,19 @@ fn main() {
             boot: BOOT,
         },
         Setup {
+            name: "c5.large/xlarge/2xlarge, in c5.xlarge-hours",
+            types: &["c5.large", "c5.xlarge", "c5.2xlarge"],
+            unit: "c5.xlarge",
+            min: 0,
+            max: 50,
+            idle_minutes: 10,
+            rules: all,
+            boot: BOOT,
+        },
+        Setup {
             name: "reference: instant boot, no idle, no wait",
-            instance_type: "c5.xlarge",
+            types: &["c5.xlarge"],
+            unit: "c5.xlarge",
             min: 0,
             max: 50,
             idle_minutes: 0,
@@ -380,13 +427,13 @@ fn main() {
             boot: 0,
         },
     ];
-    let outcomes = setups.iter().map(|setup| (setup.name, setup.instance_type, play(&jobs, setup))).chain([(
+    let outcomes = setups.iter().map(|setup| (setup.name, setup.unit, play(&jobs, setup))).chain([(
         "reference: durations known, instant, no wait",
         "c5.xlarge",
         play_clairvoyant(&jobs, "c5.xlarge"),
     )]);
-    for (name, instance_type, outcome) in outcomes {
-        let bound = lower_bound_hours(&jobs, instance_type);
+    for (name, unit, outcome) in outcomes {
+        let bound = lower_bound_hours(&jobs, unit);
         let mut waits = outcome.waits.clone();
         waits.sort_unstable();
         assert_eq!(waits.len(), jobs.len(), "every job ran");

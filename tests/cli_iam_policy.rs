@@ -286,6 +286,7 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
         "DescribeSecurityGroups",
         "DescribeInstances",
         "DescribeImages",
+        "DescribeInstanceTypes",
         "DescribeKeyPairs",
         "RunInstances",
         "TerminateInstances",

@@ -105,6 +105,7 @@ const EC2_READS: &[&str] = &[
     "DescribeSecurityGroups",
     "DescribeInstances",
     "DescribeImages",
+    "DescribeInstanceTypes",
     "DescribeSpotInstanceRequests",
 ];
 

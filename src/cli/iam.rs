@@ -517,8 +517,10 @@ fn ec2_statements(
     } else {
         cluster.security_group_ids.iter().chain(elastic_groups).collect()
     };
-    let image = format!("arn:{}:ec2:{}::image/{}", scope.partition, scope.region, capacity.ami_id);
-    let mut launch_from = vec![image, ec2("network-interface/*"), ec2("volume/*")];
+    let images =
+        capacity.ami_ids.iter().map(|ami| format!("arn:{}:ec2:{}::image/{ami}", scope.partition, scope.region));
+    let mut launch_from: Vec<String> = images.collect();
+    launch_from.extend([ec2("network-interface/*"), ec2("volume/*")]);
     launch_from.extend(ids("subnet", subnets));
     launch_from.extend(ids("security-group", groups));
     if let Some(key_pair) = &capacity.key_pair {
@@ -562,7 +564,7 @@ fn ec2_statements(
         // AWS allows no resource-level permissions for Describe calls.
         statement(
             "DescribeInstancesAndImages",
-            &["ec2:DescribeInstances", "ec2:DescribeImages", "ec2:DescribeKeyPairs"],
+            &["ec2:DescribeInstances", "ec2:DescribeImages", "ec2:DescribeInstanceTypes", "ec2:DescribeKeyPairs"],
             vec!["*".into()],
             None,
         ),

@@ -1,6 +1,8 @@
 //! The `Ec2*` part of a cluster profile: the container instances the plugin launches and retires.
 //!
 //! These keys only apply when `LaunchType` is `EC2`; set with another launch type they are errors.
+//! `Ec2InstanceType` and `Ec2AmiId` take lists (comma-separated and/or one per line): several
+//! instance types, and one AMI per CPU architecture among them.
 
 use super::cluster_profile::LaunchType;
 use super::fields::{quote, Fields};
@@ -12,12 +14,13 @@ const USER_DATA_MAX: usize = 16 * 1024;
 /// EC2 capacity settings (present exactly when the launch type is EC2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ec2Capacity {
-    /// `Ec2InstanceType`, such as `c5.xlarge`.
-    pub instance_type: String,
+    /// `Ec2InstanceType`: one or more types, such as `c5.xlarge, c6g.xlarge`, in the
+    /// operator's order (which breaks ties between equally sized types).
+    pub instance_types: Vec<String>,
     /// `Ec2InstanceProfile`: an instance profile name or ARN.
     pub instance_profile: String,
-    /// `Ec2AmiId`: an ECS-optimised AMI.
-    pub ami_id: String,
+    /// `Ec2AmiId`: one ECS-optimised AMI per CPU architecture (and OS) among the types.
+    pub ami_ids: Vec<String>,
     /// `Ec2MinInstances`, default 0.
     pub min_instances: u32,
     /// `Ec2MaxInstances`, default 5, never below the minimum.
@@ -57,9 +60,9 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         return None;
     }
     let ec2 = launch_type == Some(LaunchType::Ec2);
-    let instance_type = required_on_ec2(f, ec2, "Ec2InstanceType", check_instance_type);
+    let instance_types = list(&required_on_ec2(f, ec2, "Ec2InstanceType", check_instance_types));
     let instance_profile = required_on_ec2(f, ec2, "Ec2InstanceProfile", check_instance_profile);
-    let ami_id = required_on_ec2(f, ec2, "Ec2AmiId", check_ami);
+    let ami_ids = list(&required_on_ec2(f, ec2, "Ec2AmiId", check_amis));
     let min_instances = f.number("Ec2MinInstances", 0..=100, 0);
     let max_instances = f.number("Ec2MaxInstances", 1..=100, 5);
     if min_instances > max_instances && !f.has_error("Ec2MaxInstances") {
@@ -68,9 +71,9 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         f.error("Ec2MinInstances", message);
     }
     let capacity = Ec2Capacity {
-        instance_type,
+        instance_types,
         instance_profile,
-        ami_id,
+        ami_ids,
         min_instances,
         max_instances,
         idle_minutes: f.number("Ec2IdleMinutes", 1..=1440, 10),
@@ -93,12 +96,44 @@ fn required_on_ec2(f: &mut Fields<'_>, ec2: bool, key: &str, check: fn(&str) -> 
     f.string(key, check).unwrap_or_default()
 }
 
+/// The items of a list value: split at commas and line ends, trimmed, empty ones dropped.
+pub(crate) fn list(v: &str) -> Vec<String> {
+    v.split([',', '\n']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+}
+
+/// Each item checked, no item twice, at least one.
+fn check_list(key: &str, v: &str, check: fn(&str) -> Result<(), String>) -> Result<(), String> {
+    let items = list(v);
+    if items.is_empty() {
+        return Err(format!("{key} is empty."));
+    }
+    let problems: Vec<String> = items.iter().filter_map(|i| check(i).err()).collect();
+    if !problems.is_empty() {
+        return Err(problems.join(" "));
+    }
+    if let Some((_, dup)) = items.iter().enumerate().find(|(n, i)| items[..*n].contains(i)) {
+        return Err(format!("{key} lists {} twice.", quote(dup)));
+    }
+    Ok(())
+}
+
+fn check_instance_types(v: &str) -> Result<(), String> {
+    check_list("Ec2InstanceType", v, check_instance_type)
+}
+
 fn check_instance_type(v: &str) -> Result<(), String> {
     if syntax::is_instance_type(v) {
         Ok(())
     } else {
-        Err(format!("Ec2InstanceType {} is not an EC2 instance type; use one like c5.xlarge or t3a.medium.", quote(v)))
+        Err(format!(
+            "Ec2InstanceType {} is not an EC2 instance type; use one like c5.xlarge or t3a.medium (several: separated by commas or one per line).",
+            quote(v)
+        ))
     }
+}
+
+fn check_amis(v: &str) -> Result<(), String> {
+    check_list("Ec2AmiId", v, check_ami)
 }
 
 fn check_instance_profile(v: &str) -> Result<(), String> {
@@ -120,6 +155,32 @@ fn check_ami(v: &str) -> Result<(), String> {
             "Ec2AmiId {} is not an AMI id: it must be ami- followed by 8 or 17 lowercase hex digits, like ami-0abcdef1234567890.",
             quote(v)
         ))
+    }
+}
+
+impl Ec2Capacity {
+    /// The first listed type (what the status report names when one type is listed).
+    pub fn first_type(&self) -> &str {
+        self.instance_types.first().map_or("", String::as_str)
+    }
+
+    /// A c5.xlarge profile for unit tests.
+    #[cfg(test)]
+    pub fn for_tests() -> Ec2Capacity {
+        Ec2Capacity {
+            instance_types: vec!["c5.xlarge".into()],
+            instance_profile: "p".into(),
+            ami_ids: vec!["ami-12345678".into()],
+            min_instances: 0,
+            max_instances: 5,
+            idle_minutes: 1,
+            register_timeout_minutes: 5,
+            scale_out_wait_seconds: 300,
+            spot: false,
+            key_pair: None,
+            root_volume_gib: 30,
+            user_data: None,
+        }
     }
 }
 

@@ -9,6 +9,8 @@ use aws_sdk_ecs::types::{Cluster, DesiredStatus};
 
 use super::{Aws, Report};
 use crate::aws::AwsError;
+use crate::cluster::ec2::catalog::Catalog;
+use crate::cluster::ec2::OsClass;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
 
 /// Every check, in order.
@@ -479,26 +481,7 @@ async fn ec2(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: 
     let Some(capacity) = &profile.ec2 else {
         return Ok(());
     };
-    let ami = &capacity.ami_id;
-    let call = aws.ec2.describe_images().image_ids(ami).send();
-    match aws.call("DescribeImages", async { call.await.map_err(|e| AwsError::from_sdk("DescribeImages", &e)) }).await {
-        Ok(out) if !out.images().is_empty() => {
-            let image = &out.images()[0];
-            r.ok(
-                "ec2 image",
-                format!(
-                    "AMI {ami} exists: {} ({})",
-                    image.name().unwrap_or("no name"),
-                    image.architecture().map(|a| a.as_str()).unwrap_or("?")
-                ),
-            )?
-        }
-        Ok(_) => r.fail("ec2 image", format!("AMI {ami} does not exist in {}", aws.region), ami_fix(&aws.region))?,
-        Err(e) => {
-            let fix = fix_for(&e, "ec2:DescribeImages", ami_fix(&aws.region));
-            r.fail("ec2 image", format!("AMI {ami} cannot be used: {}", e.detail), fix)?
-        }
-    }
+    let catalog = super::ec2_types::check(aws, capacity, r).await?;
     let name = capacity.instance_profile.rsplit('/').next().unwrap_or(&capacity.instance_profile).to_string();
     let call = aws.iam.get_instance_profile().instance_profile_name(&name).send();
     match aws
@@ -542,19 +525,25 @@ async fn ec2(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: 
             )?,
         }
     }
-    dry_run(aws, profile, network, r).await
+    dry_run(aws, profile, network, &catalog, r).await
 }
 
-fn ami_fix(region: &str) -> String {
-    format!(
-        "use an ECS-optimised AMI of {region}: aws ssm get-parameters --names /aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id --region {region}"
-    )
-}
-
-/// RunInstances with DryRun: permissions and parameters, without launching anything.
-async fn dry_run(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: &mut Report<'_>) -> io::Result<()> {
+/// RunInstances with DryRun: permissions and parameters, without launching anything (the
+/// first listed type that has an AMI of its architecture, with that AMI).
+async fn dry_run(
+    aws: &Aws,
+    profile: &ClusterProfile,
+    network: Option<&Network>,
+    catalog: &Catalog,
+    r: &mut Report<'_>,
+) -> io::Result<()> {
     let (Some(capacity), Some(network)) = (&profile.ec2, network) else {
         return r.warn("ec2 launch", "RunInstances not dry-run: the networking check failed", None);
+    };
+    let launchable =
+        catalog.launchable().next().and_then(|t| Some((t.name.clone(), catalog.ami_for(t.arch, OsClass::Linux)?)));
+    let Some((instance_type, ami)) = launchable else {
+        return r.warn("ec2 launch", "RunInstances not dry-run: no listed instance type has a listed AMI", None);
     };
     let instance_profile = if capacity.instance_profile.starts_with("arn:") {
         IamInstanceProfileSpecification::builder().arn(&capacity.instance_profile).build()
@@ -565,8 +554,8 @@ async fn dry_run(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>,
         .ec2
         .run_instances()
         .dry_run(true)
-        .image_id(&capacity.ami_id)
-        .instance_type(InstanceType::from(capacity.instance_type.as_str()))
+        .image_id(&ami.id)
+        .instance_type(InstanceType::from(instance_type.as_str()))
         .min_count(1)
         .max_count(1)
         .set_subnet_id(network.subnets.first().cloned())
@@ -576,7 +565,7 @@ async fn dry_run(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>,
         .send();
     match aws.call("RunInstances", async { call.await.map_err(|e| AwsError::from_sdk("RunInstances", &e)) }).await {
         Err(e) if e.code.as_deref() == Some("DryRunOperation") => {
-            r.ok("ec2 launch", format!("RunInstances of a {} would succeed (dry run)", capacity.instance_type))
+            r.ok("ec2 launch", format!("RunInstances of a {instance_type} with {} would succeed (dry run)", ami.id))
         }
         Err(e) => {
             let fix = fix_for(

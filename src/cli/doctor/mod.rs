@@ -12,6 +12,7 @@
 //! instance profile, key pair, dry run), log group, tasks.
 
 mod checks;
+mod ec2_types;
 mod event_queue;
 mod task_parts;
 

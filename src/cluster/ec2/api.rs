@@ -1,5 +1,5 @@
 //! The EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
-//! (`aws.calls.call`). Reads are filtered to what carries both our tags; writes only ever name
+//! (`aws.calls.call`), and the describes of the listed instance types and AMIs. Reads are filtered to what carries both our tags; writes only ever name
 //! instances and container instances that such a read returned.
 
 use std::time::SystemTime;
@@ -13,8 +13,9 @@ use aws_sdk_ec2::types::{
 };
 use aws_sdk_ecs::types::ContainerInstanceStatus;
 
+use super::catalog::{AmiInfo, TypeInfo};
 use super::pool::{ContainerInstance, Ec2Instance};
-use super::{OsClass, Resources};
+use super::{capacity, Arch, OsClass, Resources};
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
@@ -49,9 +50,9 @@ pub struct Refusal {
 /// One RunInstances.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest<'a> {
-    /// `Ec2AmiId`.
+    /// The AMI of the type's architecture (from `Ec2AmiId`).
     pub ami_id: &'a str,
-    /// `Ec2InstanceType`.
+    /// One type of `Ec2InstanceType`.
     pub instance_type: &'a str,
     /// `Ec2InstanceProfile`, a name or an ARN.
     pub instance_profile: &'a str,
@@ -259,20 +260,68 @@ pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError>
     aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
 }
 
-/// The size (GiB) of an AMI's root volume snapshot: RunInstances refuses a smaller root volume.
-/// `None` when the AMI does not say.
+/// The listed instance types as EC2 describes them (one call for all of them): architecture
+/// and what an instance registers with ECS.
 ///
 /// # Errors
-/// The failed DescribeImages call.
-pub async fn ami_root_gib(aws: &AwsClients, ami_id: &str) -> Result<Option<u32>, AwsError> {
-    let request = aws.ec2.describe_images().image_ids(ami_id);
+/// The failed DescribeInstanceTypes call (`InvalidInstanceType` names the types EC2 does not offer).
+pub async fn describe_instance_types(aws: &AwsClients, types: &[String]) -> Result<Vec<TypeInfo>, AwsError> {
+    let request = aws
+        .ec2
+        .describe_instance_types()
+        .set_instance_types(Some(types.iter().map(|t| InstanceType::from(t.as_str())).collect()));
+    let out = aws.calls.call("DescribeInstanceTypes", || request.clone().send()).await?;
+    Ok(type_infos(&out))
+}
+
+/// The types of a DescribeInstanceTypes answer.
+pub fn type_infos(out: &aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput) -> Vec<TypeInfo> {
+    out.instance_types()
+        .iter()
+        .filter_map(|t| {
+            let name = t.instance_type()?.as_str().to_string();
+            let archs = t.processor_info().map(|p| p.supported_architectures()).unwrap_or_default();
+            let arch = archs.iter().find_map(|a| Arch::of_ec2(a.as_str())).unwrap_or_else(|| Arch::guess(&name));
+            let vcpus = t.v_cpu_info().and_then(|v| v.default_v_cpus()).and_then(|v| u32::try_from(v).ok());
+            let mib = t.memory_info().and_then(|m| m.size_in_mib()).and_then(|m| u64::try_from(m).ok());
+            let capacity = match (vcpus, mib) {
+                (Some(v), Some(m)) if v > 0 && m > 0 => Some(capacity::from_size(v, m)),
+                _ => capacity::estimate(&name),
+            };
+            Some(TypeInfo { name, arch, capacity })
+        })
+        .collect()
+}
+
+/// The listed AMIs as EC2 describes them (one call): architecture, platform, root snapshot size.
+///
+/// # Errors
+/// The failed DescribeImages call (`InvalidAMIID.NotFound` when one does not exist).
+pub async fn describe_images(aws: &AwsClients, ami_ids: &[String]) -> Result<Vec<AmiInfo>, AwsError> {
+    let request = aws.ec2.describe_images().set_image_ids(Some(ami_ids.to_vec()));
     let out = aws.calls.call("DescribeImages", || request.clone().send()).await?;
-    let size = out.images().first().and_then(|image| {
-        let root = image.root_device_name()?;
-        let mapping = image.block_device_mappings().iter().find(|m| m.device_name() == Some(root))?;
-        mapping.ebs()?.volume_size().and_then(|gib| u32::try_from(gib).ok())
-    });
-    Ok(size)
+    Ok(ami_infos(&out))
+}
+
+/// The AMIs of a DescribeImages answer.
+pub fn ami_infos(out: &aws_sdk_ec2::operation::describe_images::DescribeImagesOutput) -> Vec<AmiInfo> {
+    out.images()
+        .iter()
+        .filter_map(|image| {
+            let root_gib = image
+                .root_device_name()
+                .and_then(|root| image.block_device_mappings().iter().find(|m| m.device_name() == Some(root)))
+                .and_then(|m| m.ebs()?.volume_size())
+                .and_then(|gib| u32::try_from(gib).ok())
+                .unwrap_or(0);
+            Some(AmiInfo {
+                id: image.image_id()?.to_string(),
+                arch: image.architecture().and_then(|a| Arch::of_ec2(a.as_str())),
+                os: OsClass::from_tag(image.platform().map(|p| p.as_str())),
+                root_gib,
+            })
+        })
+        .collect()
 }
 
 /// RunInstances: `Ok(Err(refusal))` when EC2 has no capacity for it (not retried: asking again

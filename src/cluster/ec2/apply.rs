@@ -7,6 +7,7 @@ use aws_sdk_ecs::types::ContainerInstanceStatus;
 
 use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
+use super::pool::WaitingTask;
 use crate::cluster::gocd::console_line;
 use crate::cluster::launch::{start_task, LaunchSpec};
 use crate::cluster::registry::Phase;
@@ -113,30 +114,59 @@ pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Place
     }
 }
 
-/// Work larger than an instance (learned once one registered): it can never start.
+/// Work larger than every listed type of its architecture (learned once one registered, or
+/// from EC2's description): it can never start.
 pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[String]) {
     for id in ids {
-        let work = {
-            let mut st = cluster.ec2.state();
-            let capacity = st.capacity(&cfg.instance_type).unwrap_or_default();
-            let work = st.waiting.iter().find(|w| &w.work.agent_id == id).cloned();
-            st.waiting.retain(|w| &w.work.agent_id != id);
-            work.map(|w| (w, capacity))
+        let Some(waiting) = take(cluster, id) else {
+            continue;
         };
-        let Some((work, capacity)) = work else {
+        let offers: Vec<String> = cluster
+            .ec2
+            .state()
+            .offers(cfg)
+            .into_iter()
+            .filter(|t| t.arch == waiting.arch)
+            .map(|t| format!("{} registers {} CPU units and {} MiB", t.name, t.capacity.cpu, t.capacity.memory))
+            .collect();
+        let message = format!(
+            "no agent started for job {}: the task reserves {} CPU units and {} MiB but no listed {} instance type holds it ({})",
+            waiting.work.job.locator(),
+            waiting.need.cpu,
+            waiting.need.memory,
+            waiting.arch.as_str(),
+            offers.join("; ")
+        );
+        refuse(cluster, &waiting, message).await;
+    }
+}
+
+/// Work whose CPU architecture no launchable listed type has: it can never start.
+pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[String]) {
+    for id in ids {
+        let Some(waiting) = take(cluster, id) else {
             continue;
         };
         let message = format!(
-            "no agent started for job {}: the task reserves {} CPU units and {} MiB but an {} instance registers {} CPU units and {} MiB",
-            work.work.job.locator(),
-            work.need.cpu,
-            work.need.memory,
-            cfg.instance_type,
-            capacity.cpu,
-            capacity.memory
+            "no agent started for job {}: {}",
+            waiting.work.job.locator(),
+            super::driver::no_type_message(cfg, waiting.arch)
         );
-        cluster.registry().stopped(id, message.clone(), SystemTime::now());
-        cluster.event(HealthKind::Warning, message.clone());
-        let _ = cluster.gocd().console_log(&work.work.job, console_line(message)).await;
+        refuse(cluster, &waiting, message).await;
     }
+}
+
+/// Takes a waiting task off the queue.
+fn take(cluster: &Cluster, id: &str) -> Option<WaitingTask> {
+    let mut st = cluster.ec2.state();
+    let work = st.waiting.iter().find(|w| w.work.agent_id == id).cloned();
+    st.waiting.retain(|w| w.work.agent_id != id);
+    work
+}
+
+/// Releases a refused task's agent and says why (health, the job's console).
+async fn refuse(cluster: &Cluster, waiting: &WaitingTask, message: String) {
+    cluster.registry().stopped(&waiting.work.agent_id, message.clone(), SystemTime::now());
+    cluster.event(HealthKind::Warning, message.clone());
+    let _ = cluster.gocd().console_log(&waiting.work.job, console_line(message)).await;
 }

@@ -54,6 +54,13 @@ fn burstable(size: &str) -> Option<Resources> {
     Some(resources(vcpus, gib))
 }
 
+/// What an instance with `vcpus` vCPUs and `memory_mib` MiB (as DescribeInstanceTypes says)
+/// registers with ECS.
+pub fn from_size(vcpus: u32, memory_mib: u64) -> Resources {
+    let registered = memory_mib * u64::from(REGISTERED_MEMORY_RATIO.0) / u64::from(REGISTERED_MEMORY_RATIO.1);
+    Resources::new(vcpus.saturating_mul(1024), u32::try_from(registered).unwrap_or(u32::MAX))
+}
+
 fn resources(vcpus: u32, gib: f64) -> Resources {
     let physical = (gib * 1024.0) as u64;
     let registered = physical * u64::from(REGISTERED_MEMORY_RATIO.0) / u64::from(REGISTERED_MEMORY_RATIO.1);
@@ -72,6 +79,12 @@ mod tests {
         assert_eq!(estimate("t3a.medium"), Some(Resources::new(2048, 3741)));
         assert_eq!(estimate("r6i.large"), Some(Resources::new(2048, 14964)));
         assert_eq!(estimate("c7g.16xlarge").map(|r| r.cpu), Some(65536));
+    }
+
+    #[test]
+    fn described_sizes_register_like_estimates() {
+        assert_eq!(from_size(4, 8192), Resources::new(4096, 7482));
+        assert_eq!(from_size(2, 4096), estimate("c5.large").unwrap());
     }
 
     #[test]

@@ -12,9 +12,10 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
-use super::plan::{self, Plan};
+use super::catalog::{self, Catalog};
+use super::plan::{self, Plan, TypeOffer};
 use super::pool::WaitingTask;
-use super::{api, apply, launch, OsClass, Resources};
+use super::{api, apply, launch, Arch, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::error::EngineError;
 use crate::cluster::launch::Work;
@@ -40,18 +41,30 @@ const WAITING_EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
 /// Returns the line for the job's console.
 ///
 /// # Errors
-/// The task is larger than one instance of the profile's type.
+/// No listed instance type has the task's CPU architecture, or the task is larger than every
+/// listed type of it.
 pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> Result<String, EngineError> {
     let cfg = profile.ec2.clone().ok_or_else(|| {
         EngineError::Config("an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType".into())
     })?;
     let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
-    let capacity = cluster.ec2.state().capacity(&cfg.instance_type);
-    if let Some(capacity) = capacity.filter(|c| !c.fits(need)) {
+    let arch = Arch::of_ecs(&work.elastic.cpu_architecture);
+    let offers: Vec<TypeOffer> = cluster.ec2.state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
+    if offers.is_empty() {
+        return Err(EngineError::Config(no_type_message(&cfg, arch)));
+    }
+    if offers.iter().all(|t| t.known && !t.capacity.fits(need)) {
+        let sizes: Vec<String> = offers
+            .iter()
+            .map(|t| format!("{} {} CPU units and {} MiB", t.name, t.capacity.cpu, t.capacity.memory))
+            .collect();
         return Err(EngineError::Config(format!(
-            "the task reserves {} CPU units and {} MiB, but an {} instance offers ECS only {} CPU units and {} MiB: \
-             lower Cpu/Memory (or MemoryReservation) in the elastic profile, or choose a larger Ec2InstanceType",
-            need.cpu, need.memory, cfg.instance_type, capacity.cpu, capacity.memory
+            "the task reserves {} CPU units and {} MiB, but no listed {} instance type offers ECS that much ({}): \
+             lower Cpu/Memory (or MemoryReservation) in the elastic profile, or add a larger type to Ec2InstanceType",
+            need.cpu,
+            need.memory,
+            arch.as_str(),
+            sizes.join("; ")
         )));
     }
     let now = SystemTime::now();
@@ -62,7 +75,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
     {
         let mut st = cluster.ec2.state();
         st.waiting.retain(|w| w.work.agent_id != agent_id);
-        st.waiting.push(WaitingTask { work, need, os, since: now, last_asked: now, on_demand });
+        st.waiting.push(WaitingTask { work, need, os, arch, since: now, last_asked: now, on_demand });
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
@@ -71,15 +84,56 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
         need_cpu = need.cpu,
         need_memory = need.memory,
         os = os.as_str(),
+        arch = arch.as_str(),
         on_demand,
         "agent queued for room on an EC2 container instance"
     );
     let market = if on_demand { " (on-demand: Spot interrupted this job's previous agent)" } else { "" };
+    let types: Vec<&str> = offers.iter().map(|t| t.name.as_str()).collect();
     Ok(format!(
-        "agent {agent_id} waits for room on an EC2 container instance{market} ({} CPU units, {} MiB): it starts as soon as one has room; \
+        "agent {agent_id} waits for room on an {} EC2 container instance{market} ({} CPU units, {} MiB): it starts as soon as one has room; \
          {} instances are launched as needed, up to Ec2MaxInstances {}",
-        need.cpu, need.memory, cfg.instance_type, cfg.max_instances
+        arch.as_str(),
+        need.cpu,
+        need.memory,
+        types.join(" or "),
+        cfg.max_instances
     ))
+}
+
+/// Why work of this architecture cannot run on the profile's instances.
+pub(super) fn no_type_message(cfg: &Ec2Capacity, arch: Arch) -> String {
+    format!(
+        "the elastic profile's CpuArchitecture is {}, but the cluster profile's Ec2InstanceType ({}) lists no {} type that can be launched: \
+         add one (with an {} AMI in Ec2AmiId), or change the elastic profile's CpuArchitecture",
+        match arch {
+            Arch::X86_64 => "X86_64",
+            Arch::Arm64 => "ARM64",
+        },
+        cfg.instance_types.join(", "),
+        arch.as_str(),
+        arch.as_str()
+    )
+}
+
+/// The profile's instance types and AMIs as AWS describes them: read at the first pass (and
+/// again when the settings change, or after a fallback to estimates); what is wrong with them
+/// goes to server health once per read.
+async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
+    let now = SystemTime::now();
+    let current = cluster.ec2.state().catalog.clone();
+    if current.as_ref().is_some_and(|c| c.types_key() == Catalog::key_of(cfg) && !c.stale(now)) {
+        return;
+    }
+    let catalog = catalog::load(&cluster.aws(), cfg).await;
+    if let Some(why) = &catalog.estimated {
+        cluster.event(HealthKind::Warning, format!("EC2 instance types: {why}"));
+    }
+    for problem in &catalog.problems {
+        cluster.event(HealthKind::Error, problem.clone());
+    }
+    tracing::info!(types = ?catalog.types, amis = ?catalog.amis, "described the EC2 instance types and AMIs");
+    cluster.ec2.state().catalog = Some(Arc::new(catalog));
 }
 
 /// Starts the cluster's background loop unless it runs.
@@ -164,6 +218,9 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         }
     }
 
+    if cluster.retired().is_none() && profile.ec2.is_some() {
+        ensure_catalog(cluster, &cfg).await;
+    }
     let decided: Plan = {
         let st = cluster.ec2.state();
         plan::plan(&st.slots(), &st.demands(), &st.policy(&cfg), now)
@@ -175,6 +232,7 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         apply::retire(cluster, &profile, r).await;
     }
     apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
+    apply::refuse_no_type(cluster, &cfg, &decided.no_type).await;
     for p in &decided.start {
         apply::start(cluster, &profile, p).await;
     }
@@ -183,6 +241,9 @@ async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         launch::launch(cluster, &profile, &on_demand, &decided.launch_on_demand).await;
     }
     if !decided.launch.is_empty() {
+        if cfg.spot {
+            cluster.ec2.state().spot_turn += decided.launch.len();
+        }
         launch::launch(cluster, &profile, &cfg, &decided.launch).await;
     }
     let st = cluster.ec2.state();
@@ -251,9 +312,9 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
 /// Limits for a profile that left EC2: nothing launched, every instance retired once empty.
 fn wind_down() -> Ec2Capacity {
     Ec2Capacity {
-        instance_type: String::new(),
+        instance_types: Vec::new(),
         instance_profile: String::new(),
-        ami_id: String::new(),
+        ami_ids: Vec::new(),
         min_instances: 0,
         max_instances: 0,
         idle_minutes: 1,

@@ -1,14 +1,15 @@
-//! Launching instances: RunInstances with the profile's AMI, type, instance profile, subnets and
-//! groups, key pair, gp3 root volume, IMDSv2, tags and user data; spot first when asked,
-//! on-demand when spot capacity is refused, the next subnet (another zone) when on-demand
-//! capacity is refused too; a growing pause after a failure.
+//! Launching instances: RunInstances with the planned type, the AMI of its architecture, the
+//! instance profile, subnets and groups, key pair, gp3 root volume (at least the AMI's root
+//! snapshot), IMDSv2, tags and user data; a type refused for capacity falls to the next fitting
+//! type, spot first when asked, on-demand when every type's spot capacity is refused, the next
+//! subnet (another zone) when on-demand capacity is refused too; a growing pause after a failure.
 
 use std::time::{Duration, SystemTime};
 
 use super::api::{self, LaunchRequest, Refusal, TAG_OS};
+use super::plan::Launch;
 use super::pool::Ec2Instance;
 use super::user_data::{self, Join};
-use super::OsClass;
 use crate::aws::network::{self, Network};
 use crate::aws::AwsError;
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -19,28 +20,46 @@ use crate::settings::{ClusterProfile, Ec2Capacity};
 /// First and longest pause of launches after RunInstances failed.
 const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
 
-/// Launches instances, grouped by OS: spot first when asked, on-demand when spot capacity is
-/// refused, then the next subnet (another zone) when on-demand capacity is refused too.
-pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, oses: &[OsClass]) {
+/// Launches instances, grouped by (OS, architecture, types): for each, the types in the plan's
+/// order, spot first when asked, on-demand when every type's spot capacity is refused, then the
+/// next subnet (another zone) when on-demand capacity is refused too.
+pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, launches: &[Launch]) {
     let now = SystemTime::now();
     if cluster.ec2.state().launch_backoff.is_some_and(|(until, _)| now < until) {
         return;
     }
+    let Some(catalog) = cluster.ec2.state().catalog.clone() else {
+        return;
+    };
     let network = match instance_network(cluster, profile).await {
         Ok(n) => n,
         Err(e) => return launch_failed(cluster, format!("could not resolve subnets and security groups: {e}")),
     };
-    let root_volume_gib = root_volume_gib(cluster, cfg).await;
-    let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
-    for os in [OsClass::Linux, OsClass::Windows] {
-        let count = oses.iter().filter(|o| **o == os).count() as u32;
-        if count == 0 {
-            continue;
+    let mut groups: Vec<(&Launch, u32)> = Vec::new();
+    for l in launches {
+        match groups.iter_mut().find(|(g, _)| *g == l) {
+            Some((_, count)) => *count += 1,
+            None => groups.push((l, 1)),
         }
-        match launch_some(cluster, profile, cfg, &network, os, count).await {
+    }
+    for (group, count) in groups {
+        let Some(ami) = catalog.ami_for(group.arch, group.os) else {
+            return launch_failed(
+                cluster,
+                format!(
+                    "Ec2AmiId lists no {} AMI: add one for the {} instance types",
+                    group.arch.as_str(),
+                    group.arch.as_str()
+                ),
+            );
+        };
+        let root_volume_gib = cfg.root_volume_gib.max(ami.root_gib);
+        let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
+        match launch_some(cluster, profile, cfg, &network, group, &ami.id, count).await {
             Ok((instances, fell_back)) => {
                 let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
-                tracing::info!(?ids, os = os.as_str(), spot = cfg.spot && !fell_back, "launched EC2 instances");
+                let instance_type = instances.first().map(|i| i.instance_type.as_str()).unwrap_or_default();
+                tracing::info!(?ids, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
                 let mut st = cluster.ec2.state();
                 st.launched(&instances, SystemTime::now());
                 st.counters.launched += instances.len() as u64;
@@ -59,9 +78,11 @@ async fn launch_some(
     profile: &ClusterProfile,
     cfg: &Ec2Capacity,
     network: &Network,
-    os: OsClass,
+    launch: &Launch,
+    ami_id: &str,
     count: u32,
 ) -> Result<(Vec<Ec2Instance>, bool), String> {
+    let os = launch.os;
     let n = network.subnets.len().max(1);
     let first = cluster.ec2.state().next_subnet % n;
     let subnets: Vec<(usize, &String)> =
@@ -78,59 +99,61 @@ async fn launch_some(
     tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.clone()));
     tags.push((TAG_OS.into(), os.as_str().into()));
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
-    let mut refusals: Vec<Refusal> = Vec::new();
-    let mut spot = cfg.spot;
+    let mut refusals: Vec<(String, Refusal)> = Vec::new();
+    let markets: &[bool] = if cfg.spot { &[true, false] } else { &[false] };
     for (index, subnet) in subnets {
         cluster.ec2.state().next_subnet = (index + 1) % n;
-        loop {
-            let request = LaunchRequest {
-                ami_id: &cfg.ami_id,
-                instance_type: &cfg.instance_type,
-                instance_profile: &cfg.instance_profile,
-                subnet,
-                security_groups: &network.security_groups,
-                public_ip: profile.assign_public_ip,
-                key_pair: cfg.key_pair.as_deref(),
-                root_volume_gib: cfg.root_volume_gib,
-                user_data: user_data::encoded(os, &join),
-                os,
-                tags: tags.clone(),
-                count,
-                spot,
-                client_token: format!("gocd-{}-{}", cluster.key, uuid::Uuid::new_v4().simple()),
-            };
-            match api::run_instances(&cluster.aws(), &request).await {
-                Ok(Ok(instances)) if !instances.is_empty() => {
-                    let fell_back = cfg.spot && !spot;
-                    if fell_back {
-                        let why: Vec<String> = refusals.iter().map(|r| format!("{}: {}", r.code, r.message)).collect();
-                        cluster.event(
-                            HealthKind::Warning,
-                            format!(
-                                "EC2 spot capacity was refused ({}); launched {} on-demand instance(s) instead",
-                                why.join("; "),
-                                instances.len()
-                            ),
-                        );
+        // Each type in the plan's order, spot first; on-demand only once every type's spot
+        // capacity was refused.
+        for &spot in markets {
+            for instance_type in &launch.types {
+                let request = LaunchRequest {
+                    ami_id,
+                    instance_type,
+                    instance_profile: &cfg.instance_profile,
+                    subnet,
+                    security_groups: &network.security_groups,
+                    public_ip: profile.assign_public_ip,
+                    key_pair: cfg.key_pair.as_deref(),
+                    root_volume_gib: cfg.root_volume_gib,
+                    user_data: user_data::encoded(os, &join),
+                    os,
+                    tags: tags.clone(),
+                    count,
+                    spot,
+                    client_token: format!("gocd-{}-{}", cluster.key, uuid::Uuid::new_v4().simple()),
+                };
+                match api::run_instances(&cluster.aws(), &request).await {
+                    Ok(Ok(instances)) if !instances.is_empty() => {
+                        let fell_back = cfg.spot && !spot;
+                        if !refusals.is_empty() {
+                            let market = if spot { "spot" } else { "on-demand" };
+                            let why: Vec<String> =
+                                refusals.iter().map(|(t, r)| format!("{t}: {}: {}", r.code, r.message)).collect();
+                            cluster.event(
+                                HealthKind::Warning,
+                                format!(
+                                    "EC2 {} capacity was refused ({}); launched {} {market} {instance_type} instance(s) instead",
+                                    if cfg.spot { "spot" } else { "on-demand" },
+                                    why.join("; "),
+                                    instances.len()
+                                ),
+                            );
+                        }
+                        return Ok((instances, fell_back));
                     }
-                    return Ok((instances, fell_back));
-                }
-                Ok(Ok(_)) => return Err("RunInstances launched no instance and gave no reason".into()),
-                Ok(Err(refusal)) => {
-                    tracing::warn!(subnet = %subnet, spot, code = %refusal.code, message = %refusal.message, "EC2 refused capacity");
-                    refusals.push(refusal);
-                    if spot {
-                        spot = false;
-                        continue;
+                    Ok(Ok(_)) => return Err("RunInstances launched no instance and gave no reason".into()),
+                    Ok(Err(refusal)) => {
+                        tracing::warn!(subnet = %subnet, spot, instance_type = %instance_type, code = %refusal.code, message = %refusal.message, "EC2 refused capacity");
+                        refusals.push((instance_type.clone(), refusal));
                     }
-                    break;
+                    Err(e) => return Err(e.to_string()),
                 }
-                Err(e) => return Err(e.to_string()),
             }
         }
     }
-    let why: Vec<String> = refusals.iter().map(|r| format!("{}: {}", r.code, r.message)).collect();
-    Err(format!("EC2 has no {} capacity in any subnet: {}", cfg.instance_type, why.join("; ")))
+    let why: Vec<String> = refusals.iter().map(|(t, r)| format!("{t}: {}: {}", r.code, r.message)).collect();
+    Err(format!("EC2 has no {} capacity in any subnet: {}", launch.types.join(" or "), why.join("; ")))
 }
 
 fn launch_failed(cluster: &Cluster, message: String) {
@@ -145,27 +168,6 @@ fn launch_failed(cluster: &Cluster, message: String) {
         HealthKind::Error,
         format!("could not launch EC2 instances (next try in {} s): {message}", backoff.as_secs()),
     );
-}
-
-/// `Ec2RootVolumeGiB`, or the AMI's own root snapshot size when that is larger (RunInstances
-/// refuses a root volume smaller than the snapshot); the AMI is described once.
-async fn root_volume_gib(cluster: &Cluster, cfg: &Ec2Capacity) -> u32 {
-    let known = cluster.ec2.state().ami_root_gib.get(&cfg.ami_id).copied();
-    let ami = match known {
-        Some(size) => size,
-        None => match api::ami_root_gib(&cluster.aws(), &cfg.ami_id).await {
-            Ok(size) => {
-                let size = size.unwrap_or(0);
-                cluster.ec2.state().ami_root_gib.insert(cfg.ami_id.clone(), size);
-                size
-            }
-            Err(e) => {
-                tracing::info!(ami = %cfg.ami_id, error = %e, "could not read the AMI's root volume size; using Ec2RootVolumeGiB");
-                0
-            }
-        },
-    };
-    cfg.root_volume_gib.max(ami)
 }
 
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.

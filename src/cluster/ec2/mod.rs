@@ -5,6 +5,8 @@
 //!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
 //!   the cost benchmark (`benches/ec2_cost.rs`).
 //! - [`capacity`]: CPU units and MiB an instance type registers with ECS.
+//! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
+//!   (architecture, platform, root size) as AWS describes them, once per engine.
 //! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
 //! - [`pool`]: one cluster profile's instances and waiting work, in memory (rebuilt from AWS
 //!   after a restart: instances from their tags, waiting work from GoCD's re-sent create-agent).
@@ -26,6 +28,7 @@
 pub mod api;
 mod apply;
 pub mod capacity;
+pub mod catalog;
 pub mod driver;
 mod launch;
 pub mod plan;
@@ -118,6 +121,58 @@ impl OsClass {
     }
 }
 
+/// A CPU architecture: of an elastic profile's tasks (`CpuArchitecture`), of an instance type,
+/// of an AMI. ECS runs a task only on an instance of its architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Arch {
+    /// x86-64 (`X86_64` in ECS, `x86_64` in EC2).
+    X86_64,
+    /// 64-bit ARM, Graviton (`ARM64` in ECS, `arm64` in EC2).
+    Arm64,
+}
+
+impl Arch {
+    /// The architecture of an elastic profile's `CpuArchitecture` (`X86_64` or `ARM64`).
+    pub fn of_ecs(value: &str) -> Arch {
+        if value.eq_ignore_ascii_case("ARM64") {
+            Arch::Arm64
+        } else {
+            Arch::X86_64
+        }
+    }
+
+    /// EC2's name of an architecture (`x86_64`, `arm64`, as DescribeInstanceTypes and
+    /// DescribeImages say); `None` for others (`i386`, `x86_64_mac`, `arm64_mac`).
+    pub fn of_ec2(value: &str) -> Option<Arch> {
+        match value {
+            "x86_64" => Some(Arch::X86_64),
+            "arm64" => Some(Arch::Arm64),
+            _ => None,
+        }
+    }
+
+    /// EC2's name: `x86_64` or `arm64`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Arm64 => "arm64",
+        }
+    }
+
+    /// A guess from the type's name when EC2 cannot be asked: Graviton families have a `g`
+    /// after the generation digit (`c6g`, `m7gd`, `t4g`, `c7gn`); every other family is x86-64.
+    pub fn guess(instance_type: &str) -> Arch {
+        let family = instance_type.split('.').next().unwrap_or_default();
+        let after_digit = family.trim_start_matches(|c: char| c.is_ascii_lowercase());
+        let suffix = after_digit.trim_start_matches(|c: char| c.is_ascii_digit());
+        if !after_digit.is_empty() && suffix.starts_with('g') {
+            Arch::Arm64
+        } else {
+            Arch::X86_64
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,5 +193,19 @@ mod tests {
         assert_eq!(OsClass::of_family("WINDOWS_SERVER_2022_CORE"), OsClass::Windows);
         assert_eq!(OsClass::from_tag(Some("windows")), OsClass::Windows);
         assert_eq!(OsClass::from_tag(None), OsClass::Linux);
+    }
+
+    #[test]
+    fn architectures() {
+        assert_eq!(Arch::of_ecs("ARM64"), Arch::Arm64);
+        assert_eq!(Arch::of_ecs("X86_64"), Arch::X86_64);
+        assert_eq!(Arch::of_ec2("arm64"), Some(Arch::Arm64));
+        assert_eq!(Arch::of_ec2("i386"), None);
+        for (t, a) in [("c6g.xlarge", Arch::Arm64), ("m7gd.large", Arch::Arm64), ("t4g.micro", Arch::Arm64)] {
+            assert_eq!(Arch::guess(t), a, "{t}");
+        }
+        for t in ["c5.xlarge", "m5.large", "g4dn.xlarge", "c6i.large", "u-6tb1.metal"] {
+            assert_eq!(Arch::guess(t), Arch::X86_64, "{t}");
+        }
     }
 }

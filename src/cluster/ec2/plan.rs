@@ -6,17 +6,30 @@
 //!    register timeout, or that is registered but unusable (not ACTIVE, agent disconnected, EC2
 //!    not running) with no task for that long.
 //! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
-//!    instance of its OS where it fits most tightly (best fit: the fullest that fits, so empty
-//!    instances stay empty and the emptiest busy ones drain, and can retire). With patient
-//!    scale-out, a task that did not fit waits up to `Ec2ScaleOutWaitSeconds` for room to free on a
-//!    busy instance before step 3 launches for it (unless it needs [`WHOLE`] of an instance, or
-//!    no instance of its OS has a task).
-//! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (by the
-//!    type's capacity), then into new instances; the new ones are launched up to
-//!    `Ec2MaxInstances` (starting instances count), then more to keep `Ec2MinInstances` warm.
+//!    instance of its OS and CPU architecture where it fits most tightly (best fit: the fullest
+//!    that fits, so empty instances stay empty and the emptiest busy ones drain, and can retire).
+//!    With patient scale-out, a task that did not fit waits up to `Ec2ScaleOutWaitSeconds` for
+//!    room to free on a busy instance of its OS and architecture before step 3 launches for it
+//!    (unless it needs [`WHOLE`] of an instance, or no such instance has a task).
+//! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (of its
+//!    OS and architecture, by their type's capacity), then into new instances; the new ones are
+//!    launched up to `Ec2MaxInstances` (starting instances count), then more to keep
+//!    `Ec2MinInstances` warm (of the first listed type).
 //!    The tasks of an instance EC2 Spot is about to interrupt are packed too, as work that will
-//!    come back and run on demand (their jobs' reruns do): into on-demand room left after step 2,
-//!    then on-demand bins, so the replacement boots during the two-minute warning, not after it.
+//!    come back and run on demand (their jobs' reruns do): into on-demand room of their
+//!    architecture left after step 2, then on-demand bins, so the replacement boots during the
+//!    two-minute warning, not after it.
+//!
+//! # Which instance type a new instance gets
+//! `Ec2InstanceType` may list several types. A new instance is opened for the waiting task that
+//! did not fit anywhere, and gets the **cheapest listed type of the task's architecture that
+//! holds it**. Without the Pricing API, "cheapest" is: fewest vCPUs, then least memory, ties
+//! broken by the order of the list (within one family price follows size; across families the
+//! operator's order decides). Later tasks fill that instance first-fit before another opens.
+//! Each launch carries, in the order to try, every listed type of its architecture that holds
+//! what was packed into it: EC2 refusing one type for capacity moves on to the next. With
+//! `Ec2Spot` the list is rotated by one more for each spot launch ([`Policy::spot_turn`] counts
+//! the launches so far), so spot requests are spread over the fitting types.
 //! 4. **Retire the idle**, paced: of the instances with no task, the one idle the shortest time
 //!    is the warm spare and goes after `Ec2IdleMinutes`; the others are surplus and go after
 //!    [`SURPLUS_IDLE`] (2 minutes, or `Ec2IdleMinutes` when shorter), longest idle first, down to
@@ -30,9 +43,23 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::{OsClass, Resources};
+use super::{Arch, OsClass, Resources};
 
-/// The cluster profile's `Ec2*` limits and what one instance of its type offers.
+/// One type of `Ec2InstanceType`, as the planner sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeOffer {
+    /// The type's name (`c5.xlarge`).
+    pub name: String,
+    /// What one instance of it offers ECS.
+    pub capacity: Resources,
+    /// Its CPU architecture.
+    pub arch: Arch,
+    /// Whether `capacity` is known (registered, described by EC2 or estimated from the name),
+    /// so a task larger than it can never run on it.
+    pub known: bool,
+}
+
+/// The cluster profile's `Ec2*` limits and what one instance of each listed type offers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     /// `Ec2MinInstances`.
@@ -46,11 +73,12 @@ pub struct Policy {
     /// `Ec2ScaleOutWaitSeconds`: how long a task waits for room on a busy instance before one
     /// is launched for it (0: at once).
     pub launch_patience: Duration,
-    /// What one new instance offers.
-    pub capacity: Resources,
-    /// Whether `capacity` is known (registered or estimated from the type), so a task larger
-    /// than it can never run and is refused rather than launched for.
-    pub capacity_known: bool,
+    /// `Ec2InstanceType`, in the operator's order (at least one).
+    pub types: Vec<TypeOffer>,
+    /// `Ec2Spot`: launches in [`Plan::launch`] are spot requests, spread over the fitting types.
+    pub spot: bool,
+    /// Spot launches so far: where the round-robin over fitting types stands.
+    pub spot_turn: usize,
     /// Which of the cost rules apply (all of them in the plugin; the cost benchmark switches
     /// them off one by one to show what each saves).
     pub rules: Rules,
@@ -104,6 +132,8 @@ pub struct Demand {
     pub need: Resources,
     /// The instances it can run on.
     pub os: OsClass,
+    /// Its elastic profile's `CpuArchitecture`: it runs on instances of that architecture only.
+    pub arch: Arch,
     /// Since when it waits (older first among equals).
     pub since: SystemTime,
     /// Spot interrupted its job's previous agent: it runs on an on-demand instance only.
@@ -117,6 +147,10 @@ pub struct Slot {
     pub id: String,
     /// Its OS.
     pub os: OsClass,
+    /// Its instance type (EC2's `InstanceType`).
+    pub instance_type: String,
+    /// Its type's CPU architecture.
+    pub arch: Arch,
     /// When EC2 launched it.
     pub launched_at: SystemTime,
     /// EC2 says `running` (not `pending`, not shutting down).
@@ -192,19 +226,33 @@ pub struct Retirement {
     pub reason: RetireReason,
 }
 
+/// One new instance to launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// Its OS.
+    pub os: OsClass,
+    /// Its CPU architecture (which AMI it gets).
+    pub arch: Arch,
+    /// The listed types that hold what was packed into it, in the order to try (the cheapest
+    /// first; rotated for spot, see the module doc). Never empty.
+    pub types: Vec<String>,
+}
+
 /// What one pass should do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Tasks to start now.
     pub start: Vec<Placement>,
-    /// New instances, one entry each, by OS (spot when the profile says so).
-    pub launch: Vec<OsClass>,
+    /// New instances, one entry each (spot when the profile says so).
+    pub launch: Vec<Launch>,
     /// New on-demand instances whatever the profile says, for demands that must run on demand.
-    pub launch_on_demand: Vec<OsClass>,
+    pub launch_on_demand: Vec<Launch>,
     /// Instances to retire.
     pub retire: Vec<Retirement>,
-    /// Demands larger than any instance of the type: they can never run.
+    /// Demands larger than every listed type of their architecture: they can never run.
     pub too_big: Vec<String>,
+    /// Demands whose architecture no listed type has: they can never run.
+    pub no_type: Vec<String>,
     /// Demands still waiting after this pass (for room on starting or future instances).
     pub waiting: usize,
 }
@@ -244,21 +292,26 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
         })
         .collect();
     let mut order: Vec<&Demand> = demands.iter().collect();
-    order.sort_by(|a, b| larger_first(a, b, policy.capacity));
+    order.sort_by(|a, b| larger_first(a, b, policy.reference()));
     let mut unplaced = Vec::new();
     for d in order {
         let best = rooms
             .iter()
             .enumerate()
             .filter_map(|(i, room)| room.map(|(left, tasks)| (i, left, tasks)))
-            .filter(|(i, left, _)| slots[*i].os == d.os && !(d.on_demand && slots[*i].spot) && left.fits(d.need))
+            .filter(|(i, left, _)| {
+                let s = &slots[*i];
+                s.os == d.os && s.arch == d.arch && !(d.on_demand && s.spot) && left.fits(d.need)
+            })
             .min_by(|a, b| tighter(a, b, d.need, slots));
+        let of_arch = || policy.types.iter().filter(|t| t.arch == d.arch);
         match best {
             Some((i, left, tasks)) => {
                 rooms[i] = Some((left.minus(d.need), tasks + 1));
                 out.start.push(Placement { demand: d.id.clone(), instance: slots[i].id.clone() });
             }
-            None if policy.capacity_known && !policy.capacity.fits(d.need) => out.too_big.push(d.id.clone()),
+            None if of_arch().next().is_none() => out.no_type.push(d.id.clone()),
+            None if of_arch().all(|t| t.known && !t.capacity.fits(d.need)) => out.too_big.push(d.id.clone()),
             None => unplaced.push(d),
         }
     }
@@ -266,56 +319,75 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
     if policy.rules.patient_scale_out {
         // Patience: a task that room freeing on a busy instance will likely take launches nothing yet.
         let busy = |d: &Demand| {
-            rooms
-                .iter()
-                .zip(slots)
-                .any(|(room, s)| s.os == d.os && !(d.on_demand && s.spot) && room.is_some_and(|(_, tasks)| tasks > 0))
+            rooms.iter().zip(slots).any(|(room, s)| {
+                s.os == d.os && s.arch == d.arch && !(d.on_demand && s.spot) && room.is_some_and(|(_, tasks)| tasks > 0)
+            })
         };
-        unplaced.retain(|d| {
-            age(d.since) >= policy.launch_patience || d.need.share_of(policy.capacity) >= WHOLE || !busy(d)
-        });
+        // "A whole instance": of the largest listed type of its architecture.
+        let largest =
+            |d: &Demand| policy.cheapest_first().rfind(|t| t.arch == d.arch).map_or(policy.reference(), |t| t.capacity);
+        unplaced.retain(|d| age(d.since) >= policy.launch_patience || d.need.share_of(largest(d)) >= WHOLE || !busy(d));
     }
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
     let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
-    // A bin is (OS, on demand, room, new): a demand that must run on demand fits on-demand bins only.
-    let mut bins: Vec<(OsClass, bool, Resources, bool)> = slots
+    // A demand that must run on demand fits on-demand bins only.
+    let mut bins: Vec<Bin> = slots
         .iter()
         .zip(&gone)
         .filter(|(s, gone)| s.registered.is_none() && !s.retiring && !**gone)
-        .map(|(s, _)| (s.os, !s.spot, policy.capacity, false))
+        .map(|(s, _)| {
+            let capacity =
+                policy.types.iter().find(|t| t.name == s.instance_type).map_or(policy.reference(), |t| t.capacity);
+            Bin { os: s.os, arch: s.arch, on_demand: !s.spot, capacity, left: capacity, new: false }
+        })
         .collect();
     for d in unplaced {
-        match bins.iter_mut().find(|(os, od, left, _)| *os == d.os && (*od || !d.on_demand) && left.fits(d.need)) {
-            Some(bin) => bin.2 = bin.2.minus(d.need),
-            None => bins.push((d.os, d.on_demand, policy.capacity.minus(d.need), true)),
+        let fits =
+            |b: &&mut Bin| b.os == d.os && b.arch == d.arch && (b.on_demand || !d.on_demand) && b.left.fits(d.need);
+        match bins.iter_mut().find(fits) {
+            Some(bin) => bin.left = bin.left.minus(d.need),
+            None => bins.extend(Bin::new_for(policy, d.os, d.arch, d.on_demand, d.need)),
         }
     }
-    for (os, need) in coming_back(slots, policy.capacity) {
+    for (os, arch, need) in coming_back(slots) {
         let room = rooms
             .iter_mut()
             .enumerate()
-            .filter(|(i, _)| slots[*i].os == os && !slots[*i].spot)
+            .filter(|(i, _)| slots[*i].os == os && slots[*i].arch == arch && !slots[*i].spot)
             .find_map(|(_, room)| room.as_mut().filter(|(left, _)| left.fits(need)));
         if let Some((left, _)) = room {
             *left = left.minus(need);
             continue;
         }
-        match bins.iter_mut().find(|(bin_os, od, left, _)| *bin_os == os && *od && left.fits(need)) {
-            Some(bin) => bin.2 = bin.2.minus(need),
-            None => bins.push((os, true, policy.capacity.minus(need), true)),
+        match bins.iter_mut().find(|b| b.os == os && b.arch == arch && b.on_demand && b.left.fits(need)) {
+            Some(bin) => bin.left = bin.left.minus(need),
+            None => bins.extend(Bin::new_for(policy, os, arch, true, need)),
         }
     }
     let allowed = policy.max.saturating_sub(alive) as usize;
-    for (os, on_demand, _, _) in bins.iter().filter(|(.., new)| *new).take(allowed) {
-        if *on_demand {
-            out.launch_on_demand.push(*os);
-        } else {
-            out.launch.push(*os);
+    for bin in bins.iter().filter(|b| b.new).take(allowed) {
+        let used = bin.capacity.minus(bin.left);
+        let types = policy.cheapest_first().filter(|t| t.arch == bin.arch && (t.capacity.fits(used) || !t.known));
+        let mut types: Vec<String> = types.map(|t| t.name.clone()).collect();
+        let launch = if bin.on_demand { &mut out.launch_on_demand } else { &mut out.launch };
+        if policy.spot && !bin.on_demand && !types.is_empty() {
+            let turn = (policy.spot_turn + launch.len()) % types.len();
+            types.rotate_left(turn);
         }
+        launch.push(Launch { os: bin.os, arch: bin.arch, types });
     }
-    while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
-        out.launch.push(OsClass::Linux);
+    if let Some(first) = policy.types.first() {
+        while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
+            let mut types = vec![first.name.clone()];
+            types.extend(
+                policy
+                    .cheapest_first()
+                    .filter(|t| t.arch == first.arch && t.name != first.name)
+                    .map(|t| t.name.clone()),
+            );
+            out.launch.push(Launch { os: OsClass::Linux, arch: first.arch, types });
+        }
     }
 
     // 4. The idle, longest idle first, down to the minimum: the instance idle the shortest time
@@ -357,17 +429,57 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
 
 /// The work that will come back from instances EC2 Spot warned about: while such an instance
 /// still runs in EC2 with tasks, one share per task of what its tasks use (ECS tells the sum, not
-/// each task's part: equal shares, rounded up, capped at one instance's capacity), by its OS.
-fn coming_back(slots: &[Slot], capacity: Resources) -> Vec<(OsClass, Resources)> {
+/// each task's part: equal shares, rounded up), by its OS and architecture.
+fn coming_back(slots: &[Slot]) -> Vec<(OsClass, Arch, Resources)> {
     let mut out = Vec::new();
     for s in slots.iter().filter(|s| s.spot_warned && s.running) {
         let Some(r) = s.registered.as_ref().filter(|r| r.tasks > 0) else { continue };
         let used = r.total.minus(r.remaining);
         let share = Resources::new(used.cpu.div_ceil(r.tasks), used.memory.div_ceil(r.tasks));
-        let share = Resources::new(share.cpu.min(capacity.cpu), share.memory.min(capacity.memory));
-        out.extend((0..r.tasks).map(|_| (s.os, share)));
+        out.extend((0..r.tasks).map(|_| (s.os, s.arch, share)));
     }
     out
+}
+
+/// An instance to be, or one still starting, as step 3 packs waiting tasks into it.
+#[derive(Debug)]
+struct Bin {
+    os: OsClass,
+    arch: Arch,
+    on_demand: bool,
+    /// What its type offers.
+    capacity: Resources,
+    /// What is left of it.
+    left: Resources,
+    /// A new instance (not one still starting).
+    new: bool,
+}
+
+impl Bin {
+    /// A new instance for `need`: the cheapest listed type of its architecture that holds it
+    /// (else the largest of it: its size is unknown, one instance is tried). `None` when no
+    /// listed type has the architecture.
+    fn new_for(policy: &Policy, os: OsClass, arch: Arch, on_demand: bool, need: Resources) -> Option<Bin> {
+        let of_arch = policy.cheapest_first().filter(|t| t.arch == arch);
+        let t = of_arch.clone().find(|t| t.capacity.fits(need)).or_else(|| of_arch.clone().next_back())?;
+        Some(Bin { os, arch, on_demand, capacity: t.capacity, left: t.capacity.minus(need), new: true })
+    }
+}
+
+impl Policy {
+    /// The listed types, cheapest first: fewest vCPUs, then least memory, then list order.
+    pub fn cheapest_first(&self) -> impl DoubleEndedIterator<Item = &TypeOffer> + Clone {
+        let mut order: Vec<&TypeOffer> = self.types.iter().collect();
+        // A stable sort: equal sizes keep the operator's order.
+        order.sort_by_key(|t| (t.capacity.cpu, t.capacity.memory));
+        order.into_iter()
+    }
+
+    /// The capacity tasks' sizes are compared against when sorting them (the first listed
+    /// type's; a c5.large's worth when none is listed).
+    pub fn reference(&self) -> Resources {
+        self.types.first().map_or(Resources::new(2048, 3741), |t| t.capacity)
+    }
 }
 
 /// How long an idle instance that is not the warm spare waits before it goes: `Ec2IdleMinutes`
@@ -435,10 +547,19 @@ mod tests {
             idle: Duration::from_secs(600),
             register_timeout: Duration::from_secs(300),
             launch_patience: LAUNCH_PATIENCE,
-            capacity: BOX,
-            capacity_known: true,
+            types: vec![offer("c5.xlarge", BOX, Arch::X86_64)],
+            spot: false,
+            spot_turn: 0,
             rules: Rules::default(),
         }
+    }
+
+    fn offer(name: &str, capacity: Resources, arch: Arch) -> TypeOffer {
+        TypeOffer { name: name.into(), capacity, arch, known: true }
+    }
+
+    fn oses(launches: &[Launch]) -> Vec<OsClass> {
+        launches.iter().map(|l| l.os).collect()
     }
 
     fn at(secs: u64) -> SystemTime {
@@ -446,7 +567,7 @@ mod tests {
     }
 
     fn demand(id: &str, need: Resources) -> Demand {
-        Demand { id: id.into(), need, os: OsClass::Linux, since: T0, on_demand: false }
+        Demand { id: id.into(), need, os: OsClass::Linux, arch: Arch::X86_64, since: T0, on_demand: false }
     }
 
     fn demands(n: usize) -> Vec<Demand> {
@@ -457,6 +578,8 @@ mod tests {
         Slot {
             id: id.into(),
             os: OsClass::Linux,
+            instance_type: "c5.xlarge".into(),
+            arch: Arch::X86_64,
             launched_at: at(launched),
             running: false,
             registered: None,
@@ -471,6 +594,8 @@ mod tests {
         Slot {
             id: id.into(),
             os: OsClass::Linux,
+            instance_type: "c5.xlarge".into(),
+            arch: Arch::X86_64,
             launched_at: T0,
             running: true,
             registered: Some(Registered { usable: true, total: BOX, remaining, tasks }),
@@ -487,11 +612,11 @@ mod tests {
         let rerun = Demand { on_demand: true, ..demand("rerun", JOB) };
         let p = plan(&[spot], &[rerun.clone(), demand("other", JOB)], &policy(), T0);
         assert_eq!(p.start, vec![Placement { demand: "other".into(), instance: "spot".into() }]);
-        assert_eq!((p.launch.len(), p.launch_on_demand.clone()), (0, vec![OsClass::Linux]));
+        assert_eq!((p.launch.len(), oses(&p.launch_on_demand)), (0, vec![OsClass::Linux]));
         // A starting on-demand instance takes it; a starting spot one does not.
         let starting_spot = Slot { spot: true, ..starting("s", 0) };
         let p = plan(&[starting_spot], std::slice::from_ref(&rerun), &policy(), T0);
-        assert_eq!(p.launch_on_demand, vec![OsClass::Linux]);
+        assert_eq!(oses(&p.launch_on_demand), vec![OsClass::Linux]);
         let p = plan(&[starting("od", 0)], std::slice::from_ref(&rerun), &policy(), T0);
         assert!(p.launch.is_empty() && p.launch_on_demand.is_empty(), "{p:?}");
         // And an on-demand instance with room places it.
@@ -507,15 +632,15 @@ mod tests {
         let draining =
             Slot { registered: warned.registered.clone().map(|r| Registered { usable: false, ..r }), ..warned.clone() };
         let p = plan(std::slice::from_ref(&draining), &[], &policy(), T0);
-        assert_eq!((p.launch.len(), p.launch_on_demand.clone()), (0, vec![OsClass::Linux]), "{p:?}");
+        assert_eq!((p.launch.len(), oses(&p.launch_on_demand)), (0, vec![OsClass::Linux]), "{p:?}");
         assert_eq!(p.waiting, 0, "nothing waits yet: the reruns are not asked for");
         // On-demand room already running takes them: nothing launched. Spot room does not.
         let od = registered("od", BOX.minus(JOB), 1, None);
         let p = plan(&[draining.clone(), od], &[], &policy(), T0);
-        assert_eq!(p.launch_on_demand, vec![], "{p:?}");
+        assert!(p.launch_on_demand.is_empty(), "{p:?}");
         let spot_room = Slot { spot: true, ..registered("spot", BOX, 0, None) };
         let p = plan(&[draining.clone(), spot_room], &[], &policy(), T0);
-        assert_eq!(p.launch_on_demand, vec![OsClass::Linux]);
+        assert_eq!(oses(&p.launch_on_demand), vec![OsClass::Linux]);
         // An on-demand instance already starting counts, and so does Ec2MaxInstances.
         let p = plan(&[draining.clone(), starting("od", 0)], &[], &policy(), T0);
         assert!(p.launch_on_demand.is_empty(), "{p:?}");
@@ -610,10 +735,14 @@ mod tests {
         // No busy instance that could take it: of another OS, spot for work that must run on
         // demand, or none busy at all.
         let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
-        assert_eq!(plan(&full, &[win], &policy(), at(1)).launch, vec![OsClass::Windows]);
+        assert_eq!(oses(&plan(&full, &[win], &policy(), at(1)).launch), vec![OsClass::Windows]);
         let spot = vec![Slot { spot: true, ..full[0].clone() }];
         let rerun = Demand { on_demand: true, ..demand("rerun", JOB) };
-        assert_eq!(plan(&spot, &[rerun], &policy(), at(1)).launch_on_demand, vec![OsClass::Linux]);
+        assert_eq!(oses(&plan(&spot, &[rerun], &policy(), at(1)).launch_on_demand), vec![OsClass::Linux]);
+        // Nor a busy instance of another architecture.
+        let arm_work = Demand { arch: Arch::Arm64, ..demand("a", JOB) };
+        let p = plan(&full, &[arm_work], &mixed(), at(1));
+        assert_eq!(p.launch.iter().map(|l| l.arch).collect::<Vec<_>>(), vec![Arch::Arm64]);
         assert_eq!(plan(&[], &demands(1), &policy(), at(1)).launch.len(), 1);
         // A starting instance still takes it into account (nothing more launched).
         let p = plan(&[full[0].clone(), starting("i-new", 200)], &demands(1), &policy(), at(400));
@@ -647,7 +776,7 @@ mod tests {
         let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
         let p = plan(&slots, &[win], &policy(), at(1));
         assert!(p.start.is_empty());
-        assert_eq!(p.launch, vec![OsClass::Windows]);
+        assert_eq!(oses(&p.launch), vec![OsClass::Windows]);
     }
 
     #[test]
@@ -656,7 +785,7 @@ mod tests {
         assert_eq!(p.too_big, vec!["huge".to_string()]);
         assert!(p.launch.is_empty());
         let mut unknown = policy();
-        unknown.capacity_known = false;
+        unknown.types[0].known = false;
         let p = plan(&[], &[demand("huge", Resources::new(8192, 1000))], &unknown, T0);
         assert_eq!((p.too_big.len(), p.launch.len()), (0, 1), "unknown capacity: try one instance");
     }
@@ -729,7 +858,7 @@ mod tests {
     fn the_minimum_is_kept_warm() {
         let mut warm = policy();
         warm.min = 2;
-        assert_eq!(plan(&[], &[], &warm, T0).launch, vec![OsClass::Linux, OsClass::Linux]);
+        assert_eq!(oses(&plan(&[], &[], &warm, T0).launch), vec![OsClass::Linux, OsClass::Linux]);
         assert_eq!(plan(&[starting("i-a", 0)], &[], &warm, T0).launch.len(), 1);
     }
 
@@ -760,6 +889,136 @@ mod tests {
         let slots = vec![registered("i-a", BOX, 0, Some(0)), starting("i-b", 5)];
         let d = demands(6);
         assert_eq!(plan(&slots, &d, &policy(), at(20)), plan(&slots, &d, &policy(), at(20)));
+    }
+
+    /// c5.large, c5.xlarge, c6g.xlarge and m5.xlarge, listed in that order.
+    fn mixed() -> Policy {
+        Policy {
+            types: vec![
+                offer("m5.xlarge", Resources::new(4096, 14964), Arch::X86_64),
+                offer("c5.xlarge", BOX, Arch::X86_64),
+                offer("c6g.xlarge", BOX, Arch::Arm64),
+                offer("c5.large", Resources::new(2048, 3741), Arch::X86_64),
+            ],
+            ..policy()
+        }
+    }
+
+    fn arm(id: &str, need: Resources) -> Demand {
+        Demand { arch: Arch::Arm64, ..demand(id, need) }
+    }
+
+    fn types(l: &Launch) -> Vec<&str> {
+        l.types.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn tasks_run_only_on_instances_of_their_architecture() {
+        let x86 = registered("i-x86", BOX, 0, None);
+        let graviton =
+            Slot { instance_type: "c6g.xlarge".into(), arch: Arch::Arm64, ..registered("i-arm", BOX, 0, None) };
+        let p = plan(&[x86.clone(), graviton], &[arm("a", JOB), demand("x", JOB)], &mixed(), at(1));
+        assert_eq!(
+            p.start,
+            vec![
+                Placement { demand: "a".into(), instance: "i-arm".into() },
+                Placement { demand: "x".into(), instance: "i-x86".into() },
+            ]
+        );
+        // Only an x86 instance with room: the ARM64 task gets a new c6g, not the x86 room.
+        let p = plan(&[x86], &[arm("a", JOB)], &mixed(), at(1));
+        assert!(p.start.is_empty());
+        assert_eq!(p.launch.len(), 1);
+        assert_eq!((p.launch[0].arch, types(&p.launch[0])), (Arch::Arm64, vec!["c6g.xlarge"]));
+        // A starting x86 instance does not absorb it either.
+        let p = plan(&[starting("i-s", 0)], &[arm("a", JOB)], &mixed(), at(1));
+        assert_eq!(p.launch.iter().map(|l| l.arch).collect::<Vec<_>>(), vec![Arch::Arm64]);
+    }
+
+    #[test]
+    fn reruns_coming_back_from_a_warned_graviton_instance_get_graviton_room() {
+        let two_used = BOX.minus(JOB).minus(JOB);
+        let warned = Slot {
+            spot: true,
+            spot_warned: true,
+            instance_type: "c6g.xlarge".into(),
+            arch: Arch::Arm64,
+            ..registered("doomed", two_used, 2, None)
+        };
+        // Room on an on-demand x86 instance does not take them.
+        let x86_room = registered("od", BOX, 0, None);
+        let p = plan(&[warned, x86_room], &[], &mixed(), T0);
+        assert_eq!(p.launch_on_demand.len(), 1, "{p:?}");
+        assert_eq!((p.launch_on_demand[0].arch, types(&p.launch_on_demand[0])), (Arch::Arm64, vec!["c6g.xlarge"]));
+    }
+
+    #[test]
+    fn an_architecture_no_listed_type_has_is_refused_not_launched_for() {
+        let p = plan(&[], &[arm("a", JOB)], &policy(), T0);
+        assert_eq!(p.no_type, vec!["a".to_string()]);
+        assert!(p.launch.is_empty() && p.too_big.is_empty());
+        let p = plan(&[], &[arm("huge", Resources::new(8192, 1000))], &mixed(), T0);
+        assert_eq!(p.too_big, vec!["huge".to_string()], "larger than every arm64 type");
+    }
+
+    #[test]
+    fn a_new_instance_gets_the_cheapest_listed_type_that_holds_its_task() {
+        // Small: c5.large (2 vCPUs) though listed last; the larger x86 types follow as fallbacks,
+        // c5.xlarge before m5.xlarge (same vCPUs, less memory).
+        let p = plan(&[], &[demand("small", JOB)], &mixed(), T0);
+        assert_eq!(types(&p.launch[0]), vec!["c5.large", "c5.xlarge", "m5.xlarge"]);
+        // 3 vCPUs: c5.xlarge; m5.xlarge only as a fallback.
+        let p = plan(&[], &[demand("mid", Resources::new(3072, 4000))], &mixed(), T0);
+        assert_eq!(types(&p.launch[0]), vec!["c5.xlarge", "m5.xlarge"]);
+        // 10 GiB: only m5.xlarge holds it.
+        let p = plan(&[], &[demand("big", Resources::new(2048, 10_000))], &mixed(), T0);
+        assert_eq!(types(&p.launch[0]), vec!["m5.xlarge"]);
+        // Equal sizes keep the list's order.
+        let twins = Policy {
+            types: vec![offer("c5a.xlarge", BOX, Arch::X86_64), offer("c5.xlarge", BOX, Arch::X86_64)],
+            ..policy()
+        };
+        assert_eq!(types(&plan(&[], &[demand("d", JOB)], &twins, T0).launch[0]), vec!["c5a.xlarge", "c5.xlarge"]);
+        // Tasks share the new instance first-fit: two 1024/1800 tasks fit one c5.large.
+        let p = plan(&[], &demands(2), &mixed(), T0);
+        assert_eq!(p.launch.len(), 1);
+        assert_eq!(types(&p.launch[0]), vec!["c5.large", "c5.xlarge", "m5.xlarge"]);
+        // A starting instance absorbs work by its own type's capacity (a c5.large: two tasks).
+        let small = Slot { instance_type: "c5.large".into(), ..starting("i-s", 0) };
+        let p = plan(&[small], &demands(3), &mixed(), at(1));
+        assert_eq!(p.launch.len(), 1, "two fit the starting c5.large, one needs a new instance");
+    }
+
+    #[test]
+    fn the_minimum_is_kept_warm_with_the_first_listed_type() {
+        let warm = Policy { min: 1, ..mixed() };
+        let p = plan(&[], &[], &warm, T0);
+        assert_eq!(types(&p.launch[0]), vec!["m5.xlarge", "c5.large", "c5.xlarge"]);
+    }
+
+    #[test]
+    fn spot_launches_are_spread_over_the_fitting_types() {
+        let spot = Policy {
+            types: vec![
+                offer("c5.xlarge", BOX, Arch::X86_64),
+                offer("c5a.xlarge", BOX, Arch::X86_64),
+                offer("m5.xlarge", Resources::new(4096, 14964), Arch::X86_64),
+            ],
+            spot: true,
+            ..policy()
+        };
+        let full = Resources::new(4096, 7000);
+        let work: Vec<Demand> = (0..4).map(|i| demand(&format!("d{i}"), full)).collect();
+        let p = plan(&[], &work, &spot, T0);
+        let first: Vec<&str> = p.launch.iter().map(|l| l.types[0].as_str()).collect();
+        assert_eq!(first, ["c5.xlarge", "c5a.xlarge", "m5.xlarge", "c5.xlarge"]);
+        assert!(p.launch.iter().all(|l| l.types.len() == 3), "every fitting type stays a fallback");
+        // The turn carries over between passes.
+        let p = plan(&[], &work[..1], &Policy { spot_turn: 2, ..spot.clone() }, T0);
+        assert_eq!(types(&p.launch[0]), vec!["m5.xlarge", "c5.xlarge", "c5a.xlarge"]);
+        // On-demand launches are never rotated: cheapest first.
+        let p = plan(&[], &work[..2], &Policy { spot: false, ..spot }, T0);
+        assert!(p.launch.iter().all(|l| l.types[0] == "c5.xlarge"), "{p:?}");
     }
 
     #[test]

@@ -12,8 +12,9 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot};
-use super::{capacity, OsClass, Resources};
+use super::catalog::Catalog;
+use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffer};
+use super::{capacity, Arch, OsClass, Resources};
 use crate::aws::network::Network;
 use crate::cluster::launch::Work;
 use crate::secret::Secret;
@@ -110,6 +111,8 @@ pub struct WaitingTask {
     pub need: Resources,
     /// The instances it can run on.
     pub os: OsClass,
+    /// Its elastic profile's `CpuArchitecture`.
+    pub arch: Arch,
     /// Since when it waits.
     pub since: SystemTime,
     /// When GoCD last asked for it (create-agent, first or re-sent).
@@ -158,8 +161,10 @@ pub struct PoolState {
     /// The subnet (index into the profile's) the next launch tries first: past the last one
     /// that refused or launched, so a zone that refused is not the first asked again.
     pub next_subnet: usize,
-    /// Root snapshot size (GiB) of each AMI used, 0 when the AMI does not say.
-    pub ami_root_gib: BTreeMap<String, u32>,
+    /// The listed types and AMIs as AWS described them (read at the first pass).
+    pub catalog: Option<Arc<Catalog>>,
+    /// Spot launches so far: the round-robin over fitting types continues from here.
+    pub spot_turn: usize,
     /// Totals.
     pub counters: Counters,
     /// When the last pass finished, and its error if it failed.
@@ -317,28 +322,52 @@ impl PoolState {
         self.counters.placed += 1;
     }
 
-    /// What one new instance of the profile's type offers: what one registered, else the
-    /// estimate from the type's name, else (unknown) a c5.large's worth.
+    /// The profile's limits, and what one new instance of each listed type offers.
     pub fn policy(&self, cfg: &Ec2Capacity) -> Policy {
-        let (capacity, known) = match self.capacity(&cfg.instance_type) {
-            Some(c) => (c, true),
-            None => (Resources::new(2048, 3741), false),
-        };
         Policy {
             min: cfg.min_instances,
             max: cfg.max_instances,
             idle: Duration::from_secs(u64::from(cfg.idle_minutes) * 60),
             register_timeout: Duration::from_secs(u64::from(cfg.register_timeout_minutes) * 60),
             launch_patience: Duration::from_secs(u64::from(cfg.scale_out_wait_seconds)),
-            capacity,
-            capacity_known: known,
+            types: self.offers(cfg),
+            spot: cfg.spot,
+            spot_turn: self.spot_turn,
             rules: plan::Rules::default(),
+        }
+    }
+
+    /// The types new instances may have, in the operator's order: with the catalog, those EC2
+    /// knows that have an AMI of their architecture; before it, every listed type with its
+    /// architecture guessed from the name. Each offers what one of it registered, else what
+    /// EC2 describes, else the estimate from the name, else (unknown) a c5.large's worth.
+    pub fn offers(&self, cfg: &Ec2Capacity) -> Vec<TypeOffer> {
+        let offer = |name: &str, arch: Arch| {
+            let (capacity, known) = match self.capacity(name) {
+                Some(c) => (c, true),
+                None => (Resources::new(2048, 3741), false),
+            };
+            TypeOffer { name: name.to_string(), capacity, arch, known }
+        };
+        match &self.catalog {
+            Some(catalog) => catalog.launchable().map(|t| offer(&t.name, t.arch)).collect(),
+            None => cfg.instance_types.iter().map(|t| offer(t, Arch::guess(t))).collect(),
         }
     }
 
     /// What an instance of this type registers, if known.
     pub fn capacity(&self, instance_type: &str) -> Option<Resources> {
-        self.registered_capacity.get(instance_type).copied().or_else(|| capacity::estimate(instance_type))
+        let described = || self.catalog.as_ref()?.type_info(instance_type)?.capacity;
+        self.registered_capacity
+            .get(instance_type)
+            .copied()
+            .or_else(described)
+            .or_else(|| capacity::estimate(instance_type))
+    }
+
+    /// An instance type's architecture: as EC2 describes the type, else guessed from its name.
+    pub fn arch_of(&self, instance_type: &str) -> Arch {
+        self.catalog.as_ref().map_or_else(|| Arch::guess(instance_type), |c| c.arch_of(instance_type))
     }
 
     /// The planner's view of the instances.
@@ -348,6 +377,8 @@ impl PoolState {
             .map(|r| Slot {
                 id: r.id.clone(),
                 os: r.os,
+                instance_type: r.instance_type.clone(),
+                arch: self.arch_of(&r.instance_type),
                 launched_at: r.launched_at,
                 running: r.ec2_state == "running",
                 registered: r.container.as_ref().map(|c| Registered {
@@ -372,6 +403,7 @@ impl PoolState {
                 id: w.work.agent_id.clone(),
                 need: w.need,
                 os: w.os,
+                arch: w.arch,
                 since: w.since,
                 on_demand: w.on_demand,
             })
@@ -505,26 +537,49 @@ mod tests {
 
     #[test]
     fn the_next_deadline_is_the_nearest_idle_or_register_timeout() {
-        let cfg = crate::settings::Ec2Capacity {
-            instance_type: "c5.xlarge".into(),
-            instance_profile: "p".into(),
-            ami_id: "ami-12345678".into(),
-            min_instances: 0,
-            max_instances: 5,
-            idle_minutes: 1,
-            register_timeout_minutes: 5,
-            scale_out_wait_seconds: 300,
-            spot: false,
-            key_pair: None,
-            root_volume_gib: 30,
-            user_data: None,
-        };
+        let cfg = Ec2Capacity::for_tests();
         let mut st = PoolState::default();
         assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
         st.observe(vec![ec2("i-a", "running"), ec2("i-b", "pending")], vec![ci("i-a", 0)], at(10), at(10));
         let policy = st.policy(&cfg);
         assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
         assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn slots_know_their_type_and_architecture_from_ec2_and_the_catalog() {
+        use super::super::catalog::{AmiInfo, TypeInfo};
+        let mut st = PoolState::default();
+        let graviton = Ec2Instance { instance_type: "c6g.xlarge".into(), ..ec2("i-g", "running") };
+        st.observe(vec![ec2("i-x", "running"), graviton], vec![], at(1), at(1));
+        let arch =
+            |st: &PoolState, id: &str| st.slots().into_iter().find(|s| s.id == id).map(|s| (s.instance_type, s.arch));
+        assert_eq!(arch(&st, "i-g"), Some(("c6g.xlarge".into(), Arch::Arm64)), "guessed before the catalog");
+        let cfg = Ec2Capacity {
+            instance_types: vec!["c5.xlarge".into(), "c6g.xlarge".into()],
+            ami_ids: vec!["ami-1".into(), "ami-2".into()],
+            ..Ec2Capacity::for_tests()
+        };
+        let ami = |id: &str, a| AmiInfo { id: id.into(), arch: Some(a), os: OsClass::Linux, root_gib: 30 };
+        st.catalog = Some(Arc::new(Catalog {
+            types: vec![
+                TypeInfo { name: "c5.xlarge".into(), arch: Arch::X86_64, capacity: Some(Resources::new(4096, 7482)) },
+                // As EC2 says, whatever the name suggests.
+                TypeInfo { name: "c6g.xlarge".into(), arch: Arch::Arm64, capacity: Some(Resources::new(4096, 7000)) },
+            ],
+            amis: vec![ami("ami-1", Arch::X86_64), ami("ami-2", Arch::Arm64)],
+            estimated: None,
+            problems: vec![],
+            read_at: at(0),
+            key: Catalog::key_of(&cfg),
+        }));
+        assert_eq!(arch(&st, "i-x"), Some(("c5.xlarge".into(), Arch::X86_64)));
+        let offers = st.offers(&cfg);
+        assert_eq!(
+            offers.iter().map(|o| (o.name.as_str(), o.arch)).collect::<Vec<_>>(),
+            [("c5.xlarge", Arch::X86_64), ("c6g.xlarge", Arch::Arm64)]
+        );
+        assert_eq!(offers[1].capacity, Resources::new(4096, 7000), "described");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The status report's view of one pool: every instance (type, market, state, registered and
-//! remaining CPU and memory, tasks, idle since) and the counts against `Ec2MinInstances` and
+//! The status report's view of one pool: every instance (type, architecture, market, state,
+//! registered and remaining CPU and memory, tasks, idle since), the instances by type, what is
+//! wrong with the listed types and AMIs, and the counts against `Ec2MinInstances` and
 //! `Ec2MaxInstances`. Times are handed to the caller's formatter (`T`).
 
 use std::time::SystemTime;
@@ -22,6 +23,7 @@ impl Pool {
                 InstanceRow {
                     id: r.id.clone(),
                     instance_type: r.instance_type.clone(),
+                    arch: st.arch_of(&r.instance_type).as_str(),
                     market: if r.spot { "spot" } else { "on-demand" },
                     state: instance_state(r),
                     ec2_state: r.ec2_state.clone(),
@@ -36,8 +38,21 @@ impl Pool {
                 }
             })
             .collect();
+        let mut by_type: Vec<TypeCount> = Vec::new();
+        for r in &alive {
+            let arch = st.arch_of(&r.instance_type).as_str();
+            match by_type.iter_mut().find(|t| t.instance_type == r.instance_type) {
+                Some(t) => t.count += 1,
+                None => by_type.push(TypeCount { instance_type: r.instance_type.clone(), arch, count: 1 }),
+            }
+        }
+        by_type.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
+        let catalog = st.catalog.as_ref();
         PoolSnapshot {
-            instance_type: cfg.instance_type.clone(),
+            instance_type: cfg.instance_types.join(", "),
+            by_type,
+            types_estimated: catalog.and_then(|c| c.estimated.clone()),
+            type_problems: catalog.map(|c| c.problems.clone()).unwrap_or_default(),
             spot: cfg.spot,
             min: cfg.min_instances,
             max: cfg.max_instances,
@@ -70,8 +85,14 @@ fn instance_state(r: &InstanceRecord) -> String {
 /// The status report's EC2 section (`T`: how times are shown).
 #[derive(Debug, Clone, Serialize)]
 pub struct PoolSnapshot<T> {
-    /// `Ec2InstanceType`.
+    /// `Ec2InstanceType`: the listed types, comma-separated.
     pub instance_type: String,
+    /// Instances counted against the limits, by type (sorted by name).
+    pub by_type: Vec<TypeCount>,
+    /// Why the types' sizes and architectures are estimates, when DescribeInstanceTypes failed.
+    pub types_estimated: Option<String>,
+    /// What is wrong with the listed types and AMIs (a type with no AMI of its architecture...).
+    pub type_problems: Vec<String>,
     /// `Ec2Spot`.
     pub spot: bool,
     /// `Ec2MinInstances`.
@@ -100,6 +121,17 @@ pub struct PoolSnapshot<T> {
     pub last_error: Option<String>,
 }
 
+/// How many instances of one type.
+#[derive(Debug, Clone, Serialize)]
+pub struct TypeCount {
+    /// The instance type.
+    pub instance_type: String,
+    /// Its architecture (`x86_64`, `arm64`).
+    pub arch: &'static str,
+    /// Instances of it (starting or registered, not retiring).
+    pub count: usize,
+}
+
 /// One instance row.
 #[derive(Debug, Clone, Serialize)]
 pub struct InstanceRow<T> {
@@ -107,6 +139,8 @@ pub struct InstanceRow<T> {
     pub id: String,
     /// Instance type.
     pub instance_type: String,
+    /// Its architecture.
+    pub arch: &'static str,
     /// `spot` or `on-demand`.
     pub market: &'static str,
     /// Where it is in its life.

@@ -171,11 +171,41 @@ fn a_full_profile_is_typed() {
 #[test]
 fn ec2_defaults() {
     let cap = parse(&props(EC2)).ec2.expect("EC2 capacity");
-    assert_eq!(cap.instance_type, "c5.xlarge");
+    assert_eq!(cap.instance_types, ["c5.xlarge"]);
+    assert_eq!(cap.ami_ids.len(), 1);
     assert_eq!((cap.min_instances, cap.max_instances, cap.idle_minutes, cap.register_timeout_minutes), (0, 5, 10, 5));
     assert_eq!(cap.scale_out_wait_seconds, 300);
     assert_eq!((cap.spot, cap.root_volume_gib), (false, 30));
     assert!(cap.key_pair.is_none() && cap.user_data.is_none());
+}
+
+#[test]
+fn ec2_takes_several_instance_types_and_amis() {
+    let mut p = props(EC2);
+    p.insert("Ec2InstanceType".into(), "c5.xlarge, c6g.xlarge,\n m5.xlarge\n".to_string().into());
+    p.insert("Ec2AmiId".into(), "ami-0abcdef1234567890\nami-0fedcba9876543210".to_string().into());
+    let cap = parse(&p).ec2.expect("EC2 capacity");
+    assert_eq!(cap.instance_types, ["c5.xlarge", "c6g.xlarge", "m5.xlarge"]);
+    assert_eq!(cap.ami_ids, ["ami-0abcdef1234567890", "ami-0fedcba9876543210"]);
+    assert!(validate_cluster_profile(&p).is_empty());
+}
+
+#[test]
+fn ec2_lists_are_checked_item_by_item() {
+    let check = |key: &str, value: &str| {
+        let mut p = props(EC2);
+        p.insert(key.into(), value.to_string().into());
+        let errors = validate_cluster_profile(&p);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].key, key);
+        errors[0].message.clone()
+    };
+    let m = check("Ec2InstanceType", "c5.xlarge, C6G.xlarge");
+    assert!(m.starts_with("Ec2InstanceType 'C6G.xlarge' is not an EC2 instance type"), "{m}");
+    assert_eq!(check("Ec2InstanceType", "c5.xlarge,c5.xlarge"), "Ec2InstanceType lists 'c5.xlarge' twice.");
+    assert_eq!(check("Ec2InstanceType", " , \n"), "Ec2InstanceType is empty.");
+    let m = check("Ec2AmiId", "ami-0abcdef1234567890, ami-nothex");
+    assert!(m.starts_with("Ec2AmiId 'ami-nothex' is not an AMI id"), "{m}");
 }
 
 #[test]
