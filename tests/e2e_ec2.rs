@@ -215,6 +215,111 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
     w.finish(host, sim, ec2, &extra).await;
 }
 
+/// The EC2 instance type each task ran on, read from AWS as an operator would: DescribeTasks →
+/// its container instance → DescribeContainerInstances → its EC2 instance → DescribeInstances.
+async fn instance_type_of_tasks(cfg: &SdkConfig, cluster: &str, arns: &[String]) -> BTreeMap<String, String> {
+    let ecs = aws_sdk_ecs::Client::new(cfg);
+    let ec2 = aws_sdk_ec2::Client::new(cfg);
+    let mut container_of = BTreeMap::new();
+    for chunk in arns.chunks(100) {
+        let out =
+            ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).send().await.expect("DescribeTasks");
+        for t in out.tasks() {
+            let (Some(arn), Some(ci)) = (t.task_arn(), t.container_instance_arn()) else { continue };
+            container_of.insert(arn.to_string(), ci.to_string());
+        }
+    }
+    let cis: Vec<String> = container_of.values().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+    let out = ecs
+        .describe_container_instances()
+        .cluster(cluster)
+        .set_container_instances(Some(cis))
+        .send()
+        .await
+        .expect("DescribeContainerInstances");
+    let ec2_of: BTreeMap<String, String> = out
+        .container_instances()
+        .iter()
+        .filter_map(|c| Some((c.container_instance_arn()?.to_string(), c.ec2_instance_id()?.to_string())))
+        .collect();
+    let ids: Vec<String> = ec2_of.values().cloned().collect::<BTreeSet<_>>().into_iter().collect();
+    let out = ec2.describe_instances().set_instance_ids(Some(ids)).send().await.expect("DescribeInstances");
+    let type_of: BTreeMap<String, String> = out
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| Some((i.instance_id()?.to_string(), i.instance_type()?.as_str().to_string())))
+        .collect();
+    container_of.into_iter().filter_map(|(task, ci)| Some((task, type_of.get(ec2_of.get(&ci)?)?.clone()))).collect()
+}
+
+/// (a2) One cluster profile lists an x86 and a Graviton type (`c5.xlarge, c6g.xlarge`) with an
+/// x86_64 and an arm64 AMI; x86 and ARM64 elastic profiles each run their jobs on instances of
+/// their architecture only, every instance launched with the AMI of its type's architecture
+/// (the proxy refuses a mismatch, as AWS does), and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn x86_and_arm64_jobs_of_one_profile_run_on_instances_of_their_architecture() {
+    let mut w = Scenario::new("two_architectures").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let x86_ami = world::ec2::al2023_ami(&base, "x86_64").await;
+    let arm_ami = world::ec2::al2023_ami(&base, "arm64").await;
+    let amis = format!("{x86_ami}, {arm_ami}");
+    let cluster = ec2_props("gocd-ec2", &[("Ec2InstanceType", "c5.xlarge,\nc6g.xlarge"), ("Ec2AmiId", &amis)]);
+    let mut arm = quarter_props();
+    arm.extend(props(&[("CpuArchitecture", "ARM64")]));
+    let mut x86 = quarter_props();
+    x86.extend(props(&[("CpuArchitecture", "X86_64")]));
+    let cfg = w
+        .host_config()
+        .cluster_profile("ec2", cluster)
+        .elastic_profile("x86", "ec2", x86)
+        .elastic_profile("arm", "ec2", arm);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    host.add_jobs(JobSpec::new("x86", Duration::from_secs(8)), 6).await;
+    host.add_jobs(JobSpec::new("arm", Duration::from_secs(8)), 6).await;
+    host.wait_until("all 12 jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+
+    // Each job's task, and the instance type AWS says it ran on.
+    let profile_of: BTreeMap<String, String> = host.with_state(|s| {
+        s.jobs.iter().map(|j| (j.identifier.job_id.to_string(), j.spec.elastic_profile.clone())).collect()
+    });
+    let tasks: Vec<(String, String)> =
+        sim.with_state(|s| s.tasks.values().filter_map(|t| Some((t.task_arn.clone(), t.job_id.clone()?))).collect());
+    assert_eq!(tasks.len(), 12, "one task per job");
+    let arns: Vec<String> = tasks.iter().map(|(arn, _)| arn.clone()).collect();
+    let ran_on = instance_type_of_tasks(&base, "gocd-ec2", &arns).await;
+    let mut per_type: BTreeMap<&str, usize> = BTreeMap::new();
+    for (arn, job) in &tasks {
+        let profile = profile_of.get(job).map(String::as_str).unwrap_or_else(|| panic!("job {job} unknown"));
+        let instance_type =
+            ran_on.get(arn).map(String::as_str).unwrap_or_else(|| panic!("task {arn} ran on no instance"));
+        let expected = if profile == "arm" { "c6g.xlarge" } else { "c5.xlarge" };
+        assert_eq!(instance_type, expected, "job {job} ({profile}) ran on a {instance_type}");
+        *per_type.entry(instance_type).or_default() += 1;
+    }
+    assert_eq!(per_type, BTreeMap::from([("c5.xlarge", 6), ("c6g.xlarge", 6)]));
+    let instances = ec2.instances();
+    let launched: BTreeSet<&str> = instances.iter().map(|i| i.instance_type.as_str()).collect();
+    assert_eq!(launched, BTreeSet::from(["c5.xlarge", "c6g.xlarge"]));
+    assert!(instances.len() <= 4, "6 quarter tasks of each architecture need 2 instances each: {}", instances.len());
+
+    // The cluster report counts the instances by type, with their architecture.
+    let report = host.cluster_status_report("ec2").await.expect("cluster status report");
+    let view = report.body["view"].as_str().unwrap_or_default().to_string();
+    assert!(view.contains("c6g.xlarge (arm64)") && view.contains("c5.xlarge (x86_64)"), "no count by type:\n{view}");
+    let extra = format!(
+        "x86_instances={} arm_instances={}",
+        instances.iter().filter(|i| i.instance_type == "c5.xlarge").count(),
+        instances.iter().filter(|i| i.instance_type == "c6g.xlarge").count()
+    );
+    w.finish(host, sim, ec2, &extra).await;
+}
+
 /// (b) An instance that never registers is terminated after `Ec2RegisterTimeoutMinutes` (1), and
 /// the work that waited for it runs on a new instance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
