@@ -397,6 +397,59 @@ async fn ec2_checks_the_image_the_instance_profile_and_a_dry_run() {
     assert!(d.line("capacity").contains("0 container instance(s)"));
 }
 
+/// Several instance types: each must exist in the region, and each needs a listed AMI of its
+/// architecture.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ec2_checks_every_listed_type_has_an_ami_of_its_architecture() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ec2").await;
+    let x86 = world::ec2::al2023_ami(&base, "x86_64").await;
+    let arm = world::ec2::al2023_ami(&base, "arm64").await;
+    let run = |types: &str, amis: String| {
+        let endpoint = moto.endpoint();
+        let types = types.to_string();
+        async move {
+            let p = [
+                ("ClusterName", "ec2"),
+                ("Region", REGION),
+                ("LaunchType", "EC2"),
+                ("Ec2InstanceType", types.as_str()),
+                ("Ec2InstanceProfile", "gocd-ecs-instance"),
+                ("Ec2AmiId", amis.as_str()),
+            ];
+            doctor(&endpoint, &p, &[]).await
+        }
+    };
+    let type_lines = |d: &Doctor| -> Vec<String> {
+        d.lines.iter().filter(|l| l.get(5..).is_some_and(|r| r.starts_with("ec2 instance type: "))).cloned().collect()
+    };
+    let d = run("c5.xlarge, c6g.xlarge", x86.clone()).await;
+    assert_eq!(d.code, Some(1));
+    let lines = type_lines(&d);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("FAIL") && l.contains("c6g.xlarge is arm64, but Ec2AmiId lists no arm64 AMI")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("ok") && l.contains("c5.xlarge exists in us-east-1: x86_64")),
+        "{lines:#?}"
+    );
+    let d = run("c5.xlarge, c6g.xlarge", format!("{x86}, {arm}")).await;
+    let lines = type_lines(&d);
+    assert!(lines.iter().all(|l| l.starts_with("ok")), "{lines:#?}");
+    assert!(lines.iter().any(|l| l.contains("c6g.xlarge exists in us-east-1: arm64")), "{lines:#?}");
+    let images: Vec<&String> = d.lines.iter().filter(|l| l.contains("ec2 image: ")).collect();
+    assert!(images.len() == 2 && images.iter().all(|l| l.starts_with("ok")), "{images:#?}");
+    let d = run("c5.xlarge, zz9.huge", x86).await;
+    let lines = type_lines(&d);
+    assert!(
+        lines.iter().any(|l| l.starts_with("FAIL") && l.contains("zz9.huge that EC2 does not offer")),
+        "{lines:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_profiles_stop_before_aws() {
     let d = doctor("http://127.0.0.1:9", &[("ClusterName", "ci"), ("LaunchType", "SUBMARINE")], &[]).await;

@@ -75,7 +75,8 @@ pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>)
     }
     let read = catalog::build(capacity, &aws.region, types, amis, SystemTime::now());
     for problem in &read.problems {
-        r.fail("ec2 instance type", problem, "correct Ec2InstanceType and Ec2AmiId as the finding says")?;
+        let finding = problem.trim_end_matches('.');
+        r.fail("ec2 instance type", finding, "correct Ec2InstanceType and Ec2AmiId as the finding says")?;
     }
     Ok(read)
 }
