@@ -413,6 +413,52 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
     w.finish(host, sim, ec2, &format!("spot_refused={refused}")).await;
 }
 
+/// (c2) Several types with `Ec2Spot`: spot capacity refused for the first type falls to the next
+/// fitting type, still spot, before any on-demand launch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_type_refused_for_spot_capacity_falls_to_the_next_type_before_on_demand() {
+    let mut w = Scenario::new("spot_next_type").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    // Every RunInstances: (instance type, spot, refused).
+    let runs: Arc<Mutex<Vec<(String, bool, bool)>>> = Arc::default();
+    let seen = runs.clone();
+    w.proxy.add_rule("no-c5-spot", move |call| {
+        if !call.is("ec2", "RunInstances") {
+            return Verdict::Forward;
+        }
+        let instance_type = call.form_param("InstanceType").unwrap_or_default().to_string();
+        let refuse = asks_spot(call) && instance_type == "c5.xlarge";
+        seen.lock().unwrap().push((instance_type, asks_spot(call), refuse));
+        if refuse {
+            Verdict::ec2_error(500, "InsufficientInstanceCapacity", "There is no Spot capacity for c5.xlarge.")
+        } else {
+            Verdict::Forward
+        }
+    });
+    let cluster = ec2_props("gocd-ec2", &[("Ec2Spot", "true"), ("Ec2InstanceType", "c5.xlarge, c5a.xlarge")]);
+    let cfg = w.host_config().cluster_profile("ec2", cluster).elastic_profile("quarter", "ec2", quarter_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 4).await;
+    host.wait_until("the 4 jobs completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+
+    let runs = runs.lock().unwrap().clone();
+    let expected = [("c5.xlarge".to_string(), true, true), ("c5a.xlarge".to_string(), true, false)];
+    assert_eq!(runs, expected, "c5.xlarge spot refused, then c5a.xlarge spot, no on-demand");
+    let instances = ec2.instances();
+    assert_eq!(instances.len(), 1, "4 quarter tasks fit one instance");
+    assert_eq!((instances[0].instance_type.as_str(), instances[0].spot), ("c5a.xlarge", true));
+    host.wait_until("a server-health warning names the refused type", Duration::from_secs(10), |s| {
+        s.health_ever_mentions("c5.xlarge: InsufficientInstanceCapacity")
+    })
+    .await;
+    w.finish(host, sim, ec2, "").await;
+}
+
 /// (d) The plugin is killed with 8 jobs running on 2 instances and 4 waiting for room; the new
 /// process adopts the instances (by tag) and the tasks, GoCD's re-sent create-agent brings the
 /// waiting work back, and every job finishes on the same 2 instances.
