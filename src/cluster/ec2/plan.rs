@@ -318,15 +318,21 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
     out.waiting = unplaced.len();
     if policy.rules.patient_scale_out {
         // Patience: a task that room freeing on a busy instance will likely take launches nothing yet.
+        // A busy instance of its OS and architecture that could hold it once room frees: one
+        // whose whole it fits, and of which it needs less than [`WHOLE`] (else only an empty one
+        // could take it, which a busy one seldom becomes).
         let busy = |d: &Demand| {
             rooms.iter().zip(slots).any(|(room, s)| {
-                s.os == d.os && s.arch == d.arch && !(d.on_demand && s.spot) && room.is_some_and(|(_, tasks)| tasks > 0)
+                let total = s.registered.as_ref().map_or(Resources::default(), |r| r.total);
+                s.os == d.os
+                    && s.arch == d.arch
+                    && !(d.on_demand && s.spot)
+                    && room.is_some_and(|(_, tasks)| tasks > 0)
+                    && total.fits(d.need)
+                    && d.need.share_of(total) < WHOLE
             })
         };
-        // "A whole instance": of the largest listed type of its architecture.
-        let largest =
-            |d: &Demand| policy.cheapest_first().rfind(|t| t.arch == d.arch).map_or(policy.reference(), |t| t.capacity);
-        unplaced.retain(|d| age(d.since) >= policy.launch_patience || d.need.share_of(largest(d)) >= WHOLE || !busy(d));
+        unplaced.retain(|d| age(d.since) >= policy.launch_patience || !busy(d));
     }
 
     // 3. Launch for the rest: first into instances still starting, then into new ones.
@@ -987,6 +993,28 @@ mod tests {
         let small = Slot { instance_type: "c5.large".into(), ..starting("i-s", 0) };
         let p = plan(&[small], &demands(3), &mixed(), at(1));
         assert_eq!(p.launch.len(), 1, "two fit the starting c5.large, one needs a new instance");
+    }
+
+    #[test]
+    fn patience_waits_only_for_busy_instances_large_enough_to_hold_the_task() {
+        let small_total = Resources::new(2048, 3741);
+        let busy_small = Slot {
+            instance_type: "c5.large".into(),
+            registered: Some(Registered {
+                usable: true,
+                total: small_total,
+                remaining: Resources::new(0, 0),
+                tasks: 2,
+            }),
+            ..registered("i-small", BOX, 2, None)
+        };
+        // 3 vCPUs never fit the busy c5.large: a c5.xlarge is launched at once.
+        let p = plan(std::slice::from_ref(&busy_small), &[demand("mid", Resources::new(3072, 4000))], &mixed(), at(1));
+        assert_eq!(p.launch.len(), 1, "{p:?}");
+        assert_eq!(types(&p.launch[0]), vec!["c5.xlarge", "m5.xlarge"]);
+        // A task the busy c5.large could hold once a task ends waits for it.
+        let p = plan(&[busy_small], &[demand("quarter", JOB)], &mixed(), at(1));
+        assert!(p.launch.is_empty(), "{p:?}");
     }
 
     #[test]
