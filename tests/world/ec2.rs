@@ -242,6 +242,40 @@ impl Inner {
         st.max_alive = st.max_alive.max(st.alive_now);
     }
 
+    /// moto attaches RunInstances' `IamInstanceProfile` to the first instance of a reservation
+    /// only, and just after answering; EC2 gives it to every instance launched. Associates it with
+    /// the others, as EC2 would have, so their descriptions (and the agents' roles) are right.
+    /// Returns each instance's profile ARN.
+    async fn attach_the_reservations_profile(
+        &self,
+        fleet: usize,
+        reservation: &aws_sdk_ec2::types::Reservation,
+    ) -> Result<Vec<(String, String)>, String> {
+        let instances = reservation.instances();
+        let Some(arn) = instances.iter().find_map(|i| i.iam_instance_profile().and_then(|p| p.arn())) else {
+            return Ok(Vec::new());
+        };
+        let mut profiles: Vec<(String, String)> = instances
+            .iter()
+            .filter_map(|i| Some((i.instance_id()?.to_string(), i.iam_instance_profile()?.arn()?.to_string())))
+            .collect();
+        let alive = |i: &&aws_sdk_ec2::types::Instance| {
+            i.state().and_then(|s| s.name()).is_some_and(|n| matches!(n.as_str(), "pending" | "running"))
+        };
+        for inst in instances.iter().filter(|i| i.iam_instance_profile().is_none()).filter(alive) {
+            let Some(id) = inst.instance_id() else { continue };
+            self.ec2[fleet]
+                .associate_iam_instance_profile()
+                .instance_id(id)
+                .iam_instance_profile(aws_sdk_ec2::types::IamInstanceProfileSpecification::builder().arn(arn).build())
+                .send()
+                .await
+                .map_err(|e| format!("AssociateIamInstanceProfile {id}: {}", aws_error_text(&e)))?;
+            profiles.push((id.to_string(), arn.to_string()));
+        }
+        Ok(profiles)
+    }
+
     async fn observe(&self, fleet: usize) -> Result<(), String> {
         let out = self.ec2[fleet]
             .describe_instances()
@@ -249,6 +283,10 @@ impl Inner {
             .send()
             .await
             .map_err(|e| format!("DescribeInstances: {}", aws_error_text(&e)))?;
+        let mut profiles = std::collections::HashMap::new();
+        for reservation in out.reservations() {
+            profiles.extend(self.attach_the_reservations_profile(fleet, reservation).await?);
+        }
         for inst in out.reservations().iter().flat_map(|r| r.instances()) {
             let Some(id) = inst.instance_id() else {
                 continue;
@@ -262,6 +300,9 @@ impl Inner {
                         seen.gone_at = Some(Instant::now());
                     }
                     seen.state = state;
+                    if seen.iam_instance_profile.is_none() {
+                        seen.iam_instance_profile = profiles.get(id).cloned();
+                    }
                 }
                 continue;
             }
@@ -282,7 +323,7 @@ impl Inner {
                         .iter()
                         .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
                         .collect(),
-                    iam_instance_profile: inst.iam_instance_profile().and_then(|p| p.arn()).map(str::to_string),
+                    iam_instance_profile: profiles.get(id).cloned(),
                     key_name: inst.key_name().map(str::to_string),
                     subnet_id: inst.subnet_id().map(str::to_string),
                     security_groups: inst
