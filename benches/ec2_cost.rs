@@ -82,6 +82,8 @@ struct Setup {
     rules: Rules,
     /// Seconds from launch to registration ([`BOOT`], or 0 for the reference row).
     boot: u64,
+    /// `Ec2ScaleOutWaitSeconds` ([`LAUNCH_PATIENCE`], its default, unless the row says).
+    scale_out_wait: Duration,
 }
 
 /// What one play cost.
@@ -131,7 +133,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         max: setup.max,
         idle: Duration::from_secs(setup.idle_minutes * 60),
         register_timeout: Duration::from_secs(300),
-        launch_patience: LAUNCH_PATIENCE,
+        launch_patience: setup.scale_out_wait,
         types,
         spot: false,
         spot_turn: 0,
@@ -386,13 +388,19 @@ fn main() {
         idle_minutes,
         rules,
         boot: BOOT,
+        scale_out_wait: LAUNCH_PATIENCE,
     };
+    let waiting =
+        |name, seconds| Setup { name, scale_out_wait: Duration::from_secs(seconds), ..xlarge(name, 0, 10, all) };
     let setups = [
         xlarge("c5.xlarge, defaults (idle 10 min), max 50", 0, 10, all),
         xlarge("  Ec2ScaleOutWaitSeconds 0 (launch at once)", 0, 10, Rules { patient_scale_out: false, ..all }),
         xlarge("  without slack is the spare", 0, 10, Rules { slack_is_the_spare: false, ..all }),
         xlarge("  one warm spare only (the rules before)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
         xlarge("  none of the rules (every idle kept)", 0, 10, Rules::NONE),
+        waiting("  Ec2ScaleOutWaitSeconds 120", 120),
+        waiting("  Ec2ScaleOutWaitSeconds 600", 600),
+        waiting("  Ec2ScaleOutWaitSeconds 900", 900),
         xlarge("c5.xlarge, idle 3 min, max 50", 0, 3, all),
         xlarge("c5.xlarge, idle 30 min, max 50", 0, 30, all),
         xlarge("c5.xlarge, idle 10 min, 2 kept warm, max 50", 2, 10, all),
@@ -405,6 +413,7 @@ fn main() {
             idle_minutes: 10,
             rules: all,
             boot: BOOT,
+            scale_out_wait: LAUNCH_PATIENCE,
         },
         Setup {
             name: "c5.large/xlarge/2xlarge, in c5.xlarge-hours",
@@ -415,6 +424,7 @@ fn main() {
             idle_minutes: 10,
             rules: all,
             boot: BOOT,
+            scale_out_wait: LAUNCH_PATIENCE,
         },
         Setup {
             name: "reference: instant boot, no idle, no wait",
@@ -425,6 +435,7 @@ fn main() {
             idle_minutes: 0,
             rules: Rules { patient_scale_out: false, ..all },
             boot: 0,
+            scale_out_wait: LAUNCH_PATIENCE,
         },
     ];
     let outcomes = setups.iter().map(|setup| (setup.name, setup.unit, play(&jobs, setup))).chain([(
