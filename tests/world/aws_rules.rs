@@ -90,6 +90,13 @@ use super::proxy::{Call, Verdict};
 
 mod capacity;
 
+/// The headers of `call` that sign it (moto checks no signature, but reads the account and
+/// region from them), for a call the world makes to moto on the caller's behalf.
+fn signing_headers(call: &Call) -> Vec<(String, String)> {
+    let signing = ["host", "authorization", "x-amz-date", "x-amz-security-token"];
+    call.request.headers.iter().filter(|(k, _)| signing.iter().any(|h| k.eq_ignore_ascii_case(h))).cloned().collect()
+}
+
 /// Every rule, by name.
 pub const RULES: &[&str] = &[
     RUN_TASK_COUNT,
@@ -883,17 +890,7 @@ impl AwsRules {
             return known.clone();
         }
         let body = format!("Action={action}&Version=2016-11-15&{parameter}={name}").into_bytes();
-        let mut headers: Vec<(String, String)> = call
-            .request
-            .headers
-            .iter()
-            .filter(|(k, _)| {
-                ["host", "authorization", "x-amz-date", "x-amz-security-token"]
-                    .iter()
-                    .any(|h| k.eq_ignore_ascii_case(h))
-            })
-            .cloned()
-            .collect();
+        let mut headers = signing_headers(call);
         headers.push(("Content-Type".into(), "application/x-www-form-urlencoded; charset=utf-8".into()));
         let request =
             HttpRequest { method: "POST".into(), target: "/".into(), version: "HTTP/1.1".into(), headers, body };
@@ -969,17 +966,7 @@ impl AwsRules {
             return Some(*info);
         }
         let body = json!({ "taskDefinition": reference }).to_string().into_bytes();
-        let mut headers: Vec<(String, String)> = call
-            .request
-            .headers
-            .iter()
-            .filter(|(k, _)| {
-                ["host", "authorization", "x-amz-date", "x-amz-security-token"]
-                    .iter()
-                    .any(|h| k.eq_ignore_ascii_case(h))
-            })
-            .cloned()
-            .collect();
+        let mut headers = signing_headers(call);
         headers.push(("Content-Type".into(), "application/x-amz-json-1.1".into()));
         headers.push(("X-Amz-Target".into(), "AmazonEC2ContainerServiceV20141113.DescribeTaskDefinition".into()));
         let request =

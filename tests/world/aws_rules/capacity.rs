@@ -233,15 +233,7 @@ impl AwsRules {
 
 /// One ECS JSON call to moto with the signing headers of `call` (moto checks no signature).
 async fn moto_json(call: &Call, upstream: SocketAddr, operation: &str, body: Value) -> Option<Value> {
-    let mut headers: Vec<(String, String)> = call
-        .request
-        .headers
-        .iter()
-        .filter(|(k, _)| {
-            ["host", "authorization", "x-amz-date", "x-amz-security-token"].iter().any(|h| k.eq_ignore_ascii_case(h))
-        })
-        .cloned()
-        .collect();
+    let mut headers = signing_headers(call);
     headers.push(("Content-Type".into(), "application/x-amz-json-1.1".into()));
     headers.push(("X-Amz-Target".into(), format!("AmazonEC2ContainerServiceV20141113.{operation}")));
     let request = HttpRequest {
