@@ -29,7 +29,9 @@ use super::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::secret::Secret;
-use crate::settings::{check_compatible, managed_instances, ClusterProfile, ElasticProfile, LaunchType, Properties};
+use crate::settings::{
+    check_compatible, managed_instances, ClusterProfile, ElasticProfile, FieldError, LaunchType, Properties,
+};
 
 /// One create-agent, as the engine needs it.
 #[derive(Debug, Clone)]
@@ -88,14 +90,7 @@ impl Cluster {
         }
         let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
             Ok(elastic) => Arc::new(elastic),
-            Err(problems) => {
-                let message = format!(
-                    "no agent started for job {}: the elastic profile does not fit this cluster profile: {problems}",
-                    request.job.locator()
-                );
-                self.refuse(&request.job, &message).await;
-                return Err(EngineError::Refused(message));
-            }
+            Err(problems) => return Err(self.refuse_misfit(&request.job, &problems).await),
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
@@ -106,14 +101,7 @@ impl Cluster {
         if let Some(provider) = kinds.as_deref().and_then(|k| k.managed_instances()) {
             let problems = managed_instances::check(&elastic, provider);
             if !problems.is_empty() {
-                let problems: Vec<String> = problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect();
-                let message = format!(
-                    "no agent started for job {}: the elastic profile does not fit this cluster profile: {}",
-                    request.job.locator(),
-                    problems.join("; ")
-                );
-                self.refuse(&request.job, &message).await;
-                return Err(EngineError::Refused(message));
+                return Err(self.refuse_misfit(&request.job, &in_words(&problems)).await);
             }
         }
         self.saw_elastic_profile(&elastic);
@@ -272,6 +260,16 @@ impl Cluster {
         self.event(HealthKind::Warning, message.to_string());
         let _ = self.gocd.console_log(job, console_line(message)).await;
     }
+
+    /// Refuses the job because its elastic profile does not fit this cluster profile.
+    async fn refuse_misfit(&self, job: &JobIdentifier, problems: &str) -> EngineError {
+        let message = format!(
+            "no agent started for job {}: the elastic profile does not fit this cluster profile: {problems}",
+            job.locator()
+        );
+        self.refuse(job, &message).await;
+        EngineError::Refused(message)
+    }
 }
 
 /// The elastic profile, parsed and checked against the cluster profile; else its problems as
@@ -287,7 +285,12 @@ fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Resu
         }
         Err(problems) => problems,
     };
-    Err(problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect::<Vec<_>>().join("; "))
+    Err(in_words(&problems))
+}
+
+/// Field errors as one sentence for a console line: `KEY: message; KEY: message`.
+fn in_words(problems: &[FieldError]) -> String {
+    problems.iter().map(|e| format!("{}: {}", e.key, e.message)).collect::<Vec<_>>().join("; ")
 }
 
 /// The job console's line when a job is given a kept agent (create-agent or should-assign-work).
