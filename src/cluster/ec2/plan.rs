@@ -18,7 +18,8 @@
 //!    The tasks of an instance EC2 Spot is about to interrupt are packed too, as work that will
 //!    come back and run on demand (their jobs' reruns do): into on-demand room of their
 //!    architecture left after step 2, then on-demand bins, so the replacement boots during the
-//!    two-minute warning, not after it.
+//!    two-minute warning, not after it; an instance whose room is kept for them is not idle in
+//!    step 4. (A warning outlives a plugin restart: the instance carries a `gocd:spot-warned` tag.)
 //!
 //! # Which instance type a new instance gets
 //! `Ec2InstanceType` may list several types. A new instance is opened for the waiting task that
@@ -356,14 +357,17 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
             None => bins.extend(Bin::new_for(policy, d.os, d.arch, d.on_demand, d.need)),
         }
     }
+    // Instances whose room is kept for reruns: not idle while it is.
+    let mut kept_for_reruns = vec![false; slots.len()];
     for (os, arch, need) in coming_back(slots) {
         let room = rooms
             .iter_mut()
             .enumerate()
             .filter(|(i, _)| slots[*i].os == os && slots[*i].arch == arch && !slots[*i].spot)
-            .find_map(|(_, room)| room.as_mut().filter(|(left, _)| left.fits(need)));
-        if let Some((left, _)) = room {
+            .find_map(|(i, room)| room.as_mut().filter(|(left, _)| left.fits(need)).map(|room| (i, room)));
+        if let Some((i, (left, _))) = room {
             *left = left.minus(need);
+            kept_for_reruns[i] = true;
             continue;
         }
         match bins.iter_mut().find(|b| b.os == os && b.arch == arch && b.on_demand && b.left.fits(need)) {
@@ -401,7 +405,7 @@ pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime
     let mut idle: Vec<(usize, SystemTime)> = slots
         .iter()
         .enumerate()
-        .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some())
+        .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some() && !kept_for_reruns[*i])
         .filter(|(i, _)| rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
         .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
         .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
@@ -664,6 +668,28 @@ mod tests {
         let reruns: Vec<Demand> = (0..2).map(|i| Demand { on_demand: true, ..demand(&format!("r{i}"), JOB) }).collect();
         let p = plan(&[busy], &reruns, &policy(), T0);
         assert_eq!(p.launch_on_demand.len(), 2, "{p:?}");
+    }
+
+    #[test]
+    fn on_demand_room_kept_for_reruns_is_not_retired_as_idle() {
+        let two_used = BOX.minus(JOB).minus(JOB);
+        let draining = Slot {
+            spot: true,
+            spot_warned: true,
+            registered: Some(Registered { usable: false, total: BOX, remaining: two_used, tasks: 2 }),
+            ..registered("doomed", two_used, 2, None)
+        };
+        // The replacement launched during the warning, idle since it registered, long enough to
+        // go (slack on a busy spot instance would even make it go at once).
+        let replacement = registered("od", BOX, 0, Some(0));
+        let slack = Slot { spot: true, ..registered("spot", BOX.minus(JOB), 1, None) };
+        let late = T0 + Duration::from_secs(3600);
+        let p = plan(&[draining.clone(), replacement.clone(), slack.clone()], &[], &policy(), late);
+        assert!(p.retire.is_empty() && p.launch_on_demand.is_empty(), "{p:?}");
+        // Once EC2 has taken the warned instance it is an idle instance like any other.
+        let taken = Slot { running: false, ..draining };
+        let p = plan(&[taken, replacement, slack], &[], &policy(), late);
+        assert_eq!(p.retire.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>(), ["od"], "{p:?}");
     }
 
     #[test]
