@@ -127,7 +127,10 @@ fn check_policy(p: &Value, trust: bool) -> Result<(), String> {
         if let Some(condition) = s.get("Condition") {
             let operators = condition.as_object().filter(|c| !c.is_empty()).ok_or("Condition is a non-empty object")?;
             for (operator, keys) in operators {
-                if operator.is_empty() || !operator.bytes().all(|b| b.is_ascii_alphabetic()) {
+                // IAM's grammar: an optional set qualifier, then the operator's name.
+                let name =
+                    ["ForAllValues:", "ForAnyValue:"].iter().find_map(|q| operator.strip_prefix(q)).unwrap_or(operator);
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) {
                     return Err(format!("condition operator {operator:?}"));
                 }
                 let keys =
@@ -275,6 +278,12 @@ fn ec2_passes_only_the_named_roles() {
     let resources = strings(&launch["Resource"]).unwrap();
     assert!(resources.contains(&"arn:aws:ec2:us-west-2::image/ami-0abcdef1234567890"), "{resources:?}");
     assert!(resources.contains(&"arn:aws:ec2:us-west-2:*:subnet/subnet-0a1b2c3d"), "{resources:?}");
+    // Spot: the warning's tag, on our instances only, and no other tag.
+    let mark = statement(p, "MarkOurSpotInstancesWarned");
+    assert_eq!(mark["Action"], "ec2:CreateTags");
+    assert_eq!(mark["Condition"]["Null"]["aws:ResourceTag/gocd:cluster-profile"], "false");
+    assert_eq!(mark["Condition"]["Null"]["aws:ResourceTag/gocd:server-id"], "false");
+    assert_eq!(mark["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"], serde_json::json!(["gocd:spot-warned"]));
 }
 
 /// Every operation the plugin's source calls (`calls.call("…")`, `call_unless`, `attempt`),
@@ -290,6 +299,7 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
         "DescribeKeyPairs",
         "RunInstances",
         "TerminateInstances",
+        "CreateTags",
     ];
     let mut found = std::collections::BTreeSet::new();
     let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];

@@ -388,12 +388,8 @@ fn ec2_props(cluster: &str, queue: &str) -> world::host::Props {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere() {
-    use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
-    let (w, queue, bridge) = world_with_events("events_ec2_spot_warning").await;
-    create_instance_profile(w.moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
-    // The market of every RunInstances, in order.
+/// Each RunInstances' market (`spot` or `on-demand`), in order, as the proxy saw them.
+fn record_markets(w: &Scenario) -> std::sync::Arc<std::sync::Mutex<Vec<String>>> {
     let markets = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let seen = markets.clone();
     w.proxy.add_rule("markets", move |call| {
@@ -403,6 +399,92 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
         }
         world::proxy::Verdict::Forward
     });
+    markets
+}
+
+/// Spot takes the instance: its tasks stop (as ECS stops them), then EC2 terminates it.
+async fn spot_takes(w: &Scenario, host: &GoCdHost, jobs: &[JobHandle], instance: &str) {
+    let ecs = aws_sdk_ecs::Client::new(&w.base);
+    let ids: Vec<String> = jobs.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
+    for t in moto::all_tasks(&w.base, CLUSTER).await {
+        if ids.iter().any(|id| moto::task_tag(&t, "gocd:job-id") == Some(id.as_str())) {
+            let reason = format!("Host EC2 (instance {instance}) terminated.");
+            ecs.stop_task()
+                .cluster(CLUSTER)
+                .task(t.task_arn().unwrap_or_default())
+                .reason(reason)
+                .send()
+                .await
+                .expect("StopTask");
+        }
+    }
+    aws_sdk_ec2::Client::new(&w.base)
+        .terminate_instances()
+        .instance_ids(instance)
+        .send()
+        .await
+        .expect("TerminateInstances");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_spot_warning_outlives_a_plugin_restart() {
+    use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
+    let (w, queue, bridge) = world_with_events("events_ec2_spot_restart").await;
+    create_instance_profile(w.moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
+    let markets = record_markets(&w);
+    // Half an instance each: two to an instance.
+    let half = props(&[("Image", world::profiles::IMAGE), ("Cpu", "2048"), ("Memory", "3600")]);
+    let cfg = w.host_config().cluster_profile("ec2", ec2_props(CLUSTER, &queue)).elastic_profile("half", "ec2", half);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
+    let ec2 = InstanceSimulator::start(w.fleets.clone(), host.server_id(), Ec2Policy::default());
+
+    let first = host.add_jobs(JobSpec::new("half", Duration::from_secs(120)), 2).await;
+    host.wait_until("both jobs building", Duration::from_secs(90), |s| {
+        first.iter().all(|j| matches!(s.job(*j).state, JobState::Running { .. }))
+    })
+    .await;
+    let doomed = ec2.instances()[0].id.clone();
+    bridge.spot_warning(moto::BASE_ACCOUNT, &doomed).await;
+    wait_for("the replacement for both reruns registered", Duration::from_secs(30), || async {
+        ec2.instances().iter().filter(|i| i.container_instance_arn.is_some()).count() == 2
+    })
+    .await;
+    assert_eq!(*markets.lock().unwrap(), ["spot", "on-demand"]);
+    let ec2_api = aws_sdk_ec2::Client::new(&w.base);
+    let described = ec2_api.describe_instances().instance_ids(&doomed).send().await.expect("DescribeInstances");
+    let tags = described.reservations()[0].instances()[0].tags();
+    assert!(tags.iter().any(|t| t.key() == Some("gocd:spot-warned")), "the warning is tagged: {tags:?}");
+
+    // The plugin restarts; a new job takes half of the room kept for the reruns. A plugin that
+    // remembers the warning launches on-demand room for the other rerun now, before Spot takes
+    // the instance; one that forgot would launch it only once the rerun waits.
+    host.restart().await;
+    let late = host.add_job(JobSpec::new("half", Duration::from_secs(5))).await;
+    host.wait_until("the late job building", Duration::from_secs(60), |s| {
+        matches!(s.job(late).state, JobState::Running { .. })
+    })
+    .await;
+    wait_for("on-demand room for the second rerun", Duration::from_secs(20), || async {
+        markets.lock().unwrap().len() == 3
+    })
+    .await;
+    assert_eq!(*markets.lock().unwrap(), ["spot", "on-demand", "on-demand"]);
+
+    spot_takes(&w, &host, &first, &doomed).await;
+    host.wait_until("every job completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_eq!(markets.lock().unwrap().len(), 3, "nothing launched once the reruns came");
+    host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    drop(ec2);
+    w.finish(host, sim, &format!("drained_instance={doomed}")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere() {
+    use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
+    let (w, queue, bridge) = world_with_events("events_ec2_spot_warning").await;
+    create_instance_profile(w.moto.addr(), moto::TEST_ACCESS_KEY_ID, "gocd-ecs-instance").await;
+    let markets = record_markets(&w);
     let quarter = props(&[("Image", world::profiles::IMAGE), ("Cpu", "1024"), ("Memory", "1800")]);
     let cfg =
         w.host_config().cluster_profile("ec2", ec2_props(CLUSTER, &queue)).elastic_profile("quarter", "ec2", quarter);
@@ -460,25 +542,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     assert_eq!(ec2.instances().len(), 2, "one replacement instance, for the late job and the reruns");
 
     // Two minutes later Spot takes the instance: its tasks stop with it (as ECS stops them).
-    let first_ids: Vec<String> = first.iter().map(|j| host.job_identifier(*j).job_id.to_string()).collect();
-    for t in moto::all_tasks(&w.base, CLUSTER).await {
-        if first_ids.iter().any(|id| moto::task_tag(&t, "gocd:job-id") == Some(id.as_str())) {
-            let reason = format!("Host EC2 (instance {doomed}) terminated.");
-            ecs.stop_task()
-                .cluster(CLUSTER)
-                .task(t.task_arn().unwrap_or_default())
-                .reason(reason)
-                .send()
-                .await
-                .expect("StopTask");
-        }
-    }
-    aws_sdk_ec2::Client::new(&w.base)
-        .terminate_instances()
-        .instance_ids(&doomed)
-        .send()
-        .await
-        .expect("TerminateInstances");
+    spot_takes(&w, &host, &first, &doomed).await;
     // GoCD reschedules both jobs; their agents run on an on-demand instance, and say so.
     host.wait_until("the rescheduled jobs told they run on demand", Duration::from_secs(60), |s| {
         first

@@ -26,6 +26,7 @@ use serde_json::{json, Map, Value};
 
 use super::files::{load_cluster, load_elastic};
 use super::{IamPolicyArgs, PolicyDocument};
+use crate::cluster::ec2::api::TAG_SPOT_WARNED;
 use crate::cluster::identity::cluster_key;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
@@ -541,7 +542,7 @@ fn ec2_statements(
     } else {
         scope.iam(&scope.account, &format!("instance-profile/{}", capacity.instance_profile))
     };
-    vec![
+    let mut statements = vec![
         statement(
             "LaunchContainerInstancesTaggedForThisProfile",
             &["ec2:RunInstances"],
@@ -587,7 +588,18 @@ fn ec2_statements(
             Some(json!({ "StringEquals": { "iam:PassedToService": "ec2.amazonaws.com" } })),
         ),
         statement("DoctorChecksTheInstanceProfile", &["iam:GetInstanceProfile"], vec![profile_arn], None),
-    ]
+    ];
+    if capacity.spot {
+        // The Spot warning is one event: the tag keeps it for a plugin that restarts.
+        let only_that_tag = json!({ "ForAllValues:StringEquals": { "aws:TagKeys": [TAG_SPOT_WARNED] } });
+        statements.push(statement(
+            "MarkOurSpotInstancesWarned",
+            &["ec2:CreateTags"],
+            vec![ec2("instance/*")],
+            Some(scope.ours_condition("aws:ResourceTag", Some(only_that_tag))),
+        ));
+    }
+    statements
 }
 
 /// (account, role name) of an instance profile given by name or ARN.

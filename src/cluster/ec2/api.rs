@@ -21,6 +21,9 @@ use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
 /// Tag naming the OS an instance was launched for (`linux` or `windows`).
 pub const TAG_OS: &str = "gocd:os";
+/// Tag set on a Spot instance when EC2 warns that it will interrupt it: the warning's time, in
+/// seconds since the epoch. The warning is one event; the tag keeps it across a plugin restart.
+pub const TAG_SPOT_WARNED: &str = "gocd:spot-warned";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
 /// Error codes by which EC2 refuses capacity in one subnet or zone (rather than the request):
@@ -97,7 +100,30 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
         launched_at: i.launch_time().and_then(|t| SystemTime::try_from(*t).ok()),
         spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
         os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
+        spot_warned_at: tag(TAG_SPOT_WARNED).and_then(spot_warned_at),
     })
+}
+
+/// The time a `gocd:spot-warned` tag holds (seconds since the epoch), if it is one.
+fn spot_warned_at(value: &str) -> Option<SystemTime> {
+    let secs: u64 = value.trim().parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+}
+
+/// Tags an instance of ours EC2 Spot warned about with the warning's time
+/// ([`TAG_SPOT_WARNED`]), so a plugin that restarts before the instance goes still counts its
+/// tasks as work coming back.
+///
+/// # Errors
+/// The failed CreateTags call.
+pub async fn mark_spot_warned(aws: &AwsClients, instance_id: &str, at: SystemTime) -> Result<(), AwsError> {
+    let secs = at.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let request = aws
+        .ec2
+        .create_tags()
+        .resources(instance_id)
+        .tags(Tag::builder().key(TAG_SPOT_WARNED).value(secs.to_string()).build());
+    aws.calls.call("CreateTags", || request.clone().send()).await.map(|_| ())
 }
 
 /// Our instances that are pending or running (every page).
@@ -461,10 +487,13 @@ mod tests {
                     .build(),
             )
             .tags(Tag::builder().key(TAG_OS).value("windows").build())
+            .tags(Tag::builder().key(TAG_SPOT_WARNED).value("1700000000").build())
             .build();
         let v = instance_view(&i).unwrap();
         assert_eq!((v.id.as_str(), v.instance_type.as_str(), v.state.as_str()), ("i-0abc", "c5.xlarge", "running"));
         assert!(v.spot);
         assert_eq!(v.os, OsClass::Windows);
+        assert_eq!(v.spot_warned_at, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)));
+        assert_eq!(spot_warned_at("soon"), None, "a tag someone else wrote is no warning time");
     }
 }

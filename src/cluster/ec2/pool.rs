@@ -47,6 +47,8 @@ pub struct Ec2Instance {
     pub spot: bool,
     /// Its OS (our `gocd:os` tag, else EC2's platform).
     pub os: OsClass,
+    /// When EC2 Spot warned that it will interrupt it (our `gocd:spot-warned` tag), if it did.
+    pub spot_warned_at: Option<SystemTime>,
 }
 
 /// One container instance as DescribeContainerInstances shows it.
@@ -239,6 +241,8 @@ impl PoolState {
             record.spot = i.spot;
             record.os = i.os;
             record.ec2_state = i.state;
+            // A warning before a restart: the tag remembers it.
+            record.spot_warned_at = record.spot_warned_at.or(i.spot_warned_at);
             if let Some(t) = i.launched_at {
                 record.launched_at = t;
             }
@@ -469,6 +473,7 @@ mod tests {
             launched_at: Some(T0),
             spot: false,
             os: OsClass::Linux,
+            spot_warned_at: None,
         }
     }
 
@@ -523,6 +528,19 @@ mod tests {
         assert!(st.instances.is_empty() && st.gone.contains_key("i-a"));
         let again = st.observe(vec![], vec![ci("i-a", 0)], at(3), at(3));
         assert_eq!(again.deregister, vec!["arn:ci/i-a".to_string()], "until it is gone");
+    }
+
+    #[test]
+    fn a_spot_warning_before_a_restart_is_known_from_the_tag() {
+        let mut st = PoolState::default();
+        let warned = Ec2Instance { spot: true, spot_warned_at: Some(at(3)), ..ec2("i-w", "running") };
+        st.observe(vec![warned, ec2("i-a", "running")], vec![ci("i-w", 2), ci("i-a", 1)], at(5), at(5));
+        let warned: Vec<bool> = st.slots().iter().map(|s| s.spot_warned).collect();
+        assert_eq!(warned, [false, true], "i-a, i-w");
+        // A description taken before the tag landed does not forget the warning.
+        let untagged = Ec2Instance { spot: true, ..ec2("i-w", "running") };
+        st.observe(vec![untagged], vec![ci("i-w", 2)], at(6), at(6));
+        assert_eq!(st.instances["i-w"].spot_warned_at, Some(at(3)));
     }
 
     #[test]

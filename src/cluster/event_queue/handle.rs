@@ -57,14 +57,16 @@ impl Cluster {
     }
 
     /// An EC2 Spot interruption warning for an instance of ours: two minutes before it goes,
-    /// it is drained (ECS places no new task there), the capacity loop launches on-demand room
-    /// for its tasks' reruns at once (`plan`'s step 3), and each job on it is told.
+    /// it is drained (ECS places no new task there), tagged as warned (a restarted plugin still
+    /// knows), the capacity loop launches on-demand room for its tasks' reruns at once (`plan`'s
+    /// step 3), and each job on it is told.
     async fn on_spot_warning(&self, instance_id: &str) -> Handled {
-        let container = {
+        let (container, newly_warned) = {
             let mut st = self.ec2.state();
             let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
-            record.spot_warned_at.get_or_insert_with(SystemTime::now);
-            record.container.as_ref().map(|c| c.arn.clone())
+            let newly_warned = record.spot_warned_at.is_none().then(SystemTime::now);
+            record.spot_warned_at = record.spot_warned_at.or(newly_warned);
+            (record.container.as_ref().map(|c| c.arn.clone()), newly_warned)
         };
         self.event(
             HealthKind::Warning,
@@ -84,6 +86,11 @@ impl Cluster {
                 Err(e) => {
                     tracing::warn!(instance = %instance_id, error = %e, "could not drain an instance Spot interrupts")
                 }
+            }
+        }
+        if let Some(at) = newly_warned {
+            if let Err(e) = api::mark_spot_warned(&self.aws(), instance_id, at).await {
+                tracing::warn!(instance = %instance_id, error = %e, "could not tag an instance Spot interrupts as warned (a restart now would forget the warning)");
             }
         }
         if let Some(arn) = &container {
