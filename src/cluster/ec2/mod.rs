@@ -160,9 +160,13 @@ impl Arch {
     }
 
     /// A guess from the type's name when EC2 cannot be asked: Graviton families have a `g`
-    /// after the generation digit (`c6g`, `m7gd`, `t4g`, `c7gn`); every other family is x86-64.
+    /// after the generation digit (`c6g`, `m7gd`, `t4g`, `c7gn`, `g5g`), and the first Graviton
+    /// family is `a1`; every other family is x86-64.
     pub fn guess(instance_type: &str) -> Arch {
         let family = instance_type.split('.').next().unwrap_or_default();
+        if family == "a1" {
+            return Arch::Arm64;
+        }
         let after_digit = family.trim_start_matches(|c: char| c.is_ascii_lowercase());
         let suffix = after_digit.trim_start_matches(|c: char| c.is_ascii_digit());
         if !after_digit.is_empty() && suffix.starts_with('g') {
@@ -201,10 +205,10 @@ mod tests {
         assert_eq!(Arch::of_ecs("X86_64"), Arch::X86_64);
         assert_eq!(Arch::of_ec2("arm64"), Some(Arch::Arm64));
         assert_eq!(Arch::of_ec2("i386"), None);
-        for (t, a) in [("c6g.xlarge", Arch::Arm64), ("m7gd.large", Arch::Arm64), ("t4g.micro", Arch::Arm64)] {
-            assert_eq!(Arch::guess(t), a, "{t}");
+        for t in ["c6g.xlarge", "m7gd.large", "t4g.micro", "a1.large", "g5g.xlarge", "im4gn.large", "c7gn.medium"] {
+            assert_eq!(Arch::guess(t), Arch::Arm64, "{t}");
         }
-        for t in ["c5.xlarge", "m5.large", "g4dn.xlarge", "c6i.large", "u-6tb1.metal"] {
+        for t in ["c5.xlarge", "m5.large", "g4dn.xlarge", "c6i.large", "u-6tb1.metal", "inf2.xlarge", "c5a.large"] {
             assert_eq!(Arch::guess(t), Arch::X86_64, "{t}");
         }
     }
