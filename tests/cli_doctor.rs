@@ -339,6 +339,80 @@ async fn a_managed_instances_provider_is_named_by_kind_and_a_missing_one_fails_w
     );
 }
 
+/// A task definition registered by a team, as the test world's moto keeps it.
+async fn team_task_definition(base: &SdkConfig, family: &str, image: &str, runs_on: &[&str]) -> String {
+    let container = aws_sdk_ecs::types::ContainerDefinition::builder().name("agent").image(image).memory(1024).build();
+    let compatibilities = runs_on.iter().map(|c| aws_sdk_ecs::types::Compatibility::from(*c)).collect();
+    let registered = aws_sdk_ecs::Client::new(base)
+        .register_task_definition()
+        .family(family)
+        .set_requires_compatibilities(Some(compatibilities))
+        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
+        .cpu("512")
+        .memory("1024")
+        .container_definitions(container)
+        .send()
+        .await
+        .expect("RegisterTaskDefinition");
+    registered.task_definition().and_then(|t| t.task_definition_arn()).expect("an ARN").to_string()
+}
+
+/// `doctor --elastic-profile` checks a `TaskDefinitionArn` as create-agent does: one that fits
+/// is ok; one ECS Managed Instances cannot run, one whose image the allow-list refuses and one
+/// that does not exist each FAIL with what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_given_task_definition_is_checked_as_create_agent_checks_it() {
+    let (moto, base) = world().await;
+    let proxy = Proxy::start(moto.addr()).await;
+    proxy.managed_instances_provider("ci-mi");
+    moto::create_cluster(&base, "mi").await;
+    aws_sdk_ecs::Client::new(&base)
+        .put_cluster_capacity_providers()
+        .cluster("mi")
+        .capacity_providers("ci-mi")
+        .set_default_capacity_provider_strategy(Some(vec![]))
+        .send()
+        .await
+        .expect("PutClusterCapacityProviders");
+    let image = "gocd/gocd-agent-alpine-3.19:v24.1.0";
+    let fits = team_task_definition(&base, "team-fits", image, &["FARGATE", "MANAGED_INSTANCES"]).await;
+    let fargate_only = team_task_definition(&base, "team-fargate-only", image, &["FARGATE"]).await;
+    let elsewhere =
+        team_task_definition(&base, "team-elsewhere", "quay.io/x/agent:1", &["FARGATE", "MANAGED_INSTANCES"]).await;
+    let missing = "arn:aws:ecs:us-east-1:123456789012:task-definition/team-gone:1";
+    let files: Vec<String> = [&fits, &fargate_only, &elsewhere, &missing.to_string()]
+        .iter()
+        .map(|arn| profile_file(&[("Image", image), ("TaskDefinitionArn", arn.as_str())]).display().to_string())
+        .collect();
+    let cluster =
+        [("ClusterName", "mi"), ("Region", REGION), ("CapacityProviderStrategy", "ci-mi"), ("AllowedImages", "gocd/*")];
+    let args: Vec<&str> = files.iter().flat_map(|f| ["--elastic-profile", f.as_str()]).collect();
+    let d = doctor(&proxy.endpoint(), &cluster, &args).await;
+    assert_eq!(d.code, Some(1));
+    let lines: Vec<&String> = d.lines.iter().filter(|l| l.contains(" task definition: ")).collect();
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].starts_with(&format!("ok   task definition: {}: {fits} meets the allow-lists and suits", files[0])),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("FAIL task definition: {}: ", files[1]))
+            && lines[1].contains("ci-mi (ECS Managed Instances) needs MANAGED_INSTANCES")
+            && lines[1].contains("Add MANAGED_INSTANCES"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("FAIL task definition: {}: ", files[2])) && lines[2].contains("AllowedImages"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[3].starts_with(&format!("FAIL task definition: {}: ", files[3]))
+            && lines[3].contains(&format!("aws ecs describe-task-definition --task-definition {missing}")),
+        "{lines:?}"
+    );
+    assert_eq!(proxy.count("ecs:DescribeCapacityProviders"), 2, "the capacity check's, and the kinds learned once");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ec2_checks_the_image_the_instance_profile_and_a_dry_run() {
     let (moto, base) = world().await;

@@ -8,12 +8,14 @@
 //! or started: reads, and one EC2 `DryRun` for EC2 profiles.
 //!
 //! Order: profile, region, credentials, role (a failure there stops the rest), then cluster,
-//! networking, the elastic profiles' EFS volumes and registry credentials, capacity, EC2 (image,
+//! networking, the elastic profiles' EFS volumes and registry credentials, capacity, the task
+//! definitions elastic profiles name (`TaskDefinitionArn`), EC2 (image,
 //! instance profile, key pair, dry run), log group, tasks.
 
 mod checks;
 mod ec2_types;
 mod event_queue;
+mod given;
 mod task_parts;
 
 use std::fmt::Display;
