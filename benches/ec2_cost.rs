@@ -15,7 +15,8 @@
 //! whose instances boot instantly and retire as soon as they are idle, with no task kept
 //! waiting (what placement alone costs), and one that also knows every job's duration and places
 //! each task where it ends closest before the instance's last task ends (or extends it least):
-//! what any rule that never moves a running task can hope for without making jobs wait.
+//! roughly what a rule that never moves a running task can hope for without making jobs wait (a
+//! greedy heuristic, not a proven optimum).
 //!
 //! One row lists several instance types (`Ec2InstanceType` `c5.large, c5.xlarge, c5.2xlarge`):
 //! each new instance gets the smallest listed type that holds the task it opens for. Its
