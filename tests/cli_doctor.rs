@@ -339,24 +339,6 @@ async fn a_managed_instances_provider_is_named_by_kind_and_a_missing_one_fails_w
     );
 }
 
-/// A task definition registered by a team, as the test world's moto keeps it.
-async fn team_task_definition(base: &SdkConfig, family: &str, image: &str, runs_on: &[&str]) -> String {
-    let container = aws_sdk_ecs::types::ContainerDefinition::builder().name("agent").image(image).memory(1024).build();
-    let compatibilities = runs_on.iter().map(|c| aws_sdk_ecs::types::Compatibility::from(*c)).collect();
-    let registered = aws_sdk_ecs::Client::new(base)
-        .register_task_definition()
-        .family(family)
-        .set_requires_compatibilities(Some(compatibilities))
-        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
-        .cpu("512")
-        .memory("1024")
-        .container_definitions(container)
-        .send()
-        .await
-        .expect("RegisterTaskDefinition");
-    registered.task_definition().and_then(|t| t.task_definition_arn()).expect("an ARN").to_string()
-}
-
 /// `doctor --elastic-profile` checks a `TaskDefinitionArn` as create-agent does: one that fits
 /// is ok; one ECS Managed Instances cannot run, one whose image the allow-list refuses and one
 /// that does not exist each FAIL with what to change.
@@ -375,10 +357,15 @@ async fn a_given_task_definition_is_checked_as_create_agent_checks_it() {
         .await
         .expect("PutClusterCapacityProviders");
     let image = "gocd/gocd-agent-alpine-3.19:v24.1.0";
-    let fits = team_task_definition(&base, "team-fits", image, &["FARGATE", "MANAGED_INSTANCES"]).await;
-    let fargate_only = team_task_definition(&base, "team-fargate-only", image, &["FARGATE"]).await;
-    let elsewhere =
-        team_task_definition(&base, "team-elsewhere", "quay.io/x/agent:1", &["FARGATE", "MANAGED_INSTANCES"]).await;
+    let fits = moto::register_team_task_definition(&base, "team-fits", image, &["FARGATE", "MANAGED_INSTANCES"]).await;
+    let fargate_only = moto::register_team_task_definition(&base, "team-fargate-only", image, &["FARGATE"]).await;
+    let elsewhere = moto::register_team_task_definition(
+        &base,
+        "team-elsewhere",
+        "quay.io/x/agent:1",
+        &["FARGATE", "MANAGED_INSTANCES"],
+    )
+    .await;
     let missing = "arn:aws:ecs:us-east-1:123456789012:task-definition/team-gone:1";
     let files: Vec<String> = [&fits, &fargate_only, &elsewhere, &missing.to_string()]
         .iter()

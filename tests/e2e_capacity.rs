@@ -371,24 +371,9 @@ async fn a_given_task_definition_without_managed_instances_is_refused_naming_wha
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
     managed_instances_capacity(&w, "gocd-a", "ci-mi", 1).await;
-    let ecs = aws_sdk_ecs::Client::new(&w.base);
-    let container = aws_sdk_ecs::types::ContainerDefinition::builder()
-        .name("agent")
-        .image(world::profiles::IMAGE)
-        .memory(1024)
-        .build();
-    let registered = ecs
-        .register_task_definition()
-        .family("team-fargate-only")
-        .requires_compatibilities(aws_sdk_ecs::types::Compatibility::Fargate)
-        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
-        .cpu("512")
-        .memory("1024")
-        .container_definitions(container)
-        .send()
-        .await
-        .expect("a task definition registered by a team");
-    let td = registered.task_definition().and_then(|t| t.task_definition_arn()).expect("an ARN").to_string();
+    let td =
+        world::moto::register_team_task_definition(&w.base, "team-fargate-only", world::profiles::IMAGE, &["FARGATE"])
+            .await;
     let given = world::host::props(&[
         ("Image", world::profiles::IMAGE),
         ("TaskDefinitionArn", td.as_str()),

@@ -236,6 +236,26 @@ pub async fn create_cluster(cfg: &SdkConfig, name: &str) -> String {
     out.cluster().and_then(|c| c.cluster_arn()).expect("cluster ARN").to_string()
 }
 
+/// A task definition a team registered itself (what a `TaskDefinitionArn` names): one container
+/// `agent` running `image`, awsvpc, 512 CPU / 1024 MiB, valid for `runs_on`
+/// (`requiresCompatibilities`). Returns its ARN.
+pub async fn register_team_task_definition(cfg: &SdkConfig, family: &str, image: &str, runs_on: &[&str]) -> String {
+    let container = aws_sdk_ecs::types::ContainerDefinition::builder().name("agent").image(image).memory(1024).build();
+    let compatibilities = runs_on.iter().map(|c| aws_sdk_ecs::types::Compatibility::from(*c)).collect();
+    let registered = aws_sdk_ecs::Client::new(cfg)
+        .register_task_definition()
+        .family(family)
+        .set_requires_compatibilities(Some(compatibilities))
+        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
+        .cpu("512")
+        .memory("1024")
+        .container_definitions(container)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("RegisterTaskDefinition {family}: {}", aws_error_text(&e)));
+    registered.task_definition().and_then(|t| t.task_definition_arn()).expect("an ARN").to_string()
+}
+
 /// The default VPC of an account, its default-for-AZ subnets and its `default` security group.
 #[derive(Debug, Clone)]
 pub struct DefaultNetwork {
