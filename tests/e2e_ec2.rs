@@ -253,6 +253,58 @@ async fn instance_type_of_tasks(cfg: &SdkConfig, cluster: &str, arns: &[String])
     container_of.into_iter().filter_map(|(task, ci)| Some((task, type_of.get(ec2_of.get(&ci)?)?.clone()))).collect()
 }
 
+/// Windows jobs on a profile that also serves Linux: each runs on an instance launched with the
+/// Windows AMI and joined by the PowerShell script, from a task definition ECS accepts for
+/// Windows (the proxy refuses the `bridge` network mode for Windows, as ECS does); the Linux job
+/// gets a Linux instance, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn windows_jobs_run_on_windows_instances_from_a_task_definition_ecs_accepts() {
+    let mut w = Scenario::new("ec2_windows").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let linux_ami = world::ec2::al2023_ami(&base, "x86_64").await;
+    let windows_ami = world::ec2::windows_ami(&base).await;
+    // The image of every RunInstances and the network mode of every task definition, in order.
+    let seen = Arc::new(Mutex::new((Vec::<String>::new(), Vec::<Option<String>>::new())));
+    let record = seen.clone();
+    w.proxy.add_rule("windows", move |call| {
+        if call.is("ec2", "RunInstances") {
+            record.lock().unwrap().0.push(call.form_param("ImageId").unwrap_or_default().to_string());
+        }
+        if call.is("ecs", "RegisterTaskDefinition") {
+            let mode = call.json().and_then(|v| v["networkMode"].as_str().map(str::to_string));
+            record.lock().unwrap().1.push(mode);
+        }
+        Verdict::Forward
+    });
+    let cluster = ec2_props("gocd-ec2", &[("Ec2AmiId", &format!("{linux_ami}, {windows_ami}"))]);
+    let mut windows = quarter_props();
+    windows.extend(props(&[("OperatingSystemFamily", "WINDOWS_SERVER_2022_CORE")]));
+    let cfg = w
+        .host_config()
+        .cluster_profile("ec2", cluster)
+        .elastic_profile("windows", "ec2", windows)
+        .elastic_profile("linux", "ec2", quarter_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    host.add_jobs(JobSpec::new("windows", Duration::from_secs(5)), 2).await;
+    host.add_job(JobSpec::new("linux", Duration::from_secs(5))).await;
+    host.wait_until("all 3 jobs completed", Duration::from_secs(180), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+    let (images, modes) = seen.lock().unwrap().clone();
+    let mut images_sorted = images.clone();
+    images_sorted.sort();
+    let mut expected = vec![linux_ami.clone(), windows_ami.clone()];
+    expected.sort();
+    assert_eq!(images_sorted, expected, "one Windows instance (both jobs) and one Linux instance: {images:?}");
+    let mut modes_sorted = modes.clone();
+    modes_sorted.sort();
+    assert_eq!(modes_sorted, [None, Some("bridge".to_string())], "Windows: ECS's default mode; Linux: bridge");
+    w.finish(host, sim, ec2, &format!("windows_ami={windows_ami}")).await;
+}
+
 /// (a2) One cluster profile lists an x86 and a Graviton type (`c5.xlarge, c6g.xlarge`) with an
 /// x86_64 and an arm64 AMI; x86 and ARM64 elastic profiles each run their jobs on instances of
 /// their architecture only, every instance launched with the AMI of its type's architecture

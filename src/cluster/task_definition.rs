@@ -250,8 +250,7 @@ async fn register(
         .ecs
         .register_task_definition()
         .family(family)
-        // EC2 tasks share their instance's network (bridge): no ENI per task, no awsvpc limits.
-        .network_mode(if fargate { NetworkMode::Awsvpc } else { NetworkMode::Bridge })
+        .set_network_mode(network_mode(cluster, elastic))
         // An Auto Scaling group's capacity provider (or a cluster default that may name one)
         // places the task on EC2, ECS Managed Instances on its own instances: awsvpc task
         // definitions valid for each.
@@ -292,6 +291,20 @@ async fn register(
         .ok_or_else(|| AwsError::in_answer("RegisterTaskDefinition", "AWS returned no task definition ARN"))?;
     tracing::info!(family, arn, "registered task definition");
     Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string(), given: None })
+}
+
+/// Fargate and capacity providers: `awsvpc`. Our EC2 instances: Linux tasks share the
+/// instance's network (`bridge`: no ENI per task, no awsvpc limits); Windows tasks get ECS's
+/// `<default>` (NAT), which the API names by leaving the mode out: ECS refuses `bridge` for
+/// Windows containers.
+fn network_mode(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Option<NetworkMode> {
+    if cluster.launch_type != LaunchType::Ec2 {
+        Some(NetworkMode::Awsvpc)
+    } else if elastic.operating_system_family.starts_with("WINDOWS") {
+        None
+    } else {
+        Some(NetworkMode::Bridge)
+    }
 }
 
 /// The agent container first, then the sidecars.
@@ -370,6 +383,29 @@ mod compat_tests {
         assert_eq!(compatibilities(&asg, None), [Compatibility::Fargate, Compatibility::Ec2]);
         let default = cluster(&[("CapacityProviderStrategy", "default")]);
         assert_eq!(compatibilities(&default, None), [Compatibility::Fargate, Compatibility::Ec2]);
+    }
+
+    #[test]
+    fn windows_tasks_on_our_instances_get_the_default_network_mode_not_bridge() {
+        let elastic = |os: &str| {
+            let props: crate::settings::Properties = [("Image", "gocd/agent"), ("OperatingSystemFamily", os)]
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect();
+            ElasticProfile::parse(&props).expect("valid")
+        };
+        let ec2 = cluster(&[
+            ("LaunchType", "EC2"),
+            ("Ec2InstanceType", "c5.xlarge"),
+            ("Ec2AmiId", "ami-0abcdef1234567890"),
+            ("Ec2InstanceProfile", "ecsInstanceRole"),
+        ]);
+        let (linux, windows) = (elastic("LINUX"), elastic("WINDOWS_SERVER_2022_CORE"));
+        assert_eq!(network_mode(&ec2, &linux), Some(NetworkMode::Bridge));
+        assert_eq!(network_mode(&ec2, &windows), None, "ECS's <default> (NAT): the mode left out");
+        assert_eq!(network_mode(&cluster(&[]), &windows), Some(NetworkMode::Awsvpc), "Fargate");
+        let asg = cluster(&[("CapacityProviderStrategy", "my-asg")]);
+        assert_eq!(network_mode(&asg, &linux), Some(NetworkMode::Awsvpc));
     }
 
     #[test]

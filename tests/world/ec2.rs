@@ -452,3 +452,18 @@ pub async fn al2023_ami(config: &aws_config::SdkConfig, arch: &str) -> String {
     ids.sort();
     ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no Amazon Linux 2023 {arch} AMI"))
 }
+
+/// The id of one of moto's Windows Server AMIs in the config's region (the first by id).
+pub async fn windows_ami(config: &aws_config::SdkConfig) -> String {
+    let ec2 = aws_sdk_ec2::Client::new(config);
+    let platform = aws_sdk_ec2::types::Filter::builder().name("platform").values("windows").build();
+    let out = ec2
+        .describe_images()
+        .filters(platform)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("DescribeImages: {}", super::moto::aws_error_text(&e)));
+    let mut ids: Vec<String> = out.images().iter().filter_map(|i| i.image_id().map(str::to_string)).collect();
+    ids.sort();
+    ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no Windows AMI"))
+}
