@@ -286,8 +286,8 @@ fn ec2_passes_only_the_named_roles() {
     assert_eq!(mark["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"], serde_json::json!(["gocd:spot-warned"]));
 }
 
-/// Every operation the plugin's source calls (`calls.call("…")`, `call_unless`, `attempt`),
-/// as `service:Operation`.
+/// Every operation the plugin's source calls (`calls.call("…")`, `call_unless`, `attempt`,
+/// `attempt_in`), as `service:Operation`.
 fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
     const EC2: &[&str] = &[
         "DescribeVpcs",
@@ -314,9 +314,13 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            for opener in [".call(", ".call_unless(", ".attempt("] {
+            // `attempt_in` names its buckets first, then the operation.
+            for opener in [".call(", ".call_unless(", ".attempt(", ".attempt_in("] {
                 for (at, _) in text.match_indices(opener) {
-                    let rest = text[at + opener.len()..].trim_start();
+                    let rest = &text[at + opener.len()..];
+                    let rest =
+                        if opener == ".attempt_in(" { rest.split_once(',').map_or("", |(_, r)| r) } else { rest };
+                    let rest = rest.trim_start();
                     let Some(name) = rest.strip_prefix('"').and_then(|r| r.split('"').next()) else { continue };
                     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphabetic()) {
                         continue;

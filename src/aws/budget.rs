@@ -16,11 +16,13 @@ use tokio::time::Instant;
 pub enum Category {
     /// ListTasks, DescribeTasks, DescribeTaskDefinition, ListContainerInstances, ... (AWS: burst 100, 20/s).
     EcsRead,
-    /// RunTask, which the plugin uses for Fargate (and Fargate Spot) only (AWS: 20 calls a
-    /// second, burst and sustained; each call launches one task, within Fargate's 100/20 launch
-    /// bucket).
+    /// RunTask of a task that runs on Fargate or Fargate Spot (AWS: 20 calls a second, burst
+    /// and sustained; each call launches one task, within Fargate's 100/20 launch bucket).
+    /// Through the cluster's default strategy a RunTask draws on this and on
+    /// [`Category::EcsEc2Launch`] (`launch::run_task_buckets`).
     FargateRunTask,
-    /// StartTask on our EC2 container instances (AWS: burst 100, 40/s, shared with StopTask).
+    /// StartTask on our EC2 container instances, and RunTask through an Auto Scaling group or
+    /// ECS Managed Instances provider (AWS: burst 100, 40/s, shared with StopTask).
     /// Draws on one bucket with [`Category::EcsStop`], and always leaves it
     /// [`STOP_RESERVE`] tokens.
     EcsEc2Launch,

@@ -105,7 +105,30 @@ impl CallStats {
         E: ProvideErrorMetadata + std::error::Error + 'static,
         R: Debug,
     {
-        self.budget.acquire(Category::of(operation)).await;
+        self.attempt_in(&[Category::of(operation)], operation, attempt, send).await
+    }
+
+    /// [`CallStats::attempt`] charged to `buckets` rather than the operation's own category:
+    /// RunTask, whose AWS rate depends on where its task runs (Fargate's, or the EC2 bucket
+    /// StartTask and StopTask share; both when the cluster's default strategy decides).
+    ///
+    /// # Errors
+    /// As [`CallStats::attempt`].
+    pub async fn attempt_in<T, E, R, Fut>(
+        &self,
+        buckets: &[Category],
+        operation: &'static str,
+        attempt: u32,
+        send: Fut,
+    ) -> Result<T, AwsError>
+    where
+        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: Debug,
+    {
+        for bucket in buckets {
+            self.budget.acquire(*bucket).await;
+        }
         let result = send.await.map_err(|e| AwsError::from_sdk(operation, &e));
         self.count(operation, &result, attempt > 1);
         result
@@ -114,9 +137,17 @@ impl CallStats {
     /// Sleeps a jittered exponential backoff after a transient failure; a throttle also pauses
     /// the whole category for that long.
     pub async fn back_off(&self, operation: &'static str, attempt: u32, error: &AwsError) {
+        self.back_off_in(&[Category::of(operation)], operation, attempt, error).await;
+    }
+
+    /// [`CallStats::back_off`] for an attempt charged to `buckets` ([`CallStats::attempt_in`]):
+    /// a throttle pauses each of them.
+    pub async fn back_off_in(&self, buckets: &[Category], operation: &'static str, attempt: u32, error: &AwsError) {
         let backoff = backoff(attempt);
         if error.throttled {
-            self.budget.throttled(Category::of(operation), backoff);
+            for bucket in buckets {
+                self.budget.throttled(*bucket, backoff);
+            }
         }
         tracing::info!(operation, attempt, backoff_ms = backoff.as_millis() as u64, error = %error.detail, "AWS call will be retried");
         tokio::time::sleep(backoff).await;

@@ -20,6 +20,7 @@ use serde::Serialize;
 use super::identity::{client_token, task_tags, TaskLabels};
 use super::task_definition::TaskDefinitionRef;
 use super::tasks::TaskView;
+use crate::aws::budget::Category;
 use crate::aws::network::Network;
 use crate::aws::{AwsClients, AwsError};
 use crate::protocol::types::JobIdentifier;
@@ -436,7 +437,7 @@ async fn run_once(
         // The cluster's default capacity provider strategy: neither a launch type nor a strategy.
         (None, Capacity::Provider) => request,
     };
-    let out = run_task_idempotently(aws, spec, &request).await?;
+    let out = run_task_idempotently(aws, spec, &request, run_task_buckets(provider, capacity)).await?;
     let out = match out {
         RunOutcome::Answer(out) => out,
         RunOutcome::AlreadyStarted(task) => return Ok(*task),
@@ -473,20 +474,38 @@ enum RunOutcome {
 /// we look for the agent's task before trying again, which also holds where a token is not
 /// honoured (moto). When that look fails too, we stop trying: the caller learns that the
 /// outcome is unknown and keeps the agent's slot until a refresh settles it.
+/// The budget buckets a RunTask draws on (AWS-RULES "Quotas"): Fargate's RunTask rate when its
+/// task runs on Fargate; the bucket StartTask and StopTask share when an Auto Scaling group or
+/// ECS Managed Instances provider (or the EC2 launch type) places it; both when the cluster's
+/// default strategy decides, which may be either.
+fn run_task_buckets(provider: Option<&str>, capacity: Capacity) -> &'static [Category] {
+    const FARGATE: &[Category] = &[Category::FargateRunTask];
+    const EC2: &[Category] = &[Category::EcsEc2Launch];
+    const EITHER: &[Category] = &[Category::FargateRunTask, Category::EcsEc2Launch];
+    match (provider, capacity) {
+        (Some("FARGATE" | "FARGATE_SPOT"), _) => FARGATE,
+        (Some(_), _) => EC2,
+        (None, Capacity::Fargate | Capacity::FargateSpot) => FARGATE,
+        (None, Capacity::Ec2) => EC2,
+        (None, Capacity::Provider) => EITHER,
+    }
+}
+
 async fn run_task_idempotently(
     aws: &AwsClients,
     spec: &LaunchSpec<'_>,
     request: &aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder,
+    buckets: &[Category],
 ) -> Result<RunOutcome, LaunchError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match aws.calls.attempt("RunTask", attempt, request.clone().send()).await {
+        match aws.calls.attempt_in(buckets, "RunTask", attempt, request.clone().send()).await {
             Ok(out) => return Ok(RunOutcome::Answer(out)),
             // Throttled, or refused outright: AWS did not act on it.
             Err(e) if e.throttled || !e.transient => {
                 if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS {
-                    aws.calls.back_off("RunTask", attempt, &e).await;
+                    aws.calls.back_off_in(buckets, "RunTask", attempt, &e).await;
                 } else {
                     return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e)));
                 }
@@ -498,7 +517,7 @@ async fn run_task_idempotently(
                     return Ok(RunOutcome::AlreadyStarted(Box::new(task)));
                 }
                 Ok(None) if attempt < crate::aws::calls::MAX_ATTEMPTS => {
-                    aws.calls.back_off("RunTask", attempt, &e).await
+                    aws.calls.back_off_in(buckets, "RunTask", attempt, &e).await
                 }
                 Ok(None) => return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e))),
                 Err(look) => {
@@ -577,4 +596,23 @@ pub fn overrides_length(spec: &LaunchSpec<'_>) -> usize {
     let overrides =
         serde_json::json!([{ "name": spec.work.task_definition.agent_container, "environment": environment }]);
     overrides.to_string().chars().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_task_draws_on_the_bucket_of_where_its_task_runs() {
+        assert_eq!(run_task_buckets(None, Capacity::Fargate), [Category::FargateRunTask]);
+        assert_eq!(run_task_buckets(None, Capacity::FargateSpot), [Category::FargateRunTask]);
+        assert_eq!(run_task_buckets(Some("FARGATE_SPOT"), Capacity::Provider), [Category::FargateRunTask]);
+        assert_eq!(run_task_buckets(Some("ci-asg"), Capacity::Provider), [Category::EcsEc2Launch]);
+        assert_eq!(run_task_buckets(None, Capacity::Ec2), [Category::EcsEc2Launch]);
+        assert_eq!(
+            run_task_buckets(None, Capacity::Provider),
+            [Category::FargateRunTask, Category::EcsEc2Launch],
+            "the cluster's default strategy may place it either way"
+        );
+    }
 }
