@@ -8,8 +8,13 @@ use super::cluster_profile::LaunchType;
 use super::fields::{quote, Fields};
 use super::syntax;
 
-/// Largest `Ec2UserData`, in bytes.
-const USER_DATA_MAX: usize = 16 * 1024;
+/// What EC2 takes as user data, in bytes before base64 (AWS-RULES: RunInstances).
+pub const EC2_USER_DATA_MAX: usize = 16 * 1024;
+/// Room kept for the plugin's join script around `Ec2UserData` (`cluster::ec2::user_data`; a
+/// test there checks the script with the longest names stays within it).
+pub const JOIN_SCRIPT_RESERVE: usize = 1024;
+/// Largest `Ec2UserData`, in bytes: what EC2 takes less the join script's room.
+const USER_DATA_MAX: usize = EC2_USER_DATA_MAX - JOIN_SCRIPT_RESERVE;
 
 /// EC2 capacity settings (present exactly when the launch type is EC2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +201,9 @@ fn check_user_data(v: &str) -> Result<(), String> {
     if v.len() <= USER_DATA_MAX {
         Ok(())
     } else {
-        Err(format!("Ec2UserData is {} bytes; at most {USER_DATA_MAX} (16 KiB) are allowed.", v.len()))
+        Err(format!(
+            "Ec2UserData is {} bytes; at most {USER_DATA_MAX} are allowed (EC2 takes 16 KiB of user data, and the plugin's join script needs the rest).",
+            v.len()
+        ))
     }
 }

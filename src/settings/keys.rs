@@ -213,7 +213,7 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("Ec2RootVolumeGiB", EC2, "Root volume (GiB)", Input::Text,
         "Size of each instance's root volume, 8 to 16384 GiB. Default: 30."),
     spec("Ec2UserData", EC2, "Extra user data", Input::Lines,
-        "Shell lines appended to the generated user data script, at most 16 KiB. Default: none."),
+        "Shell lines appended to the generated user data script, at most 15 KiB (15360 bytes). Default: none."),
 ];
 
 const BASICS: &str = "Basics";

@@ -85,6 +85,21 @@ fn shell_safe(name: &str) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_longest_user_data_validation_allows_still_fits_what_ec2_takes() {
+        use crate::settings::{EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE};
+        let extra = "x".repeat(EC2_USER_DATA_MAX - JOIN_SCRIPT_RESERVE);
+        // The longest names: a 255-character cluster, a long server id and cluster key, and the
+        // attribute JSON escaping nothing.
+        let cluster = "c".repeat(255);
+        let (server_id, cluster_key) = ("s".repeat(64), "k".repeat(64));
+        let join = Join { cluster: &cluster, server_id: &server_id, cluster_key: &cluster_key, extra: Some(&extra) };
+        for os in [OsClass::Linux, OsClass::Windows] {
+            let len = script(os, &join).len();
+            assert!(len <= EC2_USER_DATA_MAX, "{os:?}: {len} bytes");
+        }
+    }
+
     fn join(extra: Option<&str>) -> Join<'_> {
         Join { cluster: "gocd-agents", server_id: "sid-1", cluster_key: "0123456789ab", extra }
     }
