@@ -2,6 +2,7 @@
 //! without its cluster profile): Fargate sizes, EC2-only and Fargate-only fields, the allow-lists,
 //! and the total number of user tags.
 
+use super::capacity_providers::ProviderStrategy;
 use super::cluster_profile::{ClusterProfile, LaunchType};
 use super::elastic_profile::ElasticProfile;
 use super::fields::{one_of, quote};
@@ -95,6 +96,19 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                 "OperatingSystemFamily",
                 format!(
                     "Windows tasks ({}) cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.",
+                    elastic.operating_system_family
+                ),
+            );
+        }
+        let spot_in_strategy = matches!(
+            &cluster.capacity_providers,
+            Some(ProviderStrategy::Providers(shares)) if shares.iter().any(|s| s.name == "FARGATE_SPOT")
+        );
+        if spot_in_strategy && elastic.operating_system_family != "LINUX" {
+            error(
+                "OperatingSystemFamily",
+                format!(
+                    "Windows tasks ({}) cannot run on FARGATE_SPOT, which this cluster profile's CapacityProviderStrategy names (ECS refuses them there, on Spot's turns); use a strategy without FARGATE_SPOT, or a cluster profile with FARGATE or EC2.",
                     elastic.operating_system_family
                 ),
             );
@@ -354,5 +368,25 @@ mod placement_tests {
         assert_eq!(keys(&cluster(&[("CapacityProviderStrategy", "FARGATE\nFARGATE_SPOT")])).len(), 2);
         assert!(keys(&cluster(&[("CapacityProviderStrategy", "my-asg")])).is_empty());
         assert!(keys(&cluster(&[("CapacityProviderStrategy", "default")])).is_empty());
+    }
+
+    #[test]
+    fn windows_is_refused_where_the_strategy_names_fargate_spot() {
+        let windows = ElasticProfile::parse(&props(&[
+            ("Image", "mcr.microsoft.com/windows/servercore:ltsc2022"),
+            ("OperatingSystemFamily", "WINDOWS_SERVER_2022_CORE"),
+            ("Cpu", "1024"),
+            ("Memory", "2048"),
+        ]))
+        .expect("valid");
+        let cluster = |strategy: &str| {
+            let mut p = props(&[("ClusterName", "ci")]);
+            p.extend(props(&[("CapacityProviderStrategy", strategy)]));
+            ClusterProfile::parse(&p).expect("valid")
+        };
+        let errors = check_compatible(&cluster("FARGATE:1:1\nFARGATE_SPOT:3"), &windows);
+        assert_eq!(errors.iter().map(|e| e.key.as_str()).collect::<Vec<_>>(), ["OperatingSystemFamily"]);
+        assert!(errors[0].message.contains("CapacityProviderStrategy names"), "{errors:?}");
+        assert!(check_compatible(&cluster("FARGATE"), &windows).is_empty());
     }
 }
