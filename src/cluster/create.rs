@@ -165,6 +165,7 @@ impl Cluster {
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
         // meet the same allow-lists as a profile's own (issue 14).
         super::guardrails::check(profile, &task_definition).map_err(EngineError::Refused)?;
+        super::guardrails::check_exec(&elastic, &task_definition).map_err(EngineError::Refused)?;
         // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
         // FARGATE by kind), or RunTask refuses it on that provider's turn (issue 18).
         if let Some(kinds) = self.kinds(profile) {

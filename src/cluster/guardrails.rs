@@ -13,11 +13,12 @@
 //! every provider the strategy may send it to (FARGATE for Fargate's, EC2 for an Auto Scaling
 //! group's, MANAGED_INSTANCES for ECS Managed Instances; [`check_providers`]): the plugin
 //! registers its own task definitions so, but cannot change someone else's, and RunTask would
-//! refuse it on that provider's turn only.
+//! refuse it on that provider's turn only. And ECS Exec (`EnableExecuteCommand`) needs its task
+//! role ([`check_exec`]).
 
 use super::providers::ProviderKinds;
 use super::task_definition::TaskDefinitionRef;
-use crate::settings::{allowed, patterns, ClusterProfile};
+use crate::settings::{allowed, patterns, ClusterProfile, ElasticProfile};
 
 /// `Err(sentence)` naming everything in the task definition that the cluster profile does not
 /// allow; `Ok` for our own task definitions (built from an elastic profile already checked).
@@ -113,6 +114,23 @@ pub fn check_providers(kinds: &ProviderKinds, td: &TaskDefinitionRef) -> Result<
     ))
 }
 
+/// `Err(sentence)` when the elastic profile turns ECS Exec on (`EnableExecuteCommand`) for a
+/// task definition it names that has no task role: ECS refuses such a RunTask or StartTask
+/// (Exec's ssmmessages calls are made with the task role). `Ok` for our own task definitions
+/// (`validate` requires `TaskRoleArn` with Exec).
+///
+/// # Errors
+/// One sentence for the job's console and server health.
+pub fn check_exec(elastic: &ElasticProfile, td: &TaskDefinitionRef) -> Result<(), String> {
+    match &td.given {
+        Some(given) if elastic.enable_execute_command && given.task_role_arn.is_none() => Err(format!(
+            "task definition {} has no task role, and this elastic profile sets EnableExecuteCommand: ECS Exec needs              one (allowing the ssmmessages calls Exec makes). Register a revision with a taskRoleArn and name it in              TaskDefinitionArn, or turn EnableExecuteCommand off",
+            td.arn
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -158,6 +176,26 @@ mod tests {
         let aws = FakeAws::default();
         aws.seed_task_definition(name, definition);
         describe_given(&aws.clients(), name, Some("agent")).await.expect("described")
+    }
+
+    #[tokio::test]
+    async fn ecs_exec_on_a_given_task_definition_needs_its_task_role() {
+        let elastic = |exec: &str| {
+            let p: Properties =
+                [("Image", "gocd/agent:v1"), ("TaskDefinitionArn", "team-td:1"), ("EnableExecuteCommand", exec)]
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                    .collect();
+            crate::settings::ElasticProfile::parse(&p).expect("valid")
+        };
+        let mut roleless = definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET);
+        roleless.as_object_mut().expect("an object").remove("taskRoleArn");
+        let roleless = described("team-td:1", roleless).await;
+        let why = super::check_exec(&elastic("true"), &roleless).unwrap_err();
+        assert!(why.contains("has no task role") && why.contains("EnableExecuteCommand"), "{why}");
+        assert_eq!(super::check_exec(&elastic("false"), &roleless), Ok(()));
+        let with_role = described("team-td:2", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET)).await;
+        assert_eq!(super::check_exec(&elastic("true"), &with_role), Ok(()));
     }
 
     #[tokio::test]

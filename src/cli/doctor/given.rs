@@ -1,7 +1,7 @@
 //! `doctor --elastic-profile`: an elastic profile's `TaskDefinitionArn` checked as create-agent
 //! checks it, with the plugin's own functions — the task definition exists and has the agent
-//! container, what it runs meets the cluster profile's allow-lists, and it suits every capacity
-//! provider the strategy may send it to (one DescribeTaskDefinition per profile; the providers'
+//! container, what it runs meets the cluster profile's allow-lists, it has a task role if the
+//! profile turns ECS Exec on, and it suits every capacity provider the strategy may send it to (one DescribeTaskDefinition per profile; the providers'
 //! kinds learned once).
 
 use std::io;
@@ -50,6 +50,7 @@ pub(super) async fn check(
             }
         };
         let mut problems: Vec<String> = guardrails::check(profile, &td).err().into_iter().collect();
+        problems.extend(guardrails::check_exec(e, &td).err());
         if let Some(kinds) = &kinds {
             problems.extend(guardrails::check_providers(kinds, &td).err());
         }
