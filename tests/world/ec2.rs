@@ -438,32 +438,26 @@ pub fn ids<'a>(instances: impl IntoIterator<Item = &'a SeenInstance>) -> BTreeSe
 /// The id of one of moto's Amazon Linux 2023 AMIs of this architecture (`x86_64` or `arm64`)
 /// in the config's region (moto's AMI ids differ by region and version, so they are looked up).
 pub async fn al2023_ami(config: &aws_config::SdkConfig, arch: &str) -> String {
-    let ec2 = aws_sdk_ec2::Client::new(config);
-    let name = aws_sdk_ec2::types::Filter::builder().name("name").values(format!("al2023-ami-2023*-{arch}")).build();
-    let arch_filter = aws_sdk_ec2::types::Filter::builder().name("architecture").values(arch).build();
-    let out = ec2
-        .describe_images()
-        .filters(name)
-        .filters(arch_filter)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("DescribeImages: {}", super::moto::aws_error_text(&e)));
-    let mut ids: Vec<String> = out.images().iter().filter_map(|i| i.image_id().map(str::to_string)).collect();
-    ids.sort();
-    ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no Amazon Linux 2023 {arch} AMI"))
+    let filters = [("name", format!("al2023-ami-2023*-{arch}")), ("architecture", arch.to_string())];
+    first_ami(config, &filters, &format!("Amazon Linux 2023 {arch}")).await
 }
 
-/// The id of one of moto's Windows Server AMIs in the config's region (the first by id).
+/// The id of one of moto's Windows Server AMIs in the config's region.
 pub async fn windows_ami(config: &aws_config::SdkConfig) -> String {
-    let ec2 = aws_sdk_ec2::Client::new(config);
-    let platform = aws_sdk_ec2::types::Filter::builder().name("platform").values("windows").build();
-    let out = ec2
+    first_ami(config, &[("platform", "windows".to_string())], "Windows").await
+}
+
+/// The first by id of the AMIs DescribeImages finds with these filters.
+async fn first_ami(config: &aws_config::SdkConfig, filters: &[(&str, String)], what: &str) -> String {
+    let filters =
+        filters.iter().map(|(name, value)| aws_sdk_ec2::types::Filter::builder().name(*name).values(value).build());
+    let out = aws_sdk_ec2::Client::new(config)
         .describe_images()
-        .filters(platform)
+        .set_filters(Some(filters.collect()))
         .send()
         .await
         .unwrap_or_else(|e| panic!("DescribeImages: {}", super::moto::aws_error_text(&e)));
     let mut ids: Vec<String> = out.images().iter().filter_map(|i| i.image_id().map(str::to_string)).collect();
     ids.sort();
-    ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no Windows AMI"))
+    ids.into_iter().next().unwrap_or_else(|| panic!("moto knows no {what} AMI"))
 }
