@@ -1,8 +1,8 @@
 //! `doctor --elastic-profile`: an elastic profile's `TaskDefinitionArn` checked as create-agent
 //! checks it, with the plugin's own functions — the task definition exists and has the agent
 //! container, what it runs meets the cluster profile's allow-lists, it has a task role if the
-//! profile turns ECS Exec on, and it suits every capacity provider the strategy may send it to (one DescribeTaskDefinition per profile; the providers'
-//! kinds learned once).
+//! profile turns ECS Exec on, and it suits every capacity provider the strategy may send it to
+//! (one DescribeTaskDefinition per profile; the providers' kinds learned once).
 
 use std::io;
 use std::sync::Arc;
