@@ -113,12 +113,6 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                 ),
             );
         }
-        if cluster.launch_type == LaunchType::FargateSpot && elastic.cpu_architecture == "ARM64" {
-            error(
-                "CpuArchitecture",
-                "ARM64 tasks cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.".to_string(),
-            );
-        }
         if elastic.operating_system_family.starts_with("WINDOWS") {
             if !FARGATE_WINDOWS.contains(&elastic.operating_system_family.as_str()) {
                 error(
@@ -174,6 +168,16 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
             );
         }
         if let Some(version) = elastic.platform_version.as_deref().filter(|v| below_1_4(v)) {
+            // Fargate and Fargate Spot run ARM64 (Graviton) tasks from platform version 1.4.0
+            // (ECS API reference, CapacityProviderStrategyItem).
+            if elastic.cpu_architecture == "ARM64" {
+                error(
+                    "CpuArchitecture",
+                    format!(
+                        "ARM64 tasks on Fargate need platform version 1.4.0 or later; PlatformVersion is {version}."
+                    ),
+                );
+            }
             if !elastic.efs_volumes.is_empty() {
                 error(
                     "PlatformVersion",

@@ -240,6 +240,14 @@ fn what_real_aws_refuses_is_refused_at_create_agent() {
 
     let spot = cluster(&[("ClusterName", "ci"), ("LaunchType", "FARGATE_SPOT")]);
     let arm = elastic(&[("Image", "alpine"), ("CpuArchitecture", "ARM64")]);
-    assert_eq!(messages_for(&check_compatible(&spot, &arm), "CpuArchitecture").len(), 1);
+    assert_eq!(check_compatible(&spot, &arm), [], "Fargate Spot runs ARM64 from platform version 1.4.0");
     assert_eq!(check_compatible(&fargate(), &arm), []);
+    let old_platform = elastic(&[("Image", "alpine"), ("CpuArchitecture", "ARM64"), ("PlatformVersion", "1.3.0")]);
+    for cluster in [&spot, &fargate()] {
+        let errors = check_compatible(cluster, &old_platform);
+        assert_eq!(
+            messages_for(&errors, "CpuArchitecture"),
+            ["ARM64 tasks on Fargate need platform version 1.4.0 or later; PlatformVersion is 1.3.0."]
+        );
+    }
 }
