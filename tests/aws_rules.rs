@@ -774,17 +774,24 @@ async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     passed(launch().user_data(b64(16 * 1024)).send().await, "user data of 16 KB");
     passed(launch().user_data(b64(16 * 1024 - 1)).send().await, "user data of 16 KB - 1");
 
-    // The root volume: at least the AMI's 30 GiB.
+    // The root volume: at least the AMI's 30 GiB, on the AMI's root device.
     use aws_sdk_ec2::types::{BlockDeviceMapping, EbsBlockDevice, IamInstanceProfileSpecification, ResourceType};
-    let root = |gib: i32| {
+    let root = |device: &str, gib: i32| {
         BlockDeviceMapping::builder()
-            .device_name("/dev/xvda")
+            .device_name(device)
             .ebs(EbsBlockDevice::builder().volume_size(gib).build())
             .build()
     };
     let rule = aws_rules::EC2_ROOT_VOLUME_SIZE;
-    refused(p, launch().block_device_mappings(root(20)).send().await, rule, "InvalidBlockDeviceMapping");
-    passed(launch().block_device_mappings(root(30)).send().await, "a 30 GiB root volume");
+    refused(p, launch().block_device_mappings(root("/dev/xvda", 20)).send().await, rule, "InvalidBlockDeviceMapping");
+    passed(launch().block_device_mappings(root("/dev/xvda", 30)).send().await, "a 30 GiB root volume");
+    // On Windows the root device is `/dev/sda1` (as DescribeImages names it), and `/dev/xvda` a
+    // data volume, which may be small.
+    let windows = world::ec2::windows_ami(&w.via).await;
+    let on_windows = |device: &str, gib: i32| launch().image_id(&windows).block_device_mappings(root(device, gib));
+    refused(p, on_windows("/dev/sda1", 20).send().await, rule, "InvalidBlockDeviceMapping");
+    passed(on_windows("/dev/sda1", 30).send().await, "a 30 GiB Windows root volume");
+    passed(on_windows("/dev/xvda", 20).send().await, "a 20 GiB data volume on Windows");
 
     // The instance profile by ARN or by name, not both.
     let both = IamInstanceProfileSpecification::builder()

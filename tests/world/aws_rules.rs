@@ -64,7 +64,7 @@
 //! | `ecs.read_rate` | `ThrottlingException`: ECS `List*`/`Describe*` calls, burst 100, 20/s | Quotas |
 //! | `ecs.register_task_definition.rate` | `ThrottlingException`: RegisterTaskDefinition calls, burst 20, 1/s | Quotas; ECS: task definitions |
 //! | `ec2.run_instances.user_data_size` | `InvalidParameterValue` (user data ≤16 KB before base64) | EC2 (API_RunInstances) |
-//! | `ec2.run_instances.root_volume_size` | `InvalidBlockDeviceMapping` (a `/dev/xvda` volume under 30 GiB) | EC2 (API_RunInstances) |
+//! | `ec2.run_instances.root_volume_size` | `InvalidBlockDeviceMapping` (a volume under 30 GiB on the AMI's root device: `/dev/xvda`, or `/dev/sda1` on Windows, as moto's DescribeImages names it) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.instance_profile_arn_or_name` | `InvalidParameterCombination` (`IamInstanceProfile` with both `Arn` and `Name`) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.tags` | `InvalidParameterValue` (≤50 tags per resource, keys unique) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.architecture` | `InvalidParameterValue` "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI..." (the type's architectures from moto's DescribeInstanceTypes, the AMI's from its DescribeImages; an AMI moto does not know is let through) | EC2 (API_RunInstances) |
@@ -194,6 +194,11 @@ pub const READ_RATE: &str = "ecs.read_rate";
 pub const REGISTER_TD_RATE: &str = "ecs.register_task_definition.rate";
 pub const EC2_USER_DATA_SIZE: &str = "ec2.run_instances.user_data_size";
 pub const EC2_ROOT_VOLUME_SIZE: &str = "ec2.run_instances.root_volume_size";
+
+/// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (AWS-RULES.md), below
+/// which a root volume is refused; Windows AMIs (whose snapshots moto says are 15 GiB) are held
+/// to the same floor, the plugin's default.
+const ROOT_SNAPSHOT_GIB: u64 = 30;
 pub const EC2_INSTANCE_PROFILE_ARN_OR_NAME: &str = "ec2.run_instances.instance_profile_arn_or_name";
 pub const EC2_TAGS: &str = "ec2.run_instances.tags";
 pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
@@ -300,8 +305,9 @@ pub struct AwsRules {
     buckets: Mutex<HashMap<(String, String, &'static str), Bucket>>,
     tokens: Mutex<HashMap<(String, String, String, String), TokenEntry>>,
     task_defs: Mutex<HashMap<Key3, TaskDefInfo>>,
-    /// Architectures of instance types and AMIs, as moto describes them (`None`: unknown).
-    architectures: Mutex<HashMap<String, Option<Vec<String>>>>,
+    /// What moto's describes say of instance types and AMIs (architectures, root devices), by
+    /// action, name and element (`None`: unknown).
+    described: Mutex<HashMap<String, Option<Vec<String>>>>,
     pages: Mutex<HashMap<String, Vec<Value>>>,
     refusals: Mutex<Vec<Refusal>>,
     /// Capacity providers a test named ECS Managed Instances (`capacity.rs`).
@@ -408,6 +414,7 @@ impl AwsRules {
             }
             ("ec2", "RunInstances") => {
                 self.run_instances(call)?;
+                self.run_instances_root_volume(call, upstream).await?;
                 self.run_instances_architecture(call, upstream).await
             }
             ("sts", "AssumeRole") => self.assume_role(call),
@@ -777,25 +784,6 @@ impl AwsRules {
                 ));
             }
         }
-        if self.on(EC2_ROOT_VOLUME_SIZE) {
-            for (k, device) in &call.form {
-                let Some(prefix) = k.strip_suffix(".DeviceName").filter(|p| p.starts_with("BlockDeviceMapping."))
-                else {
-                    continue;
-                };
-                if device != "/dev/xvda" {
-                    continue;
-                }
-                let size = call.form_param(&format!("{prefix}.Ebs.VolumeSize")).and_then(|s| s.parse::<u64>().ok());
-                if let Some(size) = size.filter(|s| *s < 30) {
-                    return Err(ec2(
-                        EC2_ROOT_VOLUME_SIZE,
-                        "InvalidBlockDeviceMapping",
-                        format!("Volume of size {size}GB is smaller than snapshot 'snap-0ecsal2023root0000', expect size >= 30GB"),
-                    ));
-                }
-            }
-        }
         if self.on(EC2_INSTANCE_PROFILE_ARN_OR_NAME)
             && call.form_param("IamInstanceProfile.Arn").is_some()
             && call.form_param("IamInstanceProfile.Name").is_some()
@@ -841,6 +829,41 @@ impl AwsRules {
     }
 
     /// An instance type launched with an AMI of another architecture.
+    /// A volume mapped on the AMI's root device (as moto's DescribeImages names it: `/dev/xvda`
+    /// on Amazon Linux, `/dev/sda1` on Windows; `/dev/xvda` for an AMI moto does not know) must
+    /// be at least [`ROOT_SNAPSHOT_GIB`], the snapshot of current ECS-optimised AMIs.
+    async fn run_instances_root_volume(&self, call: &Call, upstream: SocketAddr) -> Result<(), Broken> {
+        let mappings: Vec<(&str, &str)> = call
+            .form
+            .iter()
+            .filter_map(|(k, device)| {
+                let prefix = k.strip_suffix(".DeviceName").filter(|p| p.starts_with("BlockDeviceMapping."))?;
+                Some((prefix, device.as_str()))
+            })
+            .collect();
+        if !self.on(EC2_ROOT_VOLUME_SIZE) || mappings.is_empty() {
+            return Ok(());
+        }
+        let root = match call.form_param("ImageId") {
+            Some(ami) => self.described(call, upstream, "DescribeImages", "ImageId.1", ami, "rootDeviceName").await,
+            None => None,
+        };
+        let root = root.and_then(|r| r.into_iter().next()).unwrap_or_else(|| "/dev/xvda".to_string());
+        for (prefix, device) in mappings.into_iter().filter(|(_, device)| *device == root) {
+            let size = call.form_param(&format!("{prefix}.Ebs.VolumeSize")).and_then(|s| s.parse::<u64>().ok());
+            if let Some(size) = size.filter(|s| *s < ROOT_SNAPSHOT_GIB) {
+                let snapshot =
+                    if device == "/dev/sda1" { "snap-0ecswin2022root000" } else { "snap-0ecsal2023root0000" };
+                return Err(broken(
+                    EC2_ROOT_VOLUME_SIZE,
+                    "InvalidBlockDeviceMapping",
+                    format!("Volume of size {size}GB is smaller than snapshot '{snapshot}', expect size >= {ROOT_SNAPSHOT_GIB}GB"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     async fn run_instances_architecture(&self, call: &Call, upstream: SocketAddr) -> Result<(), Broken> {
         let (Some(ami), Some(instance_type)) = (call.form_param("ImageId"), call.form_param("InstanceType")) else {
             return Ok(());
@@ -848,9 +871,9 @@ impl AwsRules {
         if !self.on(EC2_ARCHITECTURE) {
             return Ok(());
         }
-        let image = self.architectures_of(call, upstream, "DescribeImages", "ImageId.1", ami, "architecture").await;
+        let image = self.described(call, upstream, "DescribeImages", "ImageId.1", ami, "architecture").await;
         let types = self
-            .architectures_of(
+            .described(
                 call,
                 upstream,
                 "DescribeInstanceTypes",
@@ -874,9 +897,9 @@ impl AwsRules {
         }
     }
 
-    /// The architectures moto names in the `element` of a describe of one AMI or instance type
-    /// (`None` when moto does not know it); asked once per name.
-    async fn architectures_of(
+    /// What moto names in the `element` of a describe of one AMI or instance type (the items of a
+    /// list, or the one value; `None` when moto does not know it); asked once per name and element.
+    async fn described(
         &self,
         call: &Call,
         upstream: SocketAddr,
@@ -885,8 +908,8 @@ impl AwsRules {
         name: &str,
         element: &str,
     ) -> Option<Vec<String>> {
-        let key = format!("{action}/{name}");
-        if let Some(known) = self.architectures.lock().unwrap().get(&key) {
+        let key = format!("{action}/{name}/{element}");
+        if let Some(known) = self.described.lock().unwrap().get(&key) {
             return known.clone();
         }
         let body = format!("Action={action}&Version=2016-11-15&{parameter}={name}").into_bytes();
@@ -910,7 +933,7 @@ impl AwsRules {
             }
         });
         let found = found.filter(|items: &Vec<String>| !items.is_empty());
-        self.architectures.lock().unwrap().insert(key, found.clone());
+        self.described.lock().unwrap().insert(key, found.clone());
         found
     }
 
