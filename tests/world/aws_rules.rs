@@ -194,16 +194,16 @@ pub const READ_RATE: &str = "ecs.read_rate";
 pub const REGISTER_TD_RATE: &str = "ecs.register_task_definition.rate";
 pub const EC2_USER_DATA_SIZE: &str = "ec2.run_instances.user_data_size";
 pub const EC2_ROOT_VOLUME_SIZE: &str = "ec2.run_instances.root_volume_size";
-
-/// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (AWS-RULES.md), below
-/// which a root volume is refused; Windows AMIs (whose snapshots moto says are 15 GiB) are held
-/// to the same floor, the plugin's default.
-const ROOT_SNAPSHOT_GIB: u64 = 30;
 pub const EC2_INSTANCE_PROFILE_ARN_OR_NAME: &str = "ec2.run_instances.instance_profile_arn_or_name";
 pub const EC2_TAGS: &str = "ec2.run_instances.tags";
 pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
 pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
 pub const STS_EXTERNAL_ID: &str = "sts.assume_role.external_id";
+
+/// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (AWS-RULES.md), below
+/// which a root volume is refused; Windows AMIs (whose snapshots moto says are 15 GiB) are held
+/// to the same floor, the plugin's default.
+const ROOT_SNAPSHOT_GIB: u64 = 30;
 
 /// The account moto acts in for any key that no AssumeRole through the proxy handed out.
 pub const DEFAULT_ACCOUNT: &str = "123456789012";
@@ -828,7 +828,6 @@ impl AwsRules {
         Ok(())
     }
 
-    /// An instance type launched with an AMI of another architecture.
     /// A volume mapped on the AMI's root device (as moto's DescribeImages names it: `/dev/xvda`
     /// on Amazon Linux, `/dev/sda1` on Windows; `/dev/xvda` for an AMI moto does not know) must
     /// be at least [`ROOT_SNAPSHOT_GIB`], the snapshot of current ECS-optimised AMIs.
@@ -864,6 +863,7 @@ impl AwsRules {
         Ok(())
     }
 
+    /// An instance type launched with an AMI of another architecture.
     async fn run_instances_architecture(&self, call: &Call, upstream: SocketAddr) -> Result<(), Broken> {
         let (Some(ami), Some(instance_type)) = (call.form_param("ImageId"), call.form_param("InstanceType")) else {
             return Ok(());
