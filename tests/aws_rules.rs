@@ -10,7 +10,7 @@
 
 mod world;
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use aws_config::retry::RetryConfig;
 use aws_config::SdkConfig;
@@ -159,15 +159,30 @@ fn refused<O: std::fmt::Debug, E>(
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
+    refused_with(proxy, result, rule, code, 400)
+}
+
+/// The call was refused by `rule`, with AWS's `code` and HTTP `status`; returns AWS's message.
+#[track_caller]
+fn refused_with<O: std::fmt::Debug, E>(
+    proxy: &Proxy,
+    result: Result<O, SdkError<E, Response>>,
+    rule: &str,
+    code: &str,
+    status: u16,
+) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
     let err = match result {
         Ok(o) => panic!("expected {rule} to refuse with {code}, but the call passed: {o:?}"),
         Err(e) => e,
     };
-    let status = err.raw_response().map(|r| r.status().as_u16());
+    let answered = err.raw_response().map(|r| r.status().as_u16());
     let text = aws_error_text(&err);
     let service = err.as_service_error().unwrap_or_else(|| panic!("not a service error: {text}"));
     assert_eq!(service.code(), Some(code), "{rule}: {text}");
-    assert_eq!(status, Some(400), "{rule}: {text}");
+    assert_eq!(answered, Some(status), "{rule}: {text}");
     let last = proxy.aws_refusals().pop().unwrap_or_else(|| panic!("no refusal recorded for {rule}"));
     assert_eq!(last.rule, rule, "{text}");
     service.message().unwrap_or_default().to_string()
@@ -851,6 +866,61 @@ async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     refused(p, assume("gocd").external_id("e".repeat(1225)).send().await, rule, "ValidationError");
     passed(assume("gocd").external_id("tenant:42/prod=1,a.b@c-d_e+f").send().await, "a good external id");
     passed(assume("gocd").external_id("e".repeat(1224)).send().await, "an external id of 1224");
+}
+
+/// An AssumeRole through the proxy: the session's keys and when it expires.
+async fn session(w: &Rig, name: &str) -> (StaticCredentials, SystemTime) {
+    let out = aws_sdk_sts::Client::new(&w.via)
+        .assume_role()
+        .role_arn(ROLE_ARN)
+        .role_session_name(name)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("AssumeRole: {}", aws_error_text(&e)));
+    let c = out.credentials().expect("AssumeRole answered no credentials");
+    let keys = StaticCredentials {
+        access_key_id: c.access_key_id().into(),
+        secret_access_key: c.secret_access_key().into(),
+        session_token: Some(c.session_token().into()),
+    };
+    (keys, SystemTime::try_from(*c.expiration()).expect("an Expiration in range"))
+}
+
+/// An assumed-role session is refused once its `Expiration` has passed, as AWS refuses it
+/// (`ExpiredTokenException`, HTTP 403, in ECS's and EC2's wire formats); moto's hour holds
+/// unless a test shortens sessions; a new session from the same role passes again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_expired_session_is_refused_with_expired_token() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let rule = aws_rules::STS_SESSION_EXPIRY;
+    let (hour, expires) = session(&w, "hour").await;
+    let left = expires.duration_since(SystemTime::now()).unwrap_or_default();
+    assert!(left > Duration::from_secs(3500), "moto's default session: an hour, not {left:?}");
+
+    p.shorten_sessions(Duration::from_secs(2));
+    let (short, expires) = session(&w, "short").await;
+    let left = expires.duration_since(SystemTime::now()).unwrap_or_default();
+    assert!(left <= Duration::from_secs(2), "a shortened session's Expiration is {left:?} away");
+    let ecs = aws_sdk_ecs::Client::new(&via(p, &short, moto::REGION).await);
+    let ec2 = aws_sdk_ec2::Client::new(&via(p, &short, moto::REGION).await);
+    passed(ecs.list_clusters().send().await, "ECS with a live session");
+    passed(ec2.describe_instances().send().await, "EC2 with a live session");
+
+    tokio::time::sleep(left + Duration::from_millis(200)).await;
+    let message = refused_with(p, ecs.list_clusters().send().await, rule, "ExpiredTokenException", 403);
+    assert_eq!(message, "The security token included in the request is expired");
+    refused_with(p, ec2.describe_instances().send().await, rule, "ExpiredTokenException", 403);
+    let long = aws_sdk_ecs::Client::new(&via(p, &hour, moto::REGION).await);
+    passed(long.list_clusters().send().await, "the hour-long session, still live");
+    let (fresh, _) = session(&w, "fresh").await;
+    let renewed = aws_sdk_ecs::Client::new(&via(p, &fresh, moto::REGION).await);
+    passed(renewed.list_clusters().send().await, "a new session of the same role");
+    let base = aws_sdk_ecs::Client::new(&w.via);
+    passed(base.list_clusters().send().await, "base keys, which no AssumeRole handed out");
+
+    p.relax(rule, "the test shows the rule can be switched off");
+    passed(ecs.list_clusters().send().await, "an expired session, the rule relaxed");
 }
 
 /// Sends `n` calls at once; how many were throttled (`ThrottlingException`), and how long it took.

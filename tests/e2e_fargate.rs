@@ -457,3 +457,54 @@ async fn a_role_that_cannot_be_assumed_fails_alone() {
     w.finish(host, sim, &format!("assume_role_denied={denied_calls} slowest_good_job_ms={}", slowest.as_millis()))
         .await;
 }
+
+/// (i) an assumed role's session is renewed before it expires. The proxy makes sessions last
+/// 20 s instead of AWS's hour and refuses calls signed by an expired one (`ExpiredTokenException`,
+/// `tests/world/aws_rules/sessions.rs`); jobs arriving for 50 s all run with nothing refused, the
+/// plugin moves on to a new session as each runs out, and asks STS once per session, not per call
+/// (the SDK renews 5-10 s before expiry, so a session serves at least 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_assumed_role_session_is_renewed_before_it_expires() {
+    const SESSION: Duration = Duration::from_secs(20);
+    let mut w = Scenario::new("session_renewed").await;
+    let role = w.moto.assume_role_config(ROLE_ARN).await;
+    w.cluster("role", &role.config, "gocd-b").await;
+    w.proxy.shorten_sessions(SESSION);
+    let cfg = w
+        .host_config()
+        .cluster_profile("role", cluster_props("gocd-b", &[("RoleArn", ROLE_ARN)]))
+        .elastic_profile("small", "role", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    let started = Instant::now();
+    let mut jobs = 0;
+    while started.elapsed() < Duration::from_secs(50) {
+        host.add_job(JobSpec::new("small", Duration::from_secs(3))).await;
+        jobs += 1;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+    }
+    host.wait_until("every job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    let elapsed = started.elapsed();
+    assert_all_done(&host, &sim).await;
+
+    let expired: Vec<_> =
+        w.proxy.aws_refusals().into_iter().filter(|r| r.rule == world::aws_rules::STS_SESSION_EXPIRY).collect();
+    assert!(expired.is_empty(), "calls signed by an expired session: {expired:#?}");
+    let log = w.proxy.log();
+    let assumes = log.iter().filter(|r| r.key() == "sts:AssumeRole").count();
+    let sessions: std::collections::HashSet<&str> = log
+        .iter()
+        .filter(|r| r.assumed_account.as_deref() == Some("111111111111"))
+        .filter_map(|r| r.access_key_id.as_deref())
+        .collect();
+    let lifetimes = (elapsed.as_secs_f64() / SESSION.as_secs_f64()).floor() as usize;
+    assert!(
+        sessions.len() >= lifetimes,
+        "{} sessions signed calls over {elapsed:?} of {SESSION:?} sessions: one was used past its expiry",
+        sessions.len()
+    );
+    let most = (elapsed.as_secs_f64() / 10.0).ceil() as usize + 1;
+    assert!(assumes <= most, "{assumes} AssumeRole calls over {elapsed:?}: more than one per session ({most})");
+    w.finish(host, sim, &format!("jobs={jobs} assume_role_calls={assumes} sessions_used={}", sessions.len())).await;
+}

@@ -15,8 +15,9 @@
 //!
 //! The account of a call is the account of the role whose AssumeRole credentials signed it (as the
 //! proxy saw them), else moto's base account `123456789012`; its region is the SigV4 scope's.
-//! Checks run in this order: validation, client-token conflict, quotas; then the test's own rules;
-//! then, for calls still forwarded, the emulations (client-token replay, ListTasks paging).
+//! Checks run in this order: session expiry, validation, client-token conflict, quotas; then the
+//! test's own rules; then, for calls still forwarded, the emulations (client-token replay,
+//! ListTasks paging, session expiry learnt from AssumeRole answers).
 //!
 //! | rule | AWS's answer when broken | AWS-RULES.md section (AWS page) |
 //! |---|---|---|
@@ -70,13 +71,14 @@
 //! | `ec2.run_instances.architecture` | `InvalidParameterValue` "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI..." (the type's architectures from moto's DescribeInstanceTypes, the AMI's from its DescribeImages; an AMI moto does not know is let through) | EC2 (API_RunInstances) |
 //! | `sts.assume_role.role_session_name` | `ValidationError` (2-64 of `[\w+=,.@-]`) | STS (API_AssumeRole) |
 //! | `sts.assume_role.external_id` | `ValidationError` (2-1224 of `[\w+=,.@:/-]`) | STS (API_AssumeRole) |
+//! | `sts.session.expiry` | `ExpiredTokenException` HTTP 403 "The security token included in the request is expired" (a call signed by an AssumeRole session after its `Expiration`; a test may shorten sessions with [`AwsRules::shorten_sessions`]); see `aws_rules/sessions.rs` | STS (API_AssumeRole); common errors |
 //!
 //! Quotas are token buckets per (account, region, rule); a refused call still spends its token in
 //! the buckets checked before the one that refused it. A Fargate RunTask spends one token of
 //! `ecs.run_task.fargate_rate` and `count` tokens of the launch bucket (split by the strategy's
 //! weights between on-demand and Spot); a replayed RunTask (same client token) launches nothing.
 //! Not enforced: "only INACTIVE revisions" for DeleteTaskDefinitions, DescribeTasks' cluster
-//! filter, EC2 request-rate buckets, credential expiry.
+//! filter, EC2 request-rate buckets.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -89,6 +91,7 @@ use super::http::{self, HttpRequest, HttpResponse};
 use super::proxy::{Call, Verdict};
 
 mod capacity;
+mod sessions;
 
 /// The headers of `call` that sign it (moto checks no signature, but reads the account and
 /// region from them), for a call the world makes to moto on the caller's behalf.
@@ -148,6 +151,7 @@ pub const RULES: &[&str] = &[
     EC2_ARCHITECTURE,
     STS_ROLE_SESSION_NAME,
     STS_EXTERNAL_ID,
+    STS_SESSION_EXPIRY,
 ];
 
 pub const RUN_TASK_COUNT: &str = "ecs.run_task.count";
@@ -199,6 +203,7 @@ pub const EC2_TAGS: &str = "ec2.run_instances.tags";
 pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
 pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
 pub const STS_EXTERNAL_ID: &str = "sts.assume_role.external_id";
+pub const STS_SESSION_EXPIRY: &str = "sts.session.expiry";
 
 /// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (AWS-RULES.md), below
 /// which a root volume is refused; Windows AMIs (whose snapshots moto says are 15 GiB) are held
@@ -312,6 +317,11 @@ pub struct AwsRules {
     refusals: Mutex<Vec<Refusal>>,
     /// Capacity providers a test named ECS Managed Instances (`capacity.rs`).
     managed_instances: Mutex<HashSet<String>>,
+    /// When each assumed-role session the proxy handed out expires, by access key id
+    /// (`sessions.rs`).
+    sessions: Mutex<HashMap<String, std::time::SystemTime>>,
+    /// The lifetime a test gave later sessions (`sessions.rs`).
+    session_lifetime: Mutex<Option<Duration>>,
 }
 
 impl std::fmt::Debug for AwsRules {
@@ -354,12 +364,12 @@ impl AwsRules {
     /// Validation, client-token conflicts and quotas: AWS's answer when the call breaks a rule,
     /// with the rule's name; logged on stderr.
     pub async fn check(&self, call: &Call, upstream: SocketAddr) -> Option<(&'static str, Verdict)> {
-        let broken = match self.validate(call, upstream).await {
-            Err(b) => b,
-            Ok(()) => match self.quotas(call) {
-                Err(b) => b,
-                Ok(()) => return None,
-            },
+        let checked = match self.session_expiry(call) {
+            Ok(()) => self.validate(call, upstream).await.and_then(|()| self.quotas(call)),
+            expired => expired,
+        };
+        let Err(broken) = checked else {
+            return None;
         };
         eprintln!(
             "aws-rules: refused {} ({}/{}): {}: {}: {}",
@@ -382,7 +392,7 @@ impl AwsRules {
         });
         let verdict = match call.service.as_str() {
             "ec2" => Verdict::ec2_error(broken.status, broken.code, &broken.message),
-            "sts" => Verdict::sts_error(broken.status, broken.code, &broken.message),
+            "sts" | "iam" => Verdict::sts_error(broken.status, broken.code, &broken.message),
             _ => Verdict::ecs_error(broken.status, broken.code, &broken.message),
         };
         Some((broken.rule, verdict))
@@ -1061,6 +1071,9 @@ impl AwsRules {
     pub async fn forward(&self, call: &Call, upstream: SocketAddr) -> Option<Emulated> {
         if call.is("ecs", "DescribeCapacityProviders") {
             return self.describe_capacity_providers(call, upstream).await;
+        }
+        if call.is("sts", "AssumeRole") {
+            return Some(self.assume_role_answer(call, upstream).await);
         }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));

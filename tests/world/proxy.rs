@@ -315,6 +315,12 @@ impl Proxy {
         self.shared.aws.managed_instances_provider(provider);
     }
 
+    /// Makes every later AssumeRole session last `lifetime` instead of moto's hour, and refuses
+    /// calls signed by it after that (`ExpiredTokenException`); see `aws_rules/sessions.rs`.
+    pub fn shorten_sessions(&self, lifetime: Duration) {
+        self.shared.aws.shorten_sessions(lifetime);
+    }
+
     /// Every call AWS's rules refused so far (rule, operation, AWS's error).
     pub fn aws_refusals(&self) -> Vec<Refusal> {
         self.shared.aws.refusals()
@@ -504,7 +510,7 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
     shared.log.lock().unwrap().push(entry);
 }
 
-fn xml_field<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
+pub(super) fn xml_field<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     let open = format!("<{tag}>");
     let close = format!("</{tag}>");
     let start = xml.find(&open)? + open.len();
