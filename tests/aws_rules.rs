@@ -766,6 +766,10 @@ async fn read_rules_and_list_tasks_as_aws_answers() {
 async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     let w = Rig::new().await;
     let p = &w.proxy;
+    p.relax(
+        aws_rules::EC2_REQUEST_RATE,
+        "this test sends RunInstances back to back to check what EC2 validates; the rates have a test of their own",
+    );
     aws_sdk_iam::Client::new(&w.direct)
         .create_instance_profile()
         .instance_profile_name("agents")
@@ -923,7 +927,8 @@ async fn an_expired_session_is_refused_with_expired_token() {
     passed(ecs.list_clusters().send().await, "an expired session, the rule relaxed");
 }
 
-/// Sends `n` calls at once; how many were throttled (`ThrottlingException`), and how long it took.
+/// Sends `n` calls at once; how many were throttled (`ThrottlingException`, EC2's
+/// `RequestLimitExceeded`), and how long it took.
 async fn burst<F, Fut, O, E>(n: usize, call: F) -> (usize, usize, Duration)
 where
     F: Fn() -> Fut,
@@ -935,7 +940,9 @@ where
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..n {
         let fut = call();
-        set.spawn(async move { error_code(&fut.await).as_deref() == Some("ThrottlingException") });
+        set.spawn(async move {
+            matches!(error_code(&fut.await).as_deref(), Some("ThrottlingException" | "RequestLimitExceeded"))
+        });
     }
     let mut throttled = 0;
     while let Some(t) = set.join_next().await {
@@ -1065,6 +1072,62 @@ async fn quotas_throttle_per_account_and_region() {
         .iter()
         .filter(|r| r.rule.as_deref().is_some_and(|r| r.starts_with("aws-rules:")))
         .all(|r| r.status == 400 && r.outcome == proxy::Outcome::Answered));
+}
+
+/// EC2's own throttling, per action: `RunInstances` 5 at once and 2 a second, another action not
+/// held by it; unfiltered and unpaged `DescribeInstances` 50 and 10 a second, apart from the
+/// filtered or paged calls' bucket; instances terminated at most 1000 at once. EC2's answer:
+/// `RequestLimitExceeded`, HTTP 503, never forwarded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ec2_rates_throttle_per_action_as_ec2_does() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ec2 = aws_sdk_ec2::Client::new(&w.via);
+    let launch = {
+        let (ec2, subnet) = (ec2.clone(), w.net.subnet_ids[0].clone());
+        move || {
+            ec2.run_instances()
+                .image_id(AMI)
+                .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+                .min_count(1)
+                .max_count(1)
+                .subnet_id(subnet.clone())
+                .send()
+        }
+    };
+    bucket_held("RunInstances calls", burst(9, launch.clone()).await, 5.0, 2.0);
+    let last = p.aws_refusals().pop().unwrap();
+    assert_eq!(
+        (last.rule, last.code.as_str(), last.status),
+        (aws_rules::EC2_REQUEST_RATE, "RequestLimitExceeded", 503)
+    );
+    let filter = aws_sdk_ec2::types::Filter::builder().name("instance-state-name").values("running").build();
+    passed(ec2.describe_instances().filters(filter.clone()).send().await, "another action, its own bucket");
+
+    let unfiltered = {
+        let ec2 = ec2.clone();
+        move || ec2.describe_instances().send()
+    };
+    bucket_held("unfiltered, unpaged DescribeInstances", burst(70, unfiltered).await, 50.0, 10.0);
+    passed(ec2.describe_instances().filters(filter).send().await, "a filtered DescribeInstances: the larger bucket");
+    passed(ec2.describe_instances().max_results(5).send().await, "a paged DescribeInstances: the larger bucket");
+
+    let ids = |n: usize| (0..n).map(|i| format!("i-{i:017x}")).collect::<Vec<_>>();
+    let terminate = |n| ec2.terminate_instances().set_instance_ids(Some(ids(n))).send();
+    let message = refused_with(p, terminate(1001).await, aws_rules::EC2_RESOURCE_RATE, "RequestLimitExceeded", 503);
+    assert_eq!(message, "Request limit exceeded.");
+    let under = terminate(20).await;
+    assert_ne!(error_code(&under).as_deref(), Some("RequestLimitExceeded"), "20 instances are within the bucket");
+
+    p.relax(aws_rules::EC2_REQUEST_RATE, "the test shows the rule can be switched off");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, throttled, _) = burst(9, launch).await;
+    assert_eq!(throttled, 0, "relaxed, no RunInstances is throttled");
+    assert!(p
+        .log()
+        .iter()
+        .filter(|r| r.rule.as_deref().is_some_and(|r| r.starts_with("aws-rules:ec2.")))
+        .all(|r| r.status == 503 && r.outcome == proxy::Outcome::Answered));
 }
 
 #[tokio::test]

@@ -69,16 +69,18 @@
 //! | `ec2.run_instances.instance_profile_arn_or_name` | `InvalidParameterCombination` (`IamInstanceProfile` with both `Arn` and `Name`) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.tags` | `InvalidParameterValue` (≤50 tags per resource, keys unique) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.architecture` | `InvalidParameterValue` "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI..." (the type's architectures from moto's DescribeInstanceTypes, the AMI's from its DescribeImages; an AMI moto does not know is let through) | EC2 (API_RunInstances) |
+//! | `ec2.request_rate` | `RequestLimitExceeded` HTTP 503: a bucket per EC2 action (non-mutating 100, 20/s; unfiltered and unpaged `DescribeInstances` and six more 50, 10/s; mutating 50, 5/s; `RunInstances` 5, 2/s; `TerminateInstances` 100, 5/s; `CreateTags` 100, 10/s); see `aws_rules/ec2_rates.rs` | Quotas (EC2 request throttling) |
+//! | `ec2.resource_rate` | `RequestLimitExceeded` HTTP 503: instances launched (`MaxCount`) 1000, 2/s; instances terminated 1000, 20/s | Quotas (EC2 request throttling) |
 //! | `sts.assume_role.role_session_name` | `ValidationError` (2-64 of `[\w+=,.@-]`) | STS (API_AssumeRole) |
 //! | `sts.assume_role.external_id` | `ValidationError` (2-1224 of `[\w+=,.@:/-]`) | STS (API_AssumeRole) |
 //! | `sts.session.expiry` | `ExpiredTokenException` HTTP 403 "The security token included in the request is expired" (a call signed by an AssumeRole session after its `Expiration`; a test may shorten sessions with [`AwsRules::shorten_sessions`]); see `aws_rules/sessions.rs` | STS (API_AssumeRole); common errors |
 //!
-//! Quotas are token buckets per (account, region, rule); a refused call still spends its token in
+//! Quotas are token buckets per (account, region, rule; EC2's also per action); a refused call still spends its token in
 //! the buckets checked before the one that refused it. A Fargate RunTask spends one token of
 //! `ecs.run_task.fargate_rate` and `count` tokens of the launch bucket (split by the strategy's
 //! weights between on-demand and Spot); a replayed RunTask (same client token) launches nothing.
 //! Not enforced: "only INACTIVE revisions" for DeleteTaskDefinitions, DescribeTasks' cluster
-//! filter, EC2 request-rate buckets.
+//! filter, stopped tasks disappearing after an hour.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -91,6 +93,7 @@ use super::http::{self, HttpRequest, HttpResponse};
 use super::proxy::{Call, Verdict};
 
 mod capacity;
+mod ec2_rates;
 mod sessions;
 
 /// The headers of `call` that sign it (moto checks no signature, but reads the account and
@@ -149,6 +152,8 @@ pub const RULES: &[&str] = &[
     EC2_INSTANCE_PROFILE_ARN_OR_NAME,
     EC2_TAGS,
     EC2_ARCHITECTURE,
+    EC2_REQUEST_RATE,
+    EC2_RESOURCE_RATE,
     STS_ROLE_SESSION_NAME,
     STS_EXTERNAL_ID,
     STS_SESSION_EXPIRY,
@@ -201,6 +206,8 @@ pub const EC2_ROOT_VOLUME_SIZE: &str = "ec2.run_instances.root_volume_size";
 pub const EC2_INSTANCE_PROFILE_ARN_OR_NAME: &str = "ec2.run_instances.instance_profile_arn_or_name";
 pub const EC2_TAGS: &str = "ec2.run_instances.tags";
 pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
+pub const EC2_REQUEST_RATE: &str = "ec2.request_rate";
+pub const EC2_RESOURCE_RATE: &str = "ec2.resource_rate";
 pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
 pub const STS_EXTERNAL_ID: &str = "sts.assume_role.external_id";
 pub const STS_SESSION_EXPIRY: &str = "sts.session.expiry";
@@ -271,6 +278,14 @@ fn throttled(rule: &'static str) -> Broken {
     broken(rule, "ThrottlingException", "Rate exceeded")
 }
 
+/// Tokens a call takes from one bucket (named by rule, or rule and action), under a rule.
+struct Spend {
+    rule: &'static str,
+    bucket: String,
+    quota: Quota,
+    n: f64,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,
@@ -307,7 +322,7 @@ type Key3 = (String, String, String);
 #[derive(Default)]
 pub struct AwsRules {
     relaxed: Mutex<HashMap<String, String>>,
-    buckets: Mutex<HashMap<(String, String, &'static str), Bucket>>,
+    buckets: Mutex<HashMap<Key3, Bucket>>,
     tokens: Mutex<HashMap<(String, String, String, String), TokenEntry>>,
     task_defs: Mutex<HashMap<Key3, TaskDefInfo>>,
     /// What moto's describes say of instance types and AMIs (architectures, root devices), by
@@ -1014,9 +1029,14 @@ impl AwsRules {
     }
 
     fn quotas(&self, call: &Call) -> Result<(), Broken> {
-        if call.service != "ecs" {
-            return Ok(());
+        match call.service.as_str() {
+            "ecs" => self.ecs_quotas(call),
+            "ec2" => self.ec2_quotas(call),
+            _ => Ok(()),
         }
+    }
+
+    fn ecs_quotas(&self, call: &Call) -> Result<(), Broken> {
         let op = call.operation.as_str();
         let mut spends: Vec<(&'static str, Quota, f64)> = Vec::new();
         match op {
@@ -1044,14 +1064,21 @@ impl AwsRules {
             _ if op.starts_with("List") || op.starts_with("Describe") => spends.push((READ_RATE, READ_QUOTA, 1.0)),
             _ => {}
         }
+        let spends = spends.into_iter().map(|(rule, quota, n)| Spend { rule, bucket: rule.to_string(), quota, n });
+        self.spend(call, spends).map_err(throttled)
+    }
+
+    /// Takes each spend's tokens from its bucket of the call's account and region, in order;
+    /// the rule of the first bucket short of tokens (the buckets before it keep the spend).
+    fn spend(&self, call: &Call, spends: impl IntoIterator<Item = Spend>) -> Result<(), &'static str> {
         let mut buckets = self.buckets.lock().unwrap();
         let now = Instant::now();
-        for (rule, quota, n) in spends {
+        for Spend { rule, bucket, quota, n } in spends {
             if !self.on(rule) {
                 continue;
             }
             let bucket = buckets
-                .entry((call.account.clone(), call.region.clone(), rule))
+                .entry((call.account.clone(), call.region.clone(), bucket))
                 .or_insert(Bucket { tokens: quota.burst, at: now });
             let tokens =
                 (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * quota.per_second).min(quota.burst);
@@ -1060,7 +1087,7 @@ impl AwsRules {
                 bucket.tokens = tokens - n;
             } else {
                 bucket.tokens = tokens;
-                return Err(throttled(rule));
+                return Err(rule);
             }
         }
         Ok(())
