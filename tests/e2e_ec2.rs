@@ -511,6 +511,63 @@ async fn a_type_refused_for_spot_capacity_falls_to_the_next_type_before_on_deman
     w.finish(host, sim, ec2, "").await;
 }
 
+/// (c3) Capacity refused for every spot type and, in the first zone, on demand too: the plugin
+/// walks types, markets and zones (three types spot and three on demand in the first subnet,
+/// three spot and one on demand in the second: 10 RunInstances calls) within EC2's RunInstances rate, 5 at once and 2 a second
+/// (`ec2.request_rate`, which `Scenario::finish` holds it to), and lands on demand in the
+/// second zone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn capacity_refused_everywhere_but_one_zone_is_walked_within_ec2s_launch_rate() {
+    let mut w = Scenario::new("launch_rate").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    // Every RunInstances that reached the test's rule: (when, subnet, spot).
+    let runs: Arc<Mutex<Vec<(Instant, String, bool)>>> = Arc::default();
+    let seen = runs.clone();
+    w.proxy.add_rule("no-capacity", move |call| {
+        if !call.is("ec2", "RunInstances") {
+            return Verdict::Forward;
+        }
+        let subnet = call.form_param("NetworkInterface.1.SubnetId").unwrap_or_default().to_string();
+        let mut runs = seen.lock().unwrap();
+        let first_zone = runs.first().is_none_or(|(_, first, _)| *first == subnet);
+        runs.push((Instant::now(), subnet, asks_spot(call)));
+        if asks_spot(call) || first_zone {
+            Verdict::ec2_error(500, "InsufficientInstanceCapacity", "There is no capacity in this zone.")
+        } else {
+            Verdict::Forward
+        }
+    });
+    let types = ("Ec2InstanceType", "c5.xlarge, c5a.xlarge, m5.xlarge");
+    let cluster = ec2_props("gocd-ec2", &[("Ec2Spot", "true"), types]);
+    let cfg = w.host_config().cluster_profile("ec2", cluster).elastic_profile("quarter", "ec2", quarter_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 2).await;
+    host.wait_until("the 2 jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+
+    let runs = runs.lock().unwrap().clone();
+    let markets: Vec<bool> = runs.iter().map(|(_, _, spot)| *spot).collect();
+    let walk = [true, true, true, false, false, false, true, true, true, false];
+    assert_eq!(
+        markets, walk,
+        "3 types spot, then on demand, in the first zone; the first on-demand type passes in the second"
+    );
+    assert_ne!(runs[0].1, runs[9].1, "the second zone");
+    let span = runs[9].0 - runs[0].0;
+    // EC2's bucket: 5 at once, then 2 a second; 10 calls need at least 2.5 s.
+    assert!(span >= Duration::from_millis(2500), "10 RunInstances calls in {span:?}: faster than EC2 allows");
+    let rate: Vec<_> = w.proxy.aws_refusals().into_iter().filter(|r| r.key == "ec2:RunInstances").collect();
+    assert!(rate.is_empty(), "RunInstances refused by EC2's own rules: {rate:#?}");
+    let instances = ec2.instances();
+    assert_eq!(instances.len(), 1, "2 quarter tasks fit one instance: {instances:?}");
+    assert_eq!((instances[0].instance_type.as_str(), instances[0].spot), ("c5.xlarge", false));
+    w.finish(host, sim, ec2, &format!("run_instances=10 walk_ms={}", span.as_millis())).await;
+}
+
 /// (d) The plugin is killed with 8 jobs running on 2 instances and 4 waiting for room; the new
 /// process adopts the instances (by tag) and the tasks, GoCD's re-sent create-agent brings the
 /// waiting work back, and every job finishes on the same 2 instances.

@@ -35,8 +35,18 @@ pub enum Category {
     EcsWrite,
     /// EC2 Describe* (AWS: burst 100, 20/s).
     Ec2Read,
-    /// RunInstances, TerminateInstances, CreateTags (AWS: non-mutating 100/20; mutating burst 50, 5/s).
+    /// RunInstances (AWS: a request bucket of its own, burst 5, 2/s; EC2's "Request throttling"
+    /// page). A launch of several instances is one call.
+    Ec2Launch,
+    /// TerminateInstances, CreateTags (AWS: a bucket per action, TerminateInstances burst 100,
+    /// 5/s, CreateTags 100, 10/s; other mutating actions 50, 5/s).
     Ec2Write,
+    /// Instances RunInstances starts, one token each, on top of [`Category::Ec2Launch`] (AWS's
+    /// resource bucket: 1000 instances, 2/s). Taken with [`Budget::acquire_many`].
+    Ec2InstancesLaunched,
+    /// Instances TerminateInstances ends, one token each, on top of [`Category::Ec2Write`] (AWS's
+    /// resource bucket: 1000 instances, 20/s). Taken with [`Budget::acquire_many`].
+    Ec2InstancesTerminated,
     /// STS.
     Sts,
     /// SQS ReceiveMessage and DeleteMessageBatch on the event queue (`EventQueueUrl`). AWS
@@ -54,7 +64,8 @@ impl Category {
             "StopTask" => Category::EcsStop,
             "RegisterTaskDefinition" | "DeregisterTaskDefinition" => Category::EcsRegister,
             "DeregisterContainerInstance" | "TagResource" | "UpdateContainerInstancesState" => Category::EcsWrite,
-            "RunInstances" | "TerminateInstances" | "CreateTags" => Category::Ec2Write,
+            "RunInstances" => Category::Ec2Launch,
+            "TerminateInstances" | "CreateTags" => Category::Ec2Write,
             "AssumeRole" | "GetCallerIdentity" => Category::Sts,
             "ReceiveMessage" | "DeleteMessageBatch" | "DeleteMessage" | "GetQueueAttributes" => Category::Sqs,
             op if op.starts_with("Describe") && EC2_READS.contains(&op) => Category::Ec2Read,
@@ -72,7 +83,10 @@ impl Category {
             Category::EcsRegister => (18.0, 0.9),
             Category::EcsWrite => (45.0, 9.0),
             Category::Ec2Read => (95.0, 19.0),
+            Category::Ec2Launch => (4.0, 1.8),
             Category::Ec2Write => (45.0, 4.5),
+            Category::Ec2InstancesLaunched => (950.0, 1.9),
+            Category::Ec2InstancesTerminated => (950.0, 19.0),
             Category::Sts => (45.0, 9.0),
             Category::Sqs => (45.0, 9.0),
         }
@@ -126,8 +140,9 @@ impl Bucket {
         Bucket { tokens: burst, burst, rate, at: now, paused_until: None }
     }
 
-    /// Takes a token now, leaving `reserve` in the bucket, or says how long to wait for one.
-    fn take(&mut self, now: Instant, reserve: f64) -> Option<Duration> {
+    /// Takes `amount` tokens now (at most the burst), leaving `reserve` in the bucket, or says
+    /// how long to wait for them.
+    fn take(&mut self, now: Instant, reserve: f64, amount: f64) -> Option<Duration> {
         if let Some(until) = self.paused_until {
             if until > now {
                 return Some(until - now);
@@ -139,9 +154,10 @@ impl Bucket {
         self.at = now;
         // A token refilled over exactly the wait computed below may come to 0.999…: take it,
         // rather than wait a few nanoseconds (which a paused clock never advances) again and again.
-        let need = 1.0 + reserve;
+        let amount = amount.min(self.burst - reserve);
+        let need = amount + reserve;
         if self.tokens >= need - 1e-9 {
-            self.tokens = (self.tokens - 1.0).max(0.0);
+            self.tokens = (self.tokens - amount).max(0.0);
             None
         } else {
             let wait = Duration::from_secs_f64((need - self.tokens) / self.rate);
@@ -159,12 +175,20 @@ pub struct Budget {
 impl Budget {
     /// Waits until a call of `category` may go out.
     pub async fn acquire(&self, category: Category) {
+        self.acquire_many(category, 1).await;
+    }
+
+    /// Waits until `amount` tokens of `category` are there, and takes them: instances a
+    /// RunInstances or TerminateInstances call counts against EC2's resource buckets. More than
+    /// a burst waits for a full bucket and takes it all.
+    pub async fn acquire_many(&self, category: Category, amount: u32) {
         loop {
             let wait = {
                 let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();
                 let pool = category.bucket();
-                buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now)).take(now, category.reserve())
+                let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now));
+                bucket.take(now, category.reserve(), f64::from(amount))
             };
             match wait {
                 None => return,
@@ -206,6 +230,7 @@ mod tests {
         assert_eq!(Category::of("DescribeSubnets"), Category::Ec2Read);
         assert_eq!(Category::of("RegisterTaskDefinition"), Category::EcsRegister);
         assert_eq!(Category::of("TerminateInstances"), Category::Ec2Write);
+        assert_eq!(Category::of("RunInstances"), Category::Ec2Launch);
         assert_eq!(Category::of("ReceiveMessage"), Category::Sqs);
     }
 
@@ -222,6 +247,36 @@ mod tests {
         }
         let took = start.elapsed().as_secs_f64();
         assert!((0.95..=1.05).contains(&took), "19 more at 19/s take a second, took {took}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_instances_keeps_under_ec2s_five_then_two_a_second() {
+        let budget = Budget::default();
+        let start = Instant::now();
+        for _ in 0..4 {
+            budget.acquire(Category::Ec2Launch).await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(1), "4 at once, under EC2's burst of 5");
+        for _ in 0..9 {
+            budget.acquire(Category::Ec2Launch).await;
+        }
+        let took = start.elapsed().as_secs_f64();
+        assert!((4.9..=5.1).contains(&took), "9 more at 1.8/s take 5 s (EC2 refills 2/s), took {took}");
+        budget.acquire(Category::Ec2Write).await;
+        assert!((start.elapsed().as_secs_f64() - took) < 0.001, "TerminateInstances is not held by launches");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn instances_count_against_ec2s_resource_buckets() {
+        let budget = Budget::default();
+        let start = Instant::now();
+        budget.acquire_many(Category::Ec2InstancesLaunched, 900).await;
+        assert!(start.elapsed() < Duration::from_millis(1), "900 instances at once, under EC2's 1000");
+        budget.acquire_many(Category::Ec2InstancesLaunched, 69).await;
+        let took = start.elapsed().as_secs_f64();
+        assert!((9.9..=10.1).contains(&took), "19 instances more than the 950 kept wait 10 s at 1.9/s, took {took}");
+        budget.acquire_many(Category::Ec2InstancesLaunched, 5000).await;
+        assert!(start.elapsed().as_secs_f64() <= took + 501.0, "more than a burst waits for a full bucket, no more");
     }
 
     #[tokio::test(start_paused = true)]

@@ -95,6 +95,12 @@ impl CallStats {
         }
     }
 
+    /// Waits for `amount` tokens of a resource bucket of the account's budget (EC2's instances
+    /// launched or terminated), on top of the tokens its call takes.
+    pub async fn spend(&self, category: Category, amount: u32) {
+        self.budget.acquire_many(category, amount).await;
+    }
+
     /// One attempt: waits for the budget, sends, counts. `attempt` is 1 for the first.
     ///
     /// # Errors

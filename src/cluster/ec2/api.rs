@@ -16,6 +16,7 @@ use aws_sdk_ecs::types::ContainerInstanceStatus;
 use super::catalog::{AmiInfo, TypeInfo};
 use super::pool::{ContainerInstance, Ec2Instance};
 use super::{capacity, Arch, OsClass, Resources};
+use crate::aws::budget::Category;
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
@@ -283,6 +284,7 @@ pub async fn deregister(aws: &AwsClients, cluster: &str, arn: &str) -> Result<()
 /// The failed TerminateInstances call.
 pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError> {
     let request = aws.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec()));
+    aws.calls.spend(Category::Ec2InstancesTerminated, u32::try_from(ids.len()).unwrap_or(u32::MAX)).await;
     aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
 }
 
@@ -438,6 +440,7 @@ pub async fn run_instances(
                 .build(),
         );
     }
+    aws.calls.spend(Category::Ec2InstancesLaunched, count.unsigned_abs()).await;
     let answer = aws
         .calls
         .call("RunInstances", || {
