@@ -1025,19 +1025,7 @@ async fn quotas_throttle_per_account_and_region() {
     };
     bucket_held("ECS reads", burst(130, list.clone()).await, 100.0, 20.0);
     assert_eq!(p.aws_refusals().pop().unwrap().rule, aws_rules::READ_RATE);
-    let out = aws_sdk_sts::Client::new(&w.via)
-        .assume_role()
-        .role_arn(ROLE_ARN)
-        .role_session_name("quotas")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("AssumeRole: {}", aws_error_text(&e)));
-    let c = out.credentials().unwrap();
-    let role = StaticCredentials {
-        access_key_id: c.access_key_id().into(),
-        secret_access_key: c.secret_access_key().into(),
-        session_token: Some(c.session_token().into()),
-    };
+    let (role, _) = session(&w, "quotas").await;
     let other = aws_sdk_ecs::Client::new(&via(p, &role, moto::REGION).await);
     passed(other.list_clusters().send().await, "a read in the role's account");
     assert_eq!(p.log().last().unwrap().assumed_account.as_deref(), Some("111111111111"));
