@@ -762,6 +762,59 @@ async fn read_rules_and_list_tasks_as_aws_answers() {
     assert_eq!(raw.task_arns().len(), 27, "moto lists stopped tasks and \"paged-2\"'s: {:?}", raw.task_arns());
 }
 
+/// A stopped task is forgotten as AWS forgets it (an hour after it stopped; 2 s here):
+/// DescribeTasks lists it under `failures` as `MISSING`, ListTasks no longer lists it. A task
+/// stopped through the proxy counts from its StopTask, one stopped behind the proxy's back from
+/// the first answer that shows it STOPPED; a running task is never forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stopped_tasks_are_forgotten_as_aws_forgets_them() {
+    let w = Rig::new().await;
+    let p = &w.proxy;
+    let ecs = w.ecs();
+    let td = w.task_definition("forgotten", false, false).await;
+    moto::create_cluster(&w.direct, "kept").await;
+    p.forget_stopped_tasks_after(Duration::from_secs(2));
+    let out = ecs
+        .run_task()
+        .cluster("kept")
+        .task_definition(&td)
+        .launch_type(LaunchType::Fargate)
+        .network_configuration(w.network())
+        .count(4)
+        .send()
+        .await;
+    let arns: Vec<String> =
+        passed(out, "RunTask").tasks().iter().filter_map(|t| t.task_arn()).map(str::to_string).collect();
+    for arn in &arns[..2] {
+        passed(ecs.stop_task().cluster("kept").task(arn).send().await, "StopTask through the proxy");
+    }
+    let direct = aws_sdk_ecs::Client::new(&w.direct);
+    passed(direct.stop_task().cluster("kept").task(&arns[2]).send().await, "StopTask behind the proxy's back");
+    let describe = || ecs.describe_tasks().cluster("kept").set_tasks(Some(arns.clone())).send();
+    let stopped = || ecs.list_tasks().cluster("kept").desired_status(DesiredStatus::Stopped).send();
+
+    let now = passed(describe().await, "DescribeTasks");
+    assert_eq!((now.tasks().len(), now.failures().len()), (4, 0), "just stopped: still described");
+    assert_eq!(passed(stopped().await, "ListTasks STOPPED").task_arns().len(), 3);
+
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let later = passed(describe().await, "DescribeTasks");
+    let described: Vec<&str> = later.tasks().iter().filter_map(|t| t.task_arn()).collect();
+    assert_eq!(described, [arns[3].as_str()], "only the running task is described");
+    let mut missing: Vec<(&str, &str)> =
+        later.failures().iter().map(|f| (f.arn().unwrap_or(""), f.reason().unwrap_or(""))).collect();
+    missing.sort_unstable();
+    let mut expected: Vec<(&str, &str)> = arns[..3].iter().map(|a| (a.as_str(), "MISSING")).collect();
+    expected.sort_unstable();
+    assert_eq!(missing, expected, "the stopped tasks are MISSING");
+    assert!(passed(stopped().await, "ListTasks STOPPED").task_arns().is_empty(), "forgotten tasks are not listed");
+    let running = passed(ecs.list_tasks().cluster("kept").send().await, "ListTasks");
+    assert_eq!(running.task_arns(), [arns[3].clone()]);
+
+    p.relax(aws_rules::STOPPED_TASKS_FORGOTTEN, "the test shows moto's own answer");
+    assert_eq!(passed(describe().await, "DescribeTasks").tasks().len(), 4, "moto keeps every task");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     let w = Rig::new().await;

@@ -56,6 +56,7 @@
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.paging` | emulation: pages of `maxResults` (default and most 100) with a `nextToken`; without `desiredStatus` RUNNING tasks only; only the requested cluster's tasks (moto matches cluster names as substrings and lists STOPPED tasks by default) | ECS: reads (API_ListTasks); AWS-EMULATOR.md |
+//! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures` and no longer listed; see `aws_rules/stopped_tasks.rs` | ECS: reads |
 //! | `ecs.describe_tasks.max` | `InvalidParameterException` "Tasks cannot be longer than 100." | ECS: reads (API_DescribeTasks) |
 //! | `ecs.stop_task.reason_length` | `InvalidParameterException` (`reason` ≤255 characters; AWS may truncate, the proxy refuses) | ECS: reads (StopTask) |
 //! | `ecs.run_task.fargate_rate` | `ThrottlingException` "Rate exceeded" HTTP 400: RunTask calls on Fargate, burst 20, 20/s | Quotas; ECS: RunTask (throttling) |
@@ -80,7 +81,7 @@
 //! `ecs.run_task.fargate_rate` and `count` tokens of the launch bucket (split by the strategy's
 //! weights between on-demand and Spot); a replayed RunTask (same client token) launches nothing.
 //! Not enforced: "only INACTIVE revisions" for DeleteTaskDefinitions, DescribeTasks' cluster
-//! filter, stopped tasks disappearing after an hour.
+//! filter.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -95,6 +96,7 @@ use super::proxy::{Call, Verdict};
 mod capacity;
 mod ec2_rates;
 mod sessions;
+mod stopped_tasks;
 
 /// The headers of `call` that sign it (moto checks no signature, but reads the account and
 /// region from them), for a call the world makes to moto on the caller's behalf.
@@ -139,6 +141,7 @@ pub const RULES: &[&str] = &[
     LIST_TASKS_MAX_RESULTS,
     LIST_TASKS_STARTED_BY_ALONE,
     LIST_TASKS_PAGING,
+    STOPPED_TASKS_FORGOTTEN,
     DESCRIBE_TASKS_MAX,
     STOP_TASK_REASON_LENGTH,
     FARGATE_RUN_TASK_RATE,
@@ -193,6 +196,7 @@ pub const DELETE_TD_MAX: &str = "ecs.delete_task_definitions.max";
 pub const LIST_TASKS_MAX_RESULTS: &str = "ecs.list_tasks.max_results";
 pub const LIST_TASKS_STARTED_BY_ALONE: &str = "ecs.list_tasks.started_by_alone";
 pub const LIST_TASKS_PAGING: &str = "ecs.list_tasks.paging";
+pub const STOPPED_TASKS_FORGOTTEN: &str = "ecs.stopped_tasks_forgotten";
 pub const DESCRIBE_TASKS_MAX: &str = "ecs.describe_tasks.max";
 pub const STOP_TASK_REASON_LENGTH: &str = "ecs.stop_task.reason_length";
 pub const FARGATE_RUN_TASK_RATE: &str = "ecs.run_task.fargate_rate";
@@ -337,6 +341,10 @@ pub struct AwsRules {
     sessions: Mutex<HashMap<String, std::time::SystemTime>>,
     /// The lifetime a test gave later sessions (`sessions.rs`).
     session_lifetime: Mutex<Option<Duration>>,
+    /// When each stopped task stopped, by task id (`stopped_tasks.rs`).
+    stopped: Mutex<HashMap<String, Instant>>,
+    /// How long a test has ECS keep stopped tasks (`stopped_tasks.rs`; default an hour).
+    stopped_kept: Mutex<Option<Duration>>,
 }
 
 impl std::fmt::Debug for AwsRules {
@@ -1102,6 +1110,9 @@ impl AwsRules {
         if call.is("sts", "AssumeRole") {
             return Some(self.assume_role_answer(call, upstream).await);
         }
+        if call.is("ecs", "DescribeTasks") && self.on(STOPPED_TASKS_FORGOTTEN) {
+            return Some(Emulated::Answer(Ok(self.describe_tasks_forgetting(call, upstream).await)));
+        }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));
         }
@@ -1165,7 +1176,7 @@ impl AwsRules {
                     Err(e) => return HttpResponse::new(502, "text/plain", format!("proxy: upstream failed: {e}")),
                 };
                 match list_tasks_arns(call, &answer) {
-                    Some(all) => all,
+                    Some(all) => all.into_iter().filter(|a| !self.forgotten(a.as_str().unwrap_or(""))).collect(),
                     None => return answer,
                 }
             }
@@ -1173,14 +1184,23 @@ impl AwsRules {
         list_tasks_answer(&body, arns, &self.pages)
     }
 
-    /// Side records from forwarded answers: task definitions registered.
+    /// Side records from forwarded answers: task definitions registered, tasks stopped.
     pub fn observe(&self, call: &Call, response: &HttpResponse) {
-        if response.status != 200 || !call.is("ecs", "RegisterTaskDefinition") {
+        if response.status != 200 {
             return;
         }
         let Ok(v) = serde_json::from_slice::<Value>(&response.body) else {
             return;
         };
+        if call.is("ecs", "StopTask") {
+            if let Some(arn) = v["task"]["taskArn"].as_str() {
+                self.task_stopped(arn);
+            }
+            return;
+        }
+        if !call.is("ecs", "RegisterTaskDefinition") {
+            return;
+        }
         let td = &v["taskDefinition"];
         let (Some(family), Some(revision)) = (td["family"].as_str(), td["revision"].as_i64()) else {
             return;

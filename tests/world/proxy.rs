@@ -321,6 +321,12 @@ impl Proxy {
         self.shared.aws.shorten_sessions(lifetime);
     }
 
+    /// Has ECS forget stopped tasks `kept` after they stop instead of after an hour: DescribeTasks
+    /// answers them `MISSING`, ListTasks lists them no more; see `aws_rules/stopped_tasks.rs`.
+    pub fn forget_stopped_tasks_after(&self, kept: Duration) {
+        self.shared.aws.forget_stopped_tasks_after(kept);
+    }
+
     /// Every call AWS's rules refused so far (rule, operation, AWS's error).
     pub fn aws_refusals(&self) -> Vec<Refusal> {
         self.shared.aws.refusals()

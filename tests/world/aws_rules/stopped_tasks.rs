@@ -1,0 +1,80 @@
+//! Stopped tasks are forgotten (AWS-RULES.md "ECS: reads": "stopped tasks stay listed for about
+//! an hour, then disappear"). moto keeps them forever; AWS, an hour after a task stopped,
+//! describes it no more (DescribeTasks lists its ARN under `failures` with reason `MISSING`) and
+//! lists it no more (ListTasks with `desiredStatus` STOPPED).
+//!
+//! moto keeps no `stoppedAt`, so the proxy notes when a task stopped: the StopTask answer that
+//! stopped it, else the first DescribeTasks answer that shows it STOPPED. Once the time a test
+//! set with [`AwsRules::forget_stopped_tasks_after`] (`Proxy::forget_stopped_tasks_after`; AWS's
+//! hour by default) has passed since, DescribeTasks and ListTasks answer as AWS does.
+
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::super::http::{self, HttpResponse};
+use super::super::proxy::Call;
+use super::*;
+
+/// How long AWS keeps a stopped task: about an hour.
+pub const STOPPED_TASKS_KEPT: Duration = Duration::from_secs(3600);
+
+/// The id of a task (the last part of its ARN, or the id itself).
+fn task_id(arn_or_id: &str) -> &str {
+    arn_or_id.rsplit('/').next().unwrap_or(arn_or_id)
+}
+
+impl AwsRules {
+    /// Forgets stopped tasks `kept` after they stopped, instead of AWS's hour.
+    pub fn forget_stopped_tasks_after(&self, kept: Duration) {
+        eprintln!("aws-rules: {STOPPED_TASKS_FORGOTTEN}: stopped tasks are forgotten {kept:?} after they stop");
+        *self.stopped_kept.lock().unwrap() = Some(kept);
+    }
+
+    /// Notes that a task stopped now, unless it was noted before.
+    pub(super) fn task_stopped(&self, arn: &str) {
+        self.stopped.lock().unwrap().entry(task_id(arn).to_string()).or_insert_with(Instant::now);
+    }
+
+    /// Whether ECS has forgotten this task by now.
+    pub(super) fn forgotten(&self, arn: &str) -> bool {
+        let kept = self.stopped_kept.lock().unwrap().unwrap_or(STOPPED_TASKS_KEPT);
+        self.on(STOPPED_TASKS_FORGOTTEN)
+            && self.stopped.lock().unwrap().get(task_id(arn)).is_some_and(|at| at.elapsed() >= kept)
+    }
+
+    /// DescribeTasks as AWS answers it: tasks forgotten by now are `MISSING`; tasks STOPPED in
+    /// the answer are noted.
+    pub(super) async fn describe_tasks_forgetting(&self, call: &Call, upstream: SocketAddr) -> HttpResponse {
+        let answer = match http::send(upstream, &call.request).await {
+            Ok(answer) if answer.status == 200 => answer,
+            Ok(other) => return other,
+            Err(e) => return HttpResponse::new(502, "text/plain", format!("proxy: upstream failed: {e}")),
+        };
+        let Ok(mut v) = serde_json::from_slice::<Value>(&answer.body) else {
+            return answer;
+        };
+        let tasks = v["tasks"].as_array().cloned().unwrap_or_default();
+        let mut kept = Vec::with_capacity(tasks.len());
+        let mut missing = Vec::new();
+        for task in tasks {
+            let arn = task["taskArn"].as_str().unwrap_or_default().to_string();
+            if task["lastStatus"] == "STOPPED" {
+                self.task_stopped(&arn);
+            }
+            if self.forgotten(&arn) {
+                missing.push(json!({ "arn": arn, "reason": "MISSING" }));
+            } else {
+                kept.push(task);
+            }
+        }
+        if missing.is_empty() {
+            return answer;
+        }
+        let mut failures = v["failures"].as_array().cloned().unwrap_or_default();
+        failures.extend(missing);
+        v["tasks"] = json!(kept);
+        v["failures"] = json!(failures);
+        HttpResponse::aws_json(200, &v)
+    }
+}
