@@ -343,6 +343,75 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
     w.finish(host, sim, &format!("agent_deleted_after_ms={}", deleted_after.as_millis())).await;
 }
 
+/// (e2) a task ECS has forgotten: an operator stops it through AWS while the plugin is not
+/// looking (pings paused), and ECS forgets it before the plugin's next look (AWS keeps a stopped
+/// task about an hour; 3 s here, `aws_rules/stopped_tasks.rs`). The next ping's DescribeTasks
+/// answers MISSING; the agent is deleted, saying ECS no longer knows its task, and the job runs
+/// again on a new agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_ecs_has_forgotten_gets_its_agent_deleted() {
+    let mut w = Scenario::new("task_forgotten").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    w.proxy.forget_stopped_tasks_after(Duration::from_secs(3));
+    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
+    let ping = cfg.ping_interval;
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    let job = host.add_job(JobSpec::new("small", Duration::from_secs(30))).await;
+    host.wait_until("the job building", Duration::from_secs(60), |s| {
+        matches!(s.job(job).state, JobState::Running { .. })
+    })
+    .await;
+    let JobState::Running { agent_id } = host.job_state(job) else { unreachable!() };
+    let job_id = host.job_identifier(job).job_id.to_string();
+    let arn = sim
+        .with_state(|s| s.tasks.values().find(|t| t.job_id.as_deref() == Some(&job_id)).map(|t| t.task_arn.clone()))
+        .expect("the job's task");
+    host.pause_pings(true);
+    host.wait_until("the last ping to finish", Duration::from_secs(60), |s| {
+        s.pings.iter().all(|p| p.finished.is_some())
+    })
+    .await;
+    let keys = moto::StaticCredentials {
+        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
+        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
+        session_token: None,
+    };
+    let operator = aws_sdk_ecs::Client::new(&moto::sdk_config_for(&w.proxy.endpoint(), &keys, moto::REGION).await);
+    operator
+        .stop_task()
+        .cluster("gocd-a")
+        .task(&arn)
+        .reason("stopped by an operator")
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("StopTask: {}", moto::aws_error_text(&e)));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mark = w.proxy.mark();
+    host.pause_pings(false);
+
+    host.wait_until("the agent of the forgotten task deleted", ping * 3 + Duration::from_secs(10), |s| {
+        s.deleted_agents.contains(&agent_id)
+    })
+    .await;
+    host.wait_until("ECS's forgetting named in server-health or the console log", Duration::from_secs(15), |s| {
+        s.health_ever_mentions("ECS no longer knows this task")
+            || s.console.iter().any(|c| c.text.contains("ECS no longer knows this task"))
+    })
+    .await;
+    let described = w.proxy.counts_since(mark).get("ecs:DescribeTasks").copied().unwrap_or(0);
+    assert!(described >= 1, "the plugin never described the task it had lost");
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim).await;
+    w.finish(host, sim, "").await;
+}
+
 /// (f) a job whose agent never registers has its task stopped after `AgentRegisterTimeoutMinutes`
 /// (1, the minimum): not before the minute, and soon after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

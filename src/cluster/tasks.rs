@@ -203,6 +203,23 @@ impl TaskView {
         }
     }
 
+    /// Marks the task stopped because ECS no longer knows it (an hour after a task stops, ECS
+    /// forgets it). A copy kept from while it ran says nothing of why it stopped, so its stop
+    /// details are dropped rather than shown as the reason.
+    pub fn forgotten_by_ecs(&mut self) {
+        if self.last_status != "STOPPED" {
+            self.stop_code = None;
+            self.stopped_reason = None;
+            for c in &mut self.containers {
+                c.exit_code = None;
+                c.reason = None;
+            }
+        }
+        self.last_status = "STOPPED".into();
+        self.desired_status = "STOPPED".into();
+        self.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
+    }
+
     /// Builds the view of an SDK task.
     pub fn from_sdk(task: &Task) -> Self {
         let time = |t: Option<&aws_smithy_types::DateTime>| t.and_then(|t| SystemTime::try_from(*t).ok());
@@ -224,7 +241,7 @@ impl TaskView {
                 .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
                 .collect(),
             stop_code: task.stop_code().map(|c| c.as_str().to_string()),
-            stopped_reason: task.stopped_reason().map(str::to_string),
+            stopped_reason: task.stopped_reason().filter(|r| !r.is_empty()).map(str::to_string),
             containers: task
                 .containers()
                 .iter()
@@ -335,6 +352,32 @@ pub async fn describe_where(
 mod tests {
     use super::*;
     use aws_sdk_ecs::types::{Container, Tag};
+
+    #[test]
+    fn a_task_ecs_forgot_says_so_not_what_it_said_while_running() {
+        let running = Task::builder()
+            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/abc")
+            .last_status("RUNNING")
+            .desired_status("RUNNING")
+            .stopped_reason("")
+            .containers(Container::builder().name("gocd-agent").exit_code(0).build())
+            .build();
+        let mut view = TaskView::from_sdk(&running);
+        assert_eq!(view.stopped_reason, None, "an empty stoppedReason is no reason");
+        view.forgotten_by_ecs();
+        assert_eq!((view.last_status.as_str(), view.desired_status.as_str()), ("STOPPED", "STOPPED"));
+        assert_eq!(view.stop_summary(), "ECS no longer knows this task");
+
+        let stopped = Task::builder()
+            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/def")
+            .last_status("STOPPED")
+            .stopped_reason("Task stopped by user")
+            .containers(Container::builder().name("gocd-agent").exit_code(143).build())
+            .build();
+        let mut view = TaskView::from_sdk(&stopped);
+        view.forgotten_by_ecs();
+        assert_eq!(view.stop_summary(), "Task stopped by user; container gocd-agent exited 143", "seen stopped: kept");
+    }
 
     #[test]
     fn reads_an_sdk_task() {

@@ -60,9 +60,7 @@ impl Registry {
             if let Some(agent_id) = self.by_task(arn).map(|a| a.agent_id.clone()) {
                 if let Some(record) = self.get_mut(&agent_id) {
                     if let Some(task) = &mut record.task {
-                        task.last_status = "STOPPED".into();
-                        task.desired_status = "STOPPED".into();
-                        task.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
+                        task.forgotten_by_ecs();
                     }
                 }
             }
