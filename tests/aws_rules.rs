@@ -765,7 +765,8 @@ async fn read_rules_and_list_tasks_as_aws_answers() {
 /// A stopped task is forgotten as AWS forgets it (an hour after it stopped; 2 s here):
 /// DescribeTasks lists it under `failures` as `MISSING`, ListTasks no longer lists it. A task
 /// stopped through the proxy counts from its StopTask, one stopped behind the proxy's back from
-/// the first answer that shows it STOPPED; a running task is never forgotten.
+/// the first answer that shows it STOPPED; a running task is never forgotten. A task of another
+/// cluster than the one named is `MISSING` too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn stopped_tasks_are_forgotten_as_aws_forgets_them() {
     let w = Rig::new().await;
@@ -813,6 +814,14 @@ async fn stopped_tasks_are_forgotten_as_aws_forgets_them() {
 
     p.relax(aws_rules::STOPPED_TASKS_FORGOTTEN, "the test shows moto's own answer");
     assert_eq!(passed(describe().await, "DescribeTasks").tasks().len(), 4, "moto keeps every task");
+
+    // Only the named cluster's tasks are described.
+    moto::create_cluster(&w.direct, "elsewhere").await;
+    let asked_elsewhere = ecs.describe_tasks().cluster("elsewhere").set_tasks(Some(arns.clone())).send().await;
+    let asked_elsewhere = passed(asked_elsewhere, "DescribeTasks in another cluster");
+    assert!(asked_elsewhere.tasks().is_empty(), "tasks of \"kept\" described in \"elsewhere\"");
+    assert_eq!(asked_elsewhere.failures().len(), 4);
+    assert!(asked_elsewhere.failures().iter().all(|f| f.reason() == Some("MISSING")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

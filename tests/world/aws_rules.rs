@@ -57,6 +57,7 @@
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.paging` | emulation: pages of `maxResults` (default and most 100) with a `nextToken`; without `desiredStatus` RUNNING tasks only; only the requested cluster's tasks (moto matches cluster names as substrings and lists STOPPED tasks by default) | ECS: reads (API_ListTasks); AWS-EMULATOR.md |
 //! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures` and no longer listed; see `aws_rules/stopped_tasks.rs` | ECS: reads |
+//! | `ecs.describe_tasks.cluster` | emulation: a task of another cluster than the one named is `MISSING` in DescribeTasks' `failures` (moto finds tasks in any cluster); see `aws_rules/stopped_tasks.rs` | ECS: reads (API_DescribeTasks) |
 //! | `ecs.describe_tasks.max` | `InvalidParameterException` "Tasks cannot be longer than 100." | ECS: reads (API_DescribeTasks) |
 //! | `ecs.stop_task.reason_length` | `InvalidParameterException` (`reason` ≤255 characters; AWS may truncate, the proxy refuses) | ECS: reads (StopTask) |
 //! | `ecs.run_task.fargate_rate` | `ThrottlingException` "Rate exceeded" HTTP 400: RunTask calls on Fargate, burst 20, 20/s | Quotas; ECS: RunTask (throttling) |
@@ -80,8 +81,8 @@
 //! the buckets checked before the one that refused it. A Fargate RunTask spends one token of
 //! `ecs.run_task.fargate_rate` and `count` tokens of the launch bucket (split by the strategy's
 //! weights between on-demand and Spot); a replayed RunTask (same client token) launches nothing.
-//! Not enforced: "only INACTIVE revisions" for DeleteTaskDefinitions, DescribeTasks' cluster
-//! filter.
+//! Not enforced: "only INACTIVE revisions" for DeleteTaskDefinitions (the plugin never deletes
+//! task definitions).
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -142,6 +143,7 @@ pub const RULES: &[&str] = &[
     LIST_TASKS_STARTED_BY_ALONE,
     LIST_TASKS_PAGING,
     STOPPED_TASKS_FORGOTTEN,
+    DESCRIBE_TASKS_CLUSTER,
     DESCRIBE_TASKS_MAX,
     STOP_TASK_REASON_LENGTH,
     FARGATE_RUN_TASK_RATE,
@@ -197,6 +199,7 @@ pub const LIST_TASKS_MAX_RESULTS: &str = "ecs.list_tasks.max_results";
 pub const LIST_TASKS_STARTED_BY_ALONE: &str = "ecs.list_tasks.started_by_alone";
 pub const LIST_TASKS_PAGING: &str = "ecs.list_tasks.paging";
 pub const STOPPED_TASKS_FORGOTTEN: &str = "ecs.stopped_tasks_forgotten";
+pub const DESCRIBE_TASKS_CLUSTER: &str = "ecs.describe_tasks.cluster";
 pub const DESCRIBE_TASKS_MAX: &str = "ecs.describe_tasks.max";
 pub const STOP_TASK_REASON_LENGTH: &str = "ecs.stop_task.reason_length";
 pub const FARGATE_RUN_TASK_RATE: &str = "ecs.run_task.fargate_rate";
@@ -1110,8 +1113,8 @@ impl AwsRules {
         if call.is("sts", "AssumeRole") {
             return Some(self.assume_role_answer(call, upstream).await);
         }
-        if call.is("ecs", "DescribeTasks") && self.on(STOPPED_TASKS_FORGOTTEN) {
-            return Some(Emulated::Answer(Ok(self.describe_tasks_forgetting(call, upstream).await)));
+        if call.is("ecs", "DescribeTasks") && (self.on(STOPPED_TASKS_FORGOTTEN) || self.on(DESCRIBE_TASKS_CLUSTER)) {
+            return Some(Emulated::Answer(Ok(self.describe_tasks_as_aws(call, upstream).await)));
         }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));

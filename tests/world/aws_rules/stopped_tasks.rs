@@ -1,3 +1,5 @@
+//! Tasks ECS does not describe: stopped tasks it has forgotten, and tasks of another cluster.
+//!
 //! Stopped tasks are forgotten (AWS-RULES.md "ECS: reads": "stopped tasks stay listed for about
 //! an hour, then disappear"). moto keeps them forever; AWS, an hour after a task stopped,
 //! describes it no more (DescribeTasks lists its ARN under `failures` with reason `MISSING`) and
@@ -7,6 +9,9 @@
 //! stopped it, else the first DescribeTasks answer that shows it STOPPED. Once the time a test
 //! set with [`AwsRules::forget_stopped_tasks_after`] (`Proxy::forget_stopped_tasks_after`; AWS's
 //! hour by default) has passed since, DescribeTasks and ListTasks answer as AWS does.
+//!
+//! DescribeTasks describes only the named cluster's tasks (`ecs.describe_tasks.cluster`): moto
+//! finds a task in any cluster; AWS answers a task of another cluster `MISSING` too.
 
 use std::time::Instant;
 
@@ -43,9 +48,9 @@ impl AwsRules {
             && self.stopped.lock().unwrap().get(task_id(arn)).is_some_and(|at| at.elapsed() >= kept)
     }
 
-    /// DescribeTasks as AWS answers it: tasks forgotten by now are `MISSING`; tasks STOPPED in
-    /// the answer are noted.
-    pub(super) async fn describe_tasks_forgetting(&self, call: &Call, upstream: SocketAddr) -> HttpResponse {
+    /// DescribeTasks as AWS answers it: tasks forgotten by now, and tasks of another cluster, are
+    /// `MISSING`; tasks STOPPED in the answer are noted.
+    pub(super) async fn describe_tasks_as_aws(&self, call: &Call, upstream: SocketAddr) -> HttpResponse {
         let answer = match http::send(upstream, &call.request).await {
             Ok(answer) if answer.status == 200 => answer,
             Ok(other) => return other,
@@ -54,6 +59,10 @@ impl AwsRules {
         let Ok(mut v) = serde_json::from_slice::<Value>(&answer.body) else {
             return answer;
         };
+        let cluster = format!(":cluster/{}", cluster_name(&call.json().unwrap_or(Value::Null)));
+        let elsewhere = |task: &Value| {
+            self.on(DESCRIBE_TASKS_CLUSTER) && !task["clusterArn"].as_str().unwrap_or_default().ends_with(&cluster)
+        };
         let tasks = v["tasks"].as_array().cloned().unwrap_or_default();
         let mut kept = Vec::with_capacity(tasks.len());
         let mut missing = Vec::new();
@@ -61,6 +70,10 @@ impl AwsRules {
             let arn = task["taskArn"].as_str().unwrap_or_default().to_string();
             if task["lastStatus"] == "STOPPED" {
                 self.task_stopped(&arn);
+            }
+            if elsewhere(&task) {
+                missing.push(json!({ "arn": arn, "reason": "MISSING" }));
+                continue;
             }
             if self.forgotten(&arn) {
                 missing.push(json!({ "arn": arn, "reason": "MISSING" }));
