@@ -934,24 +934,6 @@ async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     passed(assume("gocd").external_id("e".repeat(1224)).send().await, "an external id of 1224");
 }
 
-/// An AssumeRole through the proxy: the session's keys and when it expires.
-async fn session(w: &Rig, name: &str) -> (StaticCredentials, SystemTime) {
-    let out = aws_sdk_sts::Client::new(&w.via)
-        .assume_role()
-        .role_arn(ROLE_ARN)
-        .role_session_name(name)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("AssumeRole: {}", aws_error_text(&e)));
-    let c = out.credentials().expect("AssumeRole answered no credentials");
-    let keys = StaticCredentials {
-        access_key_id: c.access_key_id().into(),
-        secret_access_key: c.secret_access_key().into(),
-        session_token: Some(c.session_token().into()),
-    };
-    (keys, SystemTime::try_from(*c.expiration()).expect("an Expiration in range"))
-}
-
 /// An assumed-role session is refused once its `Expiration` has passed, as AWS refuses it
 /// (`ExpiredTokenException`, HTTP 403, in ECS's and EC2's wire formats); moto's hour holds
 /// unless a test shortens sessions; a new session from the same role passes again.
@@ -960,12 +942,12 @@ async fn an_expired_session_is_refused_with_expired_token() {
     let w = Rig::new().await;
     let p = &w.proxy;
     let rule = aws_rules::STS_SESSION_EXPIRY;
-    let (hour, expires) = session(&w, "hour").await;
+    let (hour, expires) = moto::assume_role_with(&w.via, ROLE_ARN, "hour").await;
     let left = expires.duration_since(SystemTime::now()).unwrap_or_default();
     assert!(left > Duration::from_secs(3500), "moto's default session: an hour, not {left:?}");
 
     p.shorten_sessions(Duration::from_secs(2));
-    let (short, expires) = session(&w, "short").await;
+    let (short, expires) = moto::assume_role_with(&w.via, ROLE_ARN, "short").await;
     let left = expires.duration_since(SystemTime::now()).unwrap_or_default();
     assert!(left <= Duration::from_secs(2), "a shortened session's Expiration is {left:?} away");
     let ecs = aws_sdk_ecs::Client::new(&via(p, &short, moto::REGION).await);
@@ -979,7 +961,7 @@ async fn an_expired_session_is_refused_with_expired_token() {
     refused_with(p, ec2.describe_instances().send().await, rule, "ExpiredTokenException", 403);
     let long = aws_sdk_ecs::Client::new(&via(p, &hour, moto::REGION).await);
     passed(long.list_clusters().send().await, "the hour-long session, still live");
-    let (fresh, _) = session(&w, "fresh").await;
+    let (fresh, _) = moto::assume_role_with(&w.via, ROLE_ARN, "fresh").await;
     let renewed = aws_sdk_ecs::Client::new(&via(p, &fresh, moto::REGION).await);
     passed(renewed.list_clusters().send().await, "a new session of the same role");
     let base = aws_sdk_ecs::Client::new(&w.via);
@@ -1087,7 +1069,7 @@ async fn quotas_throttle_per_account_and_region() {
     };
     bucket_held("ECS reads", burst(130, list.clone()).await, 100.0, 20.0);
     assert_eq!(p.aws_refusals().pop().unwrap().rule, aws_rules::READ_RATE);
-    let (role, _) = session(&w, "quotas").await;
+    let (role, _) = moto::assume_role_with(&w.via, ROLE_ARN, "quotas").await;
     let other = aws_sdk_ecs::Client::new(&via(p, &role, moto::REGION).await);
     passed(other.list_clusters().send().await, "a read in the role's account");
     assert_eq!(p.log().last().unwrap().assumed_account.as_deref(), Some("111111111111"));

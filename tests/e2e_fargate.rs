@@ -298,12 +298,19 @@ async fn plugin_killed_with_ten_agents_live_and_restarted_finishes_every_job() {
     w.finish(host, sim, "plugin_processes=2").await;
 }
 
-/// (e) a task stopped by hand mid-job gets its agent deleted on the next ping, and a
-/// server-health message or the job's console log names the reason.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
-    const REASON: &str = "Essential container in task exited (e2e-stopped-by-hand-4711)";
-    let mut w = Scenario::new("task_stopped_by_hand").await;
+/// One job on one Fargate profile (`gocd-a`), building on its agent.
+struct Building {
+    w: Scenario,
+    host: GoCdHost,
+    sim: AgentSimulator,
+    ping: Duration,
+    job_id: i64,
+    agent_id: String,
+}
+
+/// Starts a world whose one job (of `secs`) is building.
+async fn one_job_building(label: &'static str, secs: u64) -> Building {
+    let mut w = Scenario::new(label).await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
     let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
@@ -314,14 +321,23 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
     let ping = cfg.ping_interval;
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, SimPolicy::default());
-
-    let job = host.add_job(JobSpec::new("small", Duration::from_secs(20))).await;
+    let job = host.add_job(JobSpec::new("small", Duration::from_secs(secs))).await;
     host.wait_until("the job building", Duration::from_secs(60), |s| {
         matches!(s.job(job).state, JobState::Running { .. })
     })
     .await;
     let JobState::Running { agent_id } = host.job_state(job) else { unreachable!() };
-    let first_job_id = host.job_identifier(job).job_id;
+    let job_id = host.job_identifier(job).job_id;
+    Building { w, host, sim, ping, job_id, agent_id }
+}
+
+/// (e) a task stopped by hand mid-job gets its agent deleted on the next ping, and a
+/// server-health message or the job's console log names the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
+    const REASON: &str = "Essential container in task exited (e2e-stopped-by-hand-4711)";
+    let Building { w, host, sim, ping, job_id: first_job_id, agent_id } =
+        one_job_building("task_stopped_by_hand", 20).await;
     sim.stop_task_by_hand(first_job_id, REASON).await;
     let stopped_at = Instant::now();
 
@@ -350,26 +366,9 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
 /// again on a new agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_ecs_has_forgotten_gets_its_agent_deleted() {
-    let mut w = Scenario::new("task_forgotten").await;
-    let base = w.base.clone();
-    w.cluster("base", &base, "gocd-a").await;
+    let Building { w, host, sim, ping, job_id, agent_id } = one_job_building("task_forgotten", 30).await;
     w.proxy.forget_stopped_tasks_after(Duration::from_secs(3));
-    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
-        "small",
-        "base",
-        elastic_props(),
-    );
-    let ping = cfg.ping_interval;
-    let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host, SimPolicy::default());
-
-    let job = host.add_job(JobSpec::new("small", Duration::from_secs(30))).await;
-    host.wait_until("the job building", Duration::from_secs(60), |s| {
-        matches!(s.job(job).state, JobState::Running { .. })
-    })
-    .await;
-    let JobState::Running { agent_id } = host.job_state(job) else { unreachable!() };
-    let job_id = host.job_identifier(job).job_id.to_string();
+    let job_id = job_id.to_string();
     let arn = sim
         .with_state(|s| s.tasks.values().find(|t| t.job_id.as_deref() == Some(&job_id)).map(|t| t.task_arn.clone()))
         .expect("the job's task");

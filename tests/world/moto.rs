@@ -174,25 +174,34 @@ impl Moto {
 
     /// AssumeRole (with the base keys) and an SDK config acting in the role's account.
     pub async fn assume_role_config(&self, role_arn: &str) -> AssumedRole {
-        let base = self.base_config().await;
-        let sts = aws_sdk_sts::Client::new(&base);
-        let out = sts
-            .assume_role()
-            .role_arn(role_arn)
-            .role_session_name("e2e-world")
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("AssumeRole {role_arn}: {}", aws_error_text(&e)));
-        let c = out.credentials().expect("AssumeRole answered no credentials");
-        let credentials = StaticCredentials {
-            access_key_id: c.access_key_id().to_string(),
-            secret_access_key: c.secret_access_key().to_string(),
-            session_token: Some(c.session_token().to_string()),
-        };
+        let (credentials, _) = assume_role_with(&self.base_config().await, role_arn, "e2e-world").await;
         let config = sdk_config_for(&self.endpoint(), &credentials, REGION).await;
         let account = role_arn.split(':').nth(4).unwrap_or_default().to_string();
         AssumedRole { config, credentials, account, role_arn: role_arn.to_string() }
     }
+}
+
+/// AssumeRole with `config` (moto's own endpoint, or a proxy's): the session's keys and when it
+/// expires.
+pub async fn assume_role_with(
+    config: &SdkConfig,
+    role_arn: &str,
+    session_name: &str,
+) -> (StaticCredentials, std::time::SystemTime) {
+    let out = aws_sdk_sts::Client::new(config)
+        .assume_role()
+        .role_arn(role_arn)
+        .role_session_name(session_name)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("AssumeRole {role_arn}: {}", aws_error_text(&e)));
+    let c = out.credentials().expect("AssumeRole answered no credentials");
+    let credentials = StaticCredentials {
+        access_key_id: c.access_key_id().to_string(),
+        secret_access_key: c.secret_access_key().to_string(),
+        session_token: Some(c.session_token().to_string()),
+    };
+    (credentials, std::time::SystemTime::try_from(*c.expiration()).expect("an Expiration in range"))
 }
 
 /// An SDK config with static credentials and an explicit endpoint (moto, or a proxy in front of it).
