@@ -395,12 +395,16 @@ async fn an_instance_that_never_registers_is_terminated_and_its_work_placed_else
         s.instances.get(&first.id).is_some_and(|i| i.gone_at.is_some())
     })
     .await;
-    let terminated_after = first.first_seen.elapsed();
+    // From EC2's LaunchTime, which the plugin's timeout counts from too: the simulator's first
+    // sighting can lag the launch by tens of seconds on a loaded machine. The simulator's sighting
+    // of the termination lags too, so the upper bound leaves room for it.
+    let launched = first.launched_at.expect("EC2's LaunchTime");
+    let terminated_after = std::time::SystemTime::now().duration_since(launched).unwrap_or_default();
     assert!(
         terminated_after >= Duration::from_secs(55),
         "terminated after {terminated_after:?}, before the 1-minute timeout"
     );
-    assert!(terminated_after <= Duration::from_secs(90), "terminated only after {terminated_after:?}");
+    assert!(terminated_after <= Duration::from_secs(120), "terminated only after {terminated_after:?}");
 
     host.wait_until("both jobs completed on another instance", Duration::from_secs(90), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;

@@ -64,6 +64,9 @@ pub struct SeenInstance {
     /// Order in which it was first seen (0 for the first).
     pub order: usize,
     pub first_seen: Instant,
+    /// EC2's `LaunchTime`: the simulator may first see an instance well after it (its polls
+    /// wait on moto, which a loaded machine slows).
+    pub launched_at: Option<std::time::SystemTime>,
     pub never_registers: bool,
     pub registered_at: Option<Instant>,
     pub container_instance_arn: Option<String>,
@@ -338,6 +341,7 @@ impl Inner {
                     state,
                     order,
                     first_seen: Instant::now(),
+                    launched_at: inst.launch_time().and_then(|t| std::time::SystemTime::try_from(*t).ok()),
                     never_registers: never,
                     registered_at: None,
                     container_instance_arn: None,
