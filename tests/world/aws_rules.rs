@@ -1176,7 +1176,7 @@ impl AwsRules {
             None => {
                 let answer = match http::send(upstream, &list_tasks_request(call)).await {
                     Ok(a) => a,
-                    Err(e) => return HttpResponse::new(502, "text/plain", format!("proxy: upstream failed: {e}")),
+                    Err(e) => return HttpResponse::upstream_failed(&e),
                 };
                 match list_tasks_arns(call, &answer) {
                     Some(all) => all.into_iter().filter(|a| !self.forgotten(a.as_str().unwrap_or(""))).collect(),

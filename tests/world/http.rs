@@ -66,6 +66,11 @@ impl HttpResponse {
         r
     }
 
+    /// The proxy's 502 when moto could not be reached or answered nothing.
+    pub fn upstream_failed(e: &io::Error) -> Self {
+        Self::new(502, "text/plain", format!("proxy: upstream failed: {e}"))
+    }
+
     /// An XML response (query protocols: STS, EC2).
     pub fn xml(status: u16, body: &str) -> Self {
         Self::new(status, "text/xml", body.to_string())

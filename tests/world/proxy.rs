@@ -465,10 +465,7 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
                 };
                 match sent {
                     Ok(r) => (r, Outcome::Forwarded),
-                    Err(e) => {
-                        let body = format!("proxy: upstream failed: {e}");
-                        (HttpResponse::new(502, "text/plain", body), Outcome::UpstreamFailed)
-                    }
+                    Err(e) => (HttpResponse::upstream_failed(&e), Outcome::UpstreamFailed),
                 }
             }
         };
@@ -524,7 +521,7 @@ pub(super) fn xml_field<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {
     Some(&xml[start..end])
 }
 
-fn task_id(arn_or_id: &str) -> String {
+pub(super) fn task_id(arn_or_id: &str) -> String {
     arn_or_id.rsplit('/').next().unwrap_or(arn_or_id).to_string()
 }
 
@@ -665,10 +662,7 @@ pub mod aws_like {
                 None => {
                     let answer = match fetch_blocking(upstream, &aws_rules::list_tasks_request(call)) {
                         Ok(answer) => answer,
-                        Err(e) => {
-                            let text = format!("proxy: upstream failed: {e}");
-                            return Verdict::Respond(HttpResponse::new(502, "text/plain", text));
-                        }
+                        Err(e) => return Verdict::Respond(HttpResponse::upstream_failed(&e)),
                     };
                     match aws_rules::list_tasks_arns(call, &answer) {
                         Some(all) => all,

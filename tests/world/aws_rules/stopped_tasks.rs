@@ -18,16 +18,11 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::super::http::{self, HttpResponse};
-use super::super::proxy::Call;
+use super::super::proxy::{task_id, Call};
 use super::*;
 
 /// How long AWS keeps a stopped task: about an hour.
 pub const STOPPED_TASKS_KEPT: Duration = Duration::from_secs(3600);
-
-/// The id of a task (the last part of its ARN, or the id itself).
-fn task_id(arn_or_id: &str) -> &str {
-    arn_or_id.rsplit('/').next().unwrap_or(arn_or_id)
-}
 
 impl AwsRules {
     /// Forgets stopped tasks `kept` after they stopped, instead of AWS's hour.
@@ -38,14 +33,14 @@ impl AwsRules {
 
     /// Notes that a task stopped now, unless it was noted before.
     pub(super) fn task_stopped(&self, arn: &str) {
-        self.stopped.lock().unwrap().entry(task_id(arn).to_string()).or_insert_with(Instant::now);
+        self.stopped.lock().unwrap().entry(task_id(arn)).or_insert_with(Instant::now);
     }
 
     /// Whether ECS has forgotten this task by now.
     pub(super) fn forgotten(&self, arn: &str) -> bool {
         let kept = self.stopped_kept.lock().unwrap().unwrap_or(STOPPED_TASKS_KEPT);
         self.on(STOPPED_TASKS_FORGOTTEN)
-            && self.stopped.lock().unwrap().get(task_id(arn)).is_some_and(|at| at.elapsed() >= kept)
+            && self.stopped.lock().unwrap().get(&task_id(arn)).is_some_and(|at| at.elapsed() >= kept)
     }
 
     /// DescribeTasks as AWS answers it: tasks forgotten by now, and tasks of another cluster, are
@@ -54,7 +49,7 @@ impl AwsRules {
         let answer = match http::send(upstream, &call.request).await {
             Ok(answer) if answer.status == 200 => answer,
             Ok(other) => return other,
-            Err(e) => return HttpResponse::new(502, "text/plain", format!("proxy: upstream failed: {e}")),
+            Err(e) => return HttpResponse::upstream_failed(&e),
         };
         let Ok(mut v) = serde_json::from_slice::<Value>(&answer.body) else {
             return answer;
