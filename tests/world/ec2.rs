@@ -303,6 +303,9 @@ impl Inner {
                         seen.gone_at = Some(Instant::now());
                     }
                     seen.state = state;
+                    // moto sets a spot instance's lifecycle after adding it to its reservation:
+                    // a look in between sees none, so a later look may still say spot.
+                    seen.spot |= inst.instance_lifecycle().is_some_and(|l| l.as_str() == "spot");
                     if seen.iam_instance_profile.is_none() {
                         seen.iam_instance_profile = profiles.get(id).cloned();
                     }
