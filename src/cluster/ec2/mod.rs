@@ -3,7 +3,7 @@
 //!
 //! - [`plan`]: the pure decisions — where each waiting task goes, how many instances to
 //!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
-//!   the cost benchmark (`benches/ec2_cost.rs`).
+//!   the cost benchmark (`benches/ec2_cost/`).
 //! - [`capacity`]: CPU units and MiB an instance type registers with ECS.
 //! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
 //!   (architecture, platform, root size) as AWS describes them, once per engine.

@@ -25,9 +25,15 @@
 //! vCPU), against the c5.xlarge lower bound (c5 types have the same memory per vCPU, so the
 //! bound is the same in those units). Every other row counts instances of its single type.
 //!
-//! Runs in well under a second; no AWS, no moto. Prints one table on stdout.
+//! A second table plays the same setups over [`DAYS`] more days drawn from the reference day's
+//! model with other seeds ([`days`]): each setup's mean, lowest and highest ratio over them and
+//! its mean waits. One trace is one draw of luck; a rule that helps should help on most days.
+//!
+//! Runs in seconds; no AWS, no moto. Prints two tables on stdout.
 
 #![allow(clippy::print_stdout)]
+
+mod days;
 
 use std::time::{Duration, SystemTime};
 
@@ -41,6 +47,9 @@ use ecs_elastic_agent::cluster::ec2::{capacity, Arch, OsClass, Resources};
 const BOOT: u64 = 90;
 /// Seconds between passes.
 const TICK: u64 = 2;
+
+/// How many generated days the second table plays.
+const DAYS: u64 = 20;
 
 /// One job of the trace.
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +116,7 @@ fn at(t: u64) -> SystemTime {
 }
 
 fn load_trace() -> Vec<Job> {
-    let text = include_str!("../tests/data/ec2_trace.csv");
+    let text = include_str!("../../tests/data/ec2_trace.csv");
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with("arrival"))
         .filter(|l| !l.trim().is_empty())
@@ -439,30 +448,85 @@ fn main() {
             scale_out_wait: LAUNCH_PATIENCE,
         },
     ];
-    let outcomes = setups.iter().map(|setup| (setup.name, setup.unit, play(&jobs, setup))).chain([(
-        "reference: durations known, instant, no wait",
-        "c5.xlarge",
-        play_clairvoyant(&jobs, "c5.xlarge"),
-    )]);
-    for (name, unit, outcome) in outcomes {
-        let bound = lower_bound_hours(&jobs, unit);
-        let mut waits = outcome.waits.clone();
-        waits.sort_unstable();
-        assert_eq!(waits.len(), jobs.len(), "every job ran");
-        println!(
-            "{:<46} {:>10.1} {:>11.1} {:>6.2} {:>8.1} {:>5.1} {:>11} {:>8} {:>6} {:>8}s {:>8}s {:>8}s",
-            name,
-            outcome.instance_hours,
-            bound,
-            outcome.instance_hours / bound,
-            outcome.booting,
-            outcome.idle,
-            format!("{:.1} ({:.0}%)", outcome.busy, 100.0 * outcome.used / outcome.busy.max(f64::MIN_POSITIVE)),
-            outcome.launches,
-            outcome.peak,
-            percentile(&waits, 0.5),
-            percentile(&waits, 0.95),
-            waits.last().copied().unwrap_or(0),
-        );
+    let clairvoyant = |jobs: &[Job]| play_clairvoyant(jobs, "c5.xlarge");
+    for setup in &setups {
+        print_row(setup.name, &jobs, setup.unit, &play(&jobs, setup));
     }
+    print_row(CLAIRVOYANT, &jobs, "c5.xlarge", &clairvoyant(&jobs));
+
+    let days: Vec<Vec<Job>> = (1..=DAYS).map(days::day).collect();
+    let task_hours: Vec<f64> = days.iter().map(|d| d.iter().map(|j| j.duration as f64).sum::<f64>() / 3600.0).collect();
+    println!();
+    println!(
+        "The same setups over {} days drawn from the reference day's model (seeds 1-{}: {}-{} jobs, {:.0}-{:.0} task-hours):",
+        DAYS,
+        DAYS,
+        days.iter().map(Vec::len).min().unwrap_or(0),
+        days.iter().map(Vec::len).max().unwrap_or(0),
+        task_hours.iter().copied().fold(f64::INFINITY, f64::min),
+        task_hours.iter().copied().fold(0.0, f64::max),
+    );
+    println!();
+    println!(
+        "{:<46} {:>10} {:>7} {:>8} {:>10} {:>14} {:>14}",
+        "setup", "mean ratio", "lowest", "highest", "days ≤1.30", "mean wait p95", "mean wait max"
+    );
+    for setup in &setups {
+        print_days_row(setup.name, &days, setup.unit, |jobs| play(jobs, setup));
+    }
+    print_days_row(CLAIRVOYANT, &days, "c5.xlarge", clairvoyant);
+}
+
+const CLAIRVOYANT: &str = "reference: durations known, instant, no wait";
+
+/// One row of the reference day's table.
+fn print_row(name: &str, jobs: &[Job], unit: &str, outcome: &Outcome) {
+    let bound = lower_bound_hours(jobs, unit);
+    let waits = sorted_waits(jobs, outcome);
+    println!(
+        "{:<46} {:>10.1} {:>11.1} {:>6.2} {:>8.1} {:>5.1} {:>11} {:>8} {:>6} {:>8}s {:>8}s {:>8}s",
+        name,
+        outcome.instance_hours,
+        bound,
+        outcome.instance_hours / bound,
+        outcome.booting,
+        outcome.idle,
+        format!("{:.1} ({:.0}%)", outcome.busy, 100.0 * outcome.used / outcome.busy.max(f64::MIN_POSITIVE)),
+        outcome.launches,
+        outcome.peak,
+        percentile(&waits, 0.5),
+        percentile(&waits, 0.95),
+        waits.last().copied().unwrap_or(0),
+    );
+}
+
+/// One row of the generated days' table: `play` on each day, its ratio against that day's bound.
+fn print_days_row(name: &str, days: &[Vec<Job>], unit: &str, play: impl Fn(&[Job]) -> Outcome) {
+    let (mut ratios, mut p95, mut max) = (Vec::new(), 0.0, 0.0);
+    for jobs in days {
+        let outcome = play(jobs);
+        let waits = sorted_waits(jobs, &outcome);
+        ratios.push(outcome.instance_hours / lower_bound_hours(jobs, unit));
+        p95 += percentile(&waits, 0.95) as f64;
+        max += waits.last().copied().unwrap_or(0) as f64;
+    }
+    let n = days.len() as f64;
+    println!(
+        "{:<46} {:>10.2} {:>7.2} {:>8.2} {:>10} {:>13.0}s {:>13.0}s",
+        name,
+        ratios.iter().sum::<f64>() / n,
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+        ratios.iter().filter(|r| **r <= 1.3).count(),
+        p95 / n,
+        max / n,
+    );
+}
+
+/// Every job's wait, shortest first (every job ran).
+fn sorted_waits(jobs: &[Job], outcome: &Outcome) -> Vec<u64> {
+    let mut waits = outcome.waits.clone();
+    waits.sort_unstable();
+    assert_eq!(waits.len(), jobs.len(), "every job ran");
+    waits
 }
