@@ -809,6 +809,14 @@ async fn stopped_tasks_are_forgotten_as_aws_forgets_them() {
     expected.sort_unstable();
     assert_eq!(missing, expected, "the stopped tasks are MISSING");
     assert!(passed(stopped().await, "ListTasks STOPPED").task_arns().is_empty(), "forgotten tasks are not listed");
+    let stop_again = ecs.stop_task().cluster("kept").task(&arns[0]).send().await;
+    let err = stop_again.expect_err("StopTask of a forgotten task passed");
+    let service = err.as_service_error().unwrap_or_else(|| panic!("not a service error: {}", aws_error_text(&err)));
+    assert_eq!(
+        (service.code(), service.message()),
+        (Some("InvalidParameterException"), Some("The referenced task was not found.")),
+        "StopTask of a forgotten task"
+    );
     let running = passed(ecs.list_tasks().cluster("kept").send().await, "ListTasks");
     assert_eq!(running.task_arns(), [arns[3].clone()]);
 

@@ -81,7 +81,8 @@ impl Cluster {
         Ok(Completed::Stopped)
     }
 
-    /// Stops one task of ours, with a reason ECS shows (at most 255 characters).
+    /// Stops one task of ours, with a reason ECS shows (at most 255 characters). A task ECS no
+    /// longer knows (it stopped over an hour ago and was forgotten) is not running: stopped.
     ///
     /// # Errors
     /// The failed StopTask call (server-ping tries again).
@@ -91,10 +92,20 @@ impl Cluster {
         let request = self.aws().ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
         match self.aws().calls.call("StopTask", || request.clone().send()).await {
             Ok(_) => Ok(()),
+            Err(e) if task_not_found(&e) => {
+                tracing::info!(task_arn, "StopTask: ECS no longer knows the task, so it is not running");
+                Ok(())
+            }
             Err(e) => {
                 self.event(HealthKind::Warning, format!("could not stop task {task_arn}: {e}"));
                 Err(e)
             }
         }
     }
+}
+
+/// ECS's answer to StopTask for a task it does not know: one stopped long enough ago to be
+/// forgotten (AWS keeps a stopped task about an hour), or never in this cluster.
+fn task_not_found(e: &AwsError) -> bool {
+    e.code.as_deref() == Some("InvalidParameterException") && e.detail.contains("referenced task was not found")
 }

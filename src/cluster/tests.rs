@@ -167,6 +167,24 @@ async fn a_failed_stop_leaves_the_agent_stopping_and_the_next_ping_stops_it() {
 }
 
 #[tokio::test]
+async fn a_task_ecs_no_longer_knows_counts_as_stopped_and_its_agent_is_deleted() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "k")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    // AWS's answer for a task stopped over an hour ago.
+    w.aws.fail_next("StopTask", 400, "InvalidParameterException", "The referenced task was not found.");
+    let done = w.cluster.complete(&agent_id, &job(7)).await;
+    assert_eq!(done, super::complete::Completed::Stopped);
+    assert_eq!(w.gocd.deleted(), vec![agent_id.clone()]);
+    assert_eq!(w.cluster.registry().get(&agent_id).map(|a| a.phase), Some(Phase::Stopped));
+    // Any other refusal still fails the stop.
+    w.cluster.create_agent(w.request(8, "k")).await.expect("launched");
+    let other = w.agent_of(8);
+    w.aws.fail_next("StopTask", 400, "InvalidParameterException", "Task Identifier is invalid");
+    assert_eq!(w.cluster.complete(&other, &job(8)).await, super::complete::Completed::Later);
+}
+
+#[tokio::test]
 async fn a_throttled_run_task_stays_a_throttle_and_is_retried() {
     let w = World::new(5);
     w.aws.fail_next("RunTask", 400, "ThrottlingException", "Rate exceeded");

@@ -56,7 +56,7 @@
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.paging` | emulation: pages of `maxResults` (default and most 100) with a `nextToken`; without `desiredStatus` RUNNING tasks only; only the requested cluster's tasks (moto matches cluster names as substrings and lists STOPPED tasks by default) | ECS: reads (API_ListTasks); AWS-EMULATOR.md |
-//! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures` and no longer listed; see `aws_rules/stopped_tasks.rs` | ECS: reads |
+//! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures`, no longer listed, and StopTask answers `InvalidParameterException` "The referenced task was not found."; see `aws_rules/stopped_tasks.rs` | ECS: reads |
 //! | `ecs.describe_tasks.cluster` | emulation: a task of another cluster than the one named is `MISSING` in DescribeTasks' `failures` (moto finds tasks in any cluster); see `aws_rules/stopped_tasks.rs` | ECS: reads (API_DescribeTasks) |
 //! | `ecs.describe_tasks.max` | `InvalidParameterException` "Tasks cannot be longer than 100." | ECS: reads (API_DescribeTasks) |
 //! | `ecs.stop_task.reason_length` | `InvalidParameterException` (`reason` ≤255 characters; AWS may truncate, the proxy refuses) | ECS: reads (StopTask) |
@@ -1115,6 +1115,11 @@ impl AwsRules {
         }
         if call.is("ecs", "DescribeTasks") && (self.on(STOPPED_TASKS_FORGOTTEN) || self.on(DESCRIBE_TASKS_CLUSTER)) {
             return Some(Emulated::Answer(Ok(self.describe_tasks_as_aws(call, upstream).await)));
+        }
+        if call.is("ecs", "StopTask") && self.on(STOPPED_TASKS_FORGOTTEN) {
+            if let Some(answer) = self.stop_forgotten_task(call) {
+                return Some(Emulated::Answer(Ok(answer)));
+            }
         }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));

@@ -8,7 +8,9 @@
 //! moto keeps no `stoppedAt`, so the proxy notes when a task stopped: the StopTask answer that
 //! stopped it, else the first DescribeTasks answer that shows it STOPPED. Once the time a test
 //! set with [`AwsRules::forget_stopped_tasks_after`] (`Proxy::forget_stopped_tasks_after`; AWS's
-//! hour by default) has passed since, DescribeTasks and ListTasks answer as AWS does.
+//! hour by default) has passed since, DescribeTasks and ListTasks answer as AWS does, and
+//! StopTask answers `InvalidParameterException` "The referenced task was not found." (moto stops
+//! it again, or fails with a 500).
 //!
 //! DescribeTasks describes only the named cluster's tasks (`ecs.describe_tasks.cluster`): moto
 //! finds a task in any cluster; AWS answers a task of another cluster `MISSING` too.
@@ -41,6 +43,16 @@ impl AwsRules {
         let kept = self.stopped_kept.lock().unwrap().unwrap_or(STOPPED_TASKS_KEPT);
         self.on(STOPPED_TASKS_FORGOTTEN)
             && self.stopped.lock().unwrap().get(&task_id(arn)).is_some_and(|at| at.elapsed() >= kept)
+    }
+
+    /// StopTask as AWS answers it for a task it has forgotten; `None` for any other task.
+    pub(super) fn stop_forgotten_task(&self, call: &Call) -> Option<HttpResponse> {
+        let body = call.json()?;
+        let task = body["task"].as_str()?;
+        self.forgotten(task).then(|| {
+            let message = "The referenced task was not found.";
+            HttpResponse::aws_json(400, &json!({ "__type": "InvalidParameterException", "message": message }))
+        })
     }
 
     /// DescribeTasks as AWS answers it: tasks forgotten by now, and tasks of another cluster, are
