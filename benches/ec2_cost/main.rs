@@ -415,6 +415,7 @@ fn main() {
         waiting("  Ec2ScaleOutWaitSeconds 120", 120),
         waiting("  Ec2ScaleOutWaitSeconds 600", 600),
         waiting("  Ec2ScaleOutWaitSeconds 900", 900),
+        waiting("  Ec2ScaleOutWaitSeconds 1800", 1800),
         xlarge("c5.xlarge, idle 3 min, max 50", 0, 3, all),
         xlarge("c5.xlarge, idle 30 min, max 50", 0, 30, all),
         xlarge("c5.xlarge, idle 10 min, 2 kept warm, max 50", 2, 10, all),
