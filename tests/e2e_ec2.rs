@@ -839,3 +839,77 @@ async fn a_profile_deleted_while_the_plugin_was_down_leaves_no_instance_after_a_
     drop(ec2);
     host.shutdown().await;
 }
+
+/// Which container instances of the cluster are ours is asked of EC2 by instance id. EC2 fails a
+/// whole DescribeInstances that names, in `InstanceIds`, an id it no longer knows: an instance
+/// terminated over an hour ago, whose container instance a shared cluster may still list (the
+/// proxy answers that for one foreign id here, as AWS does; moto keeps every instance). Such an
+/// id must not hide the state of ours asked about with it: here, one of ours terminated behind
+/// the plugin's back, whose container instance the plugin must then deregister.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
+    use ecs_elastic_agent::aws::AwsClients;
+    use ecs_elastic_agent::cluster::ec2::api::states_of_ours;
+    use ecs_elastic_agent::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+
+    let w = Scenario::new("forgotten_instance").await;
+    let ec2 = aws_sdk_ec2::Client::new(&w.base);
+    let launch = |tags: &[(&str, &str)]| {
+        let mut spec =
+            aws_sdk_ec2::types::TagSpecification::builder().resource_type(aws_sdk_ec2::types::ResourceType::Instance);
+        for (k, v) in tags {
+            spec = spec.tags(aws_sdk_ec2::types::Tag::builder().key(*k).value(*v).build());
+        }
+        ec2.run_instances()
+            .image_id(AMI)
+            .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+            .min_count(1)
+            .max_count(1)
+            .tag_specifications(spec.build())
+            .send()
+    };
+    let id_of = |out: aws_sdk_ec2::operation::run_instances::RunInstancesOutput| {
+        out.instances()[0].instance_id().expect("an instance id").to_string()
+    };
+    let ours =
+        id_of(launch(&[(TAG_SERVER_ID, "server-1"), (TAG_CLUSTER_PROFILE, "profile-1")]).await.expect("RunInstances"));
+    let forgotten = id_of(launch(&[("team", "another-ci")]).await.expect("RunInstances"));
+    ec2.terminate_instances().instance_ids(&ours).send().await.expect("TerminateInstances");
+    let gone = forgotten.clone();
+    w.proxy.add_rule("ec2-forgot-an-instance", move |call| {
+        if call.is("ec2", "DescribeInstances")
+            && call.form.iter().any(|(k, v)| k.starts_with("InstanceId.") && *v == gone)
+        {
+            Verdict::ec2_error(400, "InvalidInstanceID.NotFound", &format!("The instance ID '{gone}' does not exist"))
+        } else {
+            Verdict::Forward
+        }
+    });
+    let keys = moto::StaticCredentials {
+        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
+        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
+        session_token: None,
+    };
+    let cfg = moto::sdk_config_for(&w.proxy.endpoint(), &keys, REGION).await;
+    let by_ids = aws_sdk_ec2::Client::new(&cfg).describe_instances().instance_ids(&ours).instance_ids(&forgotten);
+    let refused = by_ids.send().await.expect_err("DescribeInstances naming a forgotten id must fail, as on AWS");
+    assert!(
+        moto::aws_error_text(&refused).contains("InvalidInstanceID.NotFound"),
+        "{}",
+        moto::aws_error_text(&refused)
+    );
+
+    let aws = AwsClients {
+        ecs: aws_sdk_ecs::Client::new(&cfg),
+        ec2: aws_sdk_ec2::Client::new(&cfg),
+        sqs: aws_sdk_sqs::Client::new(&cfg),
+        region: REGION.to_string(),
+        role_arn: None,
+        role: Arc::default(),
+        calls: Arc::default(),
+        account_id: None,
+    };
+    let asked = [forgotten.clone(), ours.clone()];
+    let states = states_of_ours(&aws, &asked, "server-1", "profile-1").await.expect("DescribeInstances");
+    assert_eq!(states, [(ours, "terminated".to_string())], "ours, terminated; the forgotten one is not ours");
+}

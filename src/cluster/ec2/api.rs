@@ -178,6 +178,11 @@ async fn describe_pages(aws: &AwsClients, filters: Vec<Filter>) -> Result<Vec<aw
 
 /// Which of these instance ids are ours, in any state: (id, state).
 ///
+/// The ids go in an `instance-id` filter, not as `InstanceIds`: EC2 fails a whole call that
+/// names an id it no longer knows (an instance terminated over an hour ago, whose container
+/// instance a shared cluster may still list), where a filter value simply matches nothing. EC2
+/// takes at most 200 filter values a call, so the ids go [`IDS_PER_DESCRIBE`] at a time.
+///
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn states_of_ours(
@@ -186,25 +191,19 @@ pub async fn states_of_ours(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<Vec<(String, String)>, AwsError> {
-    let request = aws
-        .ec2
-        .describe_instances()
-        .set_filters(Some(ours(server_id, cluster_key).to_vec()))
-        .set_instance_ids(Some(ids.to_vec()));
-    let out = match aws.calls.call("DescribeInstances", || request.clone().send()).await {
-        Ok(out) => out,
-        // An id EC2 no longer knows at all makes the whole call fail: none of them is ours to touch.
-        Err(e) if e.code.as_deref() == Some("InvalidInstanceID.NotFound") => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
-    Ok(out
-        .reservations()
-        .iter()
-        .flat_map(|r| r.instances())
-        .filter_map(instance_view)
-        .map(|i| (i.id, i.state))
-        .collect())
+    let mut found = Vec::new();
+    for chunk in ids.chunks(IDS_PER_DESCRIBE) {
+        let mut filters = ours(server_id, cluster_key).to_vec();
+        filters.push(Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build());
+        let instances = describe_pages(aws, filters).await?;
+        found.extend(instances.iter().filter_map(instance_view).map(|i| (i.id, i.state)));
+    }
+    Ok(found)
 }
+
+/// Instance ids per DescribeInstances in [`states_of_ours`] (EC2: 200 filter values a call, the
+/// two tag filters' included).
+const IDS_PER_DESCRIBE: usize = 100;
 
 /// Every container instance of the cluster (ACTIVE and DRAINING).
 ///
