@@ -924,6 +924,19 @@ async fn ec2_and_sts_rules_refuse_what_aws_refuses() {
     passed(typed(&x86, C5Xlarge).send().await, "an x86_64 type with an x86_64 AMI");
     passed(launch().instance_type(C6gXlarge).send().await, "an AMI moto does not know: not checked");
 
+    // Describe calls: at most 200 filter values, over all of a call's filters.
+    use aws_sdk_ec2::types::Filter;
+    let ids = |n: usize| (0..n).map(|i| format!("i-{i:017x}")).collect::<Vec<_>>();
+    let by_ids = |n: usize| {
+        let tag = Filter::builder().name("tag:gocd:server-id").values("s").build();
+        let ids = Filter::builder().name("instance-id").set_values(Some(ids(n))).build();
+        ec2.describe_instances().filters(tag).filters(ids).send()
+    };
+    let rule = aws_rules::EC2_FILTER_VALUES;
+    let message = refused(p, by_ids(200).await, rule, "FilterLimitExceeded");
+    assert!(message.starts_with("The maximum number of filter values specified on a single call is 200"), "{message}");
+    passed(by_ids(199).await, "199 instance ids and one tag value");
+
     // STS AssumeRole: RoleSessionName 2-64 of [\w+=,.@-], ExternalId 2-1224 of [\w+=,.@:/-].
     let sts = aws_sdk_sts::Client::new(&w.via);
     let assume = |name: &str| sts.assume_role().role_arn(ROLE_ARN).role_session_name(name);

@@ -71,6 +71,7 @@
 //! | `ec2.run_instances.instance_profile_arn_or_name` | `InvalidParameterCombination` (`IamInstanceProfile` with both `Arn` and `Name`) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.tags` | `InvalidParameterValue` (≤50 tags per resource, keys unique) | EC2 (API_RunInstances) |
 //! | `ec2.run_instances.architecture` | `InvalidParameterValue` "The architecture 'arm64' of the specified instance type does not match the architecture 'x86_64' of the specified AMI..." (the type's architectures from moto's DescribeInstanceTypes, the AMI's from its DescribeImages; an AMI moto does not know is let through) | EC2 (API_RunInstances) |
+//! | `ec2.describe.filter_values` | `FilterLimitExceeded` "The maximum number of filter values specified on a single call is 200" (the values of all of a `Describe*` call's filters together) | EC2 (API_DescribeInstances, filters) |
 //! | `ec2.request_rate` | `RequestLimitExceeded` HTTP 503: a bucket per EC2 action (non-mutating 100, 20/s; unfiltered and unpaged `DescribeInstances` and six more 50, 10/s; mutating 50, 5/s; `RunInstances` 5, 2/s; `TerminateInstances` 100, 5/s; `CreateTags` 100, 10/s); see `aws_rules/ec2_rates.rs` | Quotas (EC2 request throttling) |
 //! | `ec2.resource_rate` | `RequestLimitExceeded` HTTP 503: instances launched (`MaxCount`) 1000, 2/s; instances terminated 1000, 20/s | Quotas (EC2 request throttling) |
 //! | `sts.assume_role.role_session_name` | `ValidationError` (2-64 of `[\w+=,.@-]`) | STS (API_AssumeRole) |
@@ -157,6 +158,7 @@ pub const RULES: &[&str] = &[
     EC2_INSTANCE_PROFILE_ARN_OR_NAME,
     EC2_TAGS,
     EC2_ARCHITECTURE,
+    EC2_FILTER_VALUES,
     EC2_REQUEST_RATE,
     EC2_RESOURCE_RATE,
     STS_ROLE_SESSION_NAME,
@@ -213,6 +215,7 @@ pub const EC2_ROOT_VOLUME_SIZE: &str = "ec2.run_instances.root_volume_size";
 pub const EC2_INSTANCE_PROFILE_ARN_OR_NAME: &str = "ec2.run_instances.instance_profile_arn_or_name";
 pub const EC2_TAGS: &str = "ec2.run_instances.tags";
 pub const EC2_ARCHITECTURE: &str = "ec2.run_instances.architecture";
+pub const EC2_FILTER_VALUES: &str = "ec2.describe.filter_values";
 pub const EC2_REQUEST_RATE: &str = "ec2.request_rate";
 pub const EC2_RESOURCE_RATE: &str = "ec2.resource_rate";
 pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
@@ -453,6 +456,7 @@ impl AwsRules {
                 self.run_instances_root_volume(call, upstream).await?;
                 self.run_instances_architecture(call, upstream).await
             }
+            ("ec2", op) if op.starts_with("Describe") => self.ec2_filter_values(call),
             ("sts", "AssumeRole") => self.assume_role(call),
             _ => Ok(()),
         }
@@ -802,6 +806,20 @@ impl AwsRules {
                     ),
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// EC2 takes at most 200 filter values in one `Describe*` call, over all of its filters.
+    fn ec2_filter_values(&self, call: &Call) -> Result<(), Broken> {
+        let values = call.form.iter().filter(|(k, _)| k.starts_with("Filter.") && k.split('.').nth(2) == Some("Value"));
+        let values = values.count();
+        if self.on(EC2_FILTER_VALUES) && values > 200 {
+            return Err(broken(
+                EC2_FILTER_VALUES,
+                "FilterLimitExceeded",
+                format!("The maximum number of filter values specified on a single call is 200 (it has {values})."),
+            ));
         }
         Ok(())
     }
