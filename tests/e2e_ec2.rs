@@ -840,12 +840,14 @@ async fn a_profile_deleted_while_the_plugin_was_down_leaves_no_instance_after_a_
     host.shutdown().await;
 }
 
-/// Which container instances of the cluster are ours is asked of EC2 by instance id. EC2 fails a
+/// Not a whole scenario: the plugin's own `states_of_ours` against the proxy. The plugin asks EC2
+/// which unknown container instances of the cluster are its own, by instance id. EC2 fails a
 /// whole DescribeInstances that names, in `InstanceIds`, an id it no longer knows: an instance
 /// terminated over an hour ago, whose container instance a shared cluster may still list (the
 /// proxy answers that for one foreign id here, as AWS does; moto keeps every instance). Such an
 /// id must not hide the state of ours asked about with it: here, one of ours terminated behind
-/// the plugin's back, whose container instance the plugin must then deregister.
+/// the plugin's back, which the plugin must see as ours and gone to deregister its container
+/// instance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
     use ecs_elastic_agent::aws::AwsClients;
