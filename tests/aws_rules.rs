@@ -49,7 +49,7 @@ impl Rig {
         let moto = Moto::start().await;
         let proxy = Proxy::start(moto.addr()).await;
         let direct = moto.base_config().await;
-        let via = via(&proxy, &base_credentials(), moto::REGION).await;
+        let via = via(&proxy, &moto::test_credentials(), moto::REGION).await;
         moto::create_cluster(&direct, CLUSTER).await;
         let net = moto::default_network(&direct).await;
         Rig { _moto: moto, proxy, direct, via, net }
@@ -93,14 +93,6 @@ impl Rig {
         }
         let out = r.send().await.unwrap_or_else(|e| panic!("RegisterTaskDefinition: {}", aws_error_text(&e)));
         out.task_definition().and_then(|t| t.task_definition_arn()).unwrap().to_string()
-    }
-}
-
-fn base_credentials() -> StaticCredentials {
-    StaticCredentials {
-        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
-        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
-        session_token: None,
     }
 }
 
@@ -1034,7 +1026,7 @@ async fn quotas_throttle_per_account_and_region() {
     let fake_net = network(&["subnet-00000001".to_string()], &["sg-00000001".to_string()]);
 
     // RunTask on Fargate: 20 calls at once, 20 a second (us-west-2 here: a region of its own).
-    let west = aws_sdk_ecs::Client::new(&via(p, &base_credentials(), "us-west-2").await);
+    let west = aws_sdk_ecs::Client::new(&via(p, &moto::test_credentials(), "us-west-2").await);
     let fargate_call = {
         let (west, net) = (west.clone(), fake_net.clone());
         move || {

@@ -887,12 +887,7 @@ async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
             Verdict::Forward
         }
     });
-    let keys = moto::StaticCredentials {
-        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
-        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
-        session_token: None,
-    };
-    let cfg = moto::sdk_config_for(&w.proxy.endpoint(), &keys, REGION).await;
+    let cfg = moto::base_config_at(&w.proxy.endpoint()).await;
     let by_ids = aws_sdk_ec2::Client::new(&cfg).describe_instances().instance_ids(&ours).instance_ids(&forgotten);
     let refused = by_ids.send().await.expect_err("DescribeInstances naming a forgotten id must fail, as on AWS");
     assert!(

@@ -377,12 +377,7 @@ async fn a_task_ecs_has_forgotten_gets_its_agent_deleted() {
         s.pings.iter().all(|p| p.finished.is_some())
     })
     .await;
-    let keys = moto::StaticCredentials {
-        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
-        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
-        session_token: None,
-    };
-    let operator = aws_sdk_ecs::Client::new(&moto::sdk_config_for(&w.proxy.endpoint(), &keys, moto::REGION).await);
+    let operator = aws_sdk_ecs::Client::new(&moto::base_config_at(&w.proxy.endpoint()).await);
     operator
         .stop_task()
         .cluster("gocd-a")

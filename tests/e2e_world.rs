@@ -148,12 +148,7 @@ async fn proxy_forwards_counts_and_applies_rules() {
     let moto = Moto::start().await;
     let proxy = Proxy::start(moto.addr()).await;
     let direct = moto.base_config().await;
-    let creds = moto::StaticCredentials {
-        access_key_id: moto::TEST_ACCESS_KEY_ID.into(),
-        secret_access_key: moto::TEST_SECRET_ACCESS_KEY.into(),
-        session_token: None,
-    };
-    let via = moto::sdk_config_for(&proxy.endpoint(), &creds, moto::REGION).await;
+    let via = moto::base_config_at(&proxy.endpoint()).await;
     moto::create_cluster(&direct, "world").await;
     let net = moto::default_network(&direct).await;
 

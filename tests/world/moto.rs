@@ -157,19 +157,9 @@ impl Moto {
         assert!(r.status < 300, "reset answered {}", r.status);
     }
 
-    /// An SDK config for the test's own clients: static keys, this moto as the endpoint.
-    pub async fn sdk_config(&self, access_key_id: &str, secret_access_key: &str, region: &str) -> SdkConfig {
-        let creds = StaticCredentials {
-            access_key_id: access_key_id.into(),
-            secret_access_key: secret_access_key.into(),
-            session_token: None,
-        };
-        sdk_config_for(&self.endpoint(), &creds, region).await
-    }
-
     /// The base account (`123456789012`) with the test keys.
     pub async fn base_config(&self) -> SdkConfig {
-        self.sdk_config(TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY, REGION).await
+        base_config_at(&self.endpoint()).await
     }
 
     /// AssumeRole (with the base keys) and an SDK config acting in the role's account.
@@ -202,6 +192,20 @@ pub async fn assume_role_with(
         session_token: Some(c.session_token().to_string()),
     };
     (credentials, std::time::SystemTime::try_from(*c.expiration()).expect("an Expiration in range"))
+}
+
+/// The test keys of the base account (`123456789012`).
+pub fn test_credentials() -> StaticCredentials {
+    StaticCredentials {
+        access_key_id: TEST_ACCESS_KEY_ID.into(),
+        secret_access_key: TEST_SECRET_ACCESS_KEY.into(),
+        session_token: None,
+    }
+}
+
+/// The base account with the test keys at `endpoint` (moto's, or a proxy's in front of it).
+pub async fn base_config_at(endpoint: &str) -> SdkConfig {
+    sdk_config_for(endpoint, &test_credentials(), REGION).await
 }
 
 /// An SDK config with static credentials and an explicit endpoint (moto, or a proxy in front of it).
