@@ -406,14 +406,22 @@ fn main() {
     };
     let waiting =
         |name, seconds| Setup { name, scale_out_wait: Duration::from_secs(seconds), ..xlarge(name, 0, 10, all) };
+    let patience_alone = Rules { waiting_bounded: false, whole_tasks_wait: false, ..all };
     let setups = [
         xlarge("c5.xlarge, defaults (idle 10 min), max 50", 0, 10, all),
         xlarge("  Ec2ScaleOutWaitSeconds 0 (launch at once)", 0, 10, Rules { patient_scale_out: false, ..all }),
         xlarge("  without slack is the spare", 0, 10, Rules { slack_is_the_spare: false, ..all }),
         xlarge("  one warm spare only (the rules before)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
         xlarge("  none of the rules (every idle kept)", 0, 10, Rules::NONE),
+        xlarge("  without the bound on waiting work", 0, 10, Rules { waiting_bounded: false, ..all }),
+        xlarge("  whole-instance tasks launch at once", 0, 10, Rules { whole_tasks_wait: false, ..all }),
+        xlarge("  neither (patience alone)", 0, 10, patience_alone),
+        Setup {
+            scale_out_wait: Duration::from_secs(300),
+            ..xlarge("  neither, wait 300 s (the defaults before)", 0, 10, patience_alone)
+        },
         waiting("  Ec2ScaleOutWaitSeconds 120", 120),
-        waiting("  Ec2ScaleOutWaitSeconds 600", 600),
+        waiting("  Ec2ScaleOutWaitSeconds 300", 300),
         waiting("  Ec2ScaleOutWaitSeconds 900", 900),
         waiting("  Ec2ScaleOutWaitSeconds 1800", 1800),
         xlarge("c5.xlarge, idle 3 min, max 50", 0, 3, all),

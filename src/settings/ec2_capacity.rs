@@ -16,6 +16,10 @@ pub const JOIN_SCRIPT_RESERVE: usize = 1024;
 /// Largest `Ec2UserData`, in bytes: what EC2 takes less the join script's room.
 const USER_DATA_MAX: usize = EC2_USER_DATA_MAX - JOIN_SCRIPT_RESERVE;
 
+/// `Ec2ScaleOutWaitSeconds`' default: how long a task waits for room on a busy instance at most
+/// (the planner's `LAUNCH_PATIENCE`; README "EC2 cost" measures it).
+pub const SCALE_OUT_WAIT_SECONDS: u32 = 600;
+
 /// EC2 capacity settings (present exactly when the launch type is EC2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ec2Capacity {
@@ -34,8 +38,8 @@ pub struct Ec2Capacity {
     pub idle_minutes: u32,
     /// `Ec2RegisterTimeoutMinutes`, default 5.
     pub register_timeout_minutes: u32,
-    /// `Ec2ScaleOutWaitSeconds`, default 300: how long a task waits for room to free on a busy
-    /// instance before an instance is launched for it (0: at once).
+    /// `Ec2ScaleOutWaitSeconds`, default [`SCALE_OUT_WAIT_SECONDS`]: how long a task waits for
+    /// room to free on a busy instance before an instance is launched for it (0: at once).
     pub scale_out_wait_seconds: u32,
     /// `Ec2Spot`, default false.
     pub spot: bool,
@@ -83,7 +87,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         max_instances,
         idle_minutes: f.number("Ec2IdleMinutes", 1..=1440, 10),
         register_timeout_minutes: f.number("Ec2RegisterTimeoutMinutes", 1..=60, 5),
-        scale_out_wait_seconds: f.number("Ec2ScaleOutWaitSeconds", 0..=1800, 300),
+        scale_out_wait_seconds: f.number("Ec2ScaleOutWaitSeconds", 0..=1800, SCALE_OUT_WAIT_SECONDS),
         spot: f.boolean("Ec2Spot", false),
         key_pair: f.string("Ec2KeyPair", check_key_pair),
         // The ECS-optimised AMIs' root snapshot is 30 GiB: RunInstances refuses a smaller root volume.
@@ -180,7 +184,7 @@ impl Ec2Capacity {
             max_instances: 5,
             idle_minutes: 1,
             register_timeout_minutes: 5,
-            scale_out_wait_seconds: 300,
+            scale_out_wait_seconds: SCALE_OUT_WAIT_SECONDS,
             spot: false,
             key_pair: None,
             root_volume_gib: 30,

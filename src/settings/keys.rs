@@ -201,9 +201,10 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
          When several are idle, only the last to run a task waits this long: the others go after 2 minutes; and \
          while busy instances have a quarter of an instance free between them, idle ones go at once."),
     spec("Ec2ScaleOutWaitSeconds", EC2, "Scale-out wait (seconds)", Input::Text,
-        "How long a task that does not fit waits for room to free on a busy instance before an instance is launched \
-         for it, 0 to 1800; 0 launches at once. Default: 300. A task that needs nearly a whole instance, or that no \
-         busy instance could take, launches at once."),
+        "How long at most a task that does not fit waits for room to free on a busy instance before an instance is \
+         launched for it, 0 to 1800; 0 launches at once. Default: 600. Tasks wait, oldest first, only while the work \
+         waiting is at most three quarters of the work running on the busy instances; the rest, and a task no busy \
+         instance could take, launch at once."),
     spec("Ec2RegisterTimeoutMinutes", EC2, "Instance register timeout (minutes)", Input::Text,
         "An instance not registered with the cluster by then is terminated, 1 to 60. Default: 5."),
     spec("Ec2Spot", EC2, "Spot instances", Input::Checkbox,

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 pub use capacity_providers::{ProviderShare, ProviderStrategy};
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
 pub use compat::{allowed, check_compatible, patterns};
-pub use ec2_capacity::{Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE};
+pub use ec2_capacity::{Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE, SCALE_OUT_WAIT_SECONDS};
 pub use elastic_profile::{validate_elastic_profile, ElasticProfile, Reuse, AGENT_CONTAINER};
 pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};
 pub use views::{cluster_profile_view, elastic_profile_view};

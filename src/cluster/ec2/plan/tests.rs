@@ -204,9 +204,10 @@ fn placements_use_up_room_within_one_pass() {
 #[test]
 fn patient_scale_out_waits_for_room_on_a_busy_instance_before_launching() {
     let full = vec![registered("i-full", Resources::new(0, 282), 4, None)];
-    let p = plan(&full, &demands(1), &policy(), at(299));
+    let patience = LAUNCH_PATIENCE.as_secs();
+    let p = plan(&full, &demands(1), &policy(), at(patience - 1));
     assert_eq!((p.waiting, p.launch.len()), (1, 0), "a task of i-full may end first: {p:?}");
-    let p = plan(&full, &demands(1), &policy(), at(300));
+    let p = plan(&full, &demands(1), &policy(), at(patience));
     assert_eq!(p.launch.len(), 1, "waited Ec2ScaleOutWaitSeconds: launched for");
     let impatient = Policy { rules: Rules { patient_scale_out: false, ..Rules::default() }, ..policy() };
     assert_eq!(plan(&full, &demands(1), &impatient, at(1)).launch.len(), 1);
@@ -216,9 +217,6 @@ fn patient_scale_out_waits_for_room_on_a_busy_instance_before_launching() {
     let minute = Policy { launch_patience: Duration::from_secs(60), ..policy() };
     assert_eq!(plan(&full, &demands(1), &minute, at(59)).launch.len(), 0);
     assert_eq!(plan(&full, &demands(1), &minute, at(60)).launch.len(), 1);
-    // A task needing a whole instance: no busy instance is likely to empty for it soon.
-    let whole = demand("whole", Resources::new(4096, 7000));
-    assert_eq!(plan(&full, &[whole], &policy(), at(1)).launch.len(), 1);
     // No busy instance that could take it: of another OS, spot for work that must run on
     // demand, or none busy at all.
     let win = Demand { os: OsClass::Windows, ..demand("w", JOB) };
@@ -234,6 +232,50 @@ fn patient_scale_out_waits_for_room_on_a_busy_instance_before_launching() {
     // A starting instance still takes it into account (nothing more launched).
     let p = plan(&[full[0].clone(), starting("i-new", 200)], &demands(1), &policy(), at(400));
     assert!(p.launch.is_empty(), "{p:?}");
+}
+
+#[test]
+fn no_more_work_waits_than_three_quarters_of_the_work_running() {
+    // Two full instances run about two instances' work: 1.5 instances' worth may wait for room.
+    let full = |id| registered(id, Resources::new(0, 282), 4, None);
+    let busy = [full("i-a"), full("i-b")];
+    let quarters: Vec<Demand> = (0..8).map(|i| Demand { since: at(i), ..demand(&format!("d{i}"), JOB) }).collect();
+    let p = plan(&busy, &quarters, &policy(), at(10));
+    assert_eq!((p.waiting, p.launch.len()), (8, 1), "the 6 oldest wait, the newest 2 launch one: {p:?}");
+    // The bound is per OS: Windows work does not use up the Linux allowance.
+    let mut mixed_os = quarters[..6].to_vec();
+    mixed_os.push(Demand { os: OsClass::Windows, ..demand("w", JOB) });
+    assert_eq!(
+        oses(&plan(&busy, &mixed_os, &policy(), at(10)).launch),
+        vec![OsClass::Windows],
+        "no busy Windows instance"
+    );
+    // Without the rule every task waits out its patience.
+    let unbounded = Policy { rules: Rules { waiting_bounded: false, ..Rules::default() }, ..policy() };
+    assert!(plan(&busy, &quarters, &unbounded, at(10)).launch.is_empty());
+    // One half-full instance: a half-instance task is more than three quarters of its work.
+    let half = [registered("i-half", Resources::new(2048, 3741), 2, None)];
+    assert_eq!(plan(&half, &[demand("big", Resources::new(2560, 3000))], &policy(), at(1)).launch.len(), 1);
+    assert!(plan(&half, &[demand("small", Resources::new(1024, 1800))], &policy(), at(1)).launch.is_empty());
+}
+
+#[test]
+fn a_task_needing_a_whole_instance_waits_for_a_busy_one_to_empty() {
+    let full = |id| registered(id, Resources::new(0, 282), 4, None);
+    let busy = [full("i-a"), full("i-b")];
+    let whole = demand("whole", Resources::new(4096, 7000));
+    let p = plan(&busy, std::slice::from_ref(&whole), &policy(), at(1));
+    assert_eq!((p.waiting, p.launch.len()), (1, 0), "{p:?}");
+    // Once one empties it goes there; after the patience it is launched for.
+    let emptied = [full("i-a"), registered("i-b", BOX, 0, Some(1))];
+    let p = plan(&emptied, std::slice::from_ref(&whole), &policy(), at(2));
+    assert_eq!(p.start, vec![Placement { demand: "whole".into(), instance: "i-b".into() }]);
+    assert_eq!(plan(&busy, std::slice::from_ref(&whole), &policy(), at(LAUNCH_PATIENCE.as_secs())).launch.len(), 1);
+    // One busy instance runs less work than the task needs: launched for at once.
+    assert_eq!(plan(&busy[..1], std::slice::from_ref(&whole), &policy(), at(1)).launch.len(), 1);
+    // Without the rule such a task launches at once.
+    let at_once = Policy { rules: Rules { whole_tasks_wait: false, ..Rules::default() }, ..policy() };
+    assert_eq!(plan(&busy, &[whole], &at_once, at(1)).launch.len(), 1);
 }
 
 #[test]
