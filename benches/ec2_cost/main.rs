@@ -411,7 +411,7 @@ fn main() {
         xlarge("c5.xlarge, defaults (idle 10 min), max 50", 0, 10, all),
         xlarge("  Ec2ScaleOutWaitSeconds 0 (launch at once)", 0, 10, Rules { patient_scale_out: false, ..all }),
         xlarge("  without slack is the spare", 0, 10, Rules { slack_is_the_spare: false, ..all }),
-        xlarge("  one warm spare only (the rules before)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
+        xlarge("  one warm spare only (before issue 18)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
         xlarge("  none of the rules (every idle kept)", 0, 10, Rules::NONE),
         xlarge("  without the bound on waiting work", 0, 10, Rules { waiting_bounded: false, ..all }),
         xlarge("  whole-instance tasks launch at once", 0, 10, Rules { whole_tasks_wait: false, ..all }),

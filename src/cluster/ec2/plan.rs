@@ -8,11 +8,12 @@
 //! 2. **Place**: waiting tasks, largest first (dominant share of an instance), each on the usable
 //!    instance of its OS and CPU architecture where it fits most tightly (best fit: the fullest
 //!    that fits, so empty instances stay empty and the emptiest busy ones drain, and can retire).
-//!    With patient scale-out, a task that did not fit waits up to `Ec2ScaleOutWaitSeconds` for
-//!    room to free on a busy instance of its OS and architecture before step 3 launches for it
-//!    (unless no such instance has a task), a task needing a whole instance for a busy one to
-//!    empty; but only while the work waiting, oldest first, is at most [`WAITING_WORK`] of the
-//!    work those instances run: past that the load is rising, and the rest launch at once.
+//!    With patient scale-out (`impatient`), a task that did not fit waits up to
+//!    `Ec2ScaleOutWaitSeconds` for room to free on a busy instance of its OS and architecture
+//!    that could hold it (one needing a whole instance waits for a busy one to empty) before
+//!    step 3 launches for it; but only while the work waiting, oldest first, is at most
+//!    [`WAITING_WORK`] of the work those instances run: past that the load is rising, and the
+//!    rest launch at once.
 //! 3. **Launch**: what did not fit is packed first-fit into the instances still starting (of its
 //!    OS and architecture, by their type's capacity), then into new instances; the new ones are
 //!    launched up to `Ec2MaxInstances` (starting instances count), then more to keep
@@ -98,8 +99,7 @@ pub struct Rules {
     /// the warm capacity: no idle instance is kept as the spare, and every idle one goes at once.
     pub slack_is_the_spare: bool,
     /// A waiting task launches a new instance only after `Ec2ScaleOutWaitSeconds` while a busy
-    /// instance of its OS may free room for it (most of the time one does, sooner); a task that
-    /// needs [`WHOLE`] of an instance, which only an empty one has, launches at once.
+    /// instance of its OS may free room for it (most of the time one does, sooner).
     pub patient_scale_out: bool,
     /// With patient scale-out, the work waiting for room is at most [`WAITING_WORK`] of the work
     /// running on the busy instances (of its OS and architecture); the oldest tasks wait, the rest
