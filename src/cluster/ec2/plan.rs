@@ -289,224 +289,267 @@ pub struct Plan {
 
 /// Decides one pass. `slots` are our instances, `demands` the waiting tasks.
 pub fn plan(slots: &[Slot], demands: &[Demand], policy: &Policy, now: SystemTime) -> Plan {
-    let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
-    let mut out = Plan::default();
-    let mut gone = vec![false; slots.len()];
-
-    // 1. The broken.
-    for (i, s) in slots.iter().enumerate().filter(|(_, s)| !s.retiring) {
-        let reason = match &s.registered {
-            None if age(s.launched_at) > policy.register_timeout => Some(RetireReason::NeverRegistered),
-            Some(r)
-                if !(r.usable && s.running)
-                    && r.tasks == 0
-                    && s.idle_since.is_some_and(|t| age(t) > policy.register_timeout) =>
-            {
-                Some(RetireReason::Unhealthy)
-            }
-            _ => None,
-        };
-        if let Some(reason) = reason {
-            gone[i] = true;
-            out.retire.push(Retirement { instance: s.id.clone(), reason });
-        }
-    }
-
-    // 2. Place, largest first, best fit.
-    let mut rooms: Vec<Option<(Resources, u32)>> = slots
-        .iter()
-        .zip(&gone)
-        .map(|(s, gone)| match &s.registered {
-            Some(r) if r.usable && s.running && !s.retiring && !gone => Some((r.remaining, r.tasks)),
-            _ => None,
-        })
-        .collect();
-    let mut order: Vec<&Demand> = demands.iter().collect();
-    order.sort_by(|a, b| larger_first(a, b, policy.reference()));
-    let mut unplaced = Vec::new();
-    for d in order {
-        let best = rooms
-            .iter()
-            .enumerate()
-            .filter_map(|(i, room)| room.map(|(left, tasks)| (i, left, tasks)))
-            .filter(|(i, left, _)| {
-                let s = &slots[*i];
-                s.os == d.os && s.arch == d.arch && !(d.on_demand && s.spot) && left.fits(d.need)
-            })
-            .min_by(|a, b| tighter(a, b, d.need, slots));
-        let of_arch = || policy.types.iter().filter(|t| t.arch == d.arch);
-        match best {
-            Some((i, left, tasks)) => {
-                rooms[i] = Some((left.minus(d.need), tasks + 1));
-                out.start.push(Placement { demand: d.id.clone(), instance: slots[i].id.clone() });
-            }
-            None if of_arch().next().is_none() => out.no_type.push(d.id.clone()),
-            None if of_arch().all(|t| t.known && !t.capacity.fits(d.need)) => out.too_big.push(d.id.clone()),
-            None => unplaced.push(d),
-        }
-    }
-    out.waiting = unplaced.len();
+    let mut pass = Pass { slots, policy, now, gone: vec![false; slots.len()], rooms: Vec::new(), out: Plan::default() };
+    pass.retire_broken();
+    let mut unplaced = pass.place(demands);
+    pass.out.waiting = unplaced.len();
     if policy.rules.patient_scale_out {
-        unplaced = impatient(unplaced, &rooms, slots, policy, now);
+        unplaced = pass.impatient(unplaced);
     }
-
-    // 3. Launch for the rest: first into instances still starting, then into new ones.
-    let alive = slots.iter().zip(&gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32;
-    // A demand that must run on demand fits on-demand bins only.
-    let mut bins: Vec<Bin> = slots
-        .iter()
-        .zip(&gone)
-        .filter(|(s, gone)| s.registered.is_none() && !s.retiring && !**gone)
-        .map(|(s, _)| {
-            let capacity =
-                policy.types.iter().find(|t| t.name == s.instance_type).map_or(policy.reference(), |t| t.capacity);
-            Bin { os: s.os, arch: s.arch, on_demand: !s.spot, capacity, left: capacity, new: false }
-        })
-        .collect();
-    for d in unplaced {
-        let fits =
-            |b: &&mut Bin| b.os == d.os && b.arch == d.arch && (b.on_demand || !d.on_demand) && b.left.fits(d.need);
-        match bins.iter_mut().find(fits) {
-            Some(bin) => bin.left = bin.left.minus(d.need),
-            None => bins.extend(Bin::new_for(policy, d.os, d.arch, d.on_demand, d.need)),
-        }
-    }
-    // Instances whose room is kept for reruns: not idle while it is.
-    let mut kept_for_reruns = vec![false; slots.len()];
-    for (os, arch, need) in coming_back(slots) {
-        let room = rooms
-            .iter_mut()
-            .enumerate()
-            .filter(|(i, _)| slots[*i].os == os && slots[*i].arch == arch && !slots[*i].spot)
-            .find_map(|(i, room)| room.as_mut().filter(|(left, _)| left.fits(need)).map(|room| (i, room)));
-        if let Some((i, (left, _))) = room {
-            *left = left.minus(need);
-            kept_for_reruns[i] = true;
-            continue;
-        }
-        match bins.iter_mut().find(|b| b.os == os && b.arch == arch && b.on_demand && b.left.fits(need)) {
-            Some(bin) => bin.left = bin.left.minus(need),
-            None => bins.extend(Bin::new_for(policy, os, arch, true, need)),
-        }
-    }
-    let allowed = policy.max.saturating_sub(alive) as usize;
-    for bin in bins.iter().filter(|b| b.new).take(allowed) {
-        let used = bin.capacity.minus(bin.left);
-        let types = policy.cheapest_first().filter(|t| t.arch == bin.arch && (t.capacity.fits(used) || !t.known));
-        let mut types: Vec<String> = types.map(|t| t.name.clone()).collect();
-        let launch = if bin.on_demand { &mut out.launch_on_demand } else { &mut out.launch };
-        if policy.spot && !bin.on_demand && !types.is_empty() {
-            let turn = (policy.spot_turn + launch.len()) % types.len();
-            types.rotate_left(turn);
-        }
-        launch.push(Launch { os: bin.os, arch: bin.arch, types });
-    }
-    if let Some(first) = policy.types.first() {
-        while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
-            let mut types = vec![first.name.clone()];
-            types.extend(
-                policy
-                    .cheapest_first()
-                    .filter(|t| t.arch == first.arch && t.name != first.name)
-                    .map(|t| t.name.clone()),
-            );
-            out.launch.push(Launch { os: OsClass::Linux, arch: first.arch, types });
-        }
-    }
-
-    // 4. The idle, longest idle first, down to the minimum: the instance idle the shortest time
-    //    is the warm spare and waits `Ec2IdleMinutes`; the others are surplus and go sooner.
-    let mut idle: Vec<(usize, SystemTime)> = slots
-        .iter()
-        .enumerate()
-        .filter(|(i, s)| !s.retiring && !gone[*i] && s.registered.is_some() && !kept_for_reruns[*i])
-        .filter(|(i, _)| rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
-        .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
-        .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
-        .collect();
-    idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
-    let slack: f64 = rooms
-        .iter()
-        .zip(slots)
-        .filter_map(|(room, s)| room.zip(s.registered.as_ref()))
-        .filter(|((_, tasks), _)| *tasks > 0)
-        .map(|((left, _), r)| 1.0 - r.total.minus(left).share_of(r.total))
-        .sum();
-    let slack_is_the_spare = policy.rules.slack_is_the_spare && slack >= SLACK;
-    let surplus = if slack_is_the_spare { Duration::ZERO } else { surplus_idle(policy.idle) };
-    let last = idle.len().saturating_sub(1);
-    let mut keep = alive + out.launch.len() as u32;
-    for (rank, (i, since)) in idle.into_iter().enumerate() {
-        let spare = (rank == last || !policy.rules.one_warm_spare) && !slack_is_the_spare;
-        let wait = if spare { policy.idle } else { surplus };
-        if age(since) < wait {
-            continue;
-        }
-        if keep <= policy.min {
-            break;
-        }
-        keep -= 1;
-        out.retire.push(Retirement { instance: slots[i].id.clone(), reason: RetireReason::Idle });
-    }
-    out
+    let kept_for_reruns = pass.launch(unplaced);
+    pass.retire_idle(&kept_for_reruns);
+    pass.out
 }
 
-/// Patient scale-out: of the tasks that did not fit, those to launch for now. The others wait
-/// for room to free on a busy instance of their OS and architecture, oldest first, while:
-/// - they have waited less than `Ec2ScaleOutWaitSeconds`;
-/// - such an instance could hold them once room frees (its whole fits them; unless
-///   [`Rules::whole_tasks_wait`], they need less than [`WHOLE`] of it);
-/// - and, with [`Rules::waiting_bounded`], the work waiting so far, theirs included, is at most
-///   [`WAITING_WORK`] of the work running on those instances. More than that will not find room
-///   soon (the load is rising), so it is launched for at once.
-///
-/// Work is counted in shares of the first listed type (the dominant one of CPU and memory).
-fn impatient<'d>(
-    unplaced: Vec<&'d Demand>,
-    rooms: &[Option<(Resources, u32)>],
-    slots: &[Slot],
-    policy: &Policy,
+/// One pass's state, handed from step to step.
+struct Pass<'a> {
+    slots: &'a [Slot],
+    policy: &'a Policy,
     now: SystemTime,
-) -> Vec<&'d Demand> {
-    let rules = policy.rules;
-    let unit = policy.reference();
-    // The busy instances, with what each offers in all and what its tasks use.
-    let busy: Vec<(&Slot, Resources, Resources)> = rooms
-        .iter()
-        .zip(slots)
-        .filter_map(|(room, s)| room.zip(s.registered.as_ref()).map(|((left, tasks), r)| (s, left, tasks, r.total)))
-        .filter(|(_, _, tasks, _)| *tasks > 0)
-        .map(|(s, left, _, total)| (s, total, total.minus(left)))
-        .collect();
-    let could_hold = |d: &Demand| {
-        busy.iter().any(|(s, total, _)| {
-            s.os == d.os
-                && s.arch == d.arch
-                && !(d.on_demand && s.spot)
-                && total.fits(d.need)
-                && (rules.whole_tasks_wait || d.need.share_of(*total) < WHOLE)
-        })
-    };
-    let running = |os: OsClass, arch: Arch| -> f64 {
-        busy.iter().filter(|(s, _, _)| s.os == os && s.arch == arch).map(|(_, _, used)| used.share_of(unit)).sum()
-    };
-    let mut oldest_first = unplaced;
-    oldest_first.sort_by(|a, b| a.since.cmp(&b.since).then_with(|| a.id.cmp(&b.id)));
-    // The work waiting so far, by OS and architecture.
-    let mut waiting: HashMap<(OsClass, Arch), f64> = HashMap::new();
-    let mut launch = Vec::new();
-    for d in oldest_first {
-        let patient = now.duration_since(d.since).unwrap_or_default() < policy.launch_patience && could_hold(d);
-        let share = d.need.share_of(unit);
-        let queued = waiting.get(&(d.os, d.arch)).copied().unwrap_or(0.0);
-        let bounded = !rules.waiting_bounded || queued + share <= WAITING_WORK * running(d.os, d.arch);
-        if patient && bounded {
-            waiting.insert((d.os, d.arch), queued + share);
-        } else {
-            launch.push(d);
+    /// Instances retired in step 1, by index in `slots`.
+    gone: Vec<bool>,
+    /// Each usable instance's room left and task count, as placements (and room kept for reruns)
+    /// use it up; `None` for the others. Set in step 2.
+    rooms: Vec<Option<(Resources, u32)>>,
+    out: Plan,
+}
+
+impl Pass<'_> {
+    fn age(&self, t: SystemTime) -> Duration {
+        self.now.duration_since(t).unwrap_or_default()
+    }
+
+    /// Instances neither being retired nor retired in this pass.
+    fn alive(&self) -> u32 {
+        self.slots.iter().zip(&self.gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32
+    }
+
+    /// 1. The broken: never registered, or unusable with no task, for the register timeout.
+    fn retire_broken(&mut self) {
+        let timeout = self.policy.register_timeout;
+        for (i, s) in self.slots.iter().enumerate().filter(|(_, s)| !s.retiring) {
+            let reason = match &s.registered {
+                None if self.age(s.launched_at) > timeout => Some(RetireReason::NeverRegistered),
+                Some(r)
+                    if !(r.usable && s.running)
+                        && r.tasks == 0
+                        && s.idle_since.is_some_and(|t| self.age(t) > timeout) =>
+                {
+                    Some(RetireReason::Unhealthy)
+                }
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                self.gone[i] = true;
+                self.out.retire.push(Retirement { instance: s.id.clone(), reason });
+            }
         }
     }
-    launch
+
+    /// 2. Place, largest first, best fit. Returns the demands that fit no usable instance (the
+    ///    ones no listed type could ever hold are refused in the plan instead).
+    fn place<'d>(&mut self, demands: &'d [Demand]) -> Vec<&'d Demand> {
+        let (slots, policy) = (self.slots, self.policy);
+        self.rooms = slots
+            .iter()
+            .zip(&self.gone)
+            .map(|(s, gone)| match &s.registered {
+                Some(r) if r.usable && s.running && !s.retiring && !gone => Some((r.remaining, r.tasks)),
+                _ => None,
+            })
+            .collect();
+        let mut order: Vec<&Demand> = demands.iter().collect();
+        order.sort_by(|a, b| larger_first(a, b, policy.reference()));
+        let mut unplaced = Vec::new();
+        for d in order {
+            let best = self
+                .rooms
+                .iter()
+                .enumerate()
+                .filter_map(|(i, room)| room.map(|(left, tasks)| (i, left, tasks)))
+                .filter(|(i, left, _)| {
+                    let s = &slots[*i];
+                    s.os == d.os && s.arch == d.arch && !(d.on_demand && s.spot) && left.fits(d.need)
+                })
+                .min_by(|a, b| tighter(a, b, d.need, slots));
+            let of_arch = || policy.types.iter().filter(|t| t.arch == d.arch);
+            match best {
+                Some((i, left, tasks)) => {
+                    self.rooms[i] = Some((left.minus(d.need), tasks + 1));
+                    self.out.start.push(Placement { demand: d.id.clone(), instance: slots[i].id.clone() });
+                }
+                None if of_arch().next().is_none() => self.out.no_type.push(d.id.clone()),
+                None if of_arch().all(|t| t.known && !t.capacity.fits(d.need)) => self.out.too_big.push(d.id.clone()),
+                None => unplaced.push(d),
+            }
+        }
+        unplaced
+    }
+
+    /// 2b. Patient scale-out: of the tasks that did not fit, those to launch for now. The others wait
+    /// for room to free on a busy instance of their OS and architecture, oldest first, while:
+    /// - they have waited less than `Ec2ScaleOutWaitSeconds`;
+    /// - such an instance could hold them once room frees (its whole fits them; unless
+    ///   [`Rules::whole_tasks_wait`], they need less than [`WHOLE`] of it);
+    /// - and, with [`Rules::waiting_bounded`], the work waiting so far, theirs included, is at most
+    ///   [`WAITING_WORK`] of the work running on those instances. More than that will not find room
+    ///   soon (the load is rising), so it is launched for at once.
+    ///
+    /// Work is counted in shares of the first listed type (the dominant one of CPU and memory).
+    fn impatient<'d>(&self, unplaced: Vec<&'d Demand>) -> Vec<&'d Demand> {
+        let (slots, policy) = (self.slots, self.policy);
+        let rules = policy.rules;
+        let unit = policy.reference();
+        // The busy instances, with what each offers in all and what its tasks use.
+        let busy: Vec<(&Slot, Resources, Resources)> = self
+            .rooms
+            .iter()
+            .zip(slots)
+            .filter_map(|(room, s)| room.zip(s.registered.as_ref()).map(|((left, tasks), r)| (s, left, tasks, r.total)))
+            .filter(|(_, _, tasks, _)| *tasks > 0)
+            .map(|(s, left, _, total)| (s, total, total.minus(left)))
+            .collect();
+        let could_hold = |d: &Demand| {
+            busy.iter().any(|(s, total, _)| {
+                s.os == d.os
+                    && s.arch == d.arch
+                    && !(d.on_demand && s.spot)
+                    && total.fits(d.need)
+                    && (rules.whole_tasks_wait || d.need.share_of(*total) < WHOLE)
+            })
+        };
+        let running = |os: OsClass, arch: Arch| -> f64 {
+            busy.iter().filter(|(s, _, _)| s.os == os && s.arch == arch).map(|(_, _, used)| used.share_of(unit)).sum()
+        };
+        let mut oldest_first = unplaced;
+        oldest_first.sort_by(|a, b| a.since.cmp(&b.since).then_with(|| a.id.cmp(&b.id)));
+        // The work waiting so far, by OS and architecture.
+        let mut waiting: HashMap<(OsClass, Arch), f64> = HashMap::new();
+        let mut launch = Vec::new();
+        for d in oldest_first {
+            let patient = self.age(d.since) < policy.launch_patience && could_hold(d);
+            let share = d.need.share_of(unit);
+            let queued = waiting.get(&(d.os, d.arch)).copied().unwrap_or(0.0);
+            let bounded = !rules.waiting_bounded || queued + share <= WAITING_WORK * running(d.os, d.arch);
+            if patient && bounded {
+                waiting.insert((d.os, d.arch), queued + share);
+            } else {
+                launch.push(d);
+            }
+        }
+        launch
+    }
+
+    /// 3. Launch for the rest: first into instances still starting, then into new ones; then
+    ///    room for the reruns of Spot-warned instances, and instances to keep the minimum warm.
+    ///    Returns, by index in `slots`, the instances whose room is kept for reruns.
+    fn launch(&mut self, unplaced: Vec<&Demand>) -> Vec<bool> {
+        let (slots, policy) = (self.slots, self.policy);
+        let alive = self.alive();
+        // A demand that must run on demand fits on-demand bins only.
+        let mut bins: Vec<Bin> = slots
+            .iter()
+            .zip(&self.gone)
+            .filter(|(s, gone)| s.registered.is_none() && !s.retiring && !**gone)
+            .map(|(s, _)| {
+                let capacity =
+                    policy.types.iter().find(|t| t.name == s.instance_type).map_or(policy.reference(), |t| t.capacity);
+                Bin { os: s.os, arch: s.arch, on_demand: !s.spot, capacity, left: capacity, new: false }
+            })
+            .collect();
+        for d in unplaced {
+            let fits =
+                |b: &&mut Bin| b.os == d.os && b.arch == d.arch && (b.on_demand || !d.on_demand) && b.left.fits(d.need);
+            match bins.iter_mut().find(fits) {
+                Some(bin) => bin.left = bin.left.minus(d.need),
+                None => bins.extend(Bin::new_for(policy, d.os, d.arch, d.on_demand, d.need)),
+            }
+        }
+        // Instances whose room is kept for reruns: not idle while it is.
+        let mut kept_for_reruns = vec![false; slots.len()];
+        for (os, arch, need) in coming_back(slots) {
+            let room = self
+                .rooms
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| slots[*i].os == os && slots[*i].arch == arch && !slots[*i].spot)
+                .find_map(|(i, room)| room.as_mut().filter(|(left, _)| left.fits(need)).map(|room| (i, room)));
+            if let Some((i, (left, _))) = room {
+                *left = left.minus(need);
+                kept_for_reruns[i] = true;
+                continue;
+            }
+            match bins.iter_mut().find(|b| b.os == os && b.arch == arch && b.on_demand && b.left.fits(need)) {
+                Some(bin) => bin.left = bin.left.minus(need),
+                None => bins.extend(Bin::new_for(policy, os, arch, true, need)),
+            }
+        }
+        let out = &mut self.out;
+        let allowed = policy.max.saturating_sub(alive) as usize;
+        for bin in bins.iter().filter(|b| b.new).take(allowed) {
+            let used = bin.capacity.minus(bin.left);
+            let types = policy.cheapest_first().filter(|t| t.arch == bin.arch && (t.capacity.fits(used) || !t.known));
+            let mut types: Vec<String> = types.map(|t| t.name.clone()).collect();
+            let launch = if bin.on_demand { &mut out.launch_on_demand } else { &mut out.launch };
+            if policy.spot && !bin.on_demand && !types.is_empty() {
+                let turn = (policy.spot_turn + launch.len()) % types.len();
+                types.rotate_left(turn);
+            }
+            launch.push(Launch { os: bin.os, arch: bin.arch, types });
+        }
+        if let Some(first) = policy.types.first() {
+            while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
+                let mut types = vec![first.name.clone()];
+                types.extend(
+                    policy
+                        .cheapest_first()
+                        .filter(|t| t.arch == first.arch && t.name != first.name)
+                        .map(|t| t.name.clone()),
+                );
+                out.launch.push(Launch { os: OsClass::Linux, arch: first.arch, types });
+            }
+        }
+        kept_for_reruns
+    }
+
+    /// 4. The idle, longest idle first, down to the minimum: the instance idle the shortest time
+    ///    is the warm spare and waits `Ec2IdleMinutes`; the others are surplus and go sooner.
+    fn retire_idle(&mut self, kept_for_reruns: &[bool]) {
+        let (slots, policy) = (self.slots, self.policy);
+        let mut idle: Vec<(usize, SystemTime)> = slots
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| !s.retiring && !self.gone[*i] && s.registered.is_some() && !kept_for_reruns[*i])
+            .filter(|(i, _)| self.rooms[*i].is_none_or(|(_, tasks)| tasks == 0))
+            .filter(|(_, s)| s.registered.as_ref().is_some_and(|r| r.tasks == 0))
+            .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
+            .collect();
+        idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
+        let slack: f64 = self
+            .rooms
+            .iter()
+            .zip(slots)
+            .filter_map(|(room, s)| room.zip(s.registered.as_ref()))
+            .filter(|((_, tasks), _)| *tasks > 0)
+            .map(|((left, _), r)| 1.0 - r.total.minus(left).share_of(r.total))
+            .sum();
+        let slack_is_the_spare = policy.rules.slack_is_the_spare && slack >= SLACK;
+        let surplus = if slack_is_the_spare { Duration::ZERO } else { surplus_idle(policy.idle) };
+        let last = idle.len().saturating_sub(1);
+        let mut keep = self.alive() + self.out.launch.len() as u32;
+        for (rank, (i, since)) in idle.into_iter().enumerate() {
+            let spare = (rank == last || !policy.rules.one_warm_spare) && !slack_is_the_spare;
+            let wait = if spare { policy.idle } else { surplus };
+            if self.age(since) < wait {
+                continue;
+            }
+            if keep <= policy.min {
+                break;
+            }
+            keep -= 1;
+            self.out.retire.push(Retirement { instance: slots[i].id.clone(), reason: RetireReason::Idle });
+        }
+    }
 }
 
 /// The work that will come back from instances EC2 Spot warned about: while such an instance
