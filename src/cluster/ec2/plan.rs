@@ -324,6 +324,17 @@ impl Pass<'_> {
         self.slots.iter().zip(&self.gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32
     }
 
+    /// The usable instances with a task (counting this pass's placements), each with what it
+    /// offers in all and what its tasks use.
+    fn busy(&self) -> impl Iterator<Item = (&Slot, Resources, Resources)> {
+        self.rooms
+            .iter()
+            .zip(self.slots)
+            .filter_map(|(room, s)| room.zip(s.registered.as_ref()).map(|(room, r)| (s, room, r.total)))
+            .filter(|(_, (_, tasks), _)| *tasks > 0)
+            .map(|(s, (left, _), total)| (s, total, total.minus(left)))
+    }
+
     /// 1. The broken: never registered, or unusable with no task, for the register timeout.
     fn retire_broken(&mut self) {
         let timeout = self.policy.register_timeout;
@@ -397,18 +408,10 @@ impl Pass<'_> {
     ///
     /// Work is counted in shares of the first listed type (the dominant one of CPU and memory).
     fn impatient<'d>(&self, unplaced: Vec<&'d Demand>) -> Vec<&'d Demand> {
-        let (slots, policy) = (self.slots, self.policy);
+        let policy = self.policy;
         let rules = policy.rules;
         let unit = policy.reference();
-        // The busy instances, with what each offers in all and what its tasks use.
-        let busy: Vec<(&Slot, Resources, Resources)> = self
-            .rooms
-            .iter()
-            .zip(slots)
-            .filter_map(|(room, s)| room.zip(s.registered.as_ref()).map(|((left, tasks), r)| (s, left, tasks, r.total)))
-            .filter(|(_, _, tasks, _)| *tasks > 0)
-            .map(|(s, left, _, total)| (s, total, total.minus(left)))
-            .collect();
+        let busy: Vec<(&Slot, Resources, Resources)> = self.busy().collect();
         let could_hold = |d: &Demand| {
             busy.iter().any(|(s, total, _)| {
                 s.os == d.os
@@ -525,14 +528,7 @@ impl Pass<'_> {
             .filter_map(|(i, s)| s.idle_since.map(|t| (i, t)))
             .collect();
         idle.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| slots[a.0].id.cmp(&slots[b.0].id)));
-        let slack: f64 = self
-            .rooms
-            .iter()
-            .zip(slots)
-            .filter_map(|(room, s)| room.zip(s.registered.as_ref()))
-            .filter(|((_, tasks), _)| *tasks > 0)
-            .map(|((left, _), r)| 1.0 - r.total.minus(left).share_of(r.total))
-            .sum();
+        let slack: f64 = self.busy().map(|(_, total, used)| 1.0 - used.share_of(total)).sum();
         let slack_is_the_spare = policy.rules.slack_is_the_spare && slack >= SLACK;
         let surplus = if slack_is_the_spare { Duration::ZERO } else { surplus_idle(policy.idle) };
         let last = idle.len().saturating_sub(1);
