@@ -54,7 +54,7 @@ if [ "$jar_mode" = 1 ]; then
   [ -f "$jar" ] || { echo "maven made no $jar" >&2; exit 1; }
 fi
 
-# Each example cluster profile with the elastic profiles meant for it (tests/cli_validate.rs
+# Each example cluster profile with the elastic profiles meant for it (tests/local/cli_validate.rs
 # checks the same pairs).
 iam_policies() {
   local out="$1"
@@ -100,7 +100,7 @@ cp -r profiles "$root/"
 if [ -n "$jar" ]; then cp "$jar" "$root/"; fi
 cp docs/*.md "$root/docs/"
 iam_policies "$root/iam"
-# The archive's policies are the ones committed under packaging/iam (tests/packaging.rs too).
+# The archive's policies are the ones committed under packaging/iam (tests/local/packaging.rs too).
 for f in "$root"/iam/*.json; do
   cmp -s "$f" "packaging/iam/$(basename "$f")" \
     || { echo "packaging/iam/$(basename "$f") is stale: run packaging/build.sh iam" >&2; exit 1; }

@@ -95,7 +95,7 @@ pub async fn figures(agents: usize) -> (Vec<Row>, String) {
     let note = format!(
         "Events: {agents} agents; 5 tasks stopped by hand one at a time, agents deleted after {took:?}, with {ecs_reads_between} \
          ECS reads meanwhile (the events need none); {sent} events sent by the EventBridge stand-in; server-ping only waits \
-         for the next ping (tests/e2e_events.rs measures 10 s at a 10 s interval)"
+         for the next ping (tests/e2e/events.rs measures 10 s at a 10 s interval)"
     );
     drop(sim);
     (rows, note)

@@ -1,5 +1,5 @@
 //! The benchmark's machinery, shared by `benches/floors.rs` (every figure at full size, timed)
-//! and `tests/bench_counts.rs` (the call-count figures at smaller N, asserted in CI):
+//! and `tests/e2e/bench_counts.rs` (the call-count figures at smaller N, asserted in CI):
 //!
 //! - [`figures`]: one function per figure; each builds its own world (a fresh moto, the counting
 //!   proxy with AWS-like rules, the real plugin binary), measures, and returns table rows;

@@ -3,7 +3,7 @@
 //! proxy refuses what AWS refuses, in AWS's wire format (ECS `{"__type":..,"message":..}` with
 //! HTTP 400, EC2 `<Response><Errors><Error>` XML, STS `<ErrorResponse>` XML), never forwarding the
 //! refused call; and it makes moto answer as AWS does where they differ (client tokens, ListTasks
-//! paging and defaults). [`super::proxy::Proxy::start`] installs all of them; `tests/aws_rules.rs`
+//! paging and defaults). [`super::proxy::Proxy::start`] installs all of them; `tests/e2e/aws_rules.rs`
 //! proves each one refuses a call that breaks it and passes one that keeps it.
 //!
 //! Every refusal is logged on stderr (`aws-rules: refused ecs:RunTask (123456789012/us-east-1):

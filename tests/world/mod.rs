@@ -1,6 +1,6 @@
 //! The end-to-end test world (DESIGN.md §7): moto as AWS, a proxy in front of it, a GoCD host
 //! simulator driving the real plugin binary over stdio, and an agent simulator playing the
-//! containers. Shared by the `tests/e2e_*.rs` crates through `mod world;`.
+//! containers. Compiled once, into the `tests/e2e` binary (and the `floors` bench).
 //!
 //! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.

@@ -1,8 +1,6 @@
 //! Runs the real binary on NDJSON transcripts and checks that stdout holds nothing but protocol
 //! lines, each answered as PROTOCOL.md says. Also `--help`, `--version` and signal shutdown.
 
-#![allow(clippy::tests_outside_test_module)] // integration tests are test modules already
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 

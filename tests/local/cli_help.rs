@@ -1,8 +1,6 @@
 //! `--version` and `--help` of the binary and of every subcommand, with examples; bad arguments
 //! exit 2 (clap), and `--version` goes to stdout only.
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");

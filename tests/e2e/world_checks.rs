@@ -5,21 +5,18 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::time::Duration;
 
+use crate::world::host::PLUGIN_ID;
+use crate::world::moto::{self, aws_error_text, BASE_ACCOUNT};
+use crate::world::proxy::rules;
+use crate::world::*;
 use aws_sdk_ecs::types::{
     AwsVpcConfiguration, CapacityProviderStrategyItem, Compatibility, ContainerDefinition, ContainerOverride,
     KeyValuePair, NetworkConfiguration, NetworkMode, Tag, TaskOverride,
 };
 use serde_json::json;
-use world::host::PLUGIN_ID;
-use world::moto::{self, aws_error_text, BASE_ACCOUNT};
-use world::proxy::rules;
-use world::*;
 
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 

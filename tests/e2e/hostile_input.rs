@@ -20,22 +20,19 @@
 //!
 //! Parts 2 and 3 need `MOTO_SERVER` (see `scripts/moto.sh`); they panic without it, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::world::*;
 use ecs_elastic_agent::protocol::requests::ALL_NAMES;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpListener;
 use tokio::process::Command;
 use tokio::sync::mpsc;
-use world::*;
 
 // ---------------------------------------------------------------------------------------------
 // The generator.

@@ -1,8 +1,6 @@
 //! Drives the server core (`server::serve`) through in-memory pipes, playing the host
 //! (nushell's `serve_plugin_io` tests, lsp-server's `Connection::memory`).
 
-#![allow(clippy::tests_outside_test_module)] // integration tests are test modules already
-
 use std::time::Duration;
 
 use ecs_elastic_agent::server::{serve, ServeOptions};

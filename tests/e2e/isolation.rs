@@ -11,25 +11,21 @@
 //!
 //! Every test ends with the checks of `Scenario::finish`. Needs `MOTO_SERVER`; never skips.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
+use crate::world;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use crate::reliability::*;
+use crate::world::host::{HostState, JobState};
+use crate::world::moto::{self, aws_error_text, REGION};
+use crate::world::profiles::IMAGE;
+use crate::world::*;
 use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{
     AwsVpcConfiguration, Compatibility, ContainerDefinition, LaunchType, NetworkConfiguration, NetworkMode, Tag,
     TaskDefinitionStatus,
 };
 use ecs_elastic_agent::cluster::identity::cluster_key;
-use reliability::*;
-use world::host::{HostState, JobState};
-use world::moto::{self, aws_error_text, REGION};
-use world::profiles::IMAGE;
-use world::*;
 
 /// A host on `proxy` (no metrics endpoint: one per test is enough).
 fn plain_config(proxy: &Proxy) -> HostConfig {

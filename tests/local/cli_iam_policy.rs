@@ -4,8 +4,6 @@
 //! Each invocation prints one document as IAM takes it (`--document`), and the policy allows
 //! every AWS call the plugin's source makes, with the tag and cluster conditions IAM enforces.
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

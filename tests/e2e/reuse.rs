@@ -10,17 +10,13 @@
 //! is ruled out by the engine test `a_kept_agent_is_bound_to_exactly_one_job_under_concurrent_asks`.)
 //! Needs `MOTO_SERVER`; never skips.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
+use crate::world;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use reliability::*;
-use world::host::{JobHandle, JobState, Props};
-use world::*;
+use crate::reliability::*;
+use crate::world::host::{JobHandle, JobState, Props};
+use crate::world::*;
 
 /// GoCD's agent poll interval in this world (`assign_interval`): what a warm job waits at best.
 const COLD_START: Duration = Duration::from_secs(4);

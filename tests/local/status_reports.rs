@@ -6,8 +6,6 @@
 //! With `STATUS_REPORTS_DIR=DIR` the rendered pages are also written there (`scripts/screenshots`
 //! photographs them).
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 

@@ -7,18 +7,14 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
 use std::time::Duration;
 
+use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
+use crate::world::host::{HostState, Props};
+use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID};
+use crate::world::profiles::{cluster_props, IMAGE};
+use crate::world::*;
 use serde_json::{json, Value};
-use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
-use world::host::{HostState, Props};
-use world::moto::{REGION, TEST_ACCESS_KEY_ID};
-use world::profiles::{cluster_props, IMAGE};
-use world::*;
 
 const TASK_ROLE: &str = "arn:aws:iam::123456789012:role/gocd-task-build";
 const EXEC_ROLE: &str = "arn:aws:iam::123456789012:role/gocd-exec-ci";

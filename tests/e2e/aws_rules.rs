@@ -6,12 +6,12 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::world::aws_rules;
+use crate::world::moto::{self, aws_error_text, DefaultNetwork, StaticCredentials};
+use crate::world::*;
 use aws_config::retry::RetryConfig;
 use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{
@@ -23,9 +23,6 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use base64::Engine;
-use world::aws_rules;
-use world::moto::{self, aws_error_text, DefaultNetwork, StaticCredentials};
-use world::*;
 
 const CLUSTER: &str = "rules";
 const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";

@@ -4,17 +4,13 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::world::moto::{self, free_port, REGION};
+use crate::world::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use world::moto::{self, free_port, REGION};
-use world::*;
 
 /// (status line, headers, body) of one HTTP/1.1 exchange; the server closes the connection.
 async fn http_get(addr: SocketAddr, path: &str) -> (String, String, String) {

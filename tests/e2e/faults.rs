@@ -10,20 +10,16 @@
 //!   that cannot be assumed, STS errors): no key, secret or token reaches what operators read.
 //!
 //! Each test ends in `Scenario::finish` (no task left, secret scan, `FIGURES:` line; see
-//! `tests/reliability/mod.rs`). `FAULT_SEED=<n>` replays a run's fault decisions.
+//! `tests/e2e/reliability.rs`). `FAULT_SEED=<n>` replays a run's fault decisions.
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
+use crate::world;
 use std::time::{Duration, Instant};
 
-use reliability::*;
-use world::proxy::faults::{FaultRates, Faults};
-use world::proxy::rules;
-use world::*;
+use crate::reliability::*;
+use crate::world::proxy::faults::{FaultRates, Faults};
+use crate::world::proxy::rules;
+use crate::world::*;
 
 /// 100 jobs, every AWS call of the plugin at 30% throttling, 5% 5xx, 2% dropped connections
 /// (half after moto acted) and 5% with up to 200 ms latency: one agent per job, all finish,

@@ -1,10 +1,10 @@
-//! What the reliability tests (`e2e_faults`, `e2e_crash`, `e2e_isolation`) share beyond the
-//! world's [`Scenario`]: the plugin's own call counters from its metrics endpoint, the checks
-//! every test ends with ([`Scenario::finish`]: no task of ours left running, no job with two
-//! tasks, no registration GoCD refused, no secret in anything operators read, a clean shutdown)
-//! and the `FIGURES:` line.
+//! What the reliability tests (`faults`, `crash`, `isolation`, `capacity`, `reuse`, `tenancy`)
+//! share beyond the world's [`Scenario`]: the plugin's own call counters from its metrics
+//! endpoint, the checks every test ends with ([`Scenario::finish`]: no task of ours left running,
+//! no job with two tasks, no registration GoCD refused, no secret in anything operators read, a
+//! clean shutdown) and the `FIGURES:` line.
 //!
-//! Uses `crate::world` (each test crate declares `mod world;` before `mod reliability;`).
+//! Uses `crate::world`, the test world this binary compiles once.
 
 #![allow(dead_code)]
 

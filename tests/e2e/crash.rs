@@ -14,18 +14,13 @@
 //!
 //! Ends with the checks of `Scenario::finish`. Needs `MOTO_SERVER`; never skips.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reliability::*;
-use world::proxy::faults::splitmix64;
-use world::*;
+use crate::reliability::*;
+use crate::world::proxy::faults::splitmix64;
+use crate::world::*;
 
 /// A rule that holds the answer of the next call of `operation` (after moto acted on it) for
 /// ten minutes, once each time it is armed.

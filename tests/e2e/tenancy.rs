@@ -11,20 +11,16 @@
 //!
 //! Needs `MOTO_SERVER`; never skips.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
+use crate::world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use crate::reliability::*;
+use crate::world::host::Props;
+use crate::world::moto::{self, aws_error_text, StaticCredentials, REGION};
+use crate::world::proxy::Verdict;
+use crate::world::*;
 use aws_config::SdkConfig;
-use reliability::*;
-use world::host::Props;
-use world::moto::{self, aws_error_text, StaticCredentials, REGION};
-use world::proxy::Verdict;
-use world::*;
 
 /// Long-term keys of an IAM user in `account`, made through a role of that account (moto ties
 /// an access key to the account whose IAM created it), and an SDK config acting with them.

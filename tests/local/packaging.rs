@@ -6,8 +6,6 @@
 //! `<cluster>.json` the policy, with RoleArn also `<cluster>.trust-policy.json` and
 //! `<cluster>.caller-policy.json`, each a bare document IAM takes as it is.
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

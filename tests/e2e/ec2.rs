@@ -5,27 +5,24 @@
 //! agent simulator registering the agents of its tasks, and the instance simulator playing the
 //! ECS agent of every instance the plugin launches.
 //!
-//! Every scenario ends in [`Scenario::finish`]: every instance of ours terminated and its
+//! Every scenario ends in [`Scenario::finish_ec2`]: every instance of ours terminated and its
 //! container instance deregistered, no task left RUNNING, no secret in what operators read, a
 //! clean plugin shutdown, and one `FIGURES:` line on stderr (`-- --nocapture` shows them).
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
+use crate::world::host::{HostState, Props};
+use crate::world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
+use crate::world::profiles::{cluster_props, elastic_props, IMAGE};
+use crate::world::proxy::{Outcome, Verdict};
+use crate::world::*;
 use aws_config::SdkConfig;
-use world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
-use world::host::{HostState, Props};
-use world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
-use world::profiles::{cluster_props, elastic_props, IMAGE};
-use world::proxy::{Outcome, Verdict};
-use world::*;
 
 const AMI: &str = "ami-0abcdef1234567890";
 const INSTANCE_PROFILE: &str = "gocd-ecs-instance";
@@ -79,7 +76,7 @@ impl Scenario {
     }
 
     /// Waits for every instance to be terminated, then checks nothing is left.
-    async fn finish(self, host: GoCdHost, sim: AgentSimulator, ec2: InstanceSimulator, extra: &str) {
+    async fn finish_ec2(self, host: GoCdHost, sim: AgentSimulator, ec2: InstanceSimulator, extra: &str) {
         self.assert_no_aws_rule_broken();
         ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -212,7 +209,7 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
         "instances retired {retired_after:?} after the last job: before Ec2IdleMinutes"
     );
     let extra = format!("retired_after_last_job_s={}", retired_after.as_secs());
-    w.finish(host, sim, ec2, &extra).await;
+    w.finish_ec2(host, sim, ec2, &extra).await;
 }
 
 /// The EC2 instance type each task ran on, read from AWS as an operator would: DescribeTasks →
@@ -302,7 +299,7 @@ async fn windows_jobs_run_on_windows_instances_from_a_task_definition_ecs_accept
     let mut modes_sorted = modes.clone();
     modes_sorted.sort();
     assert_eq!(modes_sorted, [None, Some("bridge".to_string())], "Windows: ECS's default mode; Linux: bridge");
-    w.finish(host, sim, ec2, &format!("windows_ami={windows_ami}")).await;
+    w.finish_ec2(host, sim, ec2, &format!("windows_ami={windows_ami}")).await;
 }
 
 /// (a2) One cluster profile lists an x86 and a Graviton type (`c5.xlarge, c6g.xlarge`) with an
@@ -369,7 +366,7 @@ async fn x86_and_arm64_jobs_of_one_profile_run_on_instances_of_their_architectur
         instances.iter().filter(|i| i.instance_type == "c5.xlarge").count(),
         instances.iter().filter(|i| i.instance_type == "c6g.xlarge").count()
     );
-    w.finish(host, sim, ec2, &extra).await;
+    w.finish_ec2(host, sim, ec2, &extra).await;
 }
 
 /// (b) An instance that never registers is terminated after `Ec2RegisterTimeoutMinutes` (1), and
@@ -415,7 +412,7 @@ async fn an_instance_that_never_registers_is_terminated_and_its_work_placed_else
     })
     .await;
     let extra = format!("terminated_after_s={}", terminated_after.as_secs());
-    w.finish(host, sim, ec2, &extra).await;
+    w.finish_ec2(host, sim, ec2, &extra).await;
 }
 
 /// Whether a RunInstances asks for spot.
@@ -466,7 +463,7 @@ async fn spot_refused_for_capacity_falls_back_to_on_demand() {
         s.health_ever_mentions("InsufficientInstanceCapacity")
     })
     .await;
-    w.finish(host, sim, ec2, &format!("spot_refused={refused}")).await;
+    w.finish_ec2(host, sim, ec2, &format!("spot_refused={refused}")).await;
 }
 
 /// (c2) Several types with `Ec2Spot`: spot capacity refused for the first type falls to the next
@@ -512,7 +509,7 @@ async fn a_type_refused_for_spot_capacity_falls_to_the_next_type_before_on_deman
         s.health_ever_mentions("c5.xlarge: InsufficientInstanceCapacity")
     })
     .await;
-    w.finish(host, sim, ec2, "").await;
+    w.finish_ec2(host, sim, ec2, "").await;
 }
 
 /// (c3) Capacity refused for every spot type and, in the first zone, on demand too: the plugin
@@ -569,7 +566,7 @@ async fn capacity_refused_everywhere_but_one_zone_is_walked_within_ec2s_launch_r
     let instances = ec2.instances();
     assert_eq!(instances.len(), 1, "2 quarter tasks fit one instance: {instances:?}");
     assert_eq!((instances[0].instance_type.as_str(), instances[0].spot), ("c5.xlarge", false));
-    w.finish(host, sim, ec2, &format!("run_instances=10 walk_ms={}", span.as_millis())).await;
+    w.finish_ec2(host, sim, ec2, &format!("run_instances=10 walk_ms={}", span.as_millis())).await;
 }
 
 /// (d) The plugin is killed with 8 jobs running on 2 instances and 4 waiting for room; the new
@@ -604,7 +601,7 @@ async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
     let instances = ec2.instances();
     assert_eq!(instances.len(), 2, "the new process adopts the 2 instances instead of launching: {instances:?}");
     assert_eq!(w.proxy.count("ecs:StartTask"), 12);
-    w.finish(host, sim, ec2, "plugin_processes=2").await;
+    w.finish_ec2(host, sim, ec2, "plugin_processes=2").await;
 }
 
 /// A TerminateInstances the proxy saw: the access key that signed it and the instance ids.
@@ -750,7 +747,7 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
         }
     }
     let terminations = terminated.lock().unwrap().len();
-    w.finish(host, sim, ec2, &format!("terminate_calls={terminations}")).await;
+    w.finish_ec2(host, sim, ec2, &format!("terminate_calls={terminations}")).await;
 }
 
 /// A deleted EC2 cluster profile leaves nothing behind: its instances (kept up by

@@ -2,8 +2,6 @@
 //! meant for), problems come out one line each as `FILE: Key: message` with the messages of the
 //! v5 validate calls, elastic profiles are checked against the cluster profile, exit code 0 or 1.
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

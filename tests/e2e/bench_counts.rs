@@ -1,19 +1,12 @@
 //! The benchmark's call counts as a regression guard (`benches/floors.rs` runs them at full size,
 //! timed): AWS calls counted at the proxy, with ListTasks paged and DescribeTasks capped as AWS
 //! does. Counts are deterministic, so they are asserted; times are not, so they are only printed
-//! (`cargo test --test bench_counts -- --nocapture` shows each figure's table row).
+//! (`cargo test --test e2e bench_counts:: -- --nocapture` shows each figure's table row).
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
-#[path = "../benches/support/mod.rs"]
-mod support;
-
-use support::figures;
-use support::table::{Row, Table};
+use crate::support::figures;
+use crate::support::table::{Row, Table};
 
 fn check(rows: Vec<Row>) {
     let table = Table { rows, notes: Vec::new() };

@@ -1,8 +1,6 @@
 //! Logs: stderr only, text or JSON (`--log-format json`), levels from `RUST_LOG`, every request
 //! in a span with its name and id, no colour codes when stderr is not a terminal.
 
-#![allow(clippy::tests_outside_test_module)]
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 

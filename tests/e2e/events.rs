@@ -15,23 +15,20 @@
 //! Each ends with no task of ours running, no AWS rule broken, a secret scan, and a `FIGURES:`
 //! line (`-- --nocapture`). Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::time::{Duration, Instant};
 
-use world::eventbridge::{self, EventBridge};
-use world::moto;
-use world::profiles::{cluster_props, elastic_props};
-use world::*;
+use crate::world::eventbridge::{self, EventBridge};
+use crate::world::moto;
+use crate::world::profiles::{cluster_props, elastic_props};
+use crate::world::*;
 
 const CLUSTER: &str = "gocd-a";
 /// Longer than any of these tests waits for an event: a ping never does the events' work.
 const SLOW_PING: Duration = Duration::from_secs(30);
 
 impl Scenario {
-    async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
+    async fn finish_events(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(60)).await;
         self.dump_calls();
         let _ = host.plugin_status_report().await;
@@ -136,7 +133,7 @@ async fn with_events_a_task_stopped_by_hand_has_its_agent_deleted_within_seconds
     wait_for("the queue drained", Duration::from_secs(30), || async { eventbridge::queued(&base, &queue).await == 0 })
         .await;
     let events = bridge.with_state(|s| s.total());
-    w.finish(host, sim, &format!("detection_ms_events={} events_sent={events}", took.as_millis())).await;
+    w.finish_events(host, sim, &format!("detection_ms_events={} events_sent={events}", took.as_millis())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -173,7 +170,8 @@ async fn without_events_the_same_stop_waits_for_the_next_server_ping() {
     );
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
-    w.finish(host, sim, &format!("detection_ms_ping={} ping_interval_s={}", took.as_millis(), ping.as_secs())).await;
+    w.finish_events(host, sim, &format!("detection_ms_ping={} ping_interval_s={}", took.as_millis(), ping.as_secs()))
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -228,7 +226,7 @@ async fn events_of_tasks_that_are_not_ours_change_nothing() {
     }
     let job_id = host.with_state(|s| s.jobs[0].identifier.job_id);
     assert_eq!(sim.tasks_for_job(job_id), 1);
-    w.finish(host, sim, &format!("foreign_tasks={}", foreign.len())).await;
+    w.finish_events(host, sim, &format!("foreign_tasks={}", foreign.len())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -253,7 +251,7 @@ async fn an_unreadable_queue_falls_back_to_server_ping_with_a_health_warning() {
     let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3 + Duration::from_secs(10)).await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
-    w.finish(host, sim, &format!("detection_ms_broken_queue={}", took.as_millis())).await;
+    w.finish_events(host, sim, &format!("detection_ms_broken_queue={}", took.as_millis())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -280,7 +278,7 @@ async fn a_queue_no_rule_feeds_falls_back_to_server_ping_with_a_health_warning()
     .await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
-    w.finish(host, sim, &format!("detection_ms_silent_queue={}", took.as_millis())).await;
+    w.finish_events(host, sim, &format!("detection_ms_silent_queue={}", took.as_millis())).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -323,7 +321,7 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     assert!(host.with_state(|s| s.console.iter().any(|c| c.text.contains("on FARGATE (on-demand: Spot interrupted"))));
     let report = host.cluster_status_report("base").await.expect("cluster status report");
     assert!(report.body.to_string().contains("Spot interruptions"), "the report counts interruptions");
-    w.finish(host, sim, &format!("spot_detection_ms={}", took.as_millis())).await;
+    w.finish_events(host, sim, &format!("spot_detection_ms={}", took.as_millis())).await;
 }
 
 /// Starts a task of another tool (not the plugin's `startedBy`, none of its tags) in `cluster`.
@@ -476,7 +474,7 @@ async fn a_spot_warning_outlives_a_plugin_restart() {
     assert_eq!(markets.lock().unwrap().len(), 3, "nothing launched once the reruns came");
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     drop(ec2);
-    w.finish(host, sim, &format!("drained_instance={doomed}")).await;
+    w.finish_events(host, sim, &format!("drained_instance={doomed}")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -575,7 +573,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
     let report = host.cluster_status_report("ec2").await.expect("cluster status report").body.to_string();
     assert!(report.contains("Spot interruptions"), "the report counts interruptions");
     drop(ec2);
-    w.finish(
+    w.finish_events(
         host,
         sim,
         &format!("drained_instance={doomed} replacement_launched_after_ms={}", replacement_after.as_millis()),

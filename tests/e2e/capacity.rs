@@ -22,18 +22,14 @@
 //!
 //! Needs `MOTO_SERVER`; never skips.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod reliability;
-mod world;
-
+use crate::world;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::reliability::*;
+use crate::world::proxy::{rules, Outcome};
+use crate::world::*;
 use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStrategyItem, Resource};
-use reliability::*;
-use world::proxy::{rules, Outcome};
-use world::*;
 
 /// FARGATE takes the first two agents (base 2), then one in four; FARGATE_SPOT three in four.
 const STRATEGY: &str = "FARGATE:1:2\nFARGATE_SPOT:3";

@@ -2,26 +2,23 @@
 //! a fresh moto, a proxy in front of it (the plugin's `AWS_ENDPOINT_URL`), the real plugin driven
 //! by the GoCD host simulator, and the agent simulator registering the agents of its tasks.
 //!
-//! Every scenario ends in [`Scenario::finish`]: no task of ours left RUNNING (checked with the
+//! Every scenario ends in [`Scenario::finish_fargate`]: no task of ours left RUNNING (checked with the
 //! test's own SDK clients), no secret in what operators read, a clean plugin shutdown, and one
 //! `FIGURES:` line on stderr (AWS calls by operation, per quiet server-ping, AssumeRole and
-//! RegisterTaskDefinition counts, peak live tasks). `cargo test --test e2e_fargate -- --nocapture`
+//! RegisterTaskDefinition counts, peak live tasks). `cargo test --test e2e fargate:: -- --nocapture`
 //! shows them.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use world::host::HostState;
-use world::moto;
-use world::profiles::{cluster_props, elastic_props};
-use world::proxy::{rules, Outcome};
-use world::*;
+use crate::world::host::HostState;
+use crate::world::moto;
+use crate::world::profiles::{cluster_props, elastic_props};
+use crate::world::proxy::{rules, Outcome};
+use crate::world::*;
 
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 const DENIED_ROLE_ARN: &str = "arn:aws:iam::222222222222:role/gocd-forbidden";
@@ -29,7 +26,7 @@ const DENIED_ROLE_ARN: &str = "arn:aws:iam::222222222222:role/gocd-forbidden";
 impl Scenario {
     /// The common end: no live task, quiet-ping figures, status reports and secret scan, clean
     /// shutdown, the `FIGURES:` line.
-    async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
+    async fn finish_fargate(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(60)).await;
 
         self.dump_calls();
@@ -190,7 +187,7 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     );
     let role_calls = w.proxy.log().iter().filter(|r| r.assumed_account.as_deref() == Some("111111111111")).count();
     assert!(role_calls > 0, "no call acted in the role's account");
-    w.finish(host, sim, &format!("role_account_calls={role_calls}")).await;
+    w.finish_fargate(host, sim, &format!("role_account_calls={role_calls}")).await;
 }
 
 /// (b) create-agent re-sent 5 times for one waiting job starts one task.
@@ -232,7 +229,7 @@ async fn create_agent_resent_five_times_starts_one_task() {
     assert_all_done(&host, &sim).await;
     assert_eq!(w.proxy.count("ecs:RunTask"), 1);
     let posted = host.with_state(|s| s.job(job).create_agent_posted);
-    w.finish(host, sim, &format!("create_agent_posted={posted}")).await;
+    w.finish_fargate(host, sim, &format!("create_agent_posted={posted}")).await;
 }
 
 /// (c) a burst of 50 create-agent calls with `MaxAgents` 10 never has more than 10 live tasks,
@@ -265,7 +262,7 @@ async fn burst_of_fifty_never_exceeds_max_agents() {
     );
     assert_eq!(w.proxy.ecs_tasks_started(), 50);
     let posted: u32 = host.with_state(|s| s.jobs.iter().map(|j| j.create_agent_posted).sum());
-    w.finish(host, sim, &format!("create_agent_posted={posted}")).await;
+    w.finish_fargate(host, sim, &format!("create_agent_posted={posted}")).await;
 }
 
 /// (d) kill -9 the plugin with 10 agents live, start a new one: all 10 jobs finish and clean up.
@@ -295,7 +292,7 @@ async fn plugin_killed_with_ten_agents_live_and_restarted_finishes_every_job() {
     host.wait_until("all 10 jobs completed after the restart", Duration::from_secs(150), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     assert_eq!(w.proxy.count("ecs:RunTask"), 10, "the new process must adopt, not relaunch");
-    w.finish(host, sim, "plugin_processes=2").await;
+    w.finish_fargate(host, sim, "plugin_processes=2").await;
 }
 
 /// One job on one Fargate profile (`gocd-a`), building on its agent.
@@ -356,7 +353,7 @@ async fn task_stopped_by_hand_gets_its_agent_deleted_with_the_reason() {
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
     assert_eq!(sim.tasks_for_job(first_job_id), 1);
-    w.finish(host, sim, &format!("agent_deleted_after_ms={}", deleted_after.as_millis())).await;
+    w.finish_fargate(host, sim, &format!("agent_deleted_after_ms={}", deleted_after.as_millis())).await;
 }
 
 /// (e2) a task ECS has forgotten: an operator stops it through AWS while the plugin is not
@@ -403,7 +400,7 @@ async fn a_task_ecs_has_forgotten_gets_its_agent_deleted() {
     assert!(described >= 1, "the plugin never described the task it had lost");
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     assert_all_done(&host, &sim).await;
-    w.finish(host, sim, "").await;
+    w.finish_fargate(host, sim, "").await;
 }
 
 /// (f) a job whose agent never registers has its task stopped after `AgentRegisterTimeoutMinutes`
@@ -439,7 +436,7 @@ async fn task_whose_agent_never_registers_is_stopped_after_the_timeout() {
     assert!(host.registry().is_empty());
     assert_eq!(sim.tasks_for_job(job_id), 1);
     host.cancel_job(job);
-    w.finish(host, sim, &format!("stopped_after_s={} stop_reason={reason:?}", stopped_after.as_secs())).await;
+    w.finish_fargate(host, sim, &format!("stopped_after_s={} stop_reason={reason:?}", stopped_after.as_secs())).await;
 }
 
 /// (g) a `FARGATE_SPOT` launch refused for capacity (the proxy answers as AWS does) lands on FARGATE.
@@ -470,7 +467,7 @@ async fn fargate_spot_refused_for_capacity_lands_on_fargate() {
             || (t.capacity_provider.is_none() && t.launch_type.as_deref() == Some("FARGATE"));
         assert!(on_fargate, "task {} ran on {:?}/{:?}", t.task_arn, t.capacity_provider, t.launch_type);
     }
-    w.finish(host, sim, &format!("spot_refused={refused}")).await;
+    w.finish_fargate(host, sim, &format!("spot_refused={refused}")).await;
 }
 
 /// (h) a profile whose role cannot be assumed fails alone: a server-health error names it, its
@@ -517,8 +514,12 @@ async fn a_role_that_cannot_be_assumed_fails_alone() {
     }
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     let denied_calls = w.proxy.log().iter().filter(|r| r.outcome == Outcome::Answered).count();
-    w.finish(host, sim, &format!("assume_role_denied={denied_calls} slowest_good_job_ms={}", slowest.as_millis()))
-        .await;
+    w.finish_fargate(
+        host,
+        sim,
+        &format!("assume_role_denied={denied_calls} slowest_good_job_ms={}", slowest.as_millis()),
+    )
+    .await;
 }
 
 /// (i) an assumed role's session is renewed before it expires. The proxy makes sessions last
@@ -569,5 +570,6 @@ async fn an_assumed_role_session_is_renewed_before_it_expires() {
     );
     let most = (elapsed.as_secs_f64() / 10.0).ceil() as usize + 1;
     assert!(assumes <= most, "{assumes} AssumeRole calls over {elapsed:?}: more than one per session ({most})");
-    w.finish(host, sim, &format!("jobs={jobs} assume_role_calls={assumes} sessions_used={}", sessions.len())).await;
+    w.finish_fargate(host, sim, &format!("jobs={jobs} assume_role_calls={assumes} sessions_used={}", sessions.len()))
+        .await;
 }

@@ -7,17 +7,14 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
-#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
-
-mod world;
-
+use crate::world;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::proxy::rules;
+use crate::world::Proxy;
 use aws_config::SdkConfig;
-use world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
-use world::proxy::rules;
-use world::Proxy;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";

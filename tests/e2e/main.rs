@@ -1,0 +1,32 @@
+//! The end-to-end tests: the real plugin binary against moto (the local AWS) behind the test
+//! world's strict proxy, driven by a simulated GoCD. One binary, so the test world and the AWS SDK
+//! are compiled and linked once. Run one area with a filter: `scripts/test --test e2e ec2::`.
+//!
+//! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
+
+#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
+
+#[path = "../world/mod.rs"]
+mod world;
+
+#[path = "../../benches/support/mod.rs"]
+mod support;
+
+mod reliability;
+
+mod aws_rules;
+mod bench_counts;
+mod capacity;
+mod cli_doctor;
+mod crash;
+mod ec2;
+mod events;
+mod fargate;
+mod faults;
+mod hostile_input;
+mod isolation;
+mod metrics;
+mod reuse;
+mod task_contents;
+mod tenancy;
+mod world_checks;

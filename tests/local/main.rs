@@ -1,0 +1,14 @@
+//! The tests that need no AWS emulator: the binary's command line (`--help`, `validate`,
+//! `iam-policy`, logs), the stdio server in memory and through the real binary (protocol
+//! transcripts), the status reports' HTML, and the release archive. One binary, linked once.
+
+#![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
+
+mod cli_help;
+mod cli_iam_policy;
+mod cli_logs;
+mod cli_validate;
+mod in_memory;
+mod packaging;
+mod status_reports;
+mod transcripts;
