@@ -1,7 +1,7 @@
 //! `ecs-elastic-agent`: GoCD elastic agents on AWS ECS (Fargate and EC2), as a stdio plugin.
 //!
 //! A GoCD-compatible server starts the binary and speaks the elastic-agent extension v5 to it,
-//! one JSON message a line (see `docs/` and PROTOCOL.md). For each job that needs an agent the
+//! one JSON message a line (see `docs/protocol.md`). For each job that needs an agent the
 //! plugin starts a GoCD agent as an ECS task in the job's cluster profile's account.
 //!
 //! # Where things live

@@ -1,7 +1,7 @@
 //! `Plugin`: the state every handler shares — the port to GoCD, the GoCD server's identity, the
 //! AWS clients per account and the engine of each cluster profile ([`Cluster`]). Nothing here
-//! is persisted: AWS is the store (DESIGN.md §2), and a new process adopts what it finds there.
-//! Server-ping across every cluster profile is `plugin/ping.rs`.
+//! is persisted: AWS is the store (`docs/design.md`, "Where the truth lives"), and a new process
+//! adopts what it finds there. Server-ping across every cluster profile is `plugin/ping.rs`.
 
 mod leftovers;
 mod ping;
@@ -150,7 +150,8 @@ impl Plugin {
         found
     }
 
-    /// The key of a profile whose clients are `aws`: where it acts (DESIGN.md §2).
+    /// The key of a profile whose clients are `aws`: where it acts (`docs/design.md`, "Where the
+    /// truth lives").
     fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<String> {
         let Some(account) = aws.account_id.as_deref() else {
             // Not cached: the next request asks STS again.

@@ -1,8 +1,8 @@
 //! Seeding moto with tasks as a previous plugin process would have left them, through moto's own
 //! ECS API and the test's own clients (never through the counting proxy): one RunTask per task
-//! with our `startedBy`, every tag of DESIGN.md §2 (server id, cluster-profile key, a distinct
-//! agent id `ea-<cluster key>-<job id>-<8 hex>` and job) and the agent's overrides. The plugin
-//! adopts such tasks as its own on its next read of the cluster.
+//! with our `startedBy`, every tag of `docs/protocol.md` "What a task carries" (server id,
+//! cluster-profile key, a distinct agent id `ea-<cluster key>-<job id>-<8 hex>` and job) and the
+//! agent's overrides. The plugin adopts such tasks as its own on its next read of the cluster.
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! The measuring end of a stdio wire: a blocking driver for one process that speaks PROTOCOL.md
-//! Part A (the plugin, or the bare NDJSON echo below), timing at the pipe boundary.
+//! The measuring end of a stdio wire: a blocking driver for one process that speaks the framing
+//! of `docs/protocol.md` (the plugin, or the bare NDJSON echo below), timing at the pipe boundary.
 //!
 //! The GoCD host simulator (`tests/world/host`) plays GoCD faithfully but adds its own
 //! scheduling to every request; here a request is written and flushed to the child's stdin on

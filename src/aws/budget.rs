@@ -1,4 +1,5 @@
-//! The API budget (DESIGN.md §5, AWS-RULES.md "Quotas"): client-side token buckets per
+//! The API budget (`docs/design.md`, "Accounts, credentials and the API budget";
+//! `docs/aws-rules.md`, "Quotas"): client-side token buckets per
 //! (account id, region, category), set just below AWS's published limits and shared by every
 //! cluster profile and every credential set of the account (two roles in one account share one
 //! budget: `Accounts` hands them the same [`Budget`]), plus a pause per category while AWS says

@@ -1,5 +1,6 @@
 //! `iam-policy`: the least-privilege IAM policy a cluster profile (and its elastic profiles)
-//! needs, derived from the calls the plugin makes (DESIGN.md §2, §4):
+//! needs, derived from the calls the plugin makes (`docs/design.md`, "Where the truth lives" and
+//! "The lifecycle"):
 //!
 //! - ECS reads and stops only tasks of the profile's cluster, runs only our task definition
 //!   families (`gocd-<cluster key>-*`, or the `TaskDefinitionArn`s given) in that cluster, and

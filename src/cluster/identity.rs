@@ -1,6 +1,6 @@
-//! Names that mark what is ours (DESIGN.md §2): the cluster profile key, `startedBy`, the tags
-//! every task carries, and agent ids. A task is ours only when both its server-id and
-//! cluster-profile tags are.
+//! Names that mark what is ours (`docs/design.md`, "Where the truth lives"): the cluster profile
+//! key, `startedBy`, the tags every task carries, and agent ids. A task is ours only when both its
+//! server-id and cluster-profile tags are.
 
 use std::collections::HashMap;
 

@@ -1,10 +1,10 @@
 //! RunTask: one task for one agent, with the per-agent data as container overrides, the tags
-//! of DESIGN.md §2, a client token from the job id and attempt, awsvpc networking, and
-//! `FARGATE_SPOT` through a capacity provider strategy that falls back to `FARGATE` when spot
-//! capacity is refused. With `CapacityProviderStrategy` the task goes through one provider of
-//! the strategy, chosen so that the profile's launches follow its base and weights (ECS applies
-//! them within one RunTask call only, and each call starts one task), or through the cluster's
-//! default strategy. Returns as soon as ECS accepted the task.
+//! of `docs/protocol.md` "What a task carries", a client token from the job id and attempt, awsvpc
+//! networking, and `FARGATE_SPOT` through a capacity provider strategy that falls back to `FARGATE`
+//! when spot capacity is refused. With `CapacityProviderStrategy` the task goes through one
+//! provider of the strategy, chosen so that the profile's launches follow its base and weights (ECS
+//! applies them within one RunTask call only, and each call starts one task), or through the
+//! cluster's default strategy. Returns as soon as ECS accepted the task.
 
 use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair,
@@ -111,7 +111,7 @@ pub struct LaunchSpec<'a> {
     pub server_id: &'a str,
     /// The cluster profile's key.
     pub cluster_key: &'a str,
-    /// Every tag: ours, then the profiles' (DESIGN.md §2).
+    /// Every tag: ours, then the profiles' (`docs/protocol.md`, "What a task carries").
     pub tags: Vec<(String, String)>,
     /// Idempotency token for this job and attempt.
     pub client_token: String,
@@ -474,10 +474,10 @@ enum RunOutcome {
 /// we look for the agent's task before trying again, which also holds where a token is not
 /// honoured (moto). When that look fails too, we stop trying: the caller learns that the
 /// outcome is unknown and keeps the agent's slot until a refresh settles it.
-/// The budget buckets a RunTask draws on (AWS-RULES "Quotas"): Fargate's RunTask rate when its
-/// task runs on Fargate; the bucket StartTask and StopTask share when an Auto Scaling group or
-/// ECS Managed Instances provider (or the EC2 launch type) places it; both when the cluster's
-/// default strategy decides, which may be either.
+/// The budget buckets a RunTask draws on (`docs/aws-rules.md`, "Quotas"): Fargate's RunTask rate
+/// when its task runs on Fargate; the bucket StartTask and StopTask share when an Auto Scaling
+/// group or ECS Managed Instances provider (or the EC2 launch type) places it; both when the
+/// cluster's default strategy decides, which may be either.
 fn run_task_buckets(provider: Option<&str>, capacity: Capacity) -> &'static [Category] {
     const FARGATE: &[Category] = &[Category::FargateRunTask];
     const EC2: &[Category] = &[Category::EcsEc2Launch];

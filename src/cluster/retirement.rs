@@ -2,10 +2,10 @@
 //! and drains: at once when deleted (tasks stopped, instances retired), as jobs complete when it
 //! moved (an edit into another key) or vanished unheard.
 //!
-//! Two teams' cluster profiles on one cluster, account and role share one engine (DESIGN.md §2;
-//! docs/operators.md "Several teams"). Each team's tasks carry its settings fingerprint
-//! (`gocd:cluster-settings`), so deleting one team's profile stops that team's agents only; the
-//! engine itself retires once no team's profile is left in it.
+//! Two teams' cluster profiles on one cluster, account and role share one engine (`docs/design.md`,
+//! "Where the truth lives"; docs/operators.md "Several teams"). Each team's tasks carry its
+//! settings fingerprint (`gocd:cluster-settings`), so deleting one team's profile stops that team's
+//! agents only; the engine itself retires once no team's profile is left in it.
 
 use std::collections::BTreeSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -1,6 +1,7 @@
 //! Task definitions: one family per (cluster profile, elastic profile), registered once and
 //! reused — also after a restart, when DescribeTaskDefinition finds the family again. Nothing
-//! per agent goes here: per-agent data travels as RunTask overrides (DESIGN.md §1).
+//! per agent goes here: per-agent data travels as RunTask overrides (`docs/design.md`, "What the
+//! plugin is").
 
 use aws_sdk_ecs::types::{
     Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair,

@@ -1,6 +1,7 @@
 //! Reading tasks back from ECS: one paginated ListTasks by `startedBy` and DescribeTasks in
-//! chunks of 100 with tags (DESIGN.md §2), kept only when the cluster and both ownership tags
-//! are ours. [`TaskView`] is the plain-data picture the rest of the plugin works with.
+//! chunks of 100 with tags (`docs/design.md`, "Where the truth lives"), kept only when the cluster
+//! and both ownership tags are ours. [`TaskView`] is the plain-data picture the rest of the plugin
+//! works with.
 
 use std::collections::HashMap;
 use std::time::SystemTime;
@@ -265,7 +266,8 @@ impl TaskView {
     }
 }
 
-/// The plugin's own tags (DESIGN.md §2); users may not set `gocd:` keys.
+/// The plugin's own tags (`docs/design.md`, "Where the truth lives"); users may not set `gocd:`
+/// keys.
 fn is_own_tag(key: &str) -> bool {
     key.starts_with("gocd:")
 }

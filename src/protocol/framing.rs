@@ -37,7 +37,8 @@ pub fn too_long(len: usize) -> BadLine {
 /// Decodes one line (without its `\n`; a trailing `\r` is tolerated).
 ///
 /// # Errors
-/// [`BadLine`] for anything that is not a request or response object as PROTOCOL.md A.2/A.3 says.
+/// [`BadLine`] for anything that is not a request or response object as `docs/protocol.md`
+/// ("Request", "Response") says.
 pub fn decode(line: &[u8]) -> Result<Incoming, BadLine> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let value: Value =

@@ -1,5 +1,6 @@
-//! The callbacks we send GoCD (PROTOCOL.md §B3): one marker type per `go.processor.*` call,
-//! each with the API version the server registers and its body and answer types.
+//! The callbacks we send GoCD (`docs/protocol.md`, "Calls the plugin makes"): one marker type per
+//! `go.processor.*` call, each with the API version the server registers and its body and answer
+//! types.
 
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,9 @@
 //! The wire, as pure data: the envelope of every stdio line, the v5 request bodies and the
 //! callbacks we send to the host. No I/O, no tokio, no AWS here (nu-plugin-protocol's rule).
 //!
-//! PROTOCOL.md Part A is the framing; Part B the messages. Host messages are parsed leniently
-//! (unknown fields ignored, GoCD may add some); what we write is exact.
+//! `docs/protocol.md` has the framing ("Framing") and the messages ("The v5 messages"). Host
+//! messages are parsed leniently (unknown fields ignored, GoCD may add some); what we write is
+//! exact.
 
 pub mod framing;
 pub mod host_calls;
@@ -21,9 +22,9 @@ pub const PLUGIN_NAME: &str = "ECS and Fargate elastic agents";
 pub const EXTENSION: &str = "elastic-agent";
 /// The only extension version we speak.
 pub const EXTENSION_VERSION: &str = "5.0";
-/// Version of this project's stdio framing (PROTOCOL.md A.1).
+/// Version of this project's stdio framing (`docs/protocol.md`, "Hello").
 pub const WIRE_PROTOCOL: u32 = 1;
-/// A line longer than this is a protocol error (PROTOCOL.md Part A).
+/// A line longer than this is a protocol error (`docs/protocol.md`, "Framing").
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A message id: an integer or a string, as the sender chose.
@@ -96,7 +97,7 @@ pub enum Incoming {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
 pub enum Outgoing {
-    /// The first line we write (PROTOCOL.md A.1).
+    /// The first line we write (`docs/protocol.md`, "Hello").
     Hello {
         /// [`WIRE_PROTOCOL`].
         protocol: u32,

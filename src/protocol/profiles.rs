@@ -1,5 +1,6 @@
 //! Profiles as GoCD carries them on the wire: the flat property map of every profile request,
-//! the validation and metadata answers, and the migrate-config body (PROTOCOL.md §B2).
+//! the validation and metadata answers, and the migrate-config body (`docs/protocol.md`, "The v5
+//! messages").
 //!
 //! Only the shapes live here; what the keys mean and how they are checked is `settings`.
 

@@ -1,5 +1,6 @@
-//! The v5 requests GoCD sends us (PROTOCOL.md §B2): one uninhabited marker type per request
-//! name, each naming its body type and its answer type (rust-analyzer's `lsp::ext` style).
+//! The v5 requests GoCD sends us (`docs/protocol.md`, "The v5 messages"): one uninhabited marker
+//! type per request name, each naming its body type and its answer type (rust-analyzer's `lsp::ext`
+//! style).
 //!
 //! Bodies are parsed leniently: unknown fields are ignored, optional keys GoCD omits when null
 //! (`environment`, `elastic_agent_id`, `job_identifier`) are `Option`s.

@@ -1,5 +1,5 @@
-//! Sub-objects shared by several v5 messages (PROTOCOL.md §B1.5): the job identifier and the
-//! elastic agent object, with GoCD's exact key spellings and JSON types.
+//! Sub-objects shared by several v5 messages (`docs/protocol.md`, "Shared objects"): the job
+//! identifier and the elastic agent object, with GoCD's exact key spellings and JSON types.
 
 use serde::{Deserialize, Deserializer, Serialize};
 

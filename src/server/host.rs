@@ -1,5 +1,5 @@
-//! `HostClient`: typed calls back to the GoCD server (PROTOCOL.md §B3). Each call has a
-//! timeout, and an answer of the wrong shape is an error naming the call.
+//! `HostClient`: typed calls back to the GoCD server (`docs/protocol.md`, "Calls the plugin
+//! makes"). Each call has a timeout, and an answer of the wrong shape is an error naming the call.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! The cluster profile: one AWS account or role, one region, one ECS cluster (DESIGN.md §3).
+//! The cluster profile: one AWS account or role, one region, one ECS cluster (`docs/design.md`,
+//! "Profiles").
 //!
 //! [`ClusterProfile::parse`] turns GoCD's string map into typed values and reports every problem
 //! at once; the EC2 capacity part lives in [`super::ec2_capacity`].

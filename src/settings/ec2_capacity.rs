@@ -8,7 +8,7 @@ use super::cluster_profile::LaunchType;
 use super::fields::{quote, Fields};
 use super::syntax;
 
-/// What EC2 takes as user data, in bytes before base64 (AWS-RULES: RunInstances).
+/// What EC2 takes as user data, in bytes before base64 (`docs/aws-rules.md`, "EC2").
 pub const EC2_USER_DATA_MAX: usize = 16 * 1024;
 /// Room kept for the plugin's join script around `Ec2UserData` (`cluster::ec2::user_data`; a
 /// test there checks the script with the longest names stays within it).

@@ -1,4 +1,4 @@
-//! The elastic agent profile: what one agent container looks like (DESIGN.md §3).
+//! The elastic agent profile: what one agent container looks like (`docs/design.md`, "Profiles").
 //!
 //! GoCD validates an elastic profile without its cluster profile, so this module checks only what
 //! the profile says by itself; rules that need both live in [`super::compat`].

@@ -2,7 +2,7 @@
 //!
 //! Metadata, the HTML views, the unknown-key check and the parsers' key lookups are all derived
 //! from [`CLUSTER_KEYS`] and [`ELASTIC_KEYS`], so they cannot drift apart. The key names are
-//! fixed by DESIGN.md §3: users, docs and tests depend on them.
+//! fixed (`docs/design.md`, "Profiles"): users, docs and tests depend on them.
 
 /// How a key is entered in the profile form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

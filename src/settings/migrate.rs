@@ -1,5 +1,5 @@
-//! `migrate-config` (PROTOCOL.md §B2.16): legacy plugin settings of the old Java ECS plugin
-//! become one cluster profile; configured profiles come back unchanged.
+//! `migrate-config` (`docs/protocol.md`, "migrate-config"): legacy plugin settings of the old Java
+//! ECS plugin become one cluster profile; configured profiles come back unchanged.
 
 use std::collections::BTreeMap;
 

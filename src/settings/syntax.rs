@@ -1,7 +1,8 @@
 //! Pure syntax checks for AWS names, ids and ARNs, URLs and Docker image references.
 //!
-//! No I/O and no AWS calls: validation never asks AWS whether something exists (DESIGN.md §3).
-//! Checks answer `bool`, or `Err(reason)` where a reason helps the user more than "invalid".
+//! No I/O and no AWS calls: validation never asks AWS whether something exists (`docs/design.md`,
+//! "Profiles"). Checks answer `bool`, or `Err(reason)` where a reason helps the user more than
+//! "invalid".
 
 /// Region name prefixes (partition and geography), longest first so `us-gov` wins over `us`.
 const REGION_PREFIXES: &[&str] =

@@ -35,7 +35,7 @@ pub const CAPACITY_CODES: &[&str] = &[
     "InsufficientHostCapacity",
     "SpotMaxPriceTooLow",
     "MaxSpotInstanceCountExceeded",
-    // Not capacity as such, but "try another subnet" all the same (AWS-RULES.md).
+    // Not capacity as such, but "try another subnet" all the same (`docs/aws-rules.md`, "EC2").
     "InsufficientFreeAddressesInSubnet",
     "Unsupported",
     "capacity-not-available",
@@ -402,7 +402,7 @@ pub async fn run_instances(
                 .http_endpoint(InstanceMetadataEndpointState::Enabled)
                 // Hop limit 1: the instance itself reaches IMDS, a bridge-mode container (one
                 // hop further) does not, so no job reads the instance role's credentials
-                // (AWS-RULES.md, EC2). Tasks get their own role through ECS's endpoint.
+                // (`docs/aws-rules.md`, "EC2"). Tasks get their own role through ECS's endpoint.
                 .http_put_response_hop_limit(1)
                 .build(),
         )

@@ -5,7 +5,7 @@ import com.google.gson.JsonObject;
 /**
  * One answer to one request, in either direction: GoCD's response code and the body as a JSON
  * text ({@code null} for none). Owns the shape of the bridge's own error answers:
- * {@code {"message":"..."}}, as the wire (PROTOCOL.md A.3) and GoCD expect.
+ * {@code {"message":"..."}}, as the wire ({@code docs/protocol.md}, "Response") and GoCD expect.
  */
 record Reply(int code, String body) {
 

@@ -23,10 +23,11 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The stdio wire to one running binary (PROTOCOL.md Part A): writes request and response lines to
- * its stdin, and owns the reader thread on its stdout, the map of requests in flight by id, and the
- * hello. Many threads may send at once; each waits only for the answer with its own id. Once the
- * binary's stdout ends, every request still in flight fails with a 500 saying why.
+ * The stdio wire to one running binary ({@code docs/protocol.md}, "Framing"): writes request and
+ * response lines to its stdin, and owns the reader thread on its stdout, the map of requests in
+ * flight by id, and the hello. Many threads may send at once; each waits only for the answer with
+ * its own id. Once the binary's stdout ends, every request still in flight fails with a 500 saying
+ * why.
  *
  * <p>Never logs a body: only names, ids and sizes.
  */
@@ -71,7 +72,10 @@ final class WireConnection {
         reader.start();
     }
 
-    /** The hello line (PROTOCOL.md A.1); fails when the first line is something else or never comes. */
+    /**
+     * The hello line ({@code docs/protocol.md}, "Hello"); fails when the first line is something
+     * else or never comes.
+     */
     JsonObject awaitHello(Duration timeout) throws IOException, InterruptedException {
         try {
             return hello.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
@@ -148,8 +152,9 @@ final class WireConnection {
     }
 
     /**
-     * EOF on the binary's stdin: it finishes what is in flight and exits (PROTOCOL.md A.5). Gives up
-     * after a second when a writer is stuck on a binary that reads no more (SIGTERM follows anyway).
+     * EOF on the binary's stdin: it finishes what is in flight and exits ({@code docs/protocol.md},
+     * "Shutdown"). Gives up after a second when a writer is stuck on a binary that reads no more
+     * (SIGTERM follows anyway).
      */
     void closeInput() {
         try {

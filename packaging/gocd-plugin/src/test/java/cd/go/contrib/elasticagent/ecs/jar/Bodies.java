@@ -11,9 +11,10 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 
 /**
- * Request bodies as GoCD builds them (PROTOCOL.md Part B): the fixed examples of
- * {@code gocd-v5-requests.json}, and the ones of a job against moto: a Fargate cluster profile
- * (ClusterName, Region) and a small Fargate elastic profile, as the crate's end-to-end tests use.
+ * Request bodies as GoCD builds them ({@code docs/protocol.md}, "The v5 messages"): the fixed
+ * examples of {@code gocd-v5-requests.json}, and the ones of a job against moto: a Fargate cluster
+ * profile (ClusterName, Region) and a small Fargate elastic profile, as the crate's end-to-end
+ * tests use.
  */
 final class Bodies {
 

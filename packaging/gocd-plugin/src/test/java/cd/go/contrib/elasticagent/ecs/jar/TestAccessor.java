@@ -17,10 +17,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /**
- * GoCD's side of the plugin's {@code go.processor.*} calls (PROTOCOL.md B3), as the server's
- * processors answer them: server info, the elastic agents GoCD knows (registered by the test),
- * disable/delete of agents, server-health messages, console log lines, plugin settings. Records
- * every call; {@link #hold} makes one kind of call wait until released.
+ * GoCD's side of the plugin's {@code go.processor.*} calls ({@code docs/protocol.md}, "Calls the
+ * plugin makes"), as the server's processors answer them: server info, the elastic agents GoCD
+ * knows (registered by the test), disable/delete of agents, server-health messages, console log
+ * lines, plugin settings. Records every call; {@link #hold} makes one kind of call wait until
+ * released.
  */
 final class TestAccessor extends GoApplicationAccessor {
 

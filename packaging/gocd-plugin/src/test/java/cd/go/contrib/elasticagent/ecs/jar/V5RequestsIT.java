@@ -20,8 +20,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * Every elastic-agent v5 request and the two plugin-settings calls, with GoCD's own bodies
- * (PROTOCOL.md Part B, in gocd-v5-requests.json), through {@code handle()} of the jar: each is
- * answered, with what GoCD's converters need of a 200, or with {@code {"message"}} otherwise.
+ * ({@code docs/protocol.md}, "The v5 messages"; in gocd-v5-requests.json), through
+ * {@code handle()} of the jar: each is answered, with what GoCD's converters need of a 200, or
+ * with {@code {"message"}} otherwise.
  */
 class V5RequestsIT {
 
@@ -75,7 +76,7 @@ class V5RequestsIT {
         assertTrue(seen.contains("go.plugin-settings.get-configuration") && seen.contains("go.plugin-settings.get-view"));
     }
 
-    /** What GoCD's converters read of a 200 (PROTOCOL.md B2.x "Response"). */
+    /** What GoCD's converters read of a 200 ({@code docs/protocol.md}, each message's answer). */
     private static void checkSuccess(String name, GoPluginApiResponse r, String what) {
         String n = name.replaceFirst("^cd\\.go\\.elastic-agent\\.", "");
         switch (n) {
