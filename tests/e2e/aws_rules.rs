@@ -1,4 +1,4 @@
-//! The proxy's AWS rules (`tests/world/aws_rules.rs`, AWS-RULES.md), each proved: a call that
+//! The proxy's AWS rules (`tests/world/aws_rules.rs`, `docs/aws-rules.md`), each proved: a call that
 //! breaks it is refused with AWS's error type and HTTP status (and the rule's name in the proxy's
 //! refusals), a call that keeps it passes. Driven with the AWS SDK straight at the proxy, so a rule
 //! cannot silently stop working while the end-to-end tests (which all run behind these rules)

@@ -121,7 +121,7 @@ async fn assert_all_done(host: &GoCdHost, sim: &AgentSimulator) {
 }
 
 /// (a) 20 jobs over two cluster profiles in two accounts (one through AssumeRole) all run and
-/// finish, every task stopped, every agent deleted; the tasks carry DESIGN.md §2's tags.
+/// finish, every task stopped, every agent deleted; the tasks carry the tags of `docs/protocol.md`, "What a task carries".
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     let mut w = Scenario::new("twenty_jobs_two_accounts").await;

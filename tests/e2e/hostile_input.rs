@@ -4,9 +4,9 @@
 //!    random bytes, truncated JSON, valid envelopes of every request name with valid, mutated or
 //!    random bodies, wrong types, huge strings, deep nesting, unicode, response lines, unknown
 //!    names, and one line over the 16 MiB limit. The plugin must never crash or hang and must
-//!    answer every line as PROTOCOL.md A.4 says: each request line with a readable id exactly once
+//!    answer every line as docs/protocol.md, "Ordering, concurrency and bad input" says: each request line with a readable id exactly once
 //!    (with that id), each line without one with a 400 whose id is null, response lines never.
-//!    An oracle written here (serde_json and the rules of A.4, not the plugin's decoder) says what
+//!    An oracle written here (serde_json and those rules, not the plugin's decoder) says what
 //!    each line must get. `FUZZ_LINES` (default 20 000; 1 000 000 for the long run) and
 //!    `FUZZ_SEED` choose the run; a tiny SplitMix64 generator written here makes it replayable.
 //!    AWS is a local stub that refuses every call at once (no AWS is reachable or needed).
@@ -373,7 +373,7 @@ fn line(rng: &mut Rng, n: u64, names: &[&'static str]) -> Vec<u8> {
     bytes
 }
 
-/// What the plugin must answer a line with (PROTOCOL.md A.4): `Some(Some(id))` one answer with
+/// What the plugin must answer a line with (docs/protocol.md, "Ordering, concurrency and bad input"): `Some(Some(id))` one answer with
 /// that id, `Some(None)` one 400 with id null, `None` nothing (a response line).
 fn oracle(line: &[u8]) -> Option<Option<String>> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);

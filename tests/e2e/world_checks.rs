@@ -1,4 +1,4 @@
-//! Checks of the test world itself (DESIGN.md §7): moto starts and answers, the proxy forwards,
+//! Checks of the test world itself (`docs/design.md`, "The test world"): moto starts and answers, the proxy forwards,
 //! counts and applies its rules, the GoCD host simulator answers callbacks and catches stdout
 //! violations, the agent simulator registers agents only with valid keys, and the host loads the
 //! real plugin with stdout holding nothing but protocol lines.
@@ -409,6 +409,6 @@ async fn host_loads_the_real_plugin_and_stdout_holds_only_protocol_lines() {
 async fn the_real_plugin_exits_zero_on_sigterm() {
     let host = GoCdHost::start(HostConfig::new("http://127.0.0.1:9")).await;
     let status = host.terminate().await.expect("the plugin exits within 15 s of SIGTERM");
-    assert!(status.success(), "exit status {status} after SIGTERM (PROTOCOL.md A.5 wants 0)");
+    assert!(status.success(), "exit status {status} after SIGTERM (docs/protocol.md, \"Shutdown\", wants 0)");
     host.assert_no_violations();
 }

@@ -10,5 +10,6 @@ mod cli_logs;
 mod cli_validate;
 mod in_memory;
 mod packaging;
+mod references;
 mod status_reports;
 mod transcripts;

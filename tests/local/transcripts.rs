@@ -1,5 +1,5 @@
 //! Runs the real binary on NDJSON transcripts and checks that stdout holds nothing but protocol
-//! lines, each answered as PROTOCOL.md says. Also `--help`, `--version` and signal shutdown.
+//! lines, each answered as `docs/protocol.md` says. Also `--help`, `--version` and signal shutdown.
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! RUNNING) and DescribeTasks with tags. For each new task whose container overrides carry the
 //! official GoCD agent image's variables (`GO_EA_SERVER_URL`, `GO_EA_AUTO_REGISTER_KEY`,
 //! `GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`, `GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID`, optional
-//! `GO_EA_AUTO_REGISTER_ENVIRONMENT`, PROTOCOL.md §B5) it registers that agent with the
+//! `GO_EA_AUTO_REGISTER_ENVIRONMENT`, docs/protocol.md, "Agent auto-registration") it registers that agent with the
 //! [`GoCdHost`] registry, after an optional delay, as the agent inside the container would.
 //!
 //! It also keeps the figures the tests check: tasks seen per job (`gocd:job-id` tag), and the

@@ -1,5 +1,5 @@
 //! AWS's own rules, enforced by the proxy on every call of every end-to-end test
-//! (`/work/shared/AWS-RULES.md`, issue 12): moto accepts almost anything, AWS does not, so the
+//! (`docs/aws-rules.md`, issue 12): moto accepts almost anything, AWS does not, so the
 //! proxy refuses what AWS refuses, in AWS's wire format (ECS `{"__type":..,"message":..}` with
 //! HTTP 400, EC2 `<Response><Errors><Error>` XML, STS `<ErrorResponse>` XML), never forwarding the
 //! refused call; and it makes moto answer as AWS does where they differ (client tokens, ListTasks
@@ -19,7 +19,7 @@
 //! test's own rules; then, for calls still forwarded, the emulations (client-token replay,
 //! ListTasks paging, session expiry learnt from AssumeRole answers).
 //!
-//! | rule | AWS's answer when broken | AWS-RULES.md section (AWS page) |
+//! | rule | AWS's answer when broken | `docs/aws-rules.md` section (AWS page) |
 //! |---|---|---|
 //! | `ecs.run_task.count` | `InvalidParameterException` (count 1-10) | ECS: RunTask (API_RunTask) |
 //! | `ecs.run_task.started_by` | `InvalidParameterException` (≤36 of `[A-Za-z0-9_-]`) | ECS: RunTask |
@@ -55,7 +55,7 @@
 //! | `ecs.delete_task_definitions.max` | `InvalidParameterException` (≤10 ARNs a call) | ECS: task definitions |
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
-//! | `ecs.list_tasks.paging` | emulation: pages of `maxResults` (default and most 100) with a `nextToken`; without `desiredStatus` RUNNING tasks only; only the requested cluster's tasks (moto matches cluster names as substrings and lists STOPPED tasks by default) | ECS: reads (API_ListTasks); AWS-EMULATOR.md |
+//! | `ecs.list_tasks.paging` | emulation: pages of `maxResults` (default and most 100) with a `nextToken`; without `desiredStatus` RUNNING tasks only; only the requested cluster's tasks (moto matches cluster names as substrings and lists STOPPED tasks by default) | ECS: reads (API_ListTasks); `tests/world/README.md` |
 //! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures`, no longer listed, and StopTask answers `InvalidParameterException` "The referenced task was not found."; see `aws_rules/stopped_tasks.rs` | ECS: reads |
 //! | `ecs.describe_tasks.cluster` | emulation: a task of another cluster than the one named is `MISSING` in DescribeTasks' `failures` (moto finds tasks in any cluster); see `aws_rules/stopped_tasks.rs` | ECS: reads (API_DescribeTasks) |
 //! | `ecs.describe_tasks.max` | `InvalidParameterException` "Tasks cannot be longer than 100." | ECS: reads (API_DescribeTasks) |
@@ -222,7 +222,7 @@ pub const STS_ROLE_SESSION_NAME: &str = "sts.assume_role.role_session_name";
 pub const STS_EXTERNAL_ID: &str = "sts.assume_role.external_id";
 pub const STS_SESSION_EXPIRY: &str = "sts.session.expiry";
 
-/// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (AWS-RULES.md), below
+/// GiB of the root snapshot of current ECS-optimised Amazon Linux 2023 AMIs (`docs/aws-rules.md`, "EC2"), below
 /// which a root volume is refused; Windows AMIs (whose snapshots moto says are 15 GiB) are held
 /// to the same floor, the plugin's default.
 const ROOT_SNAPSHOT_GIB: u64 = 30;
@@ -1353,7 +1353,7 @@ fn task_size(v: &Value, unit: &str) -> Option<u64> {
     }
 }
 
-/// Fargate's task sizes (AWS-RULES.md, "Fargate task sizes").
+/// Fargate's task sizes (`docs/aws-rules.md`, "ECS: task definitions").
 pub fn fargate_size_ok(cpu: u64, memory: u64) -> bool {
     let range = |lo: u64, hi: u64, step: u64| (lo..=hi).contains(&memory) && (memory - lo) % step == 0;
     match cpu {

@@ -1,10 +1,10 @@
-//! The end-to-end test world (DESIGN.md §7): moto as AWS, a proxy in front of it, a GoCD host
+//! The end-to-end test world (`docs/design.md`, "The test world"): moto as AWS, a proxy in front of it, a GoCD host
 //! simulator driving the real plugin binary over stdio, and an agent simulator playing the
 //! containers. Compiled once, into the `tests/e2e` binary (and the `floors` bench).
 //!
 //! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.
-//! - [`aws_rules`]: AWS's own rules (AWS-RULES.md), enforced by every proxy on every call.
+//! - [`aws_rules`]: AWS's own rules (`docs/aws-rules.md`), enforced by every proxy on every call.
 //!   `README.md` beside this file: the stand-ins where moto knows nothing (ECS Managed Instances).
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.

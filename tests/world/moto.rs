@@ -1,4 +1,4 @@
-//! moto's standalone server as the tests' AWS (see `AWS-EMULATOR.md`).
+//! moto's standalone server as the tests' AWS (see `tests/world/README.md`).
 //!
 //! [`Moto::start`] runs `$MOTO_SERVER -H 127.0.0.1 -p <free port>` as a child of the test (one per
 //! test, killed on drop), waits until it answers and switches ECS tasks to manual state

@@ -9,7 +9,7 @@ use super::props;
 /// The agent image of every elastic profile in the tests.
 pub const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 
-/// A Fargate cluster profile (DESIGN.md §3 keys) for `cluster` in the test region, plus `extra`.
+/// A Fargate cluster profile (the keys of `src/settings/keys.rs`) for `cluster` in the test region, plus `extra`.
 pub fn cluster_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
     let mut p = props(&[("ClusterName", cluster), ("Region", REGION)]);
     p.extend(props(extra));

@@ -620,7 +620,7 @@ pub mod rules {
     }
 }
 
-/// Rules that make moto answer as AWS does where it does not (AWS-EMULATOR.md, "Differs from
+/// Rules that make moto answer as AWS does where it does not (`tests/world/README.md`, "Where moto differs from
 /// AWS"): ListTasks in pages with a `nextToken`, AWS's request-size limits, and ECS's per-action
 /// rate limits. With them, the proxy's call counts are the counts AWS would see.
 pub mod aws_like {
@@ -721,7 +721,7 @@ pub mod aws_like {
         }
     }
 
-    /// AWS's RunTask budget: burst 100, 40 calls a second (DESIGN.md §5).
+    /// AWS's RunTask budget: burst 100, 40 calls a second (`docs/aws-rules.md`, "Quotas").
     pub fn run_task_budget() -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
         ecs_rate_limit(&["RunTask"], 100.0, 40.0)
     }
@@ -749,7 +749,7 @@ pub mod aws_like {
     }
 }
 
-/// A fault-injection rule (DESIGN.md §7): at set rates, per call, AWS's throttling errors in their
+/// A fault-injection rule (`docs/design.md`, "The test world"): at set rates, per call, AWS's throttling errors in their
 /// wire formats (ECS `ThrottlingException` HTTP 400, EC2 `RequestLimitExceeded` XML HTTP 503,
 /// STS `Throttling` HTTP 400), HTTP 500/503 server errors in each service's format, added
 /// latency, and dropped connections (closed without an answer, before forwarding or after it, so

@@ -1,4 +1,4 @@
-//! Assumed-role sessions expire (AWS-RULES.md "STS": "credentials expire (default 1 hour);
+//! Assumed-role sessions expire (`docs/aws-rules.md`, "STS": "credentials expire (default 1 hour);
 //! refresh before expiry, one AssumeRole per session"). moto accepts a session's keys forever; AWS
 //! answers a call signed with them after the session's `Expiration` with `ExpiredTokenException`,
 //! HTTP 403, "The security token included in the request is expired" (the common errors of every

@@ -1,6 +1,6 @@
 //! Tasks ECS does not describe: stopped tasks it has forgotten, and tasks of another cluster.
 //!
-//! Stopped tasks are forgotten (AWS-RULES.md "ECS: reads": "stopped tasks stay listed for about
+//! Stopped tasks are forgotten (`docs/aws-rules.md`, "ECS: reads": "stopped tasks stay listed for about
 //! an hour, then disappear"). moto keeps them forever; AWS, an hour after a task stopped,
 //! describes it no more (DescribeTasks lists its ARN under `failures` with reason `MISSING`) and
 //! lists it no more (ListTasks with `desiredStatus` STOPPED).

@@ -1,4 +1,4 @@
-//! The plugin's `go.processor.*` callbacks, answered from the host's state (PROTOCOL.md §B3).
+//! The plugin's `go.processor.*` callbacks, answered from the host's state (`docs/protocol.md`, "Calls the plugin makes").
 
 use std::sync::atomic::Ordering;
 

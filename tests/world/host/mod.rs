@@ -1,6 +1,6 @@
 //! `GoCdHost`: a GoCD server simulator that drives the real plugin binary over stdio.
 //!
-//! It plays what GoCD does (PROTOCOL.md Part A, §B4, §B5):
+//! It plays what GoCD does (`docs/protocol.md`: the framing, "Server processing semantics", "Agent auto-registration"):
 //! - starts `ecs-elastic-agent serve` with the AWS environment pointed at the test's endpoint,
 //!   reads and checks the hello line, and runs the load sequence ([`GoCdHost::load`]);
 //! - sends requests with ids and awaits the matching responses, many in flight at once;

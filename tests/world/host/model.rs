@@ -132,7 +132,7 @@ impl JobSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobHandle(pub usize);
 
-/// GoCD's job identifier (PROTOCOL.md §B1.5).
+/// GoCD's job identifier (`docs/protocol.md`, "Shared objects").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobIdentifier {
     pub pipeline_name: String,
@@ -207,7 +207,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// The elastic agent object (PROTOCOL.md §B1.5).
+    /// The elastic agent object (`docs/protocol.md`, "Shared objects").
     pub fn to_json(&self) -> Value {
         json!({
             "agent_id": self.agent_id,

@@ -56,7 +56,7 @@ impl GoCdHost {
         }
     }
 
-    /// The load sequence of PROTOCOL.md §B4.1: migrate-config, then the six plugin-info calls in
+    /// The load sequence of `docs/protocol.md`, "Plugin load sequence": migrate-config, then the six plugin-info calls in
     /// GoCD's order, then the tolerated plugin-settings calls. Checks shapes GoCD relies on.
     pub async fn try_load(&self) -> Result<LoadReport, String> {
         let cfg = &self.inner.config;
