@@ -7,6 +7,8 @@ use std::io;
 use aws_sdk_ec2::types::{Filter, IamInstanceProfileSpecification, InstanceType};
 use aws_sdk_ecs::types::{Cluster, DesiredStatus};
 
+use super::fix::fix_for;
+use super::network::Network;
 use super::{Aws, Report};
 use crate::aws::AwsError;
 use crate::cluster::ec2::catalog::Catalog;
@@ -36,16 +38,6 @@ pub(super) async fn all(
         "RunTask, ecs:TagResource and iam:PassRole are not checked: ECS has no dry run (checked by ListTasks only); a refusal shows in the first job's console log",
         "compare the identity's policy with `ecs-elastic-agent iam-policy`".to_string(),
     )
-}
-
-/// A fix for an AccessDenied error, else `other`.
-pub(super) fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
-    let denied = e.code.as_deref().is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
-    if denied {
-        format!("allow {action} to the plugin's identity (`ecs-elastic-agent iam-policy` prints the policy)")
-    } else {
-        other.into()
-    }
 }
 
 /// DescribeClusters: the cluster exists and is ACTIVE.
@@ -96,13 +88,6 @@ async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
         ),
     )?;
     Ok(Some(found))
-}
-
-/// Where tasks attach: the subnets and groups, and their VPC.
-#[derive(Debug, Clone)]
-pub(super) struct Network {
-    subnets: Vec<String>,
-    pub(super) groups: Vec<String>,
 }
 
 fn filter(name: &str, value: &str) -> Filter {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use aws_sdk_ec2::types::InstanceType;
 
-use super::checks::fix_for;
+use super::fix::fix_for;
 use super::{Aws, Report};
 use crate::aws::AwsError;
 use crate::cluster::ec2::catalog::{self, Catalog};

@@ -7,7 +7,7 @@ use std::io;
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
-use super::checks::fix_for;
+use super::fix::fix_for;
 use super::{Aws, Report};
 use crate::aws::AwsError;
 use crate::settings::ClusterProfile;

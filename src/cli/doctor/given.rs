@@ -7,7 +7,7 @@
 use std::io;
 use std::sync::Arc;
 
-use super::checks::fix_for;
+use super::fix::fix_for;
 use super::{Aws, Report};
 use crate::aws::{AwsClients, CallStats, RoleStats};
 use crate::cluster::providers::{self, ProviderKinds};

@@ -15,7 +15,9 @@
 mod checks;
 mod ec2_types;
 mod event_queue;
+mod fix;
 mod given;
+mod network;
 mod task_parts;
 
 use std::fmt::Display;

@@ -5,7 +5,7 @@
 
 use std::io;
 
-use super::checks::Network;
+use super::network::Network;
 use super::{Aws, Report};
 use crate::aws::AwsError;
 use crate::settings::ElasticProfile;
