@@ -2,12 +2,13 @@
 //! without its cluster profile): Fargate sizes, EC2-only and Fargate-only fields, the allow-lists,
 //! and the total number of user tags.
 
+use super::basics::{quote, LaunchType, MAX_USER_TAGS};
 use super::capacity_providers::ProviderStrategy;
-use super::cluster_profile::{ClusterProfile, LaunchType};
+use super::cluster_profile::ClusterProfile;
 use super::elastic_profile::ElasticProfile;
-use super::fields::{one_of, quote};
+use super::fields::one_of;
 use super::task_parts::is_sensitive_host_path;
-use super::FieldError;
+use crate::protocol::profiles::FieldError;
 
 /// Memory sizes Fargate allows for one CPU size.
 #[derive(Debug, Clone, Copy)]
@@ -47,10 +48,6 @@ const FARGATE_SIZES: &[(u32, Sizes)] = &[
     (8192, Sizes::Steps { min: 16384, max: 61440, step: 4096 }),
     (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
 ];
-
-/// User tags allowed on a task in total: AWS allows 50 tags, and the plugin adds up to 13 of
-/// its own (`cluster::identity::PLUGIN_TAGS`).
-pub const MAX_USER_TAGS: usize = 50 - 13;
 
 /// Windows families Fargate runs.
 const FARGATE_WINDOWS: &[&str] =

@@ -3,11 +3,14 @@
 //! GoCD validates an elastic profile without its cluster profile, so this module checks only what
 //! the profile says by itself; rules that need both live in [`super::compat`].
 
-use super::fields::{quote, Fields};
+use super::basics::quote;
+use super::fields::profile_hash;
+use super::fields::Fields;
 use super::keys::{ProfileKind, CPU_ARCHITECTURES, OPERATING_SYSTEM_FAMILIES};
 use super::line_rules::{ENV_VARIABLES, SECRETS, TAGS};
+use super::syntax;
 use super::task_parts::{self, BindMount, EfsVolume, HealthCheck, Sidecar, Ulimit};
-use super::{profile_hash, syntax, FieldError, Properties};
+use crate::protocol::profiles::{FieldError, Properties};
 
 /// The name of the GoCD agent container in the task definitions the plugin registers.
 pub const AGENT_CONTAINER: &str = "gocd-agent";
