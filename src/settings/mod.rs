@@ -2,7 +2,8 @@
 //!
 //! - [`keys`]: the one table of every key; metadata, views and the unknown-key check derive from it.
 //! - [`ClusterProfile`] and [`ElasticProfile`]: typed profiles; `parse` reports every problem at once.
-//! - [`check_compatible`]: rules that need both profiles (enforced at create-agent).
+//! - [`check_compatible`]: rules that need both profiles (enforced at create-agent), and from the
+//!   same rules [`validate_elastic_profile`]: what no cluster profile runs.
 //! - [`cluster_profile_view`] / [`elastic_profile_view`]: the GoCD forms.
 //! - [`migrate_config`]: legacy plugin settings to a cluster profile.
 //!
@@ -36,9 +37,9 @@ mod tests;
 pub use basics::LaunchType;
 pub use capacity_providers::{ProviderShare, ProviderStrategy};
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, StaticCredentials};
-pub use compat::{allowed, check_compatible, patterns};
+pub use compat::{allowed, check_compatible, check_fits_some_cluster, patterns, validate_elastic_profile};
 pub use ec2_capacity::{Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE, SCALE_OUT_WAIT_SECONDS};
-pub use elastic_profile::{validate_elastic_profile, ElasticProfile, Reuse, AGENT_CONTAINER};
+pub use elastic_profile::{ElasticProfile, Reuse, AGENT_CONTAINER};
 pub use fields::profile_hash;
 pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};
 pub use views::{cluster_profile_view, elastic_profile_view};
