@@ -3,7 +3,7 @@
 //! Each getter returns a usable value (the default when the field is unset or bad) and records one
 //! [`FieldError`] per problem, so a parser reads every key and reports everything in one answer.
 //! Empty, whitespace-only and `null` values mean "not set"; values are trimmed. Values of secure
-//! keys are never quoted in messages.
+//! keys are never quoted in messages. [`profile_hash`] hashes such a map as the reader sees it.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
