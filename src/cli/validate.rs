@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::files::{load_cluster, load_elastic};
 use super::ProfileFiles;
-use crate::settings::{check_compatible, ClusterProfile, FieldError};
+use crate::settings::{check_compatible, check_fits_some_cluster, ClusterProfile, FieldError};
 
 /// Validates the files; `Ok(true)` when every one is fine.
 ///
@@ -42,7 +42,9 @@ pub fn run(args: &ProfileFiles, out: &mut dyn Write) -> io::Result<bool> {
     Ok(all_ok)
 }
 
-/// One elastic profile: alone, then with the cluster profile when that one is valid.
+/// One elastic profile: alone, then with the cluster profile when that one is valid. Every pair
+/// create-agent refuses for the profiles themselves is refused here; what only AWS knows (which
+/// capacity providers are ECS Managed Instances, a `TaskDefinitionArn`'s contents) is not.
 fn elastic(out: &mut dyn Write, path: &Path, cluster: Option<&ClusterProfile>) -> io::Result<bool> {
     let loaded = match load_elastic(path) {
         Ok(loaded) => loaded,
@@ -51,10 +53,17 @@ fn elastic(out: &mut dyn Write, path: &Path, cluster: Option<&ClusterProfile>) -
             return Ok(false);
         }
     };
-    let problems = match (&loaded.parsed, cluster) {
-        (Err(problems), _) => problems.clone(),
-        (Ok(elastic), Some(cluster)) => check_compatible(cluster, elastic),
-        (Ok(_), None) => Vec::new(),
+    // As GoCD's validate call, then as create-agent: what no cluster profile runs is refused
+    // even when the cluster profile is not valid.
+    let problems = match &loaded.parsed {
+        Err(problems) => problems.clone(),
+        Ok(elastic) => {
+            let alone = check_fits_some_cluster(elastic);
+            match cluster {
+                Some(cluster) if alone.is_empty() => check_compatible(cluster, elastic),
+                _ => alone,
+            }
+        }
     };
     if problems.is_empty() {
         let note =

@@ -14,8 +14,8 @@
 //!
 //! runs the first two agents on FARGATE and then three of every four on FARGATE_SPOT.
 
-use super::cluster_profile::LaunchType;
-use super::fields::{quote, Fields};
+use super::basics::{quote, LaunchType};
+use super::fields::Fields;
 
 /// The key.
 pub const KEY: &str = "CapacityProviderStrategy";

@@ -4,45 +4,15 @@
 //! [`ClusterProfile::parse`] turns GoCD's string map into typed values and reports every problem
 //! at once; the EC2 capacity part lives in [`super::ec2_capacity`].
 
+use super::basics::{quote, LaunchType};
 use super::capacity_providers::{self, ProviderStrategy};
 use super::ec2_capacity::{self, Ec2Capacity};
-use super::fields::{quote, Fields};
+use super::fields::Fields;
 use super::keys::{ProfileKind, LAUNCH_TYPES};
 use super::line_rules::{ENV_VARIABLES, TAGS};
-use super::{syntax, FieldError, Properties};
+use super::syntax;
+use crate::protocol::profiles::{FieldError, Properties};
 use crate::secret::Secret;
-
-/// Where ECS runs the agent tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LaunchType {
-    /// AWS Fargate, on-demand.
-    Fargate,
-    /// Fargate Spot, falling back to Fargate on capacity errors.
-    FargateSpot,
-    /// EC2 container instances that the plugin launches and retires.
-    Ec2,
-}
-
-impl LaunchType {
-    /// The ECS API name: `FARGATE`, `FARGATE_SPOT` or `EC2`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LaunchType::Fargate => "FARGATE",
-            LaunchType::FargateSpot => "FARGATE_SPOT",
-            LaunchType::Ec2 => "EC2",
-        }
-    }
-
-    /// The launch type named exactly `name` (case-sensitive).
-    pub fn from_name(name: &str) -> Option<LaunchType> {
-        [LaunchType::Fargate, LaunchType::FargateSpot, LaunchType::Ec2].into_iter().find(|t| t.as_str() == name)
-    }
-
-    /// `FARGATE` or `FARGATE_SPOT`.
-    pub fn is_fargate(self) -> bool {
-        matches!(self, LaunchType::Fargate | LaunchType::FargateSpot)
-    }
-}
 
 /// Static AWS credentials from the profile (both keys are given, or neither).
 #[derive(Debug, Clone)]

@@ -1,13 +1,21 @@
-//! Rules that need both profiles, enforced at create-agent (GoCD validates an elastic profile
-//! without its cluster profile): Fargate sizes, EC2-only and Fargate-only fields, the allow-lists,
-//! and the total number of user tags.
+//! Rules that need both profiles, enforced at create-agent: Fargate sizes, EC2-only and
+//! Fargate-only fields, the allow-lists, and the total number of user tags.
+//!
+//! GoCD validates an elastic profile without its cluster profile. The same rules decide what that
+//! validation refuses: what an elastic profile asks of where its tasks run is one list
+//! (`needs`); create-agent refuses a need its cluster profile does not meet
+//! ([`check_compatible`]), and validation refuses needs that no cluster profile meets together
+//! ([`check_fits_some_cluster`]). ECS Managed Instances providers refuse more
+//! (`super::managed_instances`), which narrows one kind of cluster profile and never decides
+//! what every one refuses.
 
+use super::basics::{quote, LaunchType, MAX_USER_TAGS};
 use super::capacity_providers::ProviderStrategy;
-use super::cluster_profile::{ClusterProfile, LaunchType};
+use super::cluster_profile::ClusterProfile;
 use super::elastic_profile::ElasticProfile;
-use super::fields::{one_of, quote};
+use super::fields::one_of;
 use super::task_parts::is_sensitive_host_path;
-use super::FieldError;
+use crate::protocol::profiles::{FieldError, Properties};
 
 /// Memory sizes Fargate allows for one CPU size.
 #[derive(Debug, Clone, Copy)]
@@ -48,152 +56,428 @@ const FARGATE_SIZES: &[(u32, Sizes)] = &[
     (16384, Sizes::Steps { min: 32768, max: 122880, step: 8192 }),
 ];
 
-/// User tags allowed on a task in total: AWS allows 50 tags, and the plugin adds up to 13 of
-/// its own (`cluster::identity::PLUGIN_TAGS`).
-pub const MAX_USER_TAGS: usize = 50 - 13;
-
 /// Windows families Fargate runs.
 const FARGATE_WINDOWS: &[&str] =
     &["WINDOWS_SERVER_2019_FULL", "WINDOWS_SERVER_2019_CORE", "WINDOWS_SERVER_2022_FULL", "WINDOWS_SERVER_2022_CORE"];
 
+/// Validates an elastic agent profile without its cluster profile, as GoCD's validate call does:
+/// every problem of its keys ([`ElasticProfile::parse`]), else every combination of them that no
+/// cluster profile runs ([`check_fits_some_cluster`]); nothing when it is valid.
+pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
+    match ElasticProfile::parse(props) {
+        Ok(elastic) => check_fits_some_cluster(&elastic),
+        Err(problems) => problems,
+    }
+}
+
 /// Problems of running `elastic` in `cluster`, keyed by the elastic profile's keys; empty when
-/// the pair is fine.
+/// the pair is fine. Create-agent refuses the pair on any of them.
 pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let mut error = |key: &str, message: String| errors.push(FieldError { key: key.to_string(), message });
-    let launch = cluster.launch_type.as_str();
-    let placed_by_ecs_on_ec2 = cluster.capacity_providers.as_ref().is_some_and(|s| s.may_use_ec2());
+    let place = Place::of(cluster);
+    let mut errors: Vec<FieldError> = needs(elastic)
+        .into_iter()
+        .filter(|need| !(need.fits)(&place))
+        .map(|need| FieldError { key: need.key.to_string(), message: (need.refusal)(cluster) })
+        .collect();
+    errors.extend(permissions(cluster, elastic));
+    errors
+}
+
+/// Problems of `elastic` whatever its cluster profile: each combination of its keys that no
+/// cluster profile runs (so every create-agent would refuse it), keyed by one of those keys and
+/// naming them all with what to change; empty when some cluster profile runs it. This is the
+/// pair check of [`check_compatible`] over every `Place`: a profile is refused here exactly
+/// when no place meets all its `needs`; the rest of the pair check (allow-lists,
+/// `AllowPrivileged`, the tags) asks only what some cluster profile always grants.
+pub fn check_fits_some_cluster(elastic: &ElasticProfile) -> Vec<FieldError> {
+    let needs = needs(elastic);
+    let masks: Vec<u32> = needs.iter().map(|need| places_meeting(need.fits)).collect();
+    if masks.iter().fold(ALL_PLACES, |left, mask| left & mask) != 0 {
+        return Vec::new();
+    }
+    // The smallest sets of needs that no place meets together: every pair, then every triple
+    // none of whose pairs is one already. With the needs there are, a clash takes at most three;
+    // all of them together is only a fallback.
+    let n = needs.len();
+    let mut conflicts: Vec<Vec<usize>> = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            if masks[i] & masks[j] == 0 {
+                conflicts.push(vec![i, j]);
+            }
+        }
+    }
+    let is_pair = |i: usize, j: usize| masks[i] & masks[j] == 0;
+    for i in 0..n {
+        for j in i + 1..n {
+            for k in j + 1..n {
+                let minimal = !is_pair(i, j) && !is_pair(i, k) && !is_pair(j, k);
+                if minimal && masks[i] & masks[j] & masks[k] == 0 {
+                    conflicts.push(vec![i, j, k]);
+                }
+            }
+        }
+    }
+    if conflicts.is_empty() {
+        conflicts.push((0..n).collect());
+    }
+    conflicts.iter().map(|conflict| conflict_error(&needs, conflict)).collect()
+}
+
+/// The refusal of needs no place meets together, keyed by the last one's key.
+fn conflict_error(needs: &[Need<'_>], conflict: &[usize]) -> FieldError {
+    let clauses: Vec<&str> = conflict.iter().map(|i| needs[*i].clause.as_str()).collect();
+    let mut fixes: Vec<&str> = Vec::new();
+    for fix in conflict.iter().map(|i| needs[*i].fix.as_str()) {
+        if !fixes.contains(&fix) {
+            fixes.push(fix);
+        }
+    }
+    let together = if clauses.len() == 2 { "both" } else { "them together" };
+    let message = format!(
+        "{}: no cluster profile can run {together}. {}.",
+        capitalized(&and_or(&clauses, "and")),
+        capitalized(&and_or(&fixes, "or"))
+    );
+    let last = conflict.last().map_or(needs[0].key, |i| needs[*i].key);
+    FieldError { key: last.to_string(), message }
+}
+
+/// `a, and b` / `a, b, and c` (`or` likewise); the clauses are long, so a comma before the last.
+fn and_or(items: &[&str], word: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [init @ .., last] => format!("{}, {word} {last}", init.join(", ")),
+    }
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
+}
+
+/// Where a cluster profile sends the agent tasks, in the terms the elastic profile's [`needs`]
+/// read: all a cluster profile can differ in that an elastic profile alone cannot grant itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Place {
+    /// Fargate's rules apply: `LaunchType` FARGATE or FARGATE_SPOT, or a
+    /// `CapacityProviderStrategy` (whose task definitions are Fargate's).
+    fargate: bool,
+    /// `LaunchType` FARGATE_SPOT.
+    spot_launch: bool,
+    /// A `CapacityProviderStrategy` that names FARGATE_SPOT.
+    spot_in_strategy: bool,
+    /// ECS places the tasks on EC2 instances: a strategy naming an Auto Scaling group's provider,
+    /// or `default`.
+    ecs_places_on_ec2: bool,
+    /// `LogGroup` is set: agent logs go to CloudWatch.
+    log_group: bool,
+}
+
+impl Place {
+    fn of(cluster: &ClusterProfile) -> Place {
+        Place {
+            fargate: cluster.launch_type.is_fargate(),
+            spot_launch: cluster.launch_type == LaunchType::FargateSpot,
+            spot_in_strategy: matches!(
+                &cluster.capacity_providers,
+                Some(ProviderStrategy::Providers(shares)) if shares.iter().any(|s| s.name == "FARGATE_SPOT")
+            ),
+            ecs_places_on_ec2: cluster.capacity_providers.as_ref().is_some_and(ProviderStrategy::may_use_ec2),
+            log_group: cluster.log_group.is_some(),
+        }
+    }
+}
+
+/// Every place a cluster profile can be, with and without a `LogGroup`: `LaunchType` FARGATE
+/// (or a strategy of FARGATE alone), FARGATE_SPOT and EC2, and a `CapacityProviderStrategy`
+/// naming FARGATE_SPOT, an Auto Scaling group's provider, or both.
+const PLACES: [Place; 12] = {
+    const fn place(fargate: bool, spot_launch: bool, spot_in_strategy: bool, ecs: bool, log_group: bool) -> Place {
+        Place { fargate, spot_launch, spot_in_strategy, ecs_places_on_ec2: ecs, log_group }
+    }
+    [
+        place(true, false, false, false, false),
+        place(true, true, false, false, false),
+        place(false, false, false, false, false),
+        place(true, false, true, false, false),
+        place(true, false, false, true, false),
+        place(true, false, true, true, false),
+        place(true, false, false, false, true),
+        place(true, true, false, false, true),
+        place(false, false, false, false, true),
+        place(true, false, true, false, true),
+        place(true, false, false, true, true),
+        place(true, false, true, true, true),
+    ]
+};
+
+/// One bit per place of [`PLACES`].
+const ALL_PLACES: u32 = (1 << PLACES.len()) - 1;
+
+/// The places that meet `fits`, one bit each.
+fn places_meeting(fits: fn(&Place) -> bool) -> u32 {
+    PLACES.iter().enumerate().filter(|(_, place)| fits(place)).fold(0, |mask, (i, _)| mask | 1 << i)
+}
+
+/// One thing an elastic profile asks of where its tasks run.
+struct Need<'a> {
+    /// The key refused where the need is not met.
+    key: &'static str,
+    /// Whether a place meets it.
+    fits: fn(&Place) -> bool,
+    /// The need as a clause, for the message of a profile no cluster profile runs.
+    clause: String,
+    /// What to change in the elastic profile so that it no longer asks this.
+    fix: String,
+    /// The refusal on a cluster profile that does not meet it.
+    refusal: Box<dyn Fn(&ClusterProfile) -> String + 'a>,
+}
+
+/// Everything `elastic` asks of where its tasks run: the one list both [`check_compatible`] (for
+/// one cluster profile) and [`check_fits_some_cluster`] (for all of them) read.
+fn needs(elastic: &ElasticProfile) -> Vec<Need<'_>> {
+    let mut needs = Vec::new();
+    let fargate: fn(&Place) -> bool = |p| p.fargate;
+    let not_fargate: fn(&Place) -> bool = |p| !p.fargate;
+    let launch = |cluster: &ClusterProfile| cluster.launch_type.as_str();
     let placement = [
         ("PlacementStrategy", !elastic.placement_strategy.is_empty()),
         ("PlacementConstraints", !elastic.placement_constraints.is_empty()),
     ];
-    for (key, _) in placement.into_iter().filter(|(_, set)| *set && !placed_by_ecs_on_ec2) {
-        error(
+    for (key, _) in placement.into_iter().filter(|(_, set)| *set) {
+        needs.push(Need {
             key,
-            format!(
-                "{key} only applies where ECS places the task on EC2 instances: a cluster profile whose \
-                 CapacityProviderStrategy names an Auto Scaling group's provider (or is default). Fargate takes \
-                 no placement, and with LaunchType EC2 the plugin chooses the instance itself."
+            fits: |p| p.ecs_places_on_ec2,
+            clause: format!(
+                "{key} only applies where ECS places the task on EC2 instances (a CapacityProviderStrategy naming an \
+                 Auto Scaling group's provider, or default)"
             ),
-        );
+            fix: format!("remove {key}"),
+            refusal: Box::new(move |_| {
+                format!(
+                    "{key} only applies where ECS places the task on EC2 instances: a cluster profile whose \
+                     CapacityProviderStrategy names an Auto Scaling group's provider (or is default). Fargate takes \
+                     no placement, and with LaunchType EC2 the plugin chooses the instance itself."
+                )
+            }),
+        });
     }
-    if cluster.launch_type.is_fargate() {
-        if let Some((key, message)) = fargate_size_problem(elastic.cpu, elastic.memory) {
-            error(key, message);
-        }
-        let ec2_only = [
-            ("MemoryReservation", elastic.memory_reservation.is_some()),
-            ("Privileged", elastic.privileged),
-            ("MountDockerSocket", elastic.mount_docker_socket),
-            ("BindMounts", !elastic.bind_mounts.is_empty()),
-            ("SharedMemoryMiB", elastic.shared_memory_mib.is_some()),
-        ];
-        for (key, _) in ec2_only.into_iter().filter(|(_, set)| *set) {
-            error(key, format!("{key} only applies on EC2; this cluster profile's launch type is {launch}."));
-        }
-        if cluster.launch_type == LaunchType::FargateSpot && elastic.operating_system_family != "LINUX" {
-            error(
-                "OperatingSystemFamily",
+    if let Some((key, message)) = fargate_size_problem(elastic.cpu, elastic.memory) {
+        needs.push(Need {
+            key,
+            fits: not_fargate,
+            clause: format!(
+                "Cpu {} with Memory {} is not a Fargate size, so it runs only with LaunchType EC2",
+                elastic.cpu, elastic.memory
+            ),
+            fix: "choose a Cpu and Memory that Fargate allows".to_string(),
+            refusal: Box::new(move |_| message.clone()),
+        });
+    }
+    let ec2_only = [
+        ("MemoryReservation", elastic.memory_reservation.is_some()),
+        ("Privileged", elastic.privileged),
+        ("MountDockerSocket", elastic.mount_docker_socket),
+        ("BindMounts", !elastic.bind_mounts.is_empty()),
+        ("SharedMemoryMiB", elastic.shared_memory_mib.is_some()),
+    ];
+    for (key, _) in ec2_only.into_iter().filter(|(_, set)| *set) {
+        needs.push(Need {
+            key,
+            fits: not_fargate,
+            clause: format!("{key} only applies with LaunchType EC2"),
+            fix: format!("remove {key}"),
+            refusal: Box::new(move |c| {
+                format!("{key} only applies on EC2; this cluster profile's launch type is {}.", launch(c))
+            }),
+        });
+    }
+    let os = elastic.operating_system_family.as_str();
+    if os != "LINUX" {
+        needs.push(Need {
+            key: "OperatingSystemFamily",
+            fits: |p| !(p.fargate && p.spot_launch),
+            clause: format!("Windows tasks ({os}) cannot run on FARGATE_SPOT"),
+            fix: "use OperatingSystemFamily LINUX".to_string(),
+            refusal: Box::new(move |_| {
+                format!("Windows tasks ({os}) cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.")
+            }),
+        });
+        needs.push(Need {
+            key: "OperatingSystemFamily",
+            fits: |p| !(p.fargate && p.spot_in_strategy),
+            clause: format!("Windows tasks ({os}) cannot run on FARGATE_SPOT"),
+            fix: "use OperatingSystemFamily LINUX".to_string(),
+            refusal: Box::new(move |_| {
                 format!(
-                    "Windows tasks ({}) cannot run on FARGATE_SPOT; use a cluster profile with FARGATE or EC2.",
-                    elastic.operating_system_family
+                    "Windows tasks ({os}) cannot run on FARGATE_SPOT, which this cluster profile's CapacityProviderStrategy names (ECS refuses them there, on Spot's turns); use a strategy without FARGATE_SPOT, or a cluster profile with FARGATE or EC2."
+                )
+            }),
+        });
+    }
+    if os.starts_with("WINDOWS") {
+        if !FARGATE_WINDOWS.contains(&os) {
+            needs.push(Need {
+                key: "OperatingSystemFamily",
+                fits: not_fargate,
+                clause: format!(
+                    "Fargate runs Windows Server 2019 and 2022 only, so {os} runs only with LaunchType EC2"
                 ),
-            );
+                fix: format!("choose an OperatingSystemFamily Fargate runs ({})", one_of(FARGATE_WINDOWS)),
+                refusal: Box::new(move |_| {
+                    format!(
+                        "Fargate runs Windows Server 2019 and 2022 only ({}); {os} needs an EC2 cluster profile.",
+                        one_of(FARGATE_WINDOWS)
+                    )
+                }),
+            });
         }
-        let spot_in_strategy = matches!(
-            &cluster.capacity_providers,
-            Some(ProviderStrategy::Providers(shares)) if shares.iter().any(|s| s.name == "FARGATE_SPOT")
-        );
-        if spot_in_strategy && elastic.operating_system_family != "LINUX" {
-            error(
-                "OperatingSystemFamily",
+        if !(1024..=4096).contains(&elastic.cpu) {
+            let cpu = elastic.cpu;
+            needs.push(Need {
+                key: "Cpu",
+                fits: not_fargate,
+                clause: format!("Windows tasks on Fargate need Cpu 1024 to 4096 (it is {cpu})"),
+                fix: "set Cpu 1024 to 4096".to_string(),
+                refusal: Box::new(move |_| format!("Windows tasks on Fargate need Cpu 1024 to 4096; {cpu} is not.")),
+            });
+        }
+    }
+    if elastic.task_definition_arn.is_none() && elastic.execution_role_arn.is_none() {
+        needs.push(Need {
+            key: "ExecutionRoleArn",
+            fits: |p| !(p.fargate && p.log_group),
+            clause: "on Fargate, agent logs reach a cluster profile's LogGroup only through ExecutionRoleArn, which \
+                     is not set"
+                .to_string(),
+            fix: "set ExecutionRoleArn".to_string(),
+            refusal: Box::new(|c| {
                 format!(
-                    "Windows tasks ({}) cannot run on FARGATE_SPOT, which this cluster profile's CapacityProviderStrategy names (ECS refuses them there, on Spot's turns); use a strategy without FARGATE_SPOT, or a cluster profile with FARGATE or EC2.",
-                    elastic.operating_system_family
+                    "This cluster profile sends agent logs to CloudWatch (LogGroup {}), which on Fargate needs an \
+                     ExecutionRoleArn allowed to write them; set ExecutionRoleArn.",
+                    quote(c.log_group.as_deref().unwrap_or_default())
+                )
+            }),
+        });
+        if let Some(sidecar) = elastic.sidecars.iter().find(|s| is_private_ecr(&s.image)) {
+            let (image, name) = (quote(&sidecar.image), sidecar.name.as_str());
+            needs.push(Need {
+                key: "ExecutionRoleArn",
+                fits: not_fargate,
+                clause: format!(
+                    "on Fargate the private ECR image {image} of sidecar {name} is pulled with ExecutionRoleArn, which is not set"
                 ),
-            );
-        }
-        if elastic.operating_system_family.starts_with("WINDOWS") {
-            if !FARGATE_WINDOWS.contains(&elastic.operating_system_family.as_str()) {
-                error(
-                    "OperatingSystemFamily",
+                fix: "set ExecutionRoleArn".to_string(),
+                refusal: Box::new(move |_| {
                     format!(
-                        "Fargate runs Windows Server 2019 and 2022 only ({}); {} needs an EC2 cluster profile.",
-                        one_of(FARGATE_WINDOWS),
-                        elastic.operating_system_family
-                    ),
-                );
-            }
-            if !(1024..=4096).contains(&elastic.cpu) {
-                error("Cpu", format!("Windows tasks on Fargate need Cpu 1024 to 4096; {} is not.", elastic.cpu));
-            }
+                        "On Fargate the private ECR image {image} of sidecar {name} is pulled with the execution role; \
+                         set ExecutionRoleArn to a role allowed to pull it."
+                    )
+                }),
+            });
         }
-        if elastic.task_definition_arn.is_none() && elastic.execution_role_arn.is_none() {
-            if let Some(group) = &cluster.log_group {
-                error(
-                    "ExecutionRoleArn",
+        if is_private_ecr(&elastic.image) {
+            let image = quote(&elastic.image);
+            needs.push(Need {
+                key: "ExecutionRoleArn",
+                fits: not_fargate,
+                clause: format!(
+                    "on Fargate the private ECR image {image} is pulled with ExecutionRoleArn, which is not set"
+                ),
+                fix: "set ExecutionRoleArn".to_string(),
+                refusal: Box::new(move |_| {
                     format!(
-                        "This cluster profile sends agent logs to CloudWatch (LogGroup {}), which on Fargate needs \
-                         an ExecutionRoleArn allowed to write them; set ExecutionRoleArn.",
-                        quote(group)
-                    ),
-                );
-            }
-            if let Some(sidecar) = elastic.sidecars.iter().find(|s| is_private_ecr(&s.image)) {
-                error(
-                    "ExecutionRoleArn",
-                    format!(
-                        "On Fargate the private ECR image {} of sidecar {} is pulled with the execution role; set \
-                         ExecutionRoleArn to a role allowed to pull it.",
-                        quote(&sidecar.image),
-                        sidecar.name
-                    ),
-                );
-            }
-            if is_private_ecr(&elastic.image) {
-                error(
-                    "ExecutionRoleArn",
-                    format!(
-                        "On Fargate the private ECR image {} is pulled with the execution role; set ExecutionRoleArn \
-                         to a role allowed to pull it.",
-                        quote(&elastic.image)
-                    ),
-                );
-            }
+                        "On Fargate the private ECR image {image} is pulled with the execution role; set \
+                         ExecutionRoleArn to a role allowed to pull it."
+                    )
+                }),
+            });
         }
-        for sidecar in elastic.sidecars.iter().filter(|s| s.privileged) {
-            error(
-                "Sidecars",
-                format!("Sidecar {} asks to run privileged, which Fargate refuses; this cluster profile's launch type is {launch}.", sidecar.name),
-            );
-        }
-        if let Some(version) = elastic.platform_version.as_deref().filter(|v| below_1_4(v)) {
-            // Fargate and Fargate Spot run ARM64 (Graviton) tasks from platform version 1.4.0
-            // (ECS API reference, CapacityProviderStrategyItem).
-            if elastic.cpu_architecture == "ARM64" {
-                error(
-                    "CpuArchitecture",
+    }
+    for sidecar in elastic.sidecars.iter().filter(|s| s.privileged) {
+        let name = sidecar.name.as_str();
+        needs.push(Need {
+            key: "Sidecars",
+            fits: not_fargate,
+            clause: format!("sidecar {name} runs privileged, which Fargate refuses"),
+            fix: format!("run sidecar {name} unprivileged"),
+            refusal: Box::new(move |c| {
+                format!(
+                    "Sidecar {name} asks to run privileged, which Fargate refuses; this cluster profile's launch type is {}.",
+                    launch(c)
+                )
+            }),
+        });
+    }
+    if let Some(version) = elastic.platform_version.as_deref().filter(|v| below_1_4(v)) {
+        // Fargate and Fargate Spot run ARM64 (Graviton) tasks from platform version 1.4.0
+        // (ECS API reference, CapacityProviderStrategyItem).
+        if elastic.cpu_architecture == "ARM64" {
+            needs.push(Need {
+                key: "CpuArchitecture",
+                fits: not_fargate,
+                clause: format!(
+                    "ARM64 tasks need Fargate platform version 1.4.0 or later (PlatformVersion is {version})"
+                ),
+                fix: "set PlatformVersion to 1.4.0 or later".to_string(),
+                refusal: Box::new(move |_| {
                     format!(
                         "ARM64 tasks on Fargate need platform version 1.4.0 or later; PlatformVersion is {version}."
-                    ),
-                );
-            }
-            if !elastic.efs_volumes.is_empty() {
-                error(
-                    "PlatformVersion",
-                    format!("EFS volumes need Fargate platform version 1.4.0 or later; PlatformVersion is {version}."),
-                );
-            }
+                    )
+                }),
+            });
         }
-    } else {
-        let fargate_only = [
-            ("EphemeralStorageGiB", elastic.ephemeral_storage_gib.is_some()),
-            ("PlatformVersion", elastic.platform_version.is_some()),
-        ];
-        for (key, _) in fargate_only.into_iter().filter(|(_, set)| *set) {
-            error(key, format!("{key} only applies on Fargate; this cluster profile's launch type is {launch}."));
+        if !elastic.efs_volumes.is_empty() {
+            needs.push(Need {
+                key: "PlatformVersion",
+                fits: not_fargate,
+                clause: format!(
+                    "EFS volumes need Fargate platform version 1.4.0 or later (PlatformVersion is {version})"
+                ),
+                fix: "set PlatformVersion to 1.4.0 or later".to_string(),
+                refusal: Box::new(move |_| {
+                    format!("EFS volumes need Fargate platform version 1.4.0 or later; PlatformVersion is {version}.")
+                }),
+            });
         }
     }
+    let fargate_only = [
+        ("EphemeralStorageGiB", elastic.ephemeral_storage_gib.is_some()),
+        ("PlatformVersion", elastic.platform_version.is_some()),
+    ];
+    for (key, _) in fargate_only.into_iter().filter(|(_, set)| *set) {
+        needs.push(Need {
+            key,
+            fits: fargate,
+            clause: format!("{key} only applies on Fargate"),
+            fix: format!("remove {key}"),
+            refusal: Box::new(move |c| {
+                format!("{key} only applies on Fargate; this cluster profile's launch type is {}.", launch(c))
+            }),
+        });
+    }
+    let awslogs_options = elastic.firelens().is_none() && !elastic.log_options.is_empty();
+    if awslogs_options && elastic.task_definition_arn.is_none() {
+        needs.push(Need {
+            key: "LogOptions",
+            fits: |p| p.log_group,
+            clause: "LogOptions sets awslogs options, which need a cluster profile with a LogGroup".to_string(),
+            fix: "remove LogOptions (or add a FireLens sidecar)".to_string(),
+            refusal: Box::new(|_| {
+                "LogOptions set awslogs options, but this cluster profile sends no logs to CloudWatch (no LogGroup); set LogGroup there, or add a FireLens sidecar.".to_string()
+            }),
+        });
+    }
+    needs
+}
+
+/// What a cluster profile must grant `elastic` that some cluster profile always does: its
+/// allow-lists, `AllowPrivileged`, and room for the tags.
+fn permissions(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut error = |key: &str, message: String| errors.push(FieldError { key: key.to_string(), message });
     for sidecar in elastic.sidecars.iter().filter(|s| !allowed(&cluster.allowed_images, &s.image)) {
         error(
             "Sidecars",
@@ -225,13 +509,6 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
                 quote(arn),
                 patterns(&cluster.allowed_secret_arns)
             ),
-        );
-    }
-    let awslogs_options = elastic.firelens().is_none() && !elastic.log_options.is_empty();
-    if awslogs_options && cluster.log_group.is_none() && elastic.task_definition_arn.is_none() {
-        error(
-            "LogOptions",
-            "LogOptions set awslogs options, but this cluster profile sends no logs to CloudWatch (no LogGroup); set LogGroup there, or add a FireLens sidecar.".to_string(),
         );
     }
     if !allowed(&cluster.allowed_images, &elastic.image) {

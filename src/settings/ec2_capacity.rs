@@ -4,8 +4,8 @@
 //! `Ec2InstanceType` and `Ec2AmiId` take lists (comma-separated and/or one per line): several
 //! instance types, and one AMI per CPU architecture among them.
 
-use super::cluster_profile::LaunchType;
-use super::fields::{quote, Fields};
+use super::basics::{quote, LaunchType};
+use super::fields::Fields;
 use super::syntax;
 
 /// What EC2 takes as user data, in bytes before base64 (`docs/aws-rules.md`, "EC2").

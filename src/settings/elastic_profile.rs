@@ -1,13 +1,17 @@
 //! The elastic agent profile: what one agent container looks like (`docs/design.md`, "Profiles").
 //!
-//! GoCD validates an elastic profile without its cluster profile, so this module checks only what
-//! the profile says by itself; rules that need both live in [`super::compat`].
+//! This module owns the keys and what each says by itself, and the rules between keys that hold
+//! wherever the task runs. What depends on where the task runs (launch type, LogGroup,
+//! allow-lists) is `compat`'s, which also refuses the combinations no cluster profile runs.
 
-use super::fields::{quote, Fields};
+use super::basics::quote;
+use super::fields::profile_hash;
+use super::fields::Fields;
 use super::keys::{ProfileKind, CPU_ARCHITECTURES, OPERATING_SYSTEM_FAMILIES};
 use super::line_rules::{ENV_VARIABLES, SECRETS, TAGS};
+use super::syntax;
 use super::task_parts::{self, BindMount, EfsVolume, HealthCheck, Sidecar, Ulimit};
-use super::{profile_hash, syntax, FieldError, Properties};
+use crate::protocol::profiles::{FieldError, Properties};
 
 /// The name of the GoCD agent container in the task definitions the plugin registers.
 pub const AGENT_CONTAINER: &str = "gocd-agent";
@@ -192,11 +196,6 @@ impl ElasticProfile {
 
 /// The least memory (MiB) the sidecars must leave the GoCD agent (a JVM).
 pub const MIN_AGENT_MEMORY: u32 = 256;
-
-/// Validates an elastic agent profile on its own: every problem, or nothing when it is valid.
-pub fn validate_elastic_profile(props: &Properties) -> Vec<FieldError> {
-    ElasticProfile::parse(props).err().unwrap_or_default()
-}
 
 /// What depends on `TaskDefinitionArn`: the agent container name needs it; secrets, privileged
 /// mode and the Docker socket cannot be added to an existing task definition; secrets need an

@@ -3,28 +3,17 @@
 //! Each getter returns a usable value (the default when the field is unset or bad) and records one
 //! [`FieldError`] per problem, so a parser reads every key and reports everything in one answer.
 //! Empty, whitespace-only and `null` values mean "not set"; values are trimmed. Values of secure
-//! keys are never quoted in messages.
+//! keys are never quoted in messages. [`profile_hash`] hashes such a map as the reader sees it.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
+use sha2::{Digest, Sha256};
+
+use super::basics::quote;
 use super::keys::ProfileKind;
 use super::unknown_keys::unknown_key_message;
-use super::{FieldError, Properties};
-
-/// The longest user value quoted in a message, in characters.
-const QUOTE_MAX: usize = 80;
-
-/// Quotes a user value for a message: single quotes, cut at 80 characters with an ellipsis.
-pub(crate) fn quote(value: &str) -> String {
-    let mut chars = value.chars();
-    let head: String = chars.by_ref().take(QUOTE_MAX).collect();
-    if chars.next().is_some() {
-        format!("'{head}…'")
-    } else {
-        format!("'{head}'")
-    }
-}
+use crate::protocol::profiles::{FieldError, Properties};
 
 /// `A, B or C`.
 pub(crate) fn one_of(items: &[&str]) -> String {
@@ -281,6 +270,18 @@ impl<'a> Fields<'a> {
     }
 }
 
+/// A short, stable hash of a profile: 12 lowercase hex characters of SHA-256 over the lines
+/// `key=value\n` of the set (non-blank, trimmed) properties in key order.
+pub fn profile_hash(props: &Properties) -> String {
+    let mut hasher = Sha256::new();
+    for key in props.keys() {
+        if let Some(value) = set_value(props, key) {
+            hasher.update(format!("{key}={value}\n").as_bytes());
+        }
+    }
+    hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,15 +292,6 @@ mod tests {
 
     fn messages(fields: Fields<'_>) -> Vec<String> {
         fields.finish(()).err().unwrap_or_default().into_iter().map(|e| e.message).collect()
-    }
-
-    #[test]
-    fn quote_truncates_long_values() {
-        assert_eq!(quote("abc"), "'abc'");
-        let long = "x".repeat(200);
-        let quoted = quote(&long);
-        assert_eq!(quoted.chars().count(), 80 + 3);
-        assert!(quoted.ends_with("…'"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The `KEY=VALUE`-per-line rules shared by both profiles: environment variables, tags, secrets.
 
-use super::fields::{quote, LineRule};
+use super::basics::{quote, MAX_USER_TAGS};
+use super::fields::LineRule;
 use super::syntax;
 
 /// Environment variables: `NAME=value`, any value.
@@ -31,8 +32,8 @@ pub(crate) const TAGS: LineRule = LineRule {
             Ok(())
         }
     },
-    // AWS allows 50 tags a task, and the plugin sets up to 12 of its own.
-    max: Some(super::compat::MAX_USER_TAGS),
+    // AWS allows 50 tags a task, and the plugin sets some of its own.
+    max: Some(MAX_USER_TAGS),
 };
 
 /// `Err` unless `name` is a valid environment variable name.

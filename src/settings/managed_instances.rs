@@ -11,7 +11,7 @@
 //! Which providers are Managed Instances is learned from AWS, so this check runs in the engine.
 
 use super::elastic_profile::ElasticProfile;
-use super::FieldError;
+use crate::protocol::profiles::FieldError;
 
 /// The keys ECS Managed Instances cannot take, each with the task definition parameter it
 /// becomes, and whether `elastic` sets it.

@@ -2,12 +2,19 @@
 //!
 //! - [`keys`]: the one table of every key; metadata, views and the unknown-key check derive from it.
 //! - [`ClusterProfile`] and [`ElasticProfile`]: typed profiles; `parse` reports every problem at once.
-//! - [`check_compatible`]: rules that need both profiles (enforced at create-agent).
+//! - [`check_compatible`]: rules that need both profiles (enforced at create-agent), and from the
+//!   same rules [`validate_elastic_profile`]: what no cluster profile runs.
 //! - [`cluster_profile_view`] / [`elastic_profile_view`]: the GoCD forms.
 //! - [`migrate_config`]: legacy plugin settings to a cluster profile.
 //!
 //! Validation is pure: it never calls AWS. Empty, blank and `null` values all mean "not set".
+//!
+//! Inside, every import between these modules points one way: `basics`, `keys` and `syntax`
+//! import no sibling, the readers (`fields`, `line_rules`, `task_parts`, ...) build on them, the
+//! two profiles on the readers, and `compat` on the profiles. No child imports from this file,
+//! which only declares and re-exports.
 
+mod basics;
 pub mod capacity_providers;
 mod cluster_profile;
 mod compat;
@@ -27,13 +34,13 @@ mod views;
 #[cfg(test)]
 mod tests;
 
-use sha2::{Digest, Sha256};
-
+pub use basics::LaunchType;
 pub use capacity_providers::{ProviderShare, ProviderStrategy};
-pub use cluster_profile::{validate_cluster_profile, ClusterProfile, LaunchType, StaticCredentials};
-pub use compat::{allowed, check_compatible, patterns};
+pub use cluster_profile::{validate_cluster_profile, ClusterProfile, StaticCredentials};
+pub use compat::{allowed, check_compatible, check_fits_some_cluster, patterns, validate_elastic_profile};
 pub use ec2_capacity::{Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE, SCALE_OUT_WAIT_SECONDS};
-pub use elastic_profile::{validate_elastic_profile, ElasticProfile, Reuse, AGENT_CONTAINER};
+pub use elastic_profile::{ElasticProfile, Reuse, AGENT_CONTAINER};
+pub use fields::profile_hash;
 pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};
 pub use views::{cluster_profile_view, elastic_profile_view};
 
@@ -63,16 +70,4 @@ fn metadata(kind: ProfileKind) -> Vec<MetadataEntry> {
             metadata: Metadata { required: spec.required, secure: spec.secure },
         })
         .collect()
-}
-
-/// A short, stable hash of a profile: 12 lowercase hex characters of SHA-256 over the lines
-/// `key=value\n` of the set (non-blank, trimmed) properties in key order.
-pub fn profile_hash(props: &Properties) -> String {
-    let mut hasher = Sha256::new();
-    for key in props.keys() {
-        if let Some(value) = fields::set_value(props, key) {
-            hasher.update(format!("{key}={value}\n").as_bytes());
-        }
-    }
-    hasher.finalize().iter().take(6).map(|b| format!("{b:02x}")).collect()
 }

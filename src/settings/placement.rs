@@ -12,7 +12,8 @@
 //!   random
 //! ```
 
-use super::fields::{quote, Fields};
+use super::basics::quote;
+use super::fields::Fields;
 
 /// At most this many strategies on one RunTask (API_RunTask).
 pub const MAX_STRATEGIES: usize = 5;

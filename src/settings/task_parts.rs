@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::fields::{quote, Fields, LineRule};
+use super::basics::quote;
+use super::fields::{Fields, LineRule};
 use super::line_rules::check_env_name;
 use super::syntax;
 

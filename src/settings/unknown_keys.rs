@@ -1,6 +1,6 @@
 //! Unknown keys: the message that names the key, with the closest known key as a suggestion.
 
-use super::fields::quote;
+use super::basics::quote;
 use super::keys::ProfileKind;
 
 /// `'Foo' is not a setting of this plugin.`, with a suggestion where one is close.

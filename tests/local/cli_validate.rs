@@ -109,6 +109,25 @@ fn elastic_profiles_are_checked_against_the_cluster_profile() {
 }
 
 #[test]
+fn what_no_cluster_profile_runs_is_refused_whatever_the_cluster_profile() {
+    let text = r#"{"Image": "alpine", "PlatformVersion": "1.4.0", "BindMounts": "/var/cache /cache"}"#;
+    let elastic = temp_file("fargate-and-ec2.json", text);
+    let props = ecs_elastic_agent::cli::files::parse_properties(text).unwrap();
+    let want: Vec<String> = validate_elastic_profile(&props)
+        .iter()
+        .map(|e| format!("{}: {}: {}", elastic.display(), e.key, e.message))
+        .collect();
+    assert_eq!(want.len(), 1, "{want:?}");
+    let invalid_cluster = temp_file("submarine.json", r#"{"LaunchType": "SUBMARINE"}"#);
+    for cluster in [profiles().join("cluster-fargate.json"), profiles().join("cluster-ec2.json"), invalid_cluster] {
+        let o = validate(&cluster, &[&elastic]);
+        assert_eq!(o.status.code(), Some(1));
+        let out = lines(&o);
+        assert_eq!(out[out.len() - 1..], want, "{}", cluster.display());
+    }
+}
+
+#[test]
 fn unusable_files_are_named() {
     let o = validate(Path::new("/nonexistent/cluster.json"), &[]);
     assert_eq!(o.status.code(), Some(1));

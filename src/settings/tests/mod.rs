@@ -5,6 +5,7 @@
 mod cluster;
 mod compat;
 mod elastic;
+mod no_cluster_fits;
 mod task_parts;
 
 use super::*;
