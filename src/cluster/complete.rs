@@ -107,5 +107,5 @@ impl Cluster {
 /// ECS's answer to StopTask for a task it does not know: one stopped long enough ago to be
 /// forgotten (AWS keeps a stopped task about an hour), or never in this cluster.
 fn task_not_found(e: &AwsError) -> bool {
-    e.code.as_deref() == Some("InvalidParameterException") && e.detail.contains("referenced task was not found")
+    e.failure == crate::aws::Failure::NotFound
 }

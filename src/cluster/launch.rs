@@ -22,7 +22,8 @@ use super::task_definition::TaskDefinitionRef;
 use super::tasks::TaskView;
 use crate::aws::budget::Category;
 use crate::aws::network::Network;
-use crate::aws::{AwsClients, AwsError};
+use crate::aws::outcome::Placement;
+use crate::aws::{AwsClients, AwsError, Failure};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
@@ -350,18 +351,18 @@ pub async fn start_task(
         attempt += 1;
         match aws.calls.attempt("StartTask", attempt, request.clone().send()).await {
             Ok(out) => break out,
-            Err(e) if !e.transient || attempt >= crate::aws::calls::MAX_ATTEMPTS => {
-                return Err(aws.calls.give_up("StartTask", attempt, e))
+            Err(e) if e.failure == Failure::Throttled && attempt < crate::aws::calls::MAX_ATTEMPTS => {
+                aws.calls.back_off("StartTask", attempt, &e).await
             }
-            Err(e) if e.throttled => aws.calls.back_off("StartTask", attempt, &e).await,
             // The answer was lost: ECS may have started the task.
-            Err(e) => {
+            Err(e) if e.failure == Failure::Transient && attempt < crate::aws::calls::MAX_ATTEMPTS => {
                 if let Some(task) = find_started(aws, spec).await? {
                     tracing::info!(task = %task.arn, "StartTask's answer was lost, but the task started: using it");
                     return Ok(Some(task));
                 }
                 aws.calls.back_off("StartTask", attempt, &e).await;
             }
+            Err(e) => return Err(aws.calls.give_up("StartTask", attempt, e)),
         }
     };
     if let Some(task) = out.tasks().first() {
@@ -379,8 +380,7 @@ pub async fn start_task(
 }
 
 fn is_capacity_refusal(e: &AwsError) -> bool {
-    let d = e.detail.to_ascii_lowercase();
-    d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
+    e.failure == Failure::NoCapacity
 }
 
 /// One RunTask on `capacity`; `provider` names the capacity provider when the profile has a
@@ -445,6 +445,8 @@ async fn run_once(
     if let Some(task) = out.tasks().first() {
         return Ok(TaskView::from_sdk(task));
     }
+    let placements: Vec<Placement> =
+        out.failures().iter().map(|f| Placement::of(f.reason().unwrap_or(""), f.detail().unwrap_or(""))).collect();
     let reasons: Vec<String> = out
         .failures()
         .iter()
@@ -461,7 +463,7 @@ async fn run_once(
     } else {
         reasons.join("; ")
     };
-    Err(LaunchError::known(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail }))
+    Err(LaunchError::known(AwsError::new("RunTask", Placement::failure_of_all(&placements), detail)))
 }
 
 enum RunOutcome {
@@ -503,8 +505,8 @@ async fn run_task_idempotently(
         match aws.calls.attempt_in(buckets, "RunTask", attempt, request.clone().send()).await {
             Ok(out) => return Ok(RunOutcome::Answer(out)),
             // Throttled, or refused outright: AWS did not act on it.
-            Err(e) if e.throttled || !e.transient => {
-                if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS {
+            Err(e) if e.failure != Failure::Transient => {
+                if e.throttled() && attempt < crate::aws::calls::MAX_ATTEMPTS {
                     aws.calls.back_off_in(buckets, "RunTask", attempt, &e).await;
                 } else {
                     return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e)));

@@ -185,16 +185,15 @@ pub async fn find_or_register(
             }
         }
         Err(e) if is_absent(&e) => {}
-        Err(e) if e.transient => return Err(e),
+        Err(e) if e.transient() => return Err(e),
         Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
     }
     register(aws, family, cluster, kinds, elastic, server_id, cluster_key).await
 }
 
-/// How ECS says a family has no revision (`ClientException`, or `InvalidParameterException`
-/// for a name it cannot parse).
+/// ECS has no revision of the family (or cannot parse its name): the port's `NotFound`.
 fn is_absent(e: &AwsError) -> bool {
-    matches!(e.code.as_deref(), Some("ClientException" | "InvalidParameterException"))
+    e.failure == crate::aws::Failure::NotFound
 }
 
 /// Looks up a task definition the elastic profile names, its agent container, and what it runs

@@ -8,7 +8,7 @@ use aws_sdk_ec2::types::{Filter, IamInstanceProfileSpecification, InstanceType};
 use aws_sdk_ecs::types::{Cluster, DesiredStatus};
 
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::{AwsError, Failure};
 use crate::cluster::ec2::catalog::Catalog;
 use crate::cluster::ec2::OsClass;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
@@ -40,8 +40,7 @@ pub(super) async fn all(
 
 /// A fix for an AccessDenied error, else `other`.
 pub(super) fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
-    let denied = e.code.as_deref().is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
-    if denied {
+    if e.failure == Failure::Denied {
         format!("allow {action} to the plugin's identity (`ecs-elastic-agent iam-policy` prints the policy)")
     } else {
         other.into()
@@ -565,7 +564,7 @@ async fn dry_run(
         .iam_instance_profile(instance_profile)
         .send();
     match aws.call("RunInstances", async { call.await.map_err(|e| AwsError::from_sdk("RunInstances", &e)) }).await {
-        Err(e) if e.code.as_deref() == Some("DryRunOperation") => {
+        Err(e) if e.failure == Failure::DryRunPassed => {
             r.ok("ec2 launch", format!("RunInstances of a {instance_type} with {} would succeed (dry run)", ami.id))
         }
         Err(e) => {

@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::InstanceType;
 
 use super::checks::fix_for;
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::{AwsError, Failure};
 use crate::cluster::ec2::catalog::{self, Catalog};
 use crate::cluster::ec2::{api, OsClass};
 use crate::settings::Ec2Capacity;
@@ -66,7 +66,7 @@ pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>)
                 r.ok("ec2 instance type", format!("{} exists in {}: {}{size}", t.name, aws.region, t.arch.as_str()))?;
             }
         }
-        Err(e) if e.code.as_deref() == Some("InvalidInstanceType") => {}
+        Err(e) if e.failure == Failure::NotFound => {}
         Err(e) => r.fail(
             "ec2 instance type",
             format!("the instance types {} cannot be read: {}", capacity.instance_types.join(", "), e.detail),

@@ -9,7 +9,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 
 use super::checks::fix_for;
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::{AwsError, Failure};
 use crate::settings::ClusterProfile;
 
 /// The check.
@@ -24,9 +24,7 @@ pub(super) async fn check(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_
     let arn = match answer {
         Ok(out) => out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn)).cloned(),
         Err(e) => {
-            let missing =
-                e.code.as_deref().is_some_and(|c| c.contains("NonExistentQueue") || c.contains("QueueDoesNotExist"));
-            let fix = if missing {
+            let fix = if e.failure == Failure::NotFound {
                 "create the queue, or correct EventQueueUrl (the queue's URL as SQS shows it)".to_string()
             } else {
                 fix_for(

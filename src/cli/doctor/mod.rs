@@ -35,7 +35,7 @@ use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::ErrorMetadata;
 
-use crate::aws::AwsError;
+use crate::aws::{AwsError, Failure};
 use crate::settings::{check_compatible, ClusterProfile, ElasticProfile};
 
 /// A check's verdict.
@@ -124,13 +124,7 @@ where
     F: Future<Output = Result<T, AwsError>>,
 {
     tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
-        Err(AwsError {
-            operation,
-            code: None,
-            detail: format!("no answer within {} s", timeout.as_secs()),
-            transient: true,
-            throttled: false,
-        })
+        Err(AwsError::new(operation, Failure::Transient, format!("no answer within {} s", timeout.as_secs())))
     })
 }
 
@@ -363,10 +357,9 @@ async fn role(
 
 /// An SDK error described in one sentence. Credential and AssumeRole failures arrive wrapped in
 /// a dispatch failure; their AWS error code and message are dug out of the cause chain.
-fn described<E, R>(operation: &'static str, err: &SdkError<E, R>) -> AwsError
+fn described<E>(operation: &'static str, err: &SdkError<E, aws_smithy_runtime_api::http::Response>) -> AwsError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + 'static,
 {
     let mut e = AwsError::from_sdk(operation, err);
     if e.code.is_some() {
@@ -377,7 +370,9 @@ where
     while let Some(s) = source {
         if let Some(meta) = s.downcast_ref::<ErrorMetadata>() {
             e.code = meta.code().map(str::to_string);
-            e.detail = format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
+            let message = meta.message().unwrap_or("no message");
+            e.detail = format!("{}: {message}", meta.code().unwrap_or("error"));
+            e.failure = crate::aws::outcome::classify(operation, meta.code(), message, None);
             return e;
         }
         let text = s.to_string();

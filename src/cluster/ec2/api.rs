@@ -17,7 +17,7 @@ use super::catalog::{AmiInfo, TypeInfo};
 use super::pool::{ContainerInstance, Ec2Instance};
 use super::{capacity, Arch, OsClass, Resources};
 use crate::aws::budget::Category;
-use crate::aws::{AwsClients, AwsError};
+use crate::aws::{AwsClients, AwsError, Failure};
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
 /// Tag naming the OS an instance was launched for (`linux` or `windows`).
@@ -27,21 +27,6 @@ pub const TAG_OS: &str = "gocd:os";
 pub const TAG_SPOT_WARNED: &str = "gocd:spot-warned";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
-/// Error codes by which EC2 refuses capacity in one subnet or zone (rather than the request):
-/// the launch moves on to the next subnet.
-pub const CAPACITY_CODES: &[&str] = &[
-    "InsufficientInstanceCapacity",
-    "InsufficientCapacity",
-    "InsufficientHostCapacity",
-    "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded",
-    // Not capacity as such, but "try another subnet" all the same (AWS-RULES.md).
-    "InsufficientFreeAddressesInSubnet",
-    "Unsupported",
-    "capacity-not-available",
-    "capacity-oversubscribed",
-];
-
 /// EC2 said it has no capacity for this request (spot or the instance type in that zone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -447,12 +432,14 @@ pub async fn run_instances(
             async move {
                 match request.send().await {
                     Ok(out) => Ok(Ok(out)),
-                    Err(e) => match e.code().filter(|c| CAPACITY_CODES.contains(c)) {
-                        Some(code) => Ok(Err(Refusal {
-                            code: code.to_string(),
+                    // EC2 refuses capacity in one subnet or zone (rather than the request): the
+                    // launch moves on to the next subnet.
+                    Err(e) => match AwsError::from_sdk("RunInstances", &e).failure {
+                        Failure::NoCapacity => Ok(Err(Refusal {
+                            code: e.code().unwrap_or_default().to_string(),
                             message: e.message().unwrap_or_default().to_string(),
                         })),
-                        None => Err(e),
+                        _ => Err(e),
                     },
                 }
             }

@@ -101,7 +101,7 @@ pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Place
             instance,
             "ECS started nothing on the instance (no room after all); the task waits"
         ),
-        Err(e) if e.transient => {
+        Err(e) if e.transient() => {
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {

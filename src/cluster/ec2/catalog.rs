@@ -13,7 +13,7 @@
 use std::time::{Duration, SystemTime};
 
 use super::{api, capacity, Arch, OsClass, Resources};
-use crate::aws::{AwsClients, AwsError};
+use crate::aws::{outcome, AwsClients, AwsError, Failure};
 use crate::settings::Ec2Capacity;
 
 /// How long estimated type figures are used before DescribeInstanceTypes is tried again.
@@ -126,9 +126,9 @@ pub fn build(
             let in_order = cfg.instance_types.iter().filter_map(|n| described.iter().find(|t| &t.name == n).cloned());
             (in_order.collect(), None)
         }
-        Err(e) if e.code.as_deref() == Some("InvalidInstanceType") => {
-            // "The following supplied instance types do not exist: [zz9.huge]": the others stay.
-            let unknown: Vec<&String> = cfg.instance_types.iter().filter(|n| e.detail.contains(n.as_str())).collect();
+        Err(e) if e.failure == Failure::NotFound => {
+            // EC2 names the types it does not offer: the others stay.
+            let unknown = outcome::unknown_instance_types(&e.detail, &cfg.instance_types);
             problems.push(format!(
                 "Ec2InstanceType lists {} that EC2 does not offer in {region} ({}): correct or remove {}.",
                 names(&unknown),
@@ -243,8 +243,7 @@ mod tests {
             operation: "DescribeInstanceTypes",
             code: Some(code.into()),
             detail: detail.into(),
-            transient: false,
-            throttled: false,
+            failure: crate::aws::outcome::classify("DescribeInstanceTypes", Some(code), detail, Some(400)),
         }
     }
 
