@@ -5,8 +5,10 @@
 pub mod accounts;
 pub mod budget;
 pub mod calls;
+pub mod ecs;
 pub mod network;
 pub mod outcome;
+pub mod task_view;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;
