@@ -6,9 +6,9 @@
 use aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder;
 use aws_sdk_ecs::operation::start_task::builders::StartTaskFluentBuilder;
 use aws_sdk_ecs::types::{
-    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, Failure as EcsFailure,
-    KeyValuePair, LaunchType, NetworkConfiguration, PlacementConstraint, PlacementConstraintType, PlacementStrategy,
-    PlacementStrategyType, Tag, TaskField, TaskOverride,
+    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerInstanceStatus, ContainerOverride,
+    Failure as EcsFailure, KeyValuePair, LaunchType, NetworkConfiguration, PlacementConstraint,
+    PlacementConstraintType, PlacementStrategy, PlacementStrategyType, Tag, TaskField, TaskOverride,
 };
 
 use super::budget::Category;
@@ -27,6 +27,15 @@ pub enum Stopped {
     /// ECS no longer knows the task (stopped long enough ago to be forgotten, or never in this
     /// cluster): it is not running.
     AlreadyGone,
+}
+
+/// A container instance's status the plugin sets (UpdateContainerInstancesState).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceStatus {
+    /// Takes new tasks.
+    Active,
+    /// Takes no new tasks; its running tasks go on.
+    Draining,
 }
 
 /// Where a RunTask places its task.
@@ -135,6 +144,40 @@ impl AwsClients {
                 _ => return Ok(arns),
             }
         }
+    }
+
+    /// The ARNs of the running tasks on one container instance (one page: an instance runs far
+    /// fewer than 100 tasks).
+    ///
+    /// # Errors
+    /// The failed ListTasks call.
+    pub async fn list_tasks_on(&self, cluster: &str, container_instance: &str) -> Result<Vec<String>, AwsError> {
+        let request = self.ecs.list_tasks().cluster(cluster).container_instance(container_instance);
+        let out = self.calls.call("ListTasks", || request.clone().send()).await?;
+        Ok(out.task_arns.unwrap_or_default())
+    }
+
+    /// Sets a container instance DRAINING (or ACTIVE again).
+    ///
+    /// # Errors
+    /// The failed UpdateContainerInstancesState call.
+    pub async fn set_instance_status(
+        &self,
+        cluster: &str,
+        container_instance: &str,
+        status: InstanceStatus,
+    ) -> Result<(), AwsError> {
+        let status = match status {
+            InstanceStatus::Active => ContainerInstanceStatus::Active,
+            InstanceStatus::Draining => ContainerInstanceStatus::Draining,
+        };
+        let request = self
+            .ecs
+            .update_container_instances_state()
+            .cluster(cluster)
+            .container_instances(container_instance)
+            .status(status);
+        self.calls.call("UpdateContainerInstancesState", || request.clone().send()).await.map(|_| ())
     }
 
     /// Describes tasks by ARN in chunks of [`DESCRIBE_CHUNK`], with tags, keeping those `keep`

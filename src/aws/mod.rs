@@ -5,9 +5,12 @@
 pub mod accounts;
 pub mod budget;
 pub mod calls;
+pub mod capacity_providers;
 pub mod ecs;
 pub mod network;
 pub mod outcome;
+pub mod sqs;
+pub mod task_definitions;
 pub mod task_view;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;

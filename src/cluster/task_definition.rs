@@ -3,14 +3,14 @@
 //! per agent goes here: per-agent data travels as RunTask overrides (DESIGN.md §1).
 
 use aws_sdk_ecs::types::{
-    Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair,
-    MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
+    ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair, MountPoint,
+    NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
 };
 
 mod parts;
 
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use super::providers::ProviderKinds;
+use super::providers::{Compatibility, ProviderKinds};
 use crate::aws::{AwsClients, AwsError};
 use crate::settings::task_parts::is_sensitive_host_path;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
@@ -88,8 +88,12 @@ impl Contents {
                 .filter(|p| !p.trim_end_matches('/').ends_with("docker.sock") && is_sensitive_host_path(p))
                 .map(str::to_string)
                 .collect(),
-            requires_compatibilities: td.requires_compatibilities().to_vec(),
-            compatibilities: td.compatibilities().to_vec(),
+            requires_compatibilities: td
+                .requires_compatibilities()
+                .iter()
+                .map(|c| Compatibility::from_ecs(c.as_str()))
+                .collect(),
+            compatibilities: td.compatibilities().iter().map(|c| Compatibility::from_ecs(c.as_str())).collect(),
         }
     }
 
@@ -253,7 +257,12 @@ async fn register(
         // An Auto Scaling group's capacity provider (or a cluster default that may name one)
         // places the task on EC2, ECS Managed Instances on its own instances: awsvpc task
         // definitions valid for each.
-        .set_requires_compatibilities(Some(compatibilities(cluster, kinds)))
+        .set_requires_compatibilities(Some(
+            compatibilities(cluster, kinds)
+                .iter()
+                .map(|c| aws_sdk_ecs::types::Compatibility::from(c.as_str()))
+                .collect(),
+        ))
         // Fargate needs task-level sizes; on EC2 the container's cpu, memory and memoryReservation
         // are what ECS reserves on the instance (a task-level memory would reserve the hard limit).
         .set_cpu(fargate.then(|| elastic.cpu.to_string()))

@@ -453,8 +453,9 @@ async fn providers_active(aws: &Aws, names: &[String], r: &mut Report<'_>) -> io
             )?;
             continue;
         };
-        let kind = crate::cluster::providers::ProviderKind::of(found).describe();
-        let status = found.status().map_or("UNKNOWN", |s| s.as_str());
+        let found = crate::aws::capacity_providers::described(found);
+        let kind = found.kind.describe();
+        let status = found.status.as_str();
         if status == "ACTIVE" {
             r.ok("capacity", format!("capacity provider {name}: {kind}, ACTIVE"))?;
         } else {

@@ -11,7 +11,6 @@ use aws_sdk_ec2::types::{
     InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceType, MarketType, ResourceType,
     SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
 };
-use aws_sdk_ecs::types::ContainerInstanceStatus;
 
 use super::catalog::{AmiInfo, TypeInfo};
 use super::pool::{ContainerInstance, Ec2Instance};
@@ -237,20 +236,6 @@ pub async fn container_instances(aws: &AwsClients, cluster: &str) -> Result<Vec<
         }));
     }
     Ok(found)
-}
-
-/// Sets a container instance DRAINING (or ACTIVE again).
-///
-/// # Errors
-/// The failed UpdateContainerInstancesState call.
-pub async fn set_state(
-    aws: &AwsClients,
-    cluster: &str,
-    arn: &str,
-    status: ContainerInstanceStatus,
-) -> Result<(), AwsError> {
-    let request = aws.ecs.update_container_instances_state().cluster(cluster).container_instances(arn).status(status);
-    aws.calls.call("UpdateContainerInstancesState", || request.clone().send()).await.map(|_| ())
 }
 
 /// Deregisters a container instance; refused (by ECS) while tasks run on it.
