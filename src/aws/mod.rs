@@ -6,10 +6,13 @@ pub mod accounts;
 pub mod budget;
 pub mod calls;
 pub mod capacity_providers;
+pub mod ec2;
+pub mod ec2_types;
 pub mod ecs;
 pub mod network;
 pub mod outcome;
 pub mod sqs;
+pub mod tags;
 pub mod task_definitions;
 pub mod task_view;
 

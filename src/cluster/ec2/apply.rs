@@ -149,7 +149,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
         let message = format!(
             "no agent started for job {}: {}",
             waiting.work.job.locator(),
-            super::driver::no_type_message(cfg, waiting.arch)
+            super::catalog::no_type_message(cfg, waiting.arch)
         );
         refuse(cluster, &waiting, message).await;
     }

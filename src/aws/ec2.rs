@@ -1,6 +1,7 @@
-//! The EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
-//! (`aws.calls.call`), and the describes of the listed instance types and AMIs. Reads are filtered to what carries both our tags; writes only ever name
-//! instances and container instances that such a read returned.
+//! The port's EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
+//! (`aws.calls.call`), and the describes of the listed instance types and AMIs, returning the
+//! plain data of [`super::ec2_types`]. Reads are filtered to what carries both our tags; the
+//! engine's writes only ever name instances and container instances that such a read returned.
 
 use std::time::SystemTime;
 
@@ -12,12 +13,11 @@ use aws_sdk_ec2::types::{
     SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
 };
 
-use super::catalog::{AmiInfo, TypeInfo};
-use super::pool::{ContainerInstance, Ec2Instance};
-use super::{capacity, Arch, OsClass, Resources};
-use crate::aws::budget::Category;
-use crate::aws::{AwsClients, AwsError, Failure};
-use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::budget::Category;
+use super::ec2_types::sizes as capacity;
+use super::ec2_types::{AmiInfo, Arch, ContainerInstance, Ec2Instance, OsClass, Resources, TypeInfo};
+use super::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::{AwsClients, AwsError, Failure};
 
 /// Tag naming the OS an instance was launched for (`linux` or `windows`).
 pub const TAG_OS: &str = "gocd:os";
