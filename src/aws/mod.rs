@@ -13,6 +13,7 @@ pub mod network;
 pub mod outcome;
 pub mod sqs;
 pub mod tags;
+pub mod task_definition_parts;
 pub mod task_definitions;
 pub mod task_view;
 
