@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod budget;
 pub mod calls;
 pub mod capacity_providers;
+pub mod doctor;
 pub mod ec2;
 pub mod ec2_types;
 pub mod ecs;
@@ -85,6 +86,37 @@ impl AwsError {
             ),
         };
         AwsError { operation, code, detail, failure }
+    }
+
+    /// [`AwsError::from_sdk`] for a call whose service error may arrive wrapped in a dispatch
+    /// failure (credential and AssumeRole failures): its AWS error code and message are dug out
+    /// of the cause chain, and classified.
+    pub fn from_sdk_chain<E>(operation: &'static str, err: &SdkError<E, Response>) -> Self
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        let mut e = AwsError::from_sdk(operation, err);
+        if e.code.is_some() {
+            return e;
+        }
+        let mut parts: Vec<String> = Vec::new();
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(s) = source {
+            if let Some(meta) = s.downcast_ref::<aws_smithy_types::error::ErrorMetadata>() {
+                e.code = meta.code().map(str::to_string);
+                let message = meta.message().unwrap_or("no message");
+                e.detail = format!("{}: {message}", meta.code().unwrap_or("error"));
+                e.failure = outcome::classify(operation, meta.code(), message, None);
+                return e;
+            }
+            let text = s.to_string();
+            if !parts.iter().any(|p| p.contains(&text)) {
+                parts.push(text);
+            }
+            source = s.source();
+        }
+        e.detail = parts.join(": ");
+        e
     }
 
     /// An error found in an answer that AWS sent as a success (a lookup that found no subnet,
