@@ -23,14 +23,10 @@ pub struct CheckClients {
     pub cluster_name: String,
     /// Each call's time limit.
     pub timeout: Duration,
-    /// ECS (the checks not moved into the port yet call it directly).
-    pub ecs: aws_sdk_ecs::Client,
-    /// EC2 (as for `ecs`).
-    pub ec2: aws_sdk_ec2::Client,
-    /// IAM (as for `ecs`).
-    pub iam: aws_sdk_iam::Client,
-    /// SQS.
-    pub sqs: aws_sdk_sqs::Client,
+    pub(super) ecs: aws_sdk_ecs::Client,
+    pub(super) ec2: aws_sdk_ec2::Client,
+    pub(super) iam: aws_sdk_iam::Client,
+    sqs: aws_sdk_sqs::Client,
     events: aws_sdk_eventbridge::Client,
 }
 
@@ -56,6 +52,21 @@ impl CheckClients {
             iam: aws_sdk_iam::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             events: aws_sdk_eventbridge::Client::new(config),
+        }
+    }
+
+    /// The plugin's own client set over these clients (its calls counted apart from any
+    /// engine's), for the checks that reuse the engine's reads.
+    pub fn engine_clients(&self, role_arn: Option<String>) -> super::AwsClients {
+        super::AwsClients {
+            ecs: self.ecs.clone(),
+            ec2: self.ec2.clone(),
+            sqs: self.sqs.clone(),
+            region: self.region.clone(),
+            role_arn,
+            role: std::sync::Arc::new(super::RoleStats::default()),
+            calls: std::sync::Arc::new(super::CallStats::default()),
+            account_id: Some(self.account.clone()),
         }
     }
 

@@ -7,9 +7,12 @@ pub mod budget;
 pub mod calls;
 pub mod capacity_providers;
 pub mod doctor;
+pub mod doctor_reads;
 pub mod ec2;
 pub mod ec2_types;
 pub mod ecs;
+#[cfg(test)]
+pub mod fake_aws;
 pub mod network;
 pub mod outcome;
 pub mod sqs;
