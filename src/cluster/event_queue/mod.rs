@@ -179,11 +179,6 @@ impl Cluster {
     }
 }
 
-/// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
-pub fn spot_interrupted(record: &crate::cluster::registry::AgentRecord) -> bool {
-    record.task.as_ref().and_then(|t| t.stop_code.as_deref()) == Some("SpotInterruption")
-}
-
 /// One poller per queue URL, each offering its events to the cluster profiles that name it.
 #[derive(Debug, Default)]
 pub struct EventQueues {
