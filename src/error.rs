@@ -66,8 +66,8 @@ impl PluginError {
             PluginError::BadRequest(_) => "bad_request",
             PluginError::UnknownRequest(_) => "unknown_request",
             PluginError::Host(_) => "host_call",
-            PluginError::Aws(e) if e.throttled => "aws_throttled",
-            PluginError::Aws(e) if e.transient => "aws_transient",
+            PluginError::Aws(e) if e.throttled() => "aws_throttled",
+            PluginError::Aws(e) if e.transient() || e.failure == crate::aws::Failure::NoCapacity => "aws_transient",
             PluginError::Aws(_) => "aws",
             PluginError::NoRegion(_) | PluginError::Config(_) => "config",
             PluginError::Internal(_) => "internal",
@@ -113,8 +113,7 @@ mod tests {
             operation: "RunTask",
             code: Some("ThrottlingException".into()),
             detail: "ThrottlingException: Rate exceeded".into(),
-            transient: true,
-            throttled: true,
+            failure: crate::aws::Failure::Throttled,
         };
         let e = PluginError::from(EngineError::from(throttled.clone()));
         assert_eq!(e.metric_label(), "aws_throttled");

@@ -5,13 +5,13 @@
 //! retries by operation for the status report. A retried RunTask carries the same client token.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;
+use aws_smithy_runtime_api::http::Response;
 use serde::Serialize;
 
 use super::budget::{Budget, Category};
@@ -55,12 +55,11 @@ impl CallStats {
     ///
     /// # Errors
     /// The last attempt's error, described, when it is not transient or attempts ran out.
-    pub async fn call<T, E, R, F, Fut>(&self, operation: &'static str, send: F) -> Result<T, AwsError>
+    pub async fn call<T, E, F, Fut>(&self, operation: &'static str, send: F) -> Result<T, AwsError>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        Fut: Future<Output = Result<T, SdkError<E, Response>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: Debug,
     {
         self.call_unless(operation, |_| false, send).await
     }
@@ -71,7 +70,7 @@ impl CallStats {
     ///
     /// # Errors
     /// The expected error, or as [`CallStats::call`].
-    pub async fn call_unless<T, E, R, F, Fut>(
+    pub async fn call_unless<T, E, F, Fut>(
         &self,
         operation: &'static str,
         expected: impl Fn(&AwsError) -> bool,
@@ -79,9 +78,8 @@ impl CallStats {
     ) -> Result<T, AwsError>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        Fut: Future<Output = Result<T, SdkError<E, Response>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: Debug,
     {
         let mut attempt = 0;
         loop {
@@ -89,7 +87,7 @@ impl CallStats {
             match self.attempt(operation, attempt, send()).await {
                 Ok(value) => return Ok(value),
                 Err(e) if expected(&e) => return Err(e),
-                Err(e) if e.transient && attempt < MAX_ATTEMPTS => self.back_off(operation, attempt, &e).await,
+                Err(e) if e.transient() && attempt < MAX_ATTEMPTS => self.back_off(operation, attempt, &e).await,
                 Err(e) => return Err(self.give_up(operation, attempt, e)),
             }
         }
@@ -105,11 +103,10 @@ impl CallStats {
     ///
     /// # Errors
     /// The attempt's error, described (not retried here).
-    pub async fn attempt<T, E, R, Fut>(&self, operation: &'static str, attempt: u32, send: Fut) -> Result<T, AwsError>
+    pub async fn attempt<T, E, Fut>(&self, operation: &'static str, attempt: u32, send: Fut) -> Result<T, AwsError>
     where
-        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        Fut: Future<Output = Result<T, SdkError<E, Response>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: Debug,
     {
         self.attempt_in(&[Category::of(operation)], operation, attempt, send).await
     }
@@ -120,7 +117,7 @@ impl CallStats {
     ///
     /// # Errors
     /// As [`CallStats::attempt`].
-    pub async fn attempt_in<T, E, R, Fut>(
+    pub async fn attempt_in<T, E, Fut>(
         &self,
         buckets: &[Category],
         operation: &'static str,
@@ -128,9 +125,8 @@ impl CallStats {
         send: Fut,
     ) -> Result<T, AwsError>
     where
-        Fut: Future<Output = Result<T, SdkError<E, R>>>,
+        Fut: Future<Output = Result<T, SdkError<E, Response>>>,
         E: ProvideErrorMetadata + std::error::Error + 'static,
-        R: Debug,
     {
         for bucket in buckets {
             self.budget.acquire(*bucket).await;
@@ -150,7 +146,7 @@ impl CallStats {
     /// a throttle pauses each of them.
     pub async fn back_off_in(&self, buckets: &[Category], operation: &'static str, attempt: u32, error: &AwsError) {
         let backoff = backoff(attempt);
-        if error.throttled {
+        if error.throttled() {
             for bucket in buckets {
                 self.budget.throttled(*bucket, backoff);
             }
@@ -214,7 +210,7 @@ impl CallStats {
         if retry {
             counts.retries += 1;
         }
-        if matches!(result, Err(e) if e.throttled) {
+        if matches!(result, Err(e) if e.throttled()) {
             counts.throttled += 1;
         }
     }
@@ -235,7 +231,7 @@ fn backoff(attempt: u32) -> Duration {
 mod tests {
     use super::*;
     use aws_sdk_ecs::operation::describe_task_definition::DescribeTaskDefinitionError;
-    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_runtime_api::http::StatusCode;
     use aws_smithy_types::body::SdkBody;
     use aws_smithy_types::error::ErrorMetadata;
 
@@ -252,7 +248,7 @@ mod tests {
     #[tokio::test]
     async fn an_expected_answer_is_not_a_failure() {
         let calls = CallStats::default();
-        let absent = |e: &AwsError| e.code.as_deref() == Some("ClientException");
+        let absent = |e: &AwsError| e.failure == crate::aws::Failure::NotFound;
         let found = calls.call_unless("DescribeTaskDefinition", absent, client_exception).await;
         assert_eq!(found.map_err(|e| e.code), Err(Some("ClientException".to_string())));
         let counts = calls.snapshot()["DescribeTaskDefinition"];

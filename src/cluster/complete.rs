@@ -7,6 +7,7 @@ use super::error::EngineError;
 use super::gocd::console_line;
 use super::registry::JobDone;
 use super::Cluster;
+use crate::aws::ecs::Stopped;
 use crate::aws::AwsError;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
@@ -88,11 +89,9 @@ impl Cluster {
     /// The failed StopTask call (server-ping tries again).
     pub async fn stop_task(&self, task_arn: &str, reason: &str) -> Result<(), AwsError> {
         let cluster_name = self.profile().cluster_name.clone();
-        let reason: String = reason.chars().take(255).collect();
-        let request = self.aws().ecs.stop_task().cluster(cluster_name).task(task_arn).reason(reason);
-        match self.aws().calls.call("StopTask", || request.clone().send()).await {
-            Ok(_) => Ok(()),
-            Err(e) if task_not_found(&e) => {
+        match self.aws().stop_task(&cluster_name, task_arn, reason).await {
+            Ok(Stopped::Stopping) => Ok(()),
+            Ok(Stopped::AlreadyGone) => {
                 tracing::info!(task_arn, "StopTask: ECS no longer knows the task, so it is not running");
                 Ok(())
             }
@@ -102,10 +101,4 @@ impl Cluster {
             }
         }
     }
-}
-
-/// ECS's answer to StopTask for a task it does not know: one stopped long enough ago to be
-/// forgotten (AWS keeps a stopped task about an hour), or never in this cluster.
-fn task_not_found(e: &AwsError) -> bool {
-    e.code.as_deref() == Some("InvalidParameterException") && e.detail.contains("referenced task was not found")
 }

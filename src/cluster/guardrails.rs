@@ -138,7 +138,7 @@ mod tests {
     use serde_json::json;
 
     use super::check;
-    use crate::cluster::fake_aws::FakeAws;
+    use crate::aws::fake_aws::FakeAws;
     use crate::cluster::task_definition::{describe_given, Contents, TaskDefinitionRef};
     use crate::settings::{ClusterProfile, Properties};
 
@@ -261,7 +261,8 @@ mod tests {
     /// before any RunTask, the reason in the job's console; an allowed one launches.
     #[tokio::test]
     async fn create_agent_refuses_a_given_task_definition_the_cluster_profile_does_not_allow() {
-        use crate::cluster::fake_aws::{FakeGocd, ACCOUNT};
+        use crate::aws::fake_aws::ACCOUNT;
+        use crate::cluster::fake_gocd::FakeGocd;
         use crate::cluster::fixtures::job;
         use crate::cluster::identity::cluster_key;
         use crate::cluster::{AgentRequest, Cluster, EngineError, EngineOptions};
@@ -336,7 +337,8 @@ mod tests {
     /// job's console; the same profile with an allowed sidecar image launches.
     #[tokio::test]
     async fn create_agent_refuses_a_sidecar_whose_image_is_not_allowed() {
-        use crate::cluster::fake_aws::{FakeGocd, ACCOUNT};
+        use crate::aws::fake_aws::ACCOUNT;
+        use crate::cluster::fake_gocd::FakeGocd;
         use crate::cluster::fixtures::job;
         use crate::cluster::identity::cluster_key;
         use crate::cluster::{AgentRequest, Cluster, EngineError, EngineOptions};

@@ -8,10 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::protocol::types::JobIdentifier;
 
-/// Tag: GoCD's server id.
-pub const TAG_SERVER_ID: &str = "gocd:server-id";
-/// Tag: the cluster profile key.
-pub const TAG_CLUSTER_PROFILE: &str = "gocd:cluster-profile";
+pub use crate::aws::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 /// Tag: the elastic agent id.
 pub const TAG_AGENT_ID: &str = "gocd:elastic-agent-id";
 /// Tag: GoCD's job id.

@@ -6,12 +6,6 @@
 //! applies them within one RunTask call only, and each call starts one task), or through the
 //! cluster's default strategy. Returns as soon as ECS accepted the task.
 
-use aws_sdk_ecs::types::{
-    AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerOverride, KeyValuePair,
-    LaunchType as EcsLaunchType, NetworkConfiguration, PlacementConstraint, PlacementConstraintType, PlacementStrategy,
-    PlacementStrategyType, Tag, TaskOverride,
-};
-
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -21,8 +15,9 @@ use super::identity::{client_token, task_tags, TaskLabels};
 use super::task_definition::TaskDefinitionRef;
 use super::tasks::TaskView;
 use crate::aws::budget::Category;
+use crate::aws::ecs::{AwsVpc, Launch, LaunchRequest, PlacementRule, RunTaskRequest, Through};
 use crate::aws::network::Network;
-use crate::aws::{AwsClients, AwsError};
+use crate::aws::{AwsClients, AwsError, Failure};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
@@ -335,52 +330,37 @@ pub async fn start_task(
     spec: &LaunchSpec<'_>,
     container_instance: &str,
 ) -> Result<Option<TaskView>, AwsError> {
-    let request = aws
-        .ecs
-        .start_task()
-        .cluster(&spec.cluster.cluster_name)
-        .task_definition(&spec.work.task_definition.arn)
-        .container_instances(container_instance)
-        .started_by(spec.started_by)
-        .overrides(overrides(spec))
-        .enable_execute_command(spec.work.elastic.enable_execute_command)
-        .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
+    let request = launch_request(spec);
     let mut attempt = 0;
-    let out = loop {
+    let answer = loop {
         attempt += 1;
-        match aws.calls.attempt("StartTask", attempt, request.clone().send()).await {
-            Ok(out) => break out,
-            Err(e) if !e.transient || attempt >= crate::aws::calls::MAX_ATTEMPTS => {
-                return Err(aws.calls.give_up("StartTask", attempt, e))
+        match aws.start_task_attempt(&request, container_instance, attempt).await {
+            Ok(answer) => break answer,
+            Err(e) if e.failure == Failure::Throttled && attempt < crate::aws::calls::MAX_ATTEMPTS => {
+                aws.calls.back_off("StartTask", attempt, &e).await
             }
-            Err(e) if e.throttled => aws.calls.back_off("StartTask", attempt, &e).await,
             // The answer was lost: ECS may have started the task.
-            Err(e) => {
+            Err(e) if e.failure == Failure::Transient && attempt < crate::aws::calls::MAX_ATTEMPTS => {
                 if let Some(task) = find_started(aws, spec).await? {
                     tracing::info!(task = %task.arn, "StartTask's answer was lost, but the task started: using it");
                     return Ok(Some(task));
                 }
                 aws.calls.back_off("StartTask", attempt, &e).await;
             }
+            Err(e) => return Err(aws.calls.give_up("StartTask", attempt, e)),
         }
     };
-    if let Some(task) = out.tasks().first() {
-        return Ok(Some(TaskView::from_sdk(task)));
+    match answer {
+        Launch::Started(task) => Ok(Some(*task)),
+        Launch::NotPlaced(why) => {
+            tracing::warn!(agent_id = %spec.work.agent_id, reason = %why.detail, "StartTask started nothing");
+            Ok(None)
+        }
     }
-    for f in out.failures() {
-        tracing::warn!(
-            agent_id = %spec.work.agent_id,
-            reason = f.reason().unwrap_or(""),
-            detail = f.detail().unwrap_or(""),
-            "StartTask started nothing"
-        );
-    }
-    Ok(None)
 }
 
 fn is_capacity_refusal(e: &AwsError) -> bool {
-    let d = e.detail.to_ascii_lowercase();
-    d.contains("capacity is unavailable") || d.contains("insufficient capacity") || d.contains("no capacity")
+    e.failure == Failure::NoCapacity
 }
 
 /// One RunTask on `capacity`; `provider` names the capacity provider when the profile has a
@@ -393,79 +373,46 @@ async fn run_once(
     token_suffix: &str,
     provider: Option<&str>,
 ) -> Result<TaskView, LaunchError> {
-    let mut request = aws
-        .ecs
-        .run_task()
-        .cluster(&spec.cluster.cluster_name)
-        .task_definition(&spec.work.task_definition.arn)
-        .count(1)
-        .started_by(spec.started_by)
-        .client_token(format!("{}{token_suffix}", spec.client_token))
-        .network_configuration(network(spec).map_err(LaunchError::known)?)
-        .overrides(overrides(spec))
-        .enable_execute_command(spec.work.elastic.enable_execute_command)
-        .set_tags(Some(spec.tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()));
-    if matches!(capacity, Capacity::Fargate | Capacity::FargateSpot) {
-        // `PlatformVersion` (Fargate only; validation refuses it for EC2 cluster profiles).
-        request = request.set_platform_version(spec.work.elastic.platform_version.clone());
-    }
-    let through = |name: &str| {
-        CapacityProviderStrategyItem::builder()
-            .capacity_provider(name)
-            .weight(1)
-            .build()
-            .map_err(|e| LaunchError::known(AwsError::in_answer("RunTask", e.to_string())))
+    let Some(net) = spec.network else {
+        let internal = "a Fargate launch without awsvpc networking (an internal error)";
+        return Err(LaunchError::known(AwsError::in_answer("RunTask", internal)));
     };
-    // Placement (validated to come only with a strategy that may place on EC2 instances).
     let elastic = &spec.work.elastic;
-    for s in &elastic.placement_strategy {
-        let kind = PlacementStrategyType::from(s.kind.as_str());
-        request =
-            request.placement_strategy(PlacementStrategy::builder().r#type(kind).set_field(s.field.clone()).build());
-    }
-    for c in &elastic.placement_constraints {
-        let kind = PlacementConstraintType::from(c.kind.as_str());
-        request = request.placement_constraints(
-            PlacementConstraint::builder().r#type(kind).set_expression(c.expression.clone()).build(),
-        );
-    }
-    request = match (provider, capacity) {
-        (Some(name), _) => request.capacity_provider_strategy(through(name)?),
-        (None, Capacity::Fargate) => request.launch_type(EcsLaunchType::Fargate),
-        (None, Capacity::Ec2) => request.launch_type(EcsLaunchType::Ec2),
-        (None, Capacity::FargateSpot) => request.capacity_provider_strategy(through("FARGATE_SPOT")?),
-        // The cluster's default capacity provider strategy: neither a launch type nor a strategy.
-        (None, Capacity::Provider) => request,
+    let rule = |kind: &String, value: &Option<String>| PlacementRule { kind: kind.clone(), value: value.clone() };
+    let request = RunTaskRequest {
+        launch: launch_request(spec),
+        client_token: format!("{}{token_suffix}", spec.client_token),
+        network: AwsVpc {
+            subnets: net.subnets.clone(),
+            security_groups: net.security_groups.clone(),
+            assign_public_ip: spec.cluster.assign_public_ip,
+        },
+        // `PlatformVersion` (Fargate only; validation refuses it for EC2 cluster profiles).
+        platform_version: if matches!(capacity, Capacity::Fargate | Capacity::FargateSpot) {
+            elastic.platform_version.clone()
+        } else {
+            None
+        },
+        // Placement (validated to come only with a strategy that may place on EC2 instances).
+        placement_strategy: elastic.placement_strategy.iter().map(|s| rule(&s.kind, &s.field)).collect(),
+        placement_constraints: elastic.placement_constraints.iter().map(|c| rule(&c.kind, &c.expression)).collect(),
+        through: match (provider, capacity) {
+            (Some(name), _) => Through::Provider(name.to_string()),
+            (None, Capacity::Fargate) => Through::Fargate,
+            (None, Capacity::Ec2) => Through::Ec2,
+            (None, Capacity::FargateSpot) => Through::Provider("FARGATE_SPOT".to_string()),
+            // The cluster's default capacity provider strategy: neither a launch type nor a strategy.
+            (None, Capacity::Provider) => Through::ClusterDefault,
+        },
     };
-    let out = run_task_idempotently(aws, spec, &request, run_task_buckets(provider, capacity)).await?;
-    let out = match out {
-        RunOutcome::Answer(out) => out,
-        RunOutcome::AlreadyStarted(task) => return Ok(*task),
-    };
-    if let Some(task) = out.tasks().first() {
-        return Ok(TaskView::from_sdk(task));
+    match run_task_idempotently(aws, spec, &request, run_task_buckets(provider, capacity)).await? {
+        RunOutcome::Answer(Launch::Started(task)) | RunOutcome::AlreadyStarted(task) => Ok(*task),
+        RunOutcome::Answer(Launch::NotPlaced(why)) => Err(LaunchError::known(why)),
     }
-    let reasons: Vec<String> = out
-        .failures()
-        .iter()
-        .map(|f| {
-            format!(
-                "{}{}",
-                f.reason().unwrap_or("unknown reason"),
-                f.detail().map(|d| format!(" ({d})")).unwrap_or_default()
-            )
-        })
-        .collect();
-    let detail = if reasons.is_empty() {
-        "ECS started no task and gave no reason (no capacity)".to_string()
-    } else {
-        reasons.join("; ")
-    };
-    Err(LaunchError::known(AwsError { operation: "RunTask", code: None, transient: true, throttled: false, detail }))
 }
 
 enum RunOutcome {
-    Answer(aws_sdk_ecs::operation::run_task::RunTaskOutput),
+    Answer(Launch),
     AlreadyStarted(Box<TaskView>),
 }
 
@@ -494,17 +441,17 @@ fn run_task_buckets(provider: Option<&str>, capacity: Capacity) -> &'static [Cat
 async fn run_task_idempotently(
     aws: &AwsClients,
     spec: &LaunchSpec<'_>,
-    request: &aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder,
+    request: &RunTaskRequest,
     buckets: &[Category],
 ) -> Result<RunOutcome, LaunchError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match aws.calls.attempt_in(buckets, "RunTask", attempt, request.clone().send()).await {
+        match aws.run_task_attempt(request, buckets, attempt).await {
             Ok(out) => return Ok(RunOutcome::Answer(out)),
             // Throttled, or refused outright: AWS did not act on it.
-            Err(e) if e.throttled || !e.transient => {
-                if e.transient && attempt < crate::aws::calls::MAX_ATTEMPTS {
+            Err(e) if e.failure != Failure::Transient => {
+                if e.throttled() && attempt < crate::aws::calls::MAX_ATTEMPTS {
                     aws.calls.back_off_in(buckets, "RunTask", attempt, &e).await;
                 } else {
                     return Err(LaunchError::known(aws.calls.give_up("RunTask", attempt, e)));
@@ -538,35 +485,26 @@ async fn find_started(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Option<
     Ok(tasks.into_iter().find(|t| t.agent_id() == Some(spec.work.agent_id.as_str())))
 }
 
-fn network(spec: &LaunchSpec<'_>) -> Result<NetworkConfiguration, AwsError> {
-    let Some(net) = spec.network else {
-        return Err(AwsError::in_answer("RunTask", "a Fargate launch without awsvpc networking (an internal error)"));
-    };
-    let public_ip = if spec.cluster.assign_public_ip { AssignPublicIp::Enabled } else { AssignPublicIp::Disabled };
-    let vpc = AwsVpcConfiguration::builder()
-        .set_subnets(Some(net.subnets.clone()))
-        .set_security_groups(Some(net.security_groups.clone()))
-        .assign_public_ip(public_ip)
-        .build()
-        .map_err(|e| AwsError::in_answer("RunTask", e.to_string()))?;
-    Ok(NetworkConfiguration::builder().awsvpc_configuration(vpc).build())
-}
-
-/// The agent container's overrides: the registration variables, which differ per agent and
-/// which nothing overrides. The environment every agent of the profile pair shares is in our
-/// task definition; a given `TaskDefinitionArn` has none of it, so there it travels here too.
-fn overrides(spec: &LaunchSpec<'_>) -> TaskOverride {
-    let env = override_environment(spec);
-    let container = ContainerOverride::builder()
-        .name(&spec.work.task_definition.agent_container)
-        .set_environment(Some(env.into_iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build()).collect()))
-        .build();
-    TaskOverride::builder().container_overrides(container).build()
+/// What RunTask and StartTask both send: the task definition, `startedBy`, the agent
+/// container's environment overrides and the tags.
+fn launch_request(spec: &LaunchSpec<'_>) -> LaunchRequest {
+    LaunchRequest {
+        cluster: spec.cluster.cluster_name.clone(),
+        task_definition: spec.work.task_definition.arn.clone(),
+        started_by: spec.started_by.to_string(),
+        container: spec.work.task_definition.agent_container.clone(),
+        environment: override_environment(spec),
+        enable_execute_command: spec.work.elastic.enable_execute_command,
+        tags: spec.tags.clone(),
+    }
 }
 
 /// AWS's limit on the JSON of RunTask's `containerOverrides`.
 pub const MAX_OVERRIDES_CHARS: usize = 8192;
 
+/// The agent container's overrides: the registration variables, which differ per agent and
+/// which nothing overrides. The environment every agent of the profile pair shares is in our
+/// task definition; a given `TaskDefinitionArn` has none of it, so there it travels here too.
 fn override_environment(spec: &LaunchSpec<'_>) -> Vec<(String, String)> {
     let work = spec.work;
     let mut env = match work.elastic.task_definition_arn {

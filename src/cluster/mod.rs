@@ -20,7 +20,7 @@ pub mod error;
 pub mod event_queue;
 pub mod events;
 #[cfg(test)]
-mod fake_aws;
+mod fake_gocd;
 #[cfg(test)]
 mod fixtures;
 pub mod gocd;

@@ -11,23 +11,9 @@
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use aws_sdk_ecs::types::{CapacityProvider, CapacityProviderType, Compatibility};
-
+pub use crate::aws::capacity_providers::{Compatibility, ProviderKind};
 use crate::aws::{AwsClients, AwsError};
 use crate::settings::{ClusterProfile, ProviderStrategy};
-
-/// The kind of capacity a provider gives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
-    /// `FARGATE` or `FARGATE_SPOT`.
-    Fargate,
-    /// An Auto Scaling group's instances.
-    AutoScaling,
-    /// ECS Managed Instances (ECS launches and runs the instances).
-    ManagedInstances,
-    /// ECS did not describe it (not a provider of this account and region).
-    Unknown,
-}
 
 impl ProviderKind {
     /// In words, for the status report.
@@ -47,18 +33,6 @@ impl ProviderKind {
             // Not described: may be an Auto Scaling group's (EC2), as before kinds were learned.
             ProviderKind::AutoScaling | ProviderKind::Unknown => Compatibility::Ec2,
             ProviderKind::ManagedInstances => Compatibility::ManagedInstances,
-        }
-    }
-
-    /// The kind of a described provider: its `type`, else which provider block it carries.
-    pub fn of(provider: &CapacityProvider) -> ProviderKind {
-        match provider.r#type() {
-            Some(CapacityProviderType::ManagedInstances) => ProviderKind::ManagedInstances,
-            Some(CapacityProviderType::Ec2Autoscaling) => ProviderKind::AutoScaling,
-            Some(CapacityProviderType::FargateSpot | CapacityProviderType::Fargate) => ProviderKind::Fargate,
-            _ if provider.managed_instances_provider().is_some() => ProviderKind::ManagedInstances,
-            _ if provider.auto_scaling_group_provider().is_some() => ProviderKind::AutoScaling,
-            _ => ProviderKind::Unknown,
         }
     }
 }
@@ -165,41 +139,19 @@ pub async fn learn(aws: &AwsClients, cluster: &str, strategy: &ProviderStrategy)
     }
     let names: Vec<String> = match strategy {
         ProviderStrategy::Providers(shares) => shares.iter().map(|s| s.name.clone()).collect(),
-        ProviderStrategy::ClusterDefault => {
-            let out =
-                aws.calls.call("DescribeClusters", || aws.ecs.describe_clusters().clusters(cluster).send()).await?;
-            let found = out.clusters().first().ok_or_else(|| {
-                AwsError::in_answer(
-                    "DescribeClusters",
-                    format!("ECS cluster {cluster} was not found: check ClusterName"),
-                )
-            })?;
-            found.default_capacity_provider_strategy().iter().map(|i| i.capacity_provider().to_string()).collect()
-        }
+        ProviderStrategy::ClusterDefault => aws.default_strategy(cluster).await?,
     };
     let asked: Vec<String> = names.iter().filter(|n| !is_fargate(n)).cloned().collect();
-    let described = if asked.is_empty() {
-        Vec::new()
-    } else {
-        let request = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(asked));
-        let out = aws.calls.call("DescribeCapacityProviders", || request.clone().send()).await?;
-        out.capacity_providers().to_vec()
-    };
+    let described = if asked.is_empty() { Vec::new() } else { aws.describe_capacity_providers(asked).await? };
     let providers = names
         .into_iter()
         .map(|name| {
             if is_fargate(&name) {
                 return KnownProvider { name, kind: ProviderKind::Fargate, status: "ACTIVE".to_string() };
             }
-            let found = described
-                .iter()
-                .find(|p| p.name() == Some(name.as_str()) || p.capacity_provider_arn() == Some(name.as_str()));
+            let found = described.iter().find(|p| p.name == name || p.arn.as_deref() == Some(name.as_str()));
             match found {
-                Some(p) => KnownProvider {
-                    kind: ProviderKind::of(p),
-                    status: p.status().map_or("UNKNOWN", |s| s.as_str()).to_string(),
-                    name,
-                },
+                Some(p) => KnownProvider { kind: p.kind, status: p.status.clone(), name },
                 None => KnownProvider { name, kind: ProviderKind::Unknown, status: "MISSING".to_string() },
             }
         })
@@ -279,7 +231,6 @@ impl ProviderCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStatus};
 
     fn provider(name: &str, kind: ProviderKind) -> KnownProvider {
         KnownProvider { name: name.into(), kind, status: "ACTIVE".into() }
@@ -341,18 +292,7 @@ mod tests {
     }
 
     #[test]
-    fn a_described_provider_s_kind() {
-        let mi = CapacityProvider::builder().name("mi").r#type(CapacityProviderType::ManagedInstances).build();
-        assert_eq!(ProviderKind::of(&mi), ProviderKind::ManagedInstances);
-        let asg = CapacityProvider::builder()
-            .name("asg")
-            .status(CapacityProviderStatus::Active)
-            .auto_scaling_group_provider(
-                AutoScalingGroupProvider::builder().auto_scaling_group_arn("arn:asg").build().unwrap(),
-            )
-            .build();
-        assert_eq!(ProviderKind::of(&asg), ProviderKind::AutoScaling, "moto sends no type: the block tells");
-        assert_eq!(ProviderKind::of(&CapacityProvider::builder().name("x").build()), ProviderKind::Unknown);
+    fn a_provider_s_kind_in_words() {
         let kinds = ProviderKinds {
             providers: vec![
                 provider("ci-mi", ProviderKind::ManagedInstances),

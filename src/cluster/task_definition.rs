@@ -3,17 +3,11 @@
 //! per agent goes here: per-agent data travels as RunTask overrides (`docs/design.md`, "What the
 //! plugin is").
 
-use aws_sdk_ecs::types::{
-    Compatibility, ContainerDefinition, CpuArchitecture, EphemeralStorage, HostVolumeProperties, KeyValuePair,
-    MountPoint, NetworkMode, OsFamily, RuntimePlatform, Secret, Tag, TaskDefinitionField, Volume,
-};
-
-mod parts;
-
 use super::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use super::providers::ProviderKinds;
+use super::providers::{Compatibility, ProviderKinds};
+pub use crate::aws::task_definitions::NetworkMode;
+use crate::aws::task_definitions::RegisterRequest;
 use crate::aws::{AwsClients, AwsError};
-use crate::settings::task_parts::is_sensitive_host_path;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The name of the agent container in task definitions we register.
@@ -31,69 +25,9 @@ pub struct TaskDefinitionRef {
     pub given: Option<std::sync::Arc<Contents>>,
 }
 
-/// What a task definition runs, as far as the cluster profile's allow-lists are concerned.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Contents {
-    /// Every container's image, with its container's name.
-    pub images: Vec<(String, String)>,
-    /// `taskRoleArn`.
-    pub task_role_arn: Option<String>,
-    /// `executionRoleArn`.
-    pub execution_role_arn: Option<String>,
-    /// Every container's secrets' `valueFrom` (an ARN, or an SSM parameter name).
-    pub secrets: Vec<String>,
-    /// Names of the containers that run privileged.
-    pub privileged: Vec<String>,
-    /// Whether a volume mounts the host's Docker socket.
-    pub docker_socket: bool,
-    /// Every EFS file system a volume mounts.
-    pub file_systems: Vec<String>,
-    /// Host directories mounted that give control of the instance (system paths).
-    pub sensitive_host_paths: Vec<String>,
-    /// Its `requiresCompatibilities`, as registered (empty: none named, which ECS takes as EC2).
-    pub requires_compatibilities: Vec<Compatibility>,
-    /// What ECS validated it for (`compatibilities`; EC2 besides the ones required, on AWS).
-    pub compatibilities: Vec<Compatibility>,
-}
+pub use crate::aws::task_definitions::Contents;
 
 impl Contents {
-    fn of(td: &aws_sdk_ecs::types::TaskDefinition) -> Contents {
-        let containers = td.container_definitions();
-        let name = |c: &ContainerDefinition| c.name().unwrap_or("(unnamed)").to_string();
-        Contents {
-            images: containers.iter().map(|c| (name(c), c.image().unwrap_or_default().to_string())).collect(),
-            task_role_arn: td.task_role_arn().map(str::to_string),
-            execution_role_arn: td.execution_role_arn().map(str::to_string),
-            secrets: containers
-                .iter()
-                .flat_map(|c| c.secrets().iter().map(|s| s.value_from().to_string()))
-                .chain(
-                    containers
-                        .iter()
-                        .filter_map(|c| c.repository_credentials().map(|r| r.credentials_parameter().to_string())),
-                )
-                .collect(),
-            privileged: containers.iter().filter(|c| c.privileged() == Some(true)).map(name).collect(),
-            docker_socket: td.volumes().iter().any(|v| {
-                v.host().and_then(|h| h.source_path()).is_some_and(|p| p.trim_end_matches('/').ends_with("docker.sock"))
-            }),
-            file_systems: td
-                .volumes()
-                .iter()
-                .filter_map(|v| v.efs_volume_configuration().map(|e| e.file_system_id().to_string()))
-                .collect(),
-            sensitive_host_paths: td
-                .volumes()
-                .iter()
-                .filter_map(|v| v.host().and_then(|h| h.source_path()))
-                .filter(|p| !p.trim_end_matches('/').ends_with("docker.sock") && is_sensitive_host_path(p))
-                .map(str::to_string)
-                .collect(),
-            requires_compatibilities: td.requires_compatibilities().to_vec(),
-            compatibilities: td.compatibilities().to_vec(),
-        }
-    }
-
     /// What it may run on: what it requires and what ECS validated it for; EC2 when it names
     /// neither (ECS's default).
     pub fn runs_on(&self) -> Vec<Compatibility> {
@@ -166,36 +100,25 @@ pub async fn find_or_register(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<TaskDefinitionRef, AwsError> {
-    let describe = aws.ecs.describe_task_definition().task_definition(family).include(TaskDefinitionField::Tags);
     // A family not registered yet is the usual answer for a new elastic profile, not a failure.
-    let existing = aws.calls.call_unless("DescribeTaskDefinition", is_absent, || describe.clone().send()).await;
-    match existing {
-        Ok(out) => {
-            // Only a revision this server registered: another GoCD server on the same cluster has
-            // the same family names, and may deregister its revisions when it stops using them.
-            let ours = out.tags().iter().any(|t| t.key() == Some(TAG_SERVER_ID) && t.value() == Some(server_id));
-            if let Some(td) =
-                out.task_definition().filter(|td| ours && td.status().is_some_and(|s| s.as_str() == "ACTIVE"))
-            {
-                tracing::info!(family, "reusing task definition registered before");
-                return Ok(TaskDefinitionRef {
-                    arn: td.task_definition_arn().unwrap_or(family).to_string(),
-                    agent_container: AGENT_CONTAINER.to_string(),
-                    given: None,
-                });
-            }
+    match aws.describe_family(family).await {
+        // Only a revision this server registered: another GoCD server on the same cluster has
+        // the same family names, and may deregister its revisions when it stops using them.
+        Ok(Some(revision))
+            if revision.active && revision.tags.get(TAG_SERVER_ID).map(String::as_str) == Some(server_id) =>
+        {
+            tracing::info!(family, "reusing task definition registered before");
+            return Ok(TaskDefinitionRef {
+                arn: revision.arn.unwrap_or_else(|| family.to_string()),
+                agent_container: AGENT_CONTAINER.to_string(),
+                given: None,
+            });
         }
-        Err(e) if is_absent(&e) => {}
-        Err(e) if e.transient => return Err(e),
+        Ok(_) => {}
+        Err(e) if e.transient() => return Err(e),
         Err(e) => tracing::debug!(family, error = %e, "no task definition yet"),
     }
     register(aws, family, cluster, kinds, elastic, server_id, cluster_key).await
-}
-
-/// How ECS says a family has no revision (`ClientException`, or `InvalidParameterException`
-/// for a name it cannot parse).
-fn is_absent(e: &AwsError) -> bool {
-    matches!(e.code.as_deref(), Some("ClientException" | "InvalidParameterException"))
 }
 
 /// Looks up a task definition the elastic profile names, its agent container, and what it runs
@@ -208,14 +131,11 @@ pub async fn describe_given(
     arn: &str,
     container: Option<&str>,
 ) -> Result<TaskDefinitionRef, AwsError> {
-    let out = aws
-        .calls
-        .call("DescribeTaskDefinition", || aws.ecs.describe_task_definition().task_definition(arn).send())
-        .await?;
-    let td = out
-        .task_definition()
+    let td = aws
+        .describe_task_definition(arn)
+        .await?
         .ok_or_else(|| AwsError::in_answer("DescribeTaskDefinition", format!("task definition {arn} was not found")))?;
-    let names: Vec<&str> = td.container_definitions().iter().filter_map(|c| c.name()).collect();
+    let names: Vec<&str> = td.containers.iter().map(String::as_str).collect();
     let agent_container = match container {
         Some(wanted) if names.contains(&wanted) => wanted.to_string(),
         Some(wanted) => {
@@ -231,9 +151,9 @@ pub async fn describe_given(
         })?,
     };
     Ok(TaskDefinitionRef {
-        arn: td.task_definition_arn().unwrap_or(arn).to_string(),
+        arn: td.arn.unwrap_or_else(|| arn.to_string()),
         agent_container,
-        given: Some(std::sync::Arc::new(Contents::of(td))),
+        given: Some(std::sync::Arc::new(td.contents)),
     })
 }
 
@@ -247,51 +167,33 @@ async fn register(
     cluster_key: &str,
 ) -> Result<TaskDefinitionRef, AwsError> {
     let fargate = cluster.launch_type != LaunchType::Ec2;
-    let mut request = aws
-        .ecs
-        .register_task_definition()
-        .family(family)
-        .set_network_mode(network_mode(cluster, elastic))
+    let request = RegisterRequest {
+        family,
+        network_mode: network_mode(cluster, elastic),
         // An Auto Scaling group's capacity provider (or a cluster default that may name one)
         // places the task on EC2, ECS Managed Instances on its own instances: awsvpc task
         // definitions valid for each.
-        .set_requires_compatibilities(Some(compatibilities(cluster, kinds)))
-        // Fargate needs task-level sizes; on EC2 the container's cpu, memory and memoryReservation
-        // are what ECS reserves on the instance (a task-level memory would reserve the hard limit).
-        .set_cpu(fargate.then(|| elastic.cpu.to_string()))
-        .set_memory(fargate.then(|| elastic.memory.to_string()))
-        .runtime_platform(
-            RuntimePlatform::builder()
-                .operating_system_family(OsFamily::from(elastic.operating_system_family.as_str()))
-                .cpu_architecture(CpuArchitecture::from(elastic.cpu_architecture.as_str()))
-                .build(),
-        )
-        .set_container_definitions(Some(containers(cluster, elastic, &aws.region)?))
-        .set_task_role_arn(elastic.task_role_arn.clone())
-        .set_execution_role_arn(elastic.execution_role_arn.clone())
-        .tags(Tag::builder().key(TAG_SERVER_ID).value(server_id).build())
-        .tags(Tag::builder().key(TAG_CLUSTER_PROFILE).value(cluster_key).build());
-    if let Some(gib) = elastic.ephemeral_storage_gib.filter(|_| fargate) {
-        request = request.ephemeral_storage(EphemeralStorage::builder().size_in_gib(gib as i32).build());
-    }
-    if elastic.mount_docker_socket && !fargate {
-        request = request.volumes(
-            Volume::builder()
-                .name("docker-socket")
-                .host(HostVolumeProperties::builder().source_path("/var/run/docker.sock").build())
-                .build(),
-        );
-    }
-    for volume in parts::volumes(elastic)? {
-        request = request.volumes(volume);
-    }
-    let out = aws.calls.call("RegisterTaskDefinition", || request.clone().send()).await?;
-    let arn = out
-        .task_definition()
-        .and_then(|td| td.task_definition_arn())
-        .ok_or_else(|| AwsError::in_answer("RegisterTaskDefinition", "AWS returned no task definition ARN"))?;
+        compatibilities: compatibilities(cluster, kinds),
+        // Fargate needs task-level sizes; on EC2 the container's cpu, memory and
+        // memoryReservation are what ECS reserves on the instance (a task-level memory would
+        // reserve the hard limit).
+        task_size: fargate.then_some((elastic.cpu, elastic.memory)),
+        // What the sidecars leave (validation keeps it positive).
+        agent_size: elastic.agent_share().unwrap_or((elastic.cpu, elastic.memory)),
+        environment: shared_environment(cluster, elastic),
+        ephemeral_storage_gib: elastic.ephemeral_storage_gib.filter(|_| fargate),
+        host_docker_socket: elastic.mount_docker_socket && !fargate,
+        tags: vec![
+            (TAG_SERVER_ID.to_string(), server_id.to_string()),
+            (TAG_CLUSTER_PROFILE.to_string(), cluster_key.to_string()),
+        ],
+        cluster,
+        elastic,
+        region: &aws.region,
+    };
+    let arn = aws.register_task_definition(&request).await?;
     tracing::info!(family, arn, "registered task definition");
-    Ok(TaskDefinitionRef { arn: arn.to_string(), agent_container: AGENT_CONTAINER.to_string(), given: None })
+    Ok(TaskDefinitionRef { arn, agent_container: AGENT_CONTAINER.to_string(), given: None })
 }
 
 /// Fargate and capacity providers: `awsvpc`. Our EC2 instances: Linux tasks share the
@@ -306,61 +208,6 @@ fn network_mode(cluster: &ClusterProfile, elastic: &ElasticProfile) -> Option<Ne
     } else {
         Some(NetworkMode::Bridge)
     }
-}
-
-/// The agent container first, then the sidecars.
-fn containers(
-    cluster: &ClusterProfile,
-    elastic: &ElasticProfile,
-    region: &str,
-) -> Result<Vec<ContainerDefinition>, AwsError> {
-    let mut all = vec![container(cluster, elastic, region)?];
-    all.extend(parts::sidecars(cluster, elastic, region)?);
-    Ok(all)
-}
-
-fn container(
-    cluster: &ClusterProfile,
-    elastic: &ElasticProfile,
-    region: &str,
-) -> Result<ContainerDefinition, AwsError> {
-    // What the sidecars leave (validation keeps it positive).
-    let (cpu, memory) = elastic.agent_share().unwrap_or((elastic.cpu, elastic.memory));
-    let mut def = ContainerDefinition::builder()
-        .name(AGENT_CONTAINER)
-        .image(&elastic.image)
-        // The GoCD agent: the task ends when it does, whatever the sidecars do.
-        .essential(true)
-        // Container-level cpu and memory always (moto needs them; AWS accepts them).
-        .cpu(cpu as i32)
-        .memory(memory as i32)
-        .set_memory_reservation(elastic.memory_reservation.map(|m| m as i32))
-        .set_command((!elastic.command.is_empty()).then(|| elastic.command.clone()))
-        .set_environment(Some(
-            shared_environment(cluster, elastic)
-                .into_iter()
-                .map(|(k, v)| KeyValuePair::builder().name(k).value(v).build())
-                .collect(),
-        ))
-        .privileged(elastic.privileged);
-    for (name, arn) in &elastic.secrets {
-        let secret = Secret::builder()
-            .name(name)
-            .value_from(arn)
-            .build()
-            .map_err(|e| AwsError::in_answer("RegisterTaskDefinition", format!("secret {name}: {e}")))?;
-        def = def.secrets(secret);
-    }
-    def = def.set_log_configuration(parts::agent_logs(cluster, elastic, region)?);
-    if elastic.mount_docker_socket && cluster.launch_type == LaunchType::Ec2 {
-        def = def.mount_points(
-            MountPoint::builder().source_volume("docker-socket").container_path("/var/run/docker.sock").build(),
-        );
-    }
-    for mount in parts::mount_points(elastic) {
-        def = def.mount_points(mount);
-    }
-    Ok(parts::agent(def, elastic)?.build())
 }
 
 #[cfg(test)]

@@ -18,8 +18,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use aws_sdk_ecs::types::{TaskDefinitionFamilyStatus, TaskDefinitionField, TaskDefinitionStatus};
-
 use super::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use super::Cluster;
 use crate::aws::AwsError;
@@ -154,22 +152,8 @@ pub async fn run(cluster: &Cluster) {
 pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
     let aws = &cluster.aws();
     let prefix = format!("gocd-{}-", cluster.key);
-    let mut families = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let request = aws
-            .ecs
-            .list_task_definition_families()
-            .family_prefix(&prefix)
-            .status(TaskDefinitionFamilyStatus::Active)
-            .set_next_token(next.take());
-        let page = aws.calls.call("ListTaskDefinitionFamilies", || request.clone().send()).await?;
-        families.extend(page.families().iter().filter(|f| f.starts_with(&prefix)).cloned());
-        match page.next_token() {
-            Some(token) if !token.is_empty() => next = Some(token.to_string()),
-            _ => break,
-        }
-    }
+    let mut families = aws.list_families(&prefix).await?;
+    families.retain(|f| f.starts_with(&prefix));
     let in_use = cluster.families_in_use(SystemTime::now());
     let mut outcome = SweepOutcome::default();
     let mut described = 0;
@@ -181,15 +165,9 @@ pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
         if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
             break;
         }
-        let request = aws
-            .ecs
-            .list_task_definitions()
-            .family_prefix(&family)
-            .status(TaskDefinitionStatus::Active)
-            .max_results(100);
-        let revisions = aws.calls.call("ListTaskDefinitions", || request.clone().send()).await?;
+        let revisions = aws.list_revisions(&family).await?;
         let before = outcome.deregistered.len();
-        for arn in revisions.task_definition_arns() {
+        for arn in &revisions {
             if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
                 break;
             }
@@ -197,16 +175,14 @@ pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
                 continue; // moto answers by prefix; AWS by family
             }
             described += 1;
-            let describe = aws.ecs.describe_task_definition().task_definition(arn).include(TaskDefinitionField::Tags);
-            let out = aws.calls.call("DescribeTaskDefinition", || describe.clone().send()).await?;
-            let tag = |key: &str| out.tags().iter().find(|t| t.key() == Some(key)).and_then(|t| t.value());
+            let tags = aws.task_definition_tags(arn).await?;
+            let tag = |key: &str| tags.get(key).map(String::as_str);
             if tag(TAG_SERVER_ID) != Some(cluster.server_id.as_str())
                 || tag(TAG_CLUSTER_PROFILE) != Some(cluster.key.as_str())
             {
                 continue; // registered by another GoCD server (or by hand): not ours to remove
             }
-            let deregister = aws.ecs.deregister_task_definition().task_definition(arn);
-            aws.calls.call("DeregisterTaskDefinition", || deregister.clone().send()).await?;
+            aws.deregister_task_definition(arn).await?;
             outcome.deregistered.push(arn.clone());
         }
         if outcome.deregistered.len() > before {

@@ -1,75 +1,12 @@
-//! Reading tasks back from ECS: one paginated ListTasks by `startedBy` and DescribeTasks in
-//! chunks of 100 with tags (`docs/design.md`, "Where the truth lives"), kept only when the cluster
-//! and both ownership tags are ours. [`TaskView`] is the plain-data picture the rest of the plugin
-//! works with.
-
-use std::collections::HashMap;
-use std::time::SystemTime;
-
-use aws_sdk_ecs::types::{Task, TaskField};
-use serde::Serialize;
+//! What the engine makes of the tasks it reads back from ECS (through the port's ListTasks by
+//! `startedBy` and DescribeTasks in chunks of 100 with tags, `aws::ecs`): kept only when the
+//! cluster and both ownership tags are ours. [`TaskView`], the port's plain picture of a task,
+//! gets its engine meaning here (its agent, whether it stops, why it stopped).
 
 use super::identity::{is_ours, TAG_AGENT_ID};
+pub use crate::aws::ecs::DESCRIBE_CHUNK;
+pub use crate::aws::task_view::{ContainerView, TaskView};
 use crate::aws::{AwsClients, AwsError};
-
-/// AWS's limit of ARNs per DescribeTasks.
-pub const DESCRIBE_CHUNK: usize = 100;
-
-/// One task as ECS last described it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct TaskView {
-    /// Task ARN.
-    pub arn: String,
-    /// Cluster ARN.
-    pub cluster_arn: String,
-    /// `lastStatus` (PROVISIONING … RUNNING … STOPPED).
-    pub last_status: String,
-    /// `desiredStatus`.
-    pub desired_status: String,
-    /// Launch type, or capacity provider when launched through one.
-    pub capacity: String,
-    /// Task definition ARN.
-    pub task_definition: String,
-    /// Tags.
-    pub tags: HashMap<String, String>,
-    /// `stopCode`.
-    pub stop_code: Option<String>,
-    /// `stoppedReason`.
-    pub stopped_reason: Option<String>,
-    /// Each container's name, image, exit code and reason.
-    pub containers: Vec<ContainerView>,
-    /// When ECS accepted the task.
-    pub created_at: Option<SystemTime>,
-    /// Image pull started.
-    pub pull_started_at: Option<SystemTime>,
-    /// Image pull finished.
-    pub pull_stopped_at: Option<SystemTime>,
-    /// Task running.
-    pub started_at: Option<SystemTime>,
-    /// Task stopped.
-    pub stopped_at: Option<SystemTime>,
-    /// Availability zone.
-    pub availability_zone: Option<String>,
-    /// Task-level CPU units.
-    pub cpu: Option<String>,
-    /// Task-level memory MiB.
-    pub memory: Option<String>,
-}
-
-/// One container of a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContainerView {
-    /// Container name.
-    pub name: String,
-    /// Image.
-    pub image: Option<String>,
-    /// Its last status.
-    pub last_status: Option<String>,
-    /// Exit code once stopped.
-    pub exit_code: Option<i32>,
-    /// Why it stopped.
-    pub reason: Option<String>,
-}
 
 impl TaskView {
     /// The agent id tag.
@@ -220,50 +157,6 @@ impl TaskView {
         self.desired_status = "STOPPED".into();
         self.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
     }
-
-    /// Builds the view of an SDK task.
-    pub fn from_sdk(task: &Task) -> Self {
-        let time = |t: Option<&aws_smithy_types::DateTime>| t.and_then(|t| SystemTime::try_from(*t).ok());
-        let capacity = task
-            .capacity_provider_name()
-            .map(str::to_string)
-            .or_else(|| task.launch_type().map(|l| l.as_str().to_string()).filter(|s| !s.is_empty()))
-            .unwrap_or_default();
-        TaskView {
-            arn: task.task_arn().unwrap_or_default().to_string(),
-            cluster_arn: task.cluster_arn().unwrap_or_default().to_string(),
-            last_status: task.last_status().unwrap_or_default().to_string(),
-            desired_status: task.desired_status().unwrap_or_default().to_string(),
-            capacity,
-            task_definition: task.task_definition_arn().unwrap_or_default().to_string(),
-            tags: task
-                .tags()
-                .iter()
-                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
-                .collect(),
-            stop_code: task.stop_code().map(|c| c.as_str().to_string()),
-            stopped_reason: task.stopped_reason().filter(|r| !r.is_empty()).map(str::to_string),
-            containers: task
-                .containers()
-                .iter()
-                .map(|c| ContainerView {
-                    name: c.name().unwrap_or_default().to_string(),
-                    image: c.image().map(str::to_string),
-                    last_status: c.last_status().map(str::to_string),
-                    exit_code: c.exit_code(),
-                    reason: c.reason().map(str::to_string),
-                })
-                .collect(),
-            created_at: time(task.created_at()),
-            pull_started_at: time(task.pull_started_at()),
-            pull_stopped_at: time(task.pull_stopped_at()),
-            started_at: time(task.started_at()),
-            stopped_at: time(task.stopped_at()),
-            availability_zone: task.availability_zone().map(str::to_string),
-            cpu: task.cpu().map(str::to_string),
-            memory: task.memory().map(str::to_string),
-        }
-    }
 }
 
 /// The plugin's own tags (`docs/design.md`, "Where the truth lives"); users may not set `gocd:`
@@ -291,25 +184,7 @@ pub async fn list_all_running(aws: &AwsClients, cluster: &str) -> Result<Vec<Str
 }
 
 async fn list(aws: &AwsClients, cluster: &str, started_by: Option<&str>) -> Result<Vec<String>, AwsError> {
-    let mut arns = Vec::new();
-    let mut next: Option<String> = None;
-    loop {
-        let request = aws
-            .ecs
-            .list_tasks()
-            .cluster(cluster)
-            // AWS: "when you specify startedBy as the filter, it must be the only filter"; the
-            // default desiredStatus is RUNNING already.
-            .set_started_by(started_by.map(str::to_string))
-            .max_results(100)
-            .set_next_token(next.take());
-        let page = aws.calls.call("ListTasks", || request.clone().send()).await?;
-        arns.extend(page.task_arns().iter().cloned());
-        match page.next_token() {
-            Some(token) if !token.is_empty() => next = Some(token.to_string()),
-            _ => return Ok(arns),
-        }
-    }
+    aws.list_tasks(cluster, started_by).await
 }
 
 /// Describes tasks by ARN in chunks of [`DESCRIBE_CHUNK`], with tags, keeping only ours.
@@ -340,60 +215,54 @@ pub async fn describe_where(
     arns: &[String],
     keep: impl Fn(&TaskView) -> bool,
 ) -> Result<Vec<TaskView>, AwsError> {
-    let mut tasks = Vec::with_capacity(arns.len());
-    for chunk in arns.chunks(DESCRIBE_CHUNK) {
-        let request =
-            aws.ecs.describe_tasks().cluster(cluster).set_tasks(Some(chunk.to_vec())).include(TaskField::Tags);
-        let out = aws.calls.call("DescribeTasks", || request.clone().send()).await?;
-        tasks.extend(out.tasks().iter().map(TaskView::from_sdk).filter(|t| keep(t)));
-    }
-    Ok(tasks)
+    aws.describe_tasks(cluster, arns, keep).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ecs::types::{Container, Tag};
+
+    fn task(arn: &str, last_status: &str, reason: Option<&str>, exit_code: i32) -> TaskView {
+        TaskView {
+            arn: arn.into(),
+            last_status: last_status.into(),
+            desired_status: last_status.into(),
+            stopped_reason: reason.map(str::to_string),
+            containers: vec![ContainerView {
+                name: "gocd-agent".into(),
+                image: None,
+                last_status: None,
+                exit_code: Some(exit_code),
+                reason: None,
+            }],
+            ..TaskView::default()
+        }
+    }
 
     #[test]
     fn a_task_ecs_forgot_says_so_not_what_it_said_while_running() {
-        let running = Task::builder()
-            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/abc")
-            .last_status("RUNNING")
-            .desired_status("RUNNING")
-            .stopped_reason("")
-            .containers(Container::builder().name("gocd-agent").exit_code(0).build())
-            .build();
-        let mut view = TaskView::from_sdk(&running);
-        assert_eq!(view.stopped_reason, None, "an empty stoppedReason is no reason");
+        let mut view = task("arn:aws:ecs:us-east-1:123456789012:task/ci/abc", "RUNNING", None, 0);
         view.forgotten_by_ecs();
         assert_eq!((view.last_status.as_str(), view.desired_status.as_str()), ("STOPPED", "STOPPED"));
         assert_eq!(view.stop_summary(), "ECS no longer knows this task");
 
-        let stopped = Task::builder()
-            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/def")
-            .last_status("STOPPED")
-            .stopped_reason("Task stopped by user")
-            .containers(Container::builder().name("gocd-agent").exit_code(143).build())
-            .build();
-        let mut view = TaskView::from_sdk(&stopped);
+        let mut view =
+            task("arn:aws:ecs:us-east-1:123456789012:task/ci/def", "STOPPED", Some("Task stopped by user"), 143);
         view.forgotten_by_ecs();
         assert_eq!(view.stop_summary(), "Task stopped by user; container gocd-agent exited 143", "seen stopped: kept");
     }
 
     #[test]
-    fn reads_an_sdk_task() {
-        let task = Task::builder()
-            .task_arn("arn:aws:ecs:us-east-1:123456789012:task/ci/abc")
-            .cluster_arn("arn:aws:ecs:us-east-1:123456789012:cluster/ci")
-            .last_status("STOPPED")
-            .desired_status("STOPPED")
-            .stopped_reason("Essential container in task exited")
-            .stop_code(aws_sdk_ecs::types::TaskStopCode::EssentialContainerExited)
-            .containers(Container::builder().name("gocd-agent").exit_code(137).reason("OutOfMemoryError").build())
-            .tags(Tag::builder().key(TAG_AGENT_ID).value("ea-1").build())
-            .build();
-        let view = TaskView::from_sdk(&task);
+    fn says_why_a_task_stopped() {
+        let mut view = task(
+            "arn:aws:ecs:us-east-1:123456789012:task/ci/abc",
+            "STOPPED",
+            Some("Essential container in task exited"),
+            137,
+        );
+        view.stop_code = Some("EssentialContainerExited".into());
+        view.containers[0].reason = Some("OutOfMemoryError".into());
+        view.tags.insert(TAG_AGENT_ID.into(), "ea-1".into());
         assert_eq!(view.agent_id(), Some("ea-1"));
         assert!(view.is_stopping());
         assert_eq!(

@@ -1,15 +1,16 @@
 //! Engine tests: the façade (`create_agent`, `should_assign`, `complete`, `ping`) against the
-//! in-memory AWS of `fake_aws.rs` and a GoCD port that records what it is told. Each runs in
+//! in-memory AWS of `aws/fake_aws.rs` and a GoCD port that records what it is told. Each runs in
 //! milliseconds; the same paths run against moto in the end-to-end suites.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::fake_aws::{FakeAws, FakeGocd};
+use super::fake_gocd::FakeGocd;
 use super::fixtures::job;
 use super::identity::{self, cluster_key, task_tags, TaskLabels, TAG_AGENT_ID};
 use super::registry::Phase;
 use super::{cluster_arn_suffix, AgentRequest, Cluster, Created, EngineError};
+use crate::aws::fake_aws::FakeAws;
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState, JobIdentifier};
 use crate::secret::Secret;
 use crate::settings::{ClusterProfile, Properties};
@@ -52,7 +53,7 @@ impl World {
 
     fn with_profile(aws: FakeAws, profile: ClusterProfile) -> World {
         let gocd = Arc::new(FakeGocd::default());
-        let key = cluster_key(super::fake_aws::ACCOUNT, "us-east-1", "ci", None);
+        let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let options = super::EngineOptions::default();
         let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &options));
         World { aws, gocd, cluster }

@@ -4,13 +4,11 @@
 use std::collections::BTreeSet;
 use std::io;
 
-use aws_sdk_ec2::types::{Filter, IamInstanceProfileSpecification, InstanceType};
-use aws_sdk_ecs::types::{Cluster, DesiredStatus};
-
 use super::fix::fix_for;
 use super::network::Network;
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::doctor_reads::{ClusterLookup, ClusterView as Cluster, DryRunLaunch};
+use crate::aws::Failure;
 use crate::cluster::ec2::catalog::Catalog;
 use crate::cluster::ec2::OsClass;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
@@ -43,31 +41,29 @@ pub(super) async fn all(
 /// DescribeClusters: the cluster exists and is ACTIVE.
 async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<Option<Cluster>> {
     let name = &profile.cluster_name;
-    let call = aws.ecs.describe_clusters().clusters(name).send();
-    let answer = aws
-        .call("DescribeClusters", async { call.await.map_err(|e| AwsError::from_sdk("DescribeClusters", &e)) })
-        .await;
-    let out = match answer {
-        Ok(out) => out,
+    let found = match aws.describe_cluster(name).await {
+        Ok(ClusterLookup::Found(found)) => Some(found),
+        Ok(ClusterLookup::Missing { reason }) => {
+            r.fail(
+                "cluster",
+                format!("ECS cluster {name} does not exist in {} of account {} ({reason})", aws.region, aws.account),
+                format!(
+                    "create it (aws ecs create-cluster --cluster-name {} --region {}) or correct ClusterName and Region; the plugin never creates clusters",
+                    aws.cluster_name, aws.region
+                ),
+            )?;
+            None
+        }
         Err(e) => {
             let fix = fix_for(&e, "ecs:DescribeClusters", "check network access to ECS in this region");
             r.fail("cluster", format!("cannot describe ECS cluster {name}: {}", e.detail), fix)?;
             return Ok(None);
         }
     };
-    let Some(found) = out.clusters().first().cloned() else {
-        let reason = out.failures().first().and_then(|f| f.reason()).unwrap_or("MISSING");
-        r.fail(
-            "cluster",
-            format!("ECS cluster {name} does not exist in {} of account {} ({reason})", aws.region, aws.account),
-            format!(
-                "create it (aws ecs create-cluster --cluster-name {} --region {}) or correct ClusterName and Region; the plugin never creates clusters",
-                aws.cluster_name, aws.region
-            ),
-        )?;
+    let Some(found) = found else {
         return Ok(None);
     };
-    let status = found.status().unwrap_or("UNKNOWN");
+    let status = found.status.as_str();
     if status != "ACTIVE" {
         r.fail(
             "cluster",
@@ -80,18 +76,14 @@ async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
         "cluster",
         format!(
             "ECS cluster {} is ACTIVE in {} (account {}): {} running task(s), {} container instance(s)",
-            found.cluster_name().unwrap_or(name),
+            found.name.as_deref().unwrap_or(name),
             aws.region,
             aws.account,
-            found.running_tasks_count(),
-            found.registered_container_instances_count()
+            found.running_tasks,
+            found.container_instances
         ),
     )?;
     Ok(Some(found))
-}
-
-fn filter(name: &str, value: &str) -> Filter {
-    Filter::builder().name(name).values(value).build()
 }
 
 /// Subnets and security groups exist and share one VPC (or the default VPC has default subnets
@@ -128,34 +120,24 @@ async fn network(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
 type Problem = (String, String);
 
 async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
-    let call = aws.ec2.describe_vpcs().filters(filter("is-default", "true")).send();
-    let vpcs = aws
-        .call("DescribeVpcs", async { call.await.map_err(|e| AwsError::from_sdk("DescribeVpcs", &e)) })
-        .await
-        .map_err(|e| {
-            (
-                format!("cannot look up the default VPC: {}", e.detail),
-                fix_for(&e, "ec2:DescribeVpcs", "check network access to EC2"),
-            )
-        })?;
-    let Some(vpc) = vpcs.vpcs().iter().find_map(|v| v.vpc_id()).map(str::to_string) else {
+    let vpc = aws.default_vpc().await.map_err(|e| {
+        (
+            format!("cannot look up the default VPC: {}", e.detail),
+            fix_for(&e, "ec2:DescribeVpcs", "check network access to EC2"),
+        )
+    })?;
+    let Some(vpc) = vpc else {
         return Err((
             format!("the profile sets no SubnetIds and {} has no default VPC", aws.region),
             "set SubnetIds and SecurityGroupIds in the cluster profile".into(),
         ));
     };
-    let call =
-        aws.ec2.describe_subnets().filters(filter("vpc-id", &vpc)).filters(filter("default-for-az", "true")).send();
-    let out = aws
-        .call("DescribeSubnets", async { call.await.map_err(|e| AwsError::from_sdk("DescribeSubnets", &e)) })
-        .await
-        .map_err(|e| {
-            (
-                format!("cannot list the default subnets: {}", e.detail),
-                fix_for(&e, "ec2:DescribeSubnets", "check network access to EC2"),
-            )
-        })?;
-    let mut subnets: Vec<String> = out.subnets().iter().filter_map(|s| s.subnet_id()).map(str::to_string).collect();
+    let mut subnets = aws.default_subnets(&vpc).await.map_err(|e| {
+        (
+            format!("cannot list the default subnets: {}", e.detail),
+            fix_for(&e, "ec2:DescribeSubnets", "check network access to EC2"),
+        )
+    })?;
     subnets.sort();
     if subnets.is_empty() {
         return Err((
@@ -167,23 +149,14 @@ async fn default_subnets(aws: &Aws) -> Result<(String, Vec<String>), Problem> {
 }
 
 async fn given_subnets(aws: &Aws, ids: &[String]) -> Result<String, Problem> {
-    let call = aws.ec2.describe_subnets().set_subnet_ids(Some(ids.to_vec())).send();
-    let out = aws
-        .call("DescribeSubnets", async { call.await.map_err(|e| AwsError::from_sdk("DescribeSubnets", &e)) })
-        .await
-        .map_err(|e| {
-            let fix = fix_for(
-                &e,
-                "ec2:DescribeSubnets",
-                format!("correct SubnetIds: use subnets of {} in the cluster's account", aws.region),
-            );
-            (format!("subnet(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
-        })?;
-    let found: Vec<(String, String)> = out
-        .subnets()
-        .iter()
-        .filter_map(|s| Some((s.subnet_id()?.to_string(), s.vpc_id().unwrap_or("?").to_string())))
-        .collect();
+    let found = aws.subnets(ids).await.map_err(|e| {
+        let fix = fix_for(
+            &e,
+            "ec2:DescribeSubnets",
+            format!("correct SubnetIds: use subnets of {} in the cluster's account", aws.region),
+        );
+        (format!("subnet(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
+    })?;
     let missing: Vec<&String> = ids.iter().filter(|id| !found.iter().any(|(f, _)| f == *id)).collect();
     if !missing.is_empty() {
         let missing: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
@@ -205,53 +178,36 @@ async fn given_subnets(aws: &Aws, ids: &[String]) -> Result<String, Problem> {
 }
 
 async fn default_group(aws: &Aws, vpc: &str) -> Result<String, Problem> {
-    let call = aws
-        .ec2
-        .describe_security_groups()
-        .filters(filter("vpc-id", vpc))
-        .filters(filter("group-name", "default"))
-        .send();
-    let out = aws
-        .call("DescribeSecurityGroups", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
-        })
-        .await
-        .map_err(|e| {
-            (
-                format!("cannot look up the default security group: {}", e.detail),
-                fix_for(&e, "ec2:DescribeSecurityGroups", "check network access to EC2"),
-            )
-        })?;
-    out.security_groups().iter().find_map(|g| g.group_id()).map(str::to_string).ok_or_else(|| {
+    let group = aws.default_group(vpc).await.map_err(|e| {
+        (
+            format!("cannot look up the default security group: {}", e.detail),
+            fix_for(&e, "ec2:DescribeSecurityGroups", "check network access to EC2"),
+        )
+    })?;
+    group.ok_or_else(|| {
         (format!("VPC {vpc} has no default security group"), "set SecurityGroupIds in the cluster profile".into())
     })
 }
 
 async fn given_groups(aws: &Aws, ids: &[String], vpc: &str) -> Result<(), Problem> {
-    let call = aws.ec2.describe_security_groups().set_group_ids(Some(ids.to_vec())).send();
-    let out = aws
-        .call("DescribeSecurityGroups", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
-        })
-        .await
-        .map_err(|e| {
-            let fix =
-                fix_for(&e, "ec2:DescribeSecurityGroups", format!("correct SecurityGroupIds: use groups of VPC {vpc}"));
-            (format!("security group(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
-        })?;
+    let groups = aws.security_groups(ids).await.map_err(|e| {
+        let fix =
+            fix_for(&e, "ec2:DescribeSecurityGroups", format!("correct SecurityGroupIds: use groups of VPC {vpc}"));
+        (format!("security group(s) {} cannot be used: {}", ids.join(", "), e.detail), fix)
+    })?;
     for id in ids {
-        match out.security_groups().iter().find(|g| g.group_id() == Some(id.as_str())) {
+        match groups.iter().find(|(g, _, _)| g == id) {
             None => {
                 return Err((
                     format!("security group {id} does not exist in {}", aws.region),
                     "correct SecurityGroupIds".into(),
                 ))
             }
-            Some(g) if g.vpc_id() != Some(vpc) => {
+            Some((_, group_vpc, _)) if group_vpc.as_deref() != Some(vpc) => {
                 return Err((
                     format!(
                         "security group {id} is in {} but the subnets are in {vpc}",
-                        g.vpc_id().unwrap_or("no VPC")
+                        group_vpc.as_deref().unwrap_or("no VPC")
                     ),
                     format!("use security groups of VPC {vpc}"),
                 ))
@@ -271,19 +227,10 @@ async fn capacity(
     r: &mut Report<'_>,
 ) -> io::Result<()> {
     if profile.launch_type == LaunchType::Ec2 {
-        let call = aws.ecs.list_container_instances().cluster(&profile.cluster_name).send();
-        return match aws
-            .call("ListContainerInstances", async {
-                call.await.map_err(|e| AwsError::from_sdk("ListContainerInstances", &e))
-            })
-            .await
-        {
-            Ok(out) => r.ok(
+        return match aws.count_container_instances(&profile.cluster_name).await {
+            Ok(count) => r.ok(
                 "capacity",
-                format!(
-                    "EC2: {} container instance(s) registered; the plugin launches more as jobs need them",
-                    out.container_instance_arns().len()
-                ),
+                format!("EC2: {count} container instance(s) registered; the plugin launches more as jobs need them"),
             ),
             Err(e) => r.fail(
                 "capacity",
@@ -294,7 +241,7 @@ async fn capacity(
     }
     let spot = profile.launch_type == LaunchType::FargateSpot;
     let on_cluster: Vec<&str> =
-        cluster.map(|c| c.capacity_providers().iter().map(String::as_str).collect()).unwrap_or_default();
+        cluster.map(|c| c.capacity_providers.iter().map(String::as_str).collect()).unwrap_or_default();
     if let (Some(strategy), Some(c)) = (&profile.capacity_providers, cluster) {
         return providers_on_cluster(aws, strategy, c, &on_cluster, r).await;
     }
@@ -309,25 +256,13 @@ async fn capacity(
         )?;
     }
     let names: Vec<String> = if spot { vec!["FARGATE_SPOT".into(), "FARGATE".into()] } else { vec!["FARGATE".into()] };
-    let call = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(names.clone())).send();
-    let answer = aws
-        .call("DescribeCapacityProviders", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeCapacityProviders", &e))
-        })
-        .await;
-    match answer {
+    match aws.capacity_providers(&names).await {
         Err(e) => r.warn(
             "capacity",
             format!("could not describe the Fargate capacity providers: {}", e.detail),
             fix_for(&e, "ecs:DescribeCapacityProviders", "nothing, if tasks start; this only informs"),
         ),
-        Ok(out) => {
-            let missing: Vec<String> = out
-                .failures()
-                .iter()
-                .filter_map(|f| f.arn())
-                .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
-                .collect();
+        Ok((_, missing)) => {
             let usable = format!("{} with launch type {}", names.join(" and "), profile.launch_type.as_str());
             if missing.is_empty() {
                 r.ok("capacity", format!("{usable}: ECS reports the capacity providers ACTIVE"))
@@ -357,8 +292,7 @@ async fn providers_on_cluster(
 ) -> io::Result<()> {
     match strategy {
         ProviderStrategy::ClusterDefault => {
-            let default: Vec<&str> =
-                cluster.default_capacity_provider_strategy().iter().map(|s| s.capacity_provider()).collect();
+            let default: Vec<&str> = cluster.default_strategy.iter().map(String::as_str).collect();
             if default.is_empty() {
                 r.fail(
                     "capacity",
@@ -411,21 +345,15 @@ async fn providers_active(aws: &Aws, names: &[String], r: &mut Report<'_>) -> io
     if asked.is_empty() {
         return Ok(());
     }
-    let call = aws.ecs.describe_capacity_providers().set_capacity_providers(Some(asked.clone())).send();
-    let answer = aws
-        .call("DescribeCapacityProviders", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeCapacityProviders", &e))
-        })
-        .await;
-    let out = match answer {
-        Ok(out) => out,
+    let described = match aws.capacity_providers(&asked).await {
+        Ok((described, _)) => described,
         Err(e) => {
             let fix = fix_for(&e, "ecs:DescribeCapacityProviders", "the plugin needs it to learn the providers' kinds");
             return r.fail("capacity", format!("could not describe the capacity providers: {}", e.detail), fix);
         }
     };
     for name in &asked {
-        let found = out.capacity_providers().iter().find(|p| p.name() == Some(name.as_str()));
+        let found = described.iter().find(|p| &p.name == name);
         let Some(found) = found else {
             r.fail(
                 "capacity",
@@ -439,8 +367,8 @@ async fn providers_active(aws: &Aws, names: &[String], r: &mut Report<'_>) -> io
             )?;
             continue;
         };
-        let kind = crate::cluster::providers::ProviderKind::of(found).describe();
-        let status = found.status().map_or("UNKNOWN", |s| s.as_str());
+        let kind = found.kind.describe();
+        let status = found.status.as_str();
         if status == "ACTIVE" {
             r.ok("capacity", format!("capacity provider {name}: {kind}, ACTIVE"))?;
         } else {
@@ -469,14 +397,8 @@ async fn ec2(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: 
     };
     let catalog = super::ec2_types::check(aws, capacity, r).await?;
     let name = capacity.instance_profile.rsplit('/').next().unwrap_or(&capacity.instance_profile).to_string();
-    let call = aws.iam.get_instance_profile().instance_profile_name(&name).send();
-    match aws
-        .call("GetInstanceProfile", async { call.await.map_err(|e| AwsError::from_sdk("GetInstanceProfile", &e)) })
-        .await
-    {
-        Ok(out) => {
-            let roles: Vec<&str> =
-                out.instance_profile().map(|p| p.roles().iter().map(|r| r.role_name()).collect()).unwrap_or_default();
+    match aws.instance_profile_roles(&name).await {
+        Ok(roles) => {
             if roles.is_empty() {
                 r.fail("ec2 instance profile", format!("instance profile {name} has no role"), format!("aws iam add-role-to-instance-profile --instance-profile-name {name} --role-name <a role with AmazonEC2ContainerServiceforEC2Role>"))?
             } else {
@@ -493,13 +415,9 @@ async fn ec2(aws: &Aws, profile: &ClusterProfile, network: Option<&Network>, r: 
         }
     }
     if let Some(key) = &capacity.key_pair {
-        let call = aws.ec2.describe_key_pairs().key_names(key).send();
-        match aws
-            .call("DescribeKeyPairs", async { call.await.map_err(|e| AwsError::from_sdk("DescribeKeyPairs", &e)) })
-            .await
-        {
-            Ok(out) if !out.key_pairs().is_empty() => r.ok("ec2 key pair", format!("key pair {key} exists"))?,
-            Ok(_) => r.fail(
+        match aws.key_pair_exists(key).await {
+            Ok(true) => r.ok("ec2 key pair", format!("key pair {key} exists"))?,
+            Ok(false) => r.fail(
                 "ec2 key pair",
                 format!("key pair {key} does not exist in {}", aws.region),
                 "create it, or clear Ec2KeyPair",
@@ -531,26 +449,16 @@ async fn dry_run(
     let Some((instance_type, ami)) = launchable else {
         return r.warn("ec2 launch", "RunInstances not dry-run: no listed instance type has a listed AMI", None);
     };
-    let instance_profile = if capacity.instance_profile.starts_with("arn:") {
-        IamInstanceProfileSpecification::builder().arn(&capacity.instance_profile).build()
-    } else {
-        IamInstanceProfileSpecification::builder().name(&capacity.instance_profile).build()
+    let launch = DryRunLaunch {
+        ami_id: ami.id.clone(),
+        instance_type: instance_type.clone(),
+        subnet_id: network.subnets.first().cloned(),
+        security_groups: network.groups.clone(),
+        key_name: capacity.key_pair.clone(),
+        instance_profile: capacity.instance_profile.clone(),
     };
-    let call = aws
-        .ec2
-        .run_instances()
-        .dry_run(true)
-        .image_id(&ami.id)
-        .instance_type(InstanceType::from(instance_type.as_str()))
-        .min_count(1)
-        .max_count(1)
-        .set_subnet_id(network.subnets.first().cloned())
-        .set_security_group_ids(Some(network.groups.clone()))
-        .set_key_name(capacity.key_pair.clone())
-        .iam_instance_profile(instance_profile)
-        .send();
-    match aws.call("RunInstances", async { call.await.map_err(|e| AwsError::from_sdk("RunInstances", &e)) }).await {
-        Err(e) if e.code.as_deref() == Some("DryRunOperation") => {
+    match aws.dry_run_launch(&launch).await {
+        Err(e) if e.failure == Failure::DryRunPassed => {
             r.ok("ec2 launch", format!("RunInstances of a {instance_type} with {} would succeed (dry run)", ami.id))
         }
         Err(e) => {
@@ -586,9 +494,8 @@ fn log_group(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Res
 
 /// ListTasks: what every server-ping starts with.
 async fn tasks(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io::Result<()> {
-    let call = aws.ecs.list_tasks().cluster(&profile.cluster_name).desired_status(DesiredStatus::Running).send();
-    match aws.call("ListTasks", async { call.await.map_err(|e| AwsError::from_sdk("ListTasks", &e)) }).await {
-        Ok(out) => r.ok("tasks", format!("ListTasks works: {} running task(s) in the cluster", out.task_arns().len())),
+    match aws.count_running_tasks(&profile.cluster_name).await {
+        Ok(count) => r.ok("tasks", format!("ListTasks works: {count} running task(s) in the cluster")),
         Err(e) => r.fail(
             "tasks",
             format!("ListTasks was refused: {}", e.detail),

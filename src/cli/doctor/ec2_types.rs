@@ -6,33 +6,27 @@
 use std::io;
 use std::time::SystemTime;
 
-use aws_sdk_ec2::types::InstanceType;
-
 use super::fix::fix_for;
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::Failure;
 use crate::cluster::ec2::catalog::{self, Catalog};
-use crate::cluster::ec2::{api, OsClass};
+use crate::cluster::ec2::OsClass;
 use crate::settings::Ec2Capacity;
 
 /// Checks the listed AMIs and types; the catalog read (for the dry run's type and AMI).
 pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>) -> io::Result<Catalog> {
-    let call = aws.ec2.describe_images().set_image_ids(Some(capacity.ami_ids.clone())).send();
-    let images = aws
-        .call("DescribeImages", async { call.await.map_err(|e| AwsError::from_sdk("DescribeImages", &e)) })
-        .await
-        .map(|out| (api::ami_infos(&out), out));
+    let images = aws.describe_images(&capacity.ami_ids).await;
     let amis = match &images {
-        Ok((infos, out)) => {
+        Ok(images) => {
             for id in &capacity.ami_ids {
-                match (infos.iter().find(|a| &a.id == id), out.images().iter().find(|i| i.image_id() == Some(id))) {
-                    (Some(info), Some(image)) => r.ok(
+                match images.iter().find(|i| &i.info.id == id) {
+                    Some(image) => r.ok(
                         "ec2 image",
                         format!(
                             "AMI {id} exists: {} ({}{})",
-                            image.name().unwrap_or("no name"),
-                            info.arch.map_or("?", |a| a.as_str()),
-                            if info.os == OsClass::Windows { ", Windows" } else { "" }
+                            image.name.as_deref().unwrap_or("no name"),
+                            image.info.arch.map_or("?", |a| a.as_str()),
+                            if image.info.os == OsClass::Windows { ", Windows" } else { "" }
                         ),
                     )?,
                     _ => {
@@ -40,7 +34,7 @@ pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>)
                     }
                 }
             }
-            Ok(infos.clone())
+            Ok(images.iter().map(|i| i.info.clone()).collect())
         }
         Err(e) => {
             let fix = fix_for(e, "ec2:DescribeImages", ami_fix(&aws.region));
@@ -49,14 +43,7 @@ pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>)
             Err(e.clone())
         }
     };
-    let wanted: Vec<InstanceType> = capacity.instance_types.iter().map(|t| InstanceType::from(t.as_str())).collect();
-    let call = aws.ec2.describe_instance_types().set_instance_types(Some(wanted)).send();
-    let types = aws
-        .call("DescribeInstanceTypes", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeInstanceTypes", &e))
-        })
-        .await
-        .map(|out| api::type_infos(&out));
+    let types = aws.describe_instance_types(&capacity.instance_types).await;
     match &types {
         Ok(infos) => {
             for t in infos {
@@ -66,7 +53,7 @@ pub(super) async fn check(aws: &Aws, capacity: &Ec2Capacity, r: &mut Report<'_>)
                 r.ok("ec2 instance type", format!("{} exists in {}: {}{size}", t.name, aws.region, t.arch.as_str()))?;
             }
         }
-        Err(e) if e.code.as_deref() == Some("InvalidInstanceType") => {}
+        Err(e) if e.failure == Failure::NotFound => {}
         Err(e) => r.fail(
             "ec2 instance type",
             format!("the instance types {} cannot be read: {}", capacity.instance_types.join(", "), e.detail),

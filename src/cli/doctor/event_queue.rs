@@ -5,11 +5,9 @@
 
 use std::io;
 
-use aws_sdk_sqs::types::QueueAttributeName;
-
 use super::fix::fix_for;
 use super::{Aws, Report};
-use crate::aws::AwsError;
+use crate::aws::Failure;
 use crate::settings::ClusterProfile;
 
 /// The check.
@@ -17,16 +15,10 @@ pub(super) async fn check(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_
     let Some(url) = &profile.event_queue_url else {
         return r.ok("event queue", "no EventQueueUrl: stopped tasks are noticed at server-ping");
     };
-    let call = aws.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::QueueArn).send();
-    let answer = aws
-        .call("GetQueueAttributes", async { call.await.map_err(|e| AwsError::from_sdk("GetQueueAttributes", &e)) })
-        .await;
-    let arn = match answer {
-        Ok(out) => out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn)).cloned(),
+    let arn = match aws.queue_arn(url).await {
+        Ok(arn) => arn,
         Err(e) => {
-            let missing =
-                e.code.as_deref().is_some_and(|c| c.contains("NonExistentQueue") || c.contains("QueueDoesNotExist"));
-            let fix = if missing {
+            let fix = if e.failure == Failure::NotFound {
                 "create the queue, or correct EventQueueUrl (the queue's URL as SQS shows it)".to_string()
             } else {
                 fix_for(
@@ -42,15 +34,9 @@ pub(super) async fn check(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_
         return r.warn("event queue", format!("the event queue {url} exists, but its ARN is unknown"), None);
     };
     r.ok("event queue", format!("the event queue {url} exists and may be read"))?;
-    let call = aws.events.list_rule_names_by_target().target_arn(&arn).send();
-    let answer = aws
-        .call("ListRuleNamesByTarget", async {
-            call.await.map_err(|e| AwsError::from_sdk("ListRuleNamesByTarget", &e))
-        })
-        .await;
-    match answer {
-        Ok(out) if !out.rule_names().is_empty() => {
-            r.ok("event rule", format!("EventBridge rule {} sends events to the queue", out.rule_names().join(", ")))
+    match aws.rules_targeting(&arn).await {
+        Ok(rules) if !rules.is_empty() => {
+            r.ok("event rule", format!("EventBridge rule {} sends events to the queue", rules.join(", ")))
         }
         Ok(_) => r.fail(
             "event rule",

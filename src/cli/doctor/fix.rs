@@ -1,12 +1,11 @@
 //! What the doctor tells an operator to do when AWS refuses one of its reads: allow the action
 //! when the answer was a refusal of access, else the check's own advice. Every check uses it.
 
-use crate::aws::AwsError;
+use crate::aws::{AwsError, Failure};
 
 /// A fix for an AccessDenied error, else `other`.
 pub(super) fn fix_for(e: &AwsError, action: &str, other: impl Into<String>) -> String {
-    let denied = e.code.as_deref().is_some_and(|c| c.contains("AccessDenied") || c.contains("Unauthorized"));
-    if denied {
+    if e.failure == Failure::Denied {
         format!("allow {action} to the plugin's identity (`ecs-elastic-agent iam-policy` prints the policy)")
     } else {
         other.into()

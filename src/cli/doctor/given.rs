@@ -5,11 +5,10 @@
 //! (one DescribeTaskDefinition per profile; the providers' kinds learned once).
 
 use std::io;
-use std::sync::Arc;
 
 use super::fix::fix_for;
 use super::{Aws, Report};
-use crate::aws::{AwsClients, CallStats, RoleStats};
+use crate::aws::AwsClients;
 use crate::cluster::providers::{self, ProviderKinds};
 use crate::cluster::{guardrails, task_definition};
 use crate::settings::{ClusterProfile, ElasticProfile};
@@ -71,14 +70,5 @@ pub(super) async fn check(
 
 /// The plugin's client set over doctor's clients (its calls counted apart from any engine's).
 fn clients(aws: &Aws, profile: &ClusterProfile) -> AwsClients {
-    AwsClients {
-        ecs: aws.ecs.clone(),
-        ec2: aws.ec2.clone(),
-        sqs: aws.sqs.clone(),
-        region: aws.region.clone(),
-        role_arn: profile.role_arn.clone(),
-        role: Arc::new(RoleStats::default()),
-        calls: Arc::new(CallStats::default()),
-        account_id: Some(aws.account.clone()),
-    }
+    aws.engine_clients(profile.role_arn.clone())
 }

@@ -21,7 +21,6 @@ mod network;
 mod task_parts;
 
 use std::fmt::Display;
-use std::future::Future;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -33,9 +32,6 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 
 use super::files::{load_cluster, load_elastic};
 use super::DoctorArgs;
-use aws_sdk_ecs::error::ProvideErrorMetadata;
-use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::ErrorMetadata;
 
 use crate::aws::AwsError;
 use crate::settings::{check_compatible, ClusterProfile, ElasticProfile};
@@ -96,45 +92,8 @@ fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
 }
 
-/// The SDK clients of the checks, acting as the plugin would.
-struct Aws {
-    region: String,
-    /// The account the calls act in.
-    account: String,
-    /// The cluster's short name.
-    cluster_name: String,
-    timeout: Duration,
-    ecs: aws_sdk_ecs::Client,
-    ec2: aws_sdk_ec2::Client,
-    iam: aws_sdk_iam::Client,
-    sqs: aws_sdk_sqs::Client,
-    events: aws_sdk_eventbridge::Client,
-}
-
-impl Aws {
-    /// Runs one call with the check's time limit.
-    async fn call<T, F>(&self, operation: &'static str, call: F) -> Result<T, AwsError>
-    where
-        F: Future<Output = Result<T, AwsError>>,
-    {
-        within(self.timeout, operation, call).await
-    }
-}
-
-async fn within<T, F>(timeout: Duration, operation: &'static str, call: F) -> Result<T, AwsError>
-where
-    F: Future<Output = Result<T, AwsError>>,
-{
-    tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
-        Err(AwsError {
-            operation,
-            code: None,
-            detail: format!("no answer within {} s", timeout.as_secs()),
-            transient: true,
-            throttled: false,
-        })
-    })
-}
+/// The port's clients for the checks.
+use crate::aws::doctor::{within, CheckClients as Aws};
 
 /// Runs every check; `Ok(true)` when none failed.
 ///
@@ -160,17 +119,7 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
         r.warn("other checks", "skipped: they need the role", None)?;
         return Ok(false);
     };
-    let aws = Aws {
-        account,
-        cluster_name: profile.cluster_short_name().to_string(),
-        timeout,
-        ecs: aws_sdk_ecs::Client::new(&config),
-        ec2: aws_sdk_ec2::Client::new(&config),
-        iam: aws_sdk_iam::Client::new(&config),
-        sqs: aws_sdk_sqs::Client::new(&config),
-        events: aws_sdk_eventbridge::Client::new(&config),
-        region,
-    };
+    let aws = Aws::new(&config, region, account, profile.cluster_short_name().to_string(), timeout);
     checks::all(&aws, &profile, &elastic, &mut r).await?;
     Ok(!r.failed)
 }
@@ -363,40 +312,11 @@ async fn role(
     }
 }
 
-/// An SDK error described in one sentence. Credential and AssumeRole failures arrive wrapped in
-/// a dispatch failure; their AWS error code and message are dug out of the cause chain.
-fn described<E, R>(operation: &'static str, err: &SdkError<E, R>) -> AwsError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + 'static,
-{
-    let mut e = AwsError::from_sdk(operation, err);
-    if e.code.is_some() {
-        return e;
-    }
-    let mut parts: Vec<String> = Vec::new();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(s) = source {
-        if let Some(meta) = s.downcast_ref::<ErrorMetadata>() {
-            e.code = meta.code().map(str::to_string);
-            e.detail = format!("{}: {}", meta.code().unwrap_or("error"), meta.message().unwrap_or("no message"));
-            return e;
-        }
-        let text = s.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    e.detail = parts.join(": ");
-    e
-}
-
 /// (caller ARN, account) from sts:GetCallerIdentity.
 async fn caller_identity(config: &SdkConfig, timeout: Duration) -> Result<(String, String), AwsError> {
     let sts = aws_sdk_sts::Client::new(config);
     let out = within(timeout, "GetCallerIdentity", async {
-        sts.get_caller_identity().send().await.map_err(|e| described("GetCallerIdentity", &e))
+        sts.get_caller_identity().send().await.map_err(|e| AwsError::from_sdk_chain("GetCallerIdentity", &e))
     })
     .await?;
     Ok((out.arn().unwrap_or("?").to_string(), out.account().unwrap_or("?").to_string()))

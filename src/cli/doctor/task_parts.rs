@@ -86,18 +86,13 @@ async fn efs(
 
 /// Whether an egress rule of any of `groups` allows TCP 2049 (to anywhere).
 async fn nfs_out(aws: &Aws, groups: &[String]) -> Result<bool, AwsError> {
-    let call = aws.ec2.describe_security_groups().set_group_ids(Some(groups.to_vec())).send();
-    let out = aws
-        .call("DescribeSecurityGroups", async {
-            call.await.map_err(|e| AwsError::from_sdk("DescribeSecurityGroups", &e))
-        })
-        .await?;
-    Ok(out.security_groups().iter().flat_map(|g| g.ip_permissions_egress()).any(|p| {
-        let protocol = p.ip_protocol().unwrap_or("");
+    let found = aws.security_groups(groups).await?;
+    Ok(found.iter().flat_map(|(_, _, egress)| egress).any(|p| {
+        let protocol = p.protocol.as_str();
         let all = protocol == "-1";
         let tcp = protocol == "tcp" || protocol == "6";
-        let from = p.from_port().unwrap_or(0);
-        let to = p.to_port().unwrap_or(65535);
+        let from = p.from_port.unwrap_or(0);
+        let to = p.to_port.unwrap_or(65535);
         all || (tcp && (from == -1 || (from..=to).contains(&NFS_PORT)))
     }))
 }

@@ -3,11 +3,10 @@
 
 use std::time::SystemTime;
 
-use aws_sdk_ecs::types::ContainerInstanceStatus;
-
 use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
+use crate::aws::ecs::InstanceStatus;
 use crate::cluster::gocd::console_line;
 use crate::cluster::launch::{start_task, LaunchSpec};
 use crate::cluster::registry::Phase;
@@ -28,12 +27,12 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
-        if let Err(e) = api::set_state(&cluster.aws(), cluster_name, arn, ContainerInstanceStatus::Draining).await {
+        if let Err(e) = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Draining).await {
             tracing::info!(instance = %r.instance, error = %e, "could not set the container instance DRAINING; deregistering anyway");
         }
         if let Err(e) = api::deregister(&cluster.aws(), cluster_name, arn).await {
             tracing::warn!(instance = %r.instance, error = %e, "could not deregister the container instance; keeping the instance");
-            let _ = api::set_state(&cluster.aws(), cluster_name, arn, ContainerInstanceStatus::Active).await;
+            let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
                 record.retiring = None;
             }
@@ -101,7 +100,7 @@ pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Place
             instance,
             "ECS started nothing on the instance (no room after all); the task waits"
         ),
-        Err(e) if e.transient => {
+        Err(e) if e.transient() => {
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {
@@ -150,7 +149,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
         let message = format!(
             "no agent started for job {}: {}",
             waiting.work.job.locator(),
-            super::driver::no_type_message(cfg, waiting.arch)
+            super::catalog::no_type_message(cfg, waiting.arch)
         );
         refuse(cluster, &waiting, message).await;
     }

@@ -12,37 +12,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{api, capacity, Arch, OsClass, Resources};
-use crate::aws::{AwsClients, AwsError};
+use super::{api, capacity, Arch, OsClass};
+pub use crate::aws::ec2_types::{AmiInfo, TypeInfo};
+use crate::aws::{outcome, AwsClients, AwsError, Failure};
 use crate::settings::Ec2Capacity;
 
 /// How long estimated type figures are used before DescribeInstanceTypes is tried again.
 pub const RETRY_ESTIMATE: Duration = Duration::from_secs(15 * 60);
-
-/// One instance type.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TypeInfo {
-    /// `c5.xlarge`.
-    pub name: String,
-    /// Its CPU architecture.
-    pub arch: Arch,
-    /// What an instance of it registers with ECS (described, else estimated from the name);
-    /// `None` when neither says.
-    pub capacity: Option<Resources>,
-}
-
-/// One AMI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AmiInfo {
-    /// `ami-...`.
-    pub id: String,
-    /// Its architecture; `None` when EC2 did not describe it.
-    pub arch: Option<Arch>,
-    /// Windows or Linux (EC2's `Platform`).
-    pub os: OsClass,
-    /// Its root snapshot size in GiB (0 when unknown): RunInstances refuses a smaller root volume.
-    pub root_gib: u32,
-}
 
 /// The profile's types and AMIs, described.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +86,21 @@ impl Catalog {
     }
 }
 
+/// Why work of this architecture cannot run on the profile's instances.
+pub(super) fn no_type_message(cfg: &Ec2Capacity, arch: Arch) -> String {
+    format!(
+        "the elastic profile's CpuArchitecture is {}, but the cluster profile's Ec2InstanceType ({}) lists no {} type that can be launched: \
+         add one (with an {} AMI in Ec2AmiId), or change the elastic profile's CpuArchitecture",
+        match arch {
+            Arch::X86_64 => "X86_64",
+            Arch::Arm64 => "ARM64",
+        },
+        cfg.instance_types.join(", "),
+        arch.as_str(),
+        arch.as_str()
+    )
+}
+
 /// Builds the catalog from what EC2 answered (pure: the describes are [`load`]'s).
 pub fn build(
     cfg: &Ec2Capacity,
@@ -126,9 +117,9 @@ pub fn build(
             let in_order = cfg.instance_types.iter().filter_map(|n| described.iter().find(|t| &t.name == n).cloned());
             (in_order.collect(), None)
         }
-        Err(e) if e.code.as_deref() == Some("InvalidInstanceType") => {
-            // "The following supplied instance types do not exist: [zz9.huge]": the others stay.
-            let unknown: Vec<&String> = cfg.instance_types.iter().filter(|n| e.detail.contains(n.as_str())).collect();
+        Err(e) if e.failure == Failure::NotFound => {
+            // EC2 names the types it does not offer: the others stay.
+            let unknown = outcome::unknown_instance_types(&e.detail, &cfg.instance_types);
             problems.push(format!(
                 "Ec2InstanceType lists {} that EC2 does not offer in {region} ({}): correct or remove {}.",
                 names(&unknown),
@@ -221,6 +212,7 @@ pub async fn load(aws: &AwsClients, cfg: &Ec2Capacity) -> Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::ec2::Resources;
 
     fn cfg(types: &[&str], amis: &[&str]) -> Ec2Capacity {
         Ec2Capacity {
@@ -243,8 +235,7 @@ mod tests {
             operation: "DescribeInstanceTypes",
             code: Some(code.into()),
             detail: detail.into(),
-            transient: false,
-            throttled: false,
+            failure: crate::aws::outcome::classify("DescribeInstanceTypes", Some(code), detail, Some(400)),
         }
     }
 

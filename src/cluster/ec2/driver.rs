@@ -51,7 +51,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
     let arch = Arch::of_ecs(&work.elastic.cpu_architecture);
     let offers: Vec<TypeOffer> = cluster.ec2.state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
     if offers.is_empty() {
-        return Err(EngineError::Config(no_type_message(&cfg, arch)));
+        return Err(EngineError::Config(catalog::no_type_message(&cfg, arch)));
     }
     if offers.iter().all(|t| t.known && !t.capacity.fits(need)) {
         let sizes: Vec<String> = offers
@@ -99,21 +99,6 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
         types.join(" or "),
         cfg.max_instances
     ))
-}
-
-/// Why work of this architecture cannot run on the profile's instances.
-pub(super) fn no_type_message(cfg: &Ec2Capacity, arch: Arch) -> String {
-    format!(
-        "the elastic profile's CpuArchitecture is {}, but the cluster profile's Ec2InstanceType ({}) lists no {} type that can be launched: \
-         add one (with an {} AMI in Ec2AmiId), or change the elastic profile's CpuArchitecture",
-        match arch {
-            Arch::X86_64 => "X86_64",
-            Arch::Arm64 => "ARM64",
-        },
-        cfg.instance_types.join(", "),
-        arch.as_str(),
-        arch.as_str()
-    )
 }
 
 /// The profile's instance types and AMIs as AWS describes them: read at the first pass (and

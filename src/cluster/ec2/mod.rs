@@ -4,15 +4,16 @@
 //! - [`plan`]: the pure decisions — where each waiting task goes, how many instances to
 //!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
 //!   the cost benchmark (`benches/ec2_cost/`).
-//! - [`capacity`]: CPU units and MiB an instance type registers with ECS.
+//! - [`capacity`]: CPU units and MiB an instance type registers with ECS (the port's
+//!   `aws::ec2_types::sizes`).
 //! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
 //!   (architecture, platform, root size) as AWS describes them, once per engine.
 //! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
 //! - [`pool`]: one cluster profile's instances and waiting work, in memory (rebuilt from AWS
 //!   after a restart: instances from their tags, waiting work from GoCD's re-sent create-agent).
 //! - [`report`]: the status report's instance table and counts.
-//! - [`api`]: the EC2 and ECS calls (RunInstances with spot fallback, DescribeInstances by our
-//!   tags, container instances, drain, deregister, terminate).
+//! - [`api`]: the port's EC2 and ECS calls (`aws::ec2`: RunInstances, DescribeInstances by our
+//!   tags, container instances, deregister, terminate), with plain data (`aws::ec2_types`).
 //! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per cluster
 //!   profile that observes, plans and applies every few seconds while there is work; `apply`
 //!   (retire, start, refuse) and `launch` (RunInstances, spot fallback) carry out a plan's steps.
@@ -25,9 +26,7 @@
 //! - create-agent never waits for capacity: the work waits here, in memory, with its
 //!   auto-register key in a [`crate::secret::Secret`].
 
-pub mod api;
 mod apply;
-pub mod capacity;
 pub mod catalog;
 pub mod driver;
 mod launch;
@@ -36,180 +35,9 @@ pub mod pool;
 pub mod report;
 pub mod user_data;
 
-use serde::Serialize;
-
+/// The port's EC2 and ECS container instance calls.
+pub use crate::aws::ec2 as api;
+/// The port's instance type figures.
+pub use crate::aws::ec2_types::sizes as capacity;
+pub use crate::aws::ec2_types::{Arch, OsClass, Resources};
 pub use pool::Pool;
-
-/// CPU units (1024 a vCPU) and memory in MiB, as ECS counts them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Resources {
-    /// CPU units.
-    pub cpu: u32,
-    /// MiB.
-    pub memory: u32,
-}
-
-impl Resources {
-    /// `cpu` units and `memory` MiB.
-    pub const fn new(cpu: u32, memory: u32) -> Self {
-        Resources { cpu, memory }
-    }
-
-    /// Whether `need` fits into this much room.
-    pub fn fits(self, need: Resources) -> bool {
-        need.cpu <= self.cpu && need.memory <= self.memory
-    }
-
-    /// What is left after taking `used` (never below zero).
-    pub fn minus(self, used: Resources) -> Resources {
-        Resources { cpu: self.cpu.saturating_sub(used.cpu), memory: self.memory.saturating_sub(used.memory) }
-    }
-
-    /// The sum.
-    pub fn plus(self, more: Resources) -> Resources {
-        Resources { cpu: self.cpu.saturating_add(more.cpu), memory: self.memory.saturating_add(more.memory) }
-    }
-
-    /// The larger of this amount's CPU and memory shares of `whole` (0.0 to 1.0 when it fits):
-    /// the dominant share, by which tasks are sorted and bins compared.
-    pub fn share_of(self, whole: Resources) -> f64 {
-        let part = |a: u32, b: u32| {
-            if b == 0 {
-                f64::from(a.min(1))
-            } else {
-                f64::from(a) / f64::from(b)
-            }
-        };
-        part(self.cpu, whole.cpu).max(part(self.memory, whole.memory))
-    }
-}
-
-/// Which kind of instance a task needs: ECS runs Linux tasks on Linux instances and Windows
-/// tasks on Windows instances only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum OsClass {
-    /// Linux (any `OperatingSystemFamily` not starting with `WINDOWS`).
-    Linux,
-    /// Windows Server (`WINDOWS_SERVER_*`).
-    Windows,
-}
-
-impl OsClass {
-    /// The class of an elastic profile's `OperatingSystemFamily`.
-    pub fn of_family(family: &str) -> OsClass {
-        if family.to_ascii_uppercase().starts_with("WINDOWS") {
-            OsClass::Windows
-        } else {
-            OsClass::Linux
-        }
-    }
-
-    /// `linux` or `windows`: the value of the instance's `gocd:os` tag.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OsClass::Linux => "linux",
-            OsClass::Windows => "windows",
-        }
-    }
-
-    /// The class a `gocd:os` tag (or EC2's `platform`) names; Linux when unknown.
-    pub fn from_tag(value: Option<&str>) -> OsClass {
-        match value {
-            Some(v) if v.eq_ignore_ascii_case("windows") => OsClass::Windows,
-            _ => OsClass::Linux,
-        }
-    }
-}
-
-/// A CPU architecture: of an elastic profile's tasks (`CpuArchitecture`), of an instance type,
-/// of an AMI. ECS runs a task only on an instance of its architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum Arch {
-    /// x86-64 (`X86_64` in ECS, `x86_64` in EC2).
-    X86_64,
-    /// 64-bit ARM, Graviton (`ARM64` in ECS, `arm64` in EC2).
-    Arm64,
-}
-
-impl Arch {
-    /// The architecture of an elastic profile's `CpuArchitecture` (`X86_64` or `ARM64`).
-    pub fn of_ecs(value: &str) -> Arch {
-        if value.eq_ignore_ascii_case("ARM64") {
-            Arch::Arm64
-        } else {
-            Arch::X86_64
-        }
-    }
-
-    /// EC2's name of an architecture (`x86_64`, `arm64`, as DescribeInstanceTypes and
-    /// DescribeImages say); `None` for others (`i386`, `x86_64_mac`, `arm64_mac`).
-    pub fn of_ec2(value: &str) -> Option<Arch> {
-        match value {
-            "x86_64" => Some(Arch::X86_64),
-            "arm64" => Some(Arch::Arm64),
-            _ => None,
-        }
-    }
-
-    /// EC2's name: `x86_64` or `arm64`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Arch::X86_64 => "x86_64",
-            Arch::Arm64 => "arm64",
-        }
-    }
-
-    /// A guess from the type's name when EC2 cannot be asked: Graviton families have a `g`
-    /// after the generation digit (`c6g`, `m7gd`, `t4g`, `c7gn`, `g5g`), and the first Graviton
-    /// family is `a1`; every other family is x86-64.
-    pub fn guess(instance_type: &str) -> Arch {
-        let family = instance_type.split('.').next().unwrap_or_default();
-        if family == "a1" {
-            return Arch::Arm64;
-        }
-        let after_digit = family.trim_start_matches(|c: char| c.is_ascii_lowercase());
-        let suffix = after_digit.trim_start_matches(|c: char| c.is_ascii_digit());
-        if !after_digit.is_empty() && suffix.starts_with('g') {
-            Arch::Arm64
-        } else {
-            Arch::X86_64
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resources_fit_subtract_and_share() {
-        let room = Resources::new(4096, 7482);
-        assert!(room.fits(Resources::new(1024, 1800)));
-        assert!(!room.fits(Resources::new(1024, 8000)));
-        assert_eq!(room.minus(Resources::new(5000, 1800)), Resources::new(0, 5682));
-        assert_eq!(Resources::new(1024, 3741).share_of(room), 0.5);
-        assert_eq!(Resources::new(2048, 100).share_of(room), 0.5);
-    }
-
-    #[test]
-    fn os_classes() {
-        assert_eq!(OsClass::of_family("LINUX"), OsClass::Linux);
-        assert_eq!(OsClass::of_family("WINDOWS_SERVER_2022_CORE"), OsClass::Windows);
-        assert_eq!(OsClass::from_tag(Some("windows")), OsClass::Windows);
-        assert_eq!(OsClass::from_tag(None), OsClass::Linux);
-    }
-
-    #[test]
-    fn architectures() {
-        assert_eq!(Arch::of_ecs("ARM64"), Arch::Arm64);
-        assert_eq!(Arch::of_ecs("X86_64"), Arch::X86_64);
-        assert_eq!(Arch::of_ec2("arm64"), Some(Arch::Arm64));
-        assert_eq!(Arch::of_ec2("i386"), None);
-        for t in ["c6g.xlarge", "m7gd.large", "t4g.micro", "a1.large", "g5g.xlarge", "im4gn.large", "c7gn.medium"] {
-            assert_eq!(Arch::guess(t), Arch::Arm64, "{t}");
-        }
-        for t in ["c5.xlarge", "m5.large", "g4dn.xlarge", "c6i.large", "u-6tb1.metal", "inf2.xlarge", "c5a.large"] {
-            assert_eq!(Arch::guess(t), Arch::X86_64, "{t}");
-        }
-    }
-}

@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use super::catalog::Catalog;
 use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffer};
 use super::{capacity, Arch, OsClass, Resources};
+pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
 use crate::cluster::launch::Work;
 use crate::secret::Secret;
@@ -31,44 +32,6 @@ const REMEMBER_GONE: Duration = Duration::from_secs(3600);
 
 /// (subnets, security groups) as configured; the resolved network is cached under it.
 pub type NetworkKey = (Vec<String>, Vec<String>);
-
-/// One instance as DescribeInstances shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ec2Instance {
-    /// Instance id.
-    pub id: String,
-    /// Instance type.
-    pub instance_type: String,
-    /// `pending`, `running`, ...
-    pub state: String,
-    /// When EC2 launched it.
-    pub launched_at: Option<SystemTime>,
-    /// Spot (else on-demand).
-    pub spot: bool,
-    /// Its OS (our `gocd:os` tag, else EC2's platform).
-    pub os: OsClass,
-    /// When EC2 Spot warned that it will interrupt it (our `gocd:spot-warned` tag), if it did.
-    pub spot_warned_at: Option<SystemTime>,
-}
-
-/// One container instance as DescribeContainerInstances shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContainerInstance {
-    /// Container instance ARN.
-    pub arn: String,
-    /// The EC2 instance behind it.
-    pub ec2_id: Option<String>,
-    /// `ACTIVE`, `DRAINING`, ...
-    pub status: String,
-    /// Whether its ECS agent is connected.
-    pub connected: bool,
-    /// Registered CPU and memory.
-    pub total: Resources,
-    /// Remaining CPU and memory.
-    pub remaining: Resources,
-    /// Running plus pending tasks.
-    pub tasks: u32,
-}
 
 /// One instance of ours.
 #[derive(Debug, Clone)]

@@ -4,9 +4,8 @@
 
 use std::time::SystemTime;
 
-use aws_sdk_ecs::types::ContainerInstanceStatus;
-
 use super::parse::QueueEvent;
+use crate::aws::ecs::InstanceStatus;
 use crate::cluster::ec2::api;
 use crate::cluster::error::EngineError;
 use crate::cluster::gocd::console_line;
@@ -76,7 +75,7 @@ impl Cluster {
         );
         if let Some(arn) = &container {
             let cluster = self.profile().cluster_name.clone();
-            match api::set_state(&self.aws(), &cluster, arn, ContainerInstanceStatus::Draining).await {
+            match self.aws().set_instance_status(&cluster, arn, InstanceStatus::Draining).await {
                 Ok(()) => {
                     if let Some(c) = self.ec2.state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
                     {
@@ -105,9 +104,8 @@ impl Cluster {
     async fn tell_jobs_on(&self, instance_id: &str, container_arn: &str) {
         let cluster = self.profile().cluster_name.clone();
         let aws = self.aws();
-        let request = aws.ecs.list_tasks().cluster(cluster).container_instance(container_arn);
-        let arns = match aws.calls.call("ListTasks", || request.clone().send()).await {
-            Ok(out) => out.task_arns.unwrap_or_default(),
+        let arns = match aws.list_tasks_on(&cluster, container_arn).await {
+            Ok(arns) => arns,
             Err(e) => {
                 tracing::warn!(instance = %instance_id, error = %e, "could not list the tasks of an instance Spot interrupts");
                 return;

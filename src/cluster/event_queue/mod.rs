@@ -28,12 +28,11 @@ use tokio::task::JoinHandle;
 pub use handle::Handled;
 
 use super::Cluster;
+use crate::aws::sqs::BATCH;
 use crate::protocol::host_calls::HealthKind;
 
 /// SQS's longest long poll.
 const WAIT_SECONDS: i32 = 20;
-/// SQS's most messages a call.
-const BATCH: i32 = 10;
 /// Pause after a failed read.
 const AFTER_ERROR: Duration = Duration::from_secs(15);
 /// An answer faster than this with no message (not a long poll after all): pause this long.
@@ -180,11 +179,6 @@ impl Cluster {
     }
 }
 
-/// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
-pub fn spot_interrupted(record: &crate::cluster::registry::AgentRecord) -> bool {
-    record.task.as_ref().and_then(|t| t.stop_code.as_deref()) == Some("SpotInterruption")
-}
-
 /// One poller per queue URL, each offering its events to the cluster profiles that name it.
 #[derive(Debug, Default)]
 pub struct EventQueues {
@@ -285,13 +279,11 @@ async fn run(url: String, members: Arc<Mutex<Vec<Weak<Cluster>>>>, changed: Arc<
 /// One ReceiveMessage and what follows; returns the pause before the next, if any.
 async fn poll_once(url: &str, reader: &Cluster, live: &[Arc<Cluster>]) -> Option<Duration> {
     let aws = reader.aws();
-    let request =
-        aws.sqs.receive_message().queue_url(url).max_number_of_messages(BATCH).wait_time_seconds(WAIT_SECONDS);
     let asked = Instant::now();
-    let answer = aws.calls.call("ReceiveMessage", || request.clone().send()).await;
+    let answer = aws.receive_messages(url, WAIT_SECONDS).await;
     let now = SystemTime::now();
     let messages = match answer {
-        Ok(out) => out.messages.unwrap_or_default(),
+        Ok(messages) => messages,
         Err(e) => {
             let error = e.to_string();
             live.iter().for_each(|c| c.queue_failed(url, &error, now));
@@ -305,9 +297,9 @@ async fn poll_once(url: &str, reader: &Cluster, live: &[Arc<Cluster>]) -> Option
     }
     let mut done = Vec::with_capacity(messages.len());
     for message in &messages {
-        handle_message(message.body().unwrap_or_default(), live).await;
-        if let Some(receipt) = message.receipt_handle() {
-            done.push(receipt.to_string());
+        handle_message(&message.body, live).await;
+        if let Some(receipt) = &message.receipt {
+            done.push(receipt.clone());
         }
     }
     delete(url, reader, &done).await;
@@ -343,21 +335,9 @@ async fn handle_message(body: &str, live: &[Arc<Cluster>]) {
 async fn delete(url: &str, reader: &Cluster, receipts: &[String]) {
     let aws = reader.aws();
     for chunk in receipts.chunks(BATCH as usize) {
-        let entries: Vec<aws_sdk_sqs::types::DeleteMessageBatchRequestEntry> = chunk
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .receipt_handle(r)
-                    .build()
-                    .ok()
-            })
-            .collect();
-        let request = aws.sqs.delete_message_batch().queue_url(url).set_entries(Some(entries));
-        match aws.calls.call("DeleteMessageBatch", || request.clone().send()).await {
-            Ok(out) if !out.failed().is_empty() => {
-                tracing::warn!(failed = out.failed().len(), "some handled events could not be deleted from the queue")
+        match aws.delete_messages(url, chunk).await {
+            Ok(failed) if failed > 0 => {
+                tracing::warn!(failed, "some handled events could not be deleted from the queue")
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "handled events could not be deleted from the queue"),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::{poll_once, Handled, AFTER_ERROR};
-use crate::cluster::fake_aws::{FakeAws, FakeGocd, ACCOUNT, REGION};
+use crate::aws::fake_aws::{FakeAws, ACCOUNT, REGION};
+use crate::cluster::fake_gocd::FakeGocd;
 use crate::cluster::fixtures::job;
 use crate::cluster::identity::cluster_key;
 use crate::cluster::registry::Phase;

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use super::plan::Step;
 use crate::cluster::error::EngineError;
 use crate::cluster::gocd::console_line;
+use crate::cluster::registry::AgentRecord;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 
@@ -35,7 +36,7 @@ impl Cluster {
                 }
                 Step::ReportUnexpectedStop { agent_id, job, reason } => {
                     let now = SystemTime::now();
-                    let spot = self.registry().get(&agent_id).is_some_and(super::super::event_queue::spot_interrupted);
+                    let spot = self.registry().get(&agent_id).is_some_and(AgentRecord::spot_interrupted);
                     self.registry().stopped(&agent_id, reason.clone(), now);
                     let mut message = format!(
                         "the task of agent {agent_id} (job {}) stopped before the job completed: {reason}",

@@ -105,6 +105,13 @@ pub struct AgentRecord {
     pub waiting_since: Option<SystemTime>,
 }
 
+impl AgentRecord {
+    /// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
+    pub fn spot_interrupted(&self) -> bool {
+        self.task.as_ref().and_then(|t| t.stop_code.as_deref()) == Some("SpotInterruption")
+    }
+}
+
 /// What a new agent's record starts with.
 #[derive(Debug, Clone, Default)]
 pub struct NewAgent {

@@ -1,6 +1,6 @@
 //! The parts of our task definition that come from the elastic profile's task keys (issue 19):
 //! the agent container's volumes, limits, health check and logs, and the sidecar containers.
-//! Pure builders over the SDK's types; `register` puts them together.
+//! Pure builders over the SDK's types, in the port; `register_task_definition` puts them together.
 
 use aws_sdk_ecs::types::{
     ContainerDefinition, EfsAuthorizationConfig, EfsAuthorizationConfigIam, EfsTransitEncryption,

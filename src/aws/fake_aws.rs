@@ -3,7 +3,8 @@
 //! retries against it). It keeps a small ECS — task definitions, tasks with their tags,
 //! `startedBy` and overrides — answers the ECS JSON operations the engine calls, records every
 //! call in order, and fails a named operation on demand (`fail_next`). EC2 calls are refused:
-//! engine tests name their subnets and security groups. And [`FakeGocd`], the GoCD port.
+//! engine tests name their subnets and security groups. It is the port's HTTP-level test
+//! double: the engine's GoCD port of the same tests is `cluster::fake_gocd`.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,10 +18,7 @@ use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use serde_json::{json, Value};
 
-use super::gocd::{Gocd, GocdFuture, HostCallError};
-use crate::aws::{AwsClients, CallStats, RoleStats};
-use crate::protocol::host_calls::{HealthMessage, ServerInfo};
-use crate::protocol::types::{AgentMetadata, JobIdentifier};
+use super::{AwsClients, CallStats, RoleStats};
 
 /// The account and region of the fake.
 pub const ACCOUNT: &str = "123456789012";
@@ -439,70 +437,4 @@ fn describe_capacity_providers(st: &State, body: &Value) -> (u16, Value) {
         }
     }
     (200, json!({ "capacityProviders": found, "failures": failures }))
-}
-
-/// The GoCD port of engine tests: records what the engine told GoCD, lists what it is given.
-#[derive(Debug, Default)]
-pub struct FakeGocd {
-    /// Console lines, by job id.
-    pub console: Mutex<Vec<(i64, String)>>,
-    /// Agents disabled, in order.
-    pub disabled: Mutex<Vec<String>>,
-    /// Agents deleted, in order.
-    pub deleted: Mutex<Vec<String>>,
-    /// What list-agents answers.
-    pub agents: Mutex<Vec<AgentMetadata>>,
-}
-
-impl FakeGocd {
-    /// The console lines of one job.
-    pub fn console_of(&self, job_id: i64) -> Vec<String> {
-        let lines = self.console.lock().unwrap_or_else(PoisonError::into_inner);
-        lines.iter().filter(|(id, _)| *id == job_id).map(|(_, l)| l.clone()).collect()
-    }
-
-    /// Agents deleted so far.
-    pub fn deleted(&self) -> Vec<String> {
-        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-}
-
-fn ready<'a, T: Send + 'a>(value: T) -> GocdFuture<'a, T> {
-    Box::pin(std::future::ready(Ok::<T, HostCallError>(value)))
-}
-
-impl Gocd for FakeGocd {
-    fn console_log<'a>(&'a self, job: &'a JobIdentifier, text: String) -> GocdFuture<'a, ()> {
-        self.console.lock().unwrap_or_else(PoisonError::into_inner).push((job.job_id, text));
-        ready(())
-    }
-
-    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
-        self.disabled.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
-        ready(())
-    }
-
-    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
-        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
-        ready(())
-    }
-
-    fn list_agents(&self) -> GocdFuture<'_, Vec<AgentMetadata>> {
-        ready(self.agents.lock().unwrap_or_else(PoisonError::into_inner).clone())
-    }
-
-    fn server_info(&self) -> GocdFuture<'_, ServerInfo> {
-        let info = serde_json::from_value(json!({
-            "server_id": "server-1",
-            "site_url": "http://gocd.example:8153/go",
-            "secure_site_url": "https://gocd.example:8154/go",
-        }));
-        Box::pin(std::future::ready(
-            info.map_err(|e| HostCallError::BadAnswer { call: "go.processor.server-info.get", reason: e.to_string() }),
-        ))
-    }
-
-    fn set_health_messages<'a>(&'a self, _messages: &'a [HealthMessage]) -> GocdFuture<'a, ()> {
-        ready(())
-    }
 }

@@ -1,6 +1,6 @@
 //! What an instance type offers ECS: CPU units (1024 a vCPU) and the memory the ECS agent
 //! registers, estimated from the type's name until an instance of it registers (then the
-//! registered figures win: see [`super::pool::PoolState::capacity`]).
+//! registered figures win: see `cluster::ec2::pool::PoolState::capacity`).
 //!
 //! The ECS agent registers somewhat less memory than the instance has (the kernel and the agent
 //! keep some): a c5.xlarge (8 GiB) registers 7482 MiB, and the same ratio is used for every type.

@@ -1,6 +1,7 @@
-//! The EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
-//! (`aws.calls.call`), and the describes of the listed instance types and AMIs. Reads are filtered to what carries both our tags; writes only ever name
-//! instances and container instances that such a read returned.
+//! The port's EC2 and ECS calls of EC2 capacity, each through the account's budget and retries
+//! (`aws.calls.call`), and the describes of the listed instance types and AMIs, returning the
+//! plain data of [`super::ec2_types`]. Reads are filtered to what carries both our tags; the
+//! engine's writes only ever name instances and container instances that such a read returned.
 
 use std::time::SystemTime;
 
@@ -11,14 +12,12 @@ use aws_sdk_ec2::types::{
     InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceType, MarketType, ResourceType,
     SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
 };
-use aws_sdk_ecs::types::ContainerInstanceStatus;
 
-use super::catalog::{AmiInfo, TypeInfo};
-use super::pool::{ContainerInstance, Ec2Instance};
-use super::{capacity, Arch, OsClass, Resources};
-use crate::aws::budget::Category;
-use crate::aws::{AwsClients, AwsError};
-use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::budget::Category;
+use super::ec2_types::sizes as capacity;
+use super::ec2_types::{AmiInfo, Arch, ContainerInstance, Ec2Instance, OsClass, Resources, TypeInfo};
+use super::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::{AwsClients, AwsError, Failure};
 
 /// Tag naming the OS an instance was launched for (`linux` or `windows`).
 pub const TAG_OS: &str = "gocd:os";
@@ -27,21 +26,6 @@ pub const TAG_OS: &str = "gocd:os";
 pub const TAG_SPOT_WARNED: &str = "gocd:spot-warned";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
-/// Error codes by which EC2 refuses capacity in one subnet or zone (rather than the request):
-/// the launch moves on to the next subnet.
-pub const CAPACITY_CODES: &[&str] = &[
-    "InsufficientInstanceCapacity",
-    "InsufficientCapacity",
-    "InsufficientHostCapacity",
-    "SpotMaxPriceTooLow",
-    "MaxSpotInstanceCountExceeded",
-    // Not capacity as such, but "try another subnet" all the same (`docs/aws-rules.md`, "EC2").
-    "InsufficientFreeAddressesInSubnet",
-    "Unsupported",
-    "capacity-not-available",
-    "capacity-oversubscribed",
-];
-
 /// EC2 said it has no capacity for this request (spot or the instance type in that zone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -254,20 +238,6 @@ pub async fn container_instances(aws: &AwsClients, cluster: &str) -> Result<Vec<
     Ok(found)
 }
 
-/// Sets a container instance DRAINING (or ACTIVE again).
-///
-/// # Errors
-/// The failed UpdateContainerInstancesState call.
-pub async fn set_state(
-    aws: &AwsClients,
-    cluster: &str,
-    arn: &str,
-    status: ContainerInstanceStatus,
-) -> Result<(), AwsError> {
-    let request = aws.ecs.update_container_instances_state().cluster(cluster).container_instances(arn).status(status);
-    aws.calls.call("UpdateContainerInstancesState", || request.clone().send()).await.map(|_| ())
-}
-
 /// Deregisters a container instance; refused (by ECS) while tasks run on it.
 ///
 /// # Errors
@@ -447,12 +417,14 @@ pub async fn run_instances(
             async move {
                 match request.send().await {
                     Ok(out) => Ok(Ok(out)),
-                    Err(e) => match e.code().filter(|c| CAPACITY_CODES.contains(c)) {
-                        Some(code) => Ok(Err(Refusal {
-                            code: code.to_string(),
+                    // EC2 refuses capacity in one subnet or zone (rather than the request): the
+                    // launch moves on to the next subnet.
+                    Err(e) => match AwsError::from_sdk("RunInstances", &e).failure {
+                        Failure::NoCapacity => Ok(Err(Refusal {
+                            code: e.code().unwrap_or_default().to_string(),
                             message: e.message().unwrap_or_default().to_string(),
                         })),
-                        None => Err(e),
+                        _ => Err(e),
                     },
                 }
             }
