@@ -30,10 +30,12 @@ fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
             if !matches!(name.as_str(), ".git" | "target" | "node_modules") {
                 text_files(&path, out);
             }
-        } else if name == "test" || name == "demo" || name == "run" || name == "screenshots" || name == "moto.sh" {
-            out.push(path);
-        } else if path.extension().is_some_and(|e| TEXT_ENDINGS.contains(&e.to_string_lossy().as_ref())) {
-            out.push(path);
+        } else {
+            let script = matches!(name.as_str(), "test" | "demo" | "run" | "screenshots" | "moto.sh");
+            let text = path.extension().is_some_and(|e| TEXT_ENDINGS.contains(&e.to_string_lossy().as_ref()));
+            if script || text {
+                out.push(path);
+            }
         }
     }
 }
