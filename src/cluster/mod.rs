@@ -13,6 +13,8 @@
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
 
+#![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
+
 pub mod complete;
 pub mod create;
 pub mod ec2;

@@ -321,7 +321,8 @@ impl Pass<'_> {
 
     /// Instances neither being retired nor retired in this pass.
     fn alive(&self) -> u32 {
-        self.slots.iter().zip(&self.gone).filter(|(s, gone)| !s.retiring && !**gone).count() as u32
+        u32::try_from(self.slots.iter().zip(&self.gone).filter(|(s, gone)| !s.retiring && !**gone).count())
+            .unwrap_or(u32::MAX)
     }
 
     /// The usable instances with a task (counting this pass's placements), each with what it
@@ -501,7 +502,9 @@ impl Pass<'_> {
             launch.push(Launch { os: bin.os, arch: bin.arch, types });
         }
         if let Some(first) = policy.types.first() {
-            while alive + ((out.launch.len() + out.launch_on_demand.len()) as u32) < policy.min.min(policy.max) {
+            while alive + u32::try_from(out.launch.len() + out.launch_on_demand.len()).unwrap_or(u32::MAX)
+                < policy.min.min(policy.max)
+            {
                 let mut types = vec![first.name.clone()];
                 types.extend(
                     policy
@@ -532,7 +535,7 @@ impl Pass<'_> {
         let slack_is_the_spare = policy.rules.slack_is_the_spare && slack >= SLACK;
         let surplus = if slack_is_the_spare { Duration::ZERO } else { surplus_idle(policy.idle) };
         let last = idle.len().saturating_sub(1);
-        let mut keep = self.alive() + self.out.launch.len() as u32;
+        let mut keep = self.alive() + u32::try_from(self.out.launch.len()).unwrap_or(u32::MAX);
         for (rank, (i, since)) in idle.into_iter().enumerate() {
             let spare = (rank == last || !policy.rules.one_warm_spare) && !slack_is_the_spare;
             let wait = if spare { policy.idle } else { surplus };

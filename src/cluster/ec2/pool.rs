@@ -246,7 +246,7 @@ impl PoolState {
             record.container = by_instance.remove(&record.id).map(|mut c| {
                 let placed = record.placed.iter().fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
                 c.remaining = c.remaining.minus(placed);
-                c.tasks += record.placed.len() as u32;
+                c.tasks += u32::try_from(record.placed.len()).unwrap_or(u32::MAX);
                 c
             });
             match &record.container {
