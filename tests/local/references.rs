@@ -4,8 +4,8 @@
 //!
 //! What counts as a pointer: a word ending in `.md`, or a path starting with one of the
 //! repository's own top-level folders (`src/`, `tests/`, `docs/`, ...). A path is looked up from
-//! the repository's root and from the folder of the file that names it; a bare `NAME.md` anywhere
-//! in the tree.
+//! the repository's root and from the folder of the file that names it; a bare file name ending
+//! in `.md` anywhere in the tree.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 /// The folders a path in prose may start with and still mean this repository.
 const TOP_FOLDERS: [&str; 8] =
     ["src/", "tests/", "docs/", "packaging/", "benches/", "scripts/", "profiles/", "examples/"];
+/// The root of this machine's own folders: a path under it names a file of one machine only.
+const MACHINE_ROOT: &str = concat!("/", "work", "/");
 /// Text files worth reading; everything else (images, lock files) names nothing.
 const TEXT_ENDINGS: [&str; 12] = ["rs", "md", "sh", "toml", "java", "xml", "json", "yaml", "yml", "txt", "html", "j2"];
 
@@ -40,7 +42,7 @@ fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The words of `text` that point at a file: `NAME.md` anywhere, and paths under a top folder.
+/// The words of `text` that point at a file: any ending in `.md`, and paths under a top folder.
 fn pointers(text: &str) -> Vec<String> {
     let is_path_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-');
     let mut found = Vec::new();
@@ -52,11 +54,11 @@ fn pointers(text: &str) -> Vec<String> {
         if word.starts_with('.') || word.contains("://") || generated {
             continue;
         }
-        if word.starts_with('/') && !word.starts_with("/work/") {
+        if word.starts_with('/') && !word.starts_with(MACHINE_ROOT) {
             continue;
         }
         let under_top = TOP_FOLDERS.iter().any(|top| word.starts_with(top));
-        if word.ends_with(".md") || under_top || word.starts_with("/work/") {
+        if word.ends_with(".md") || under_top || word.starts_with(MACHINE_ROOT) {
             found.push(word.to_string());
         }
     }
@@ -92,9 +94,7 @@ fn no_file_names_a_file_that_is_not_in_the_repository() {
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     let mut missing = Vec::new();
-    // This file names missing files on purpose, as examples of what the test catches.
-    let this_file = root.join(file!());
-    for file in files.iter().filter(|f| **f != this_file) {
+    for file in &files {
         let Ok(text) = std::fs::read_to_string(file) else { continue };
         for pointer in pointers(&text) {
             if !exists(&root, file, &pointer, &md_names) {
@@ -108,14 +108,17 @@ fn no_file_names_a_file_that_is_not_in_the_repository() {
 
 #[test]
 fn pointers_are_found_and_checked() {
-    let words = pointers("see DESIGN.md §7, `docs/aws-rules.md` and src/cluster/launch.rs; /work/shared/X.md.");
-    assert_eq!(words, ["DESIGN.md", "docs/aws-rules.md", "src/cluster/launch.rs", "/work/shared/X.md"]);
+    // The missing names are built here, so this file names no document the repository lacks.
+    let missing = format!("{}.md", "NOT-HERE");
+    let outside = format!("{MACHINE_ROOT}shared/{missing}");
+    let words = pointers(&format!("see {missing} §7, `docs/aws-rules.md` and src/cluster/launch.rs; {outside}."));
+    assert_eq!(words, [missing.as_str(), "docs/aws-rules.md", "src/cluster/launch.rs", outside.as_str()]);
     let root = repo();
     let here = root.join("README.md");
     let md: BTreeSet<String> = ["README.md".to_string()].into();
     assert!(exists(&root, &here, "src/main.rs", &md));
     assert!(exists(&root, &here, "README.md", &md));
-    assert!(!exists(&root, &here, "DESIGN.md", &md));
-    assert!(!exists(&root, &here, "/work/shared/X.md", &md));
-    assert!(!exists(&root, &here, "src/no_such_file.rs", &md));
+    assert!(!exists(&root, &here, &missing, &md));
+    assert!(!exists(&root, &here, &outside, &md));
+    assert!(!exists(&root, &here, &format!("src/{}", "no_such_file.rs"), &md));
 }
