@@ -77,40 +77,7 @@ pub struct FakeAws {
 impl FakeAws {
     /// SDK clients of one account whose every call this fake answers.
     pub fn clients(&self) -> Arc<AwsClients> {
-        let fake = self.clone();
-        let http = http_client_fn(move |_, _| SharedHttpConnector::new(fake.clone()));
-        let creds = Credentials::new("AKIDFAKE", "fake-secret", None, None, "engine-tests");
-        let ecs = aws_sdk_ecs::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(REGION))
-            .credentials_provider(creds.clone())
-            .http_client(http.clone())
-            .retry_config(aws_sdk_ecs::config::retry::RetryConfig::disabled())
-            .build();
-        let ec2 = aws_sdk_ec2::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(aws_sdk_ec2::config::Region::new(REGION))
-            .credentials_provider(creds.clone())
-            .http_client(http.clone())
-            .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
-            .build();
-        let sqs = aws_sdk_sqs::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(aws_sdk_sqs::config::Region::new(REGION))
-            .credentials_provider(creds.clone())
-            .http_client(http.clone())
-            .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-            .build();
-        Arc::new(AwsClients {
-            ecs: aws_sdk_ecs::Client::from_conf(ecs),
-            ec2: aws_sdk_ec2::Client::from_conf(ec2),
-            sqs: aws_sdk_sqs::Client::from_conf(sqs),
-            region: REGION.into(),
-            role_arn: None,
-            role: Arc::new(RoleStats::default()),
-            calls: Arc::new(CallStats::default()),
-            account_id: Some(ACCOUNT.into()),
-        })
+        clients_over(self.clone())
     }
 
     /// A capacity provider of `kind` (`EC2_AUTOSCALING`, `MANAGED_INSTANCES`) in the account.
@@ -291,6 +258,44 @@ impl FakeAws {
             other => (400, error("InvalidAction", &format!("the fake does not answer {other}"))),
         }
     }
+}
+
+/// SDK clients of one account (the fake's account and region, retries off) whose every call
+/// `connector` answers: the fake's, or the scripted verifier's (`super::verifier`).
+pub fn clients_over(connector: impl HttpConnector + Clone + 'static) -> Arc<AwsClients> {
+    let http = http_client_fn(move |_, _| SharedHttpConnector::new(connector.clone()));
+    let creds = Credentials::new("AKIDFAKE", "fake-secret", None, None, "engine-tests");
+    let ecs = aws_sdk_ecs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(REGION))
+        .credentials_provider(creds.clone())
+        .http_client(http.clone())
+        .retry_config(aws_sdk_ecs::config::retry::RetryConfig::disabled())
+        .build();
+    let ec2 = aws_sdk_ec2::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(aws_sdk_ec2::config::Region::new(REGION))
+        .credentials_provider(creds.clone())
+        .http_client(http.clone())
+        .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+        .build();
+    let sqs = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(aws_sdk_sqs::config::Region::new(REGION))
+        .credentials_provider(creds.clone())
+        .http_client(http.clone())
+        .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
+        .build();
+    Arc::new(AwsClients {
+        ecs: aws_sdk_ecs::Client::from_conf(ecs),
+        ec2: aws_sdk_ec2::Client::from_conf(ec2),
+        sqs: aws_sdk_sqs::Client::from_conf(sqs),
+        region: REGION.into(),
+        role_arn: None,
+        role: Arc::new(RoleStats::default()),
+        calls: Arc::new(CallStats::default()),
+        account_id: Some(ACCOUNT.into()),
+    })
 }
 
 impl HttpConnector for FakeAws {

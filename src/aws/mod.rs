@@ -20,6 +20,8 @@ pub mod tags;
 pub mod task_definition_parts;
 pub mod task_definitions;
 pub mod task_view;
+#[cfg(test)]
+pub mod verifier;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
 use aws_smithy_runtime_api::client::result::SdkError;

@@ -29,6 +29,8 @@ pub mod gocd;
 pub mod guardrails;
 pub mod identity;
 pub mod launch;
+#[cfg(test)]
+mod launch_tests;
 pub mod providers;
 pub mod reconcile;
 pub mod registry;

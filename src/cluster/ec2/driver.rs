@@ -159,7 +159,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
 }
 
 /// One pass: observe, plan, apply. Returns the pause before the next.
-async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
+pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let _one_at_a_time = cluster.ec2.pass_lock.lock().await;
     let profile = cluster.profile();
     let cfg = match profile.ec2.clone() {

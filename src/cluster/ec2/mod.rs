@@ -33,6 +33,8 @@ mod launch;
 pub mod plan;
 pub mod pool;
 pub mod report;
+#[cfg(test)]
+mod tests;
 pub mod user_data;
 
 /// The port's EC2 and ECS container instance calls.

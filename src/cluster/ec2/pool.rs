@@ -168,6 +168,13 @@ impl Pool {
         }
     }
 
+    /// Marks the background loop as running without starting it: an engine test runs the
+    /// passes itself, one at a time, against its script of AWS calls.
+    #[cfg(test)]
+    pub(crate) fn hold_loop_for_test(&self) {
+        *self.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(tokio::spawn(std::future::pending()));
+    }
+
     /// Wakes the loop for a pass now.
     pub fn wake(&self) {
         self.wake.notify_one();

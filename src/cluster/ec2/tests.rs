@@ -1,0 +1,483 @@
+//! EC2 capacity through the port, in milliseconds: create-agent queues the work, then the test
+//! runs the driver's passes itself against a script of the AWS calls they must make, in order
+//! ([`crate::aws::verifier`]), with AWS's answers — capacity refused, access denied, an answer
+//! lost. Every test ends with `done()`: no call it did not expect, none it expected missing.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::driver;
+use crate::aws::verifier::{ec2_answer, Verifier};
+use crate::cluster::fake_gocd::FakeGocd;
+use crate::cluster::fixtures::job;
+use crate::cluster::identity::cluster_key;
+use crate::cluster::{AgentRequest, Cluster, Created, EngineOptions};
+use crate::secret::Secret;
+use crate::settings::{ClusterProfile, Properties};
+
+const SERVER: &str = "server-1";
+
+fn props(pairs: &[(&str, &str)]) -> Properties {
+    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
+}
+
+struct World {
+    aws: Verifier,
+    gocd: Arc<FakeGocd>,
+    cluster: Arc<Cluster>,
+}
+
+impl World {
+    fn new(extra: &[(&str, &str)]) -> World {
+        let mut p = props(&[
+            ("ClusterName", "ci"),
+            ("Region", "us-east-1"),
+            ("LaunchType", "EC2"),
+            ("SubnetIds", "subnet-0a1b2c3d,subnet-1a1b2c3d"),
+            ("SecurityGroupIds", "sg-0a1b2c3d"),
+            ("Ec2InstanceType", "m5.large"),
+            ("Ec2AmiId", "ami-0abcdef1234567890"),
+            ("Ec2InstanceProfile", "ecs-agents"),
+            ("Ec2ScaleOutWaitSeconds", "0"),
+            ("MaxAgents", "5"),
+        ]);
+        p.extend(props(extra));
+        let profile = ClusterProfile::parse(&p).expect("a valid EC2 cluster profile");
+        let aws = Verifier::default();
+        let gocd = Arc::new(FakeGocd::default());
+        let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
+        let cluster =
+            Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &EngineOptions::default()));
+        cluster.ec2.hold_loop_for_test();
+        World { aws, gocd, cluster }
+    }
+
+    fn request(&self, job_id: i64) -> AgentRequest {
+        AgentRequest {
+            profile: Arc::new(self.cluster.profile().as_ref().clone()),
+            settings: "team-a".into(),
+            job: job(job_id),
+            environment: None,
+            auto_register_key: Secret::new(format!("key-{job_id}")),
+            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
+            site_url: Some("https://gocd.example:8154/go".into()),
+        }
+    }
+}
+
+/// The calls of a first create-agent: adopt what runs (nothing), look for the family (none
+/// yet), register it.
+fn expect_first_create_agent(aws: &Verifier) {
+    aws.expect("ListTasks").answers(json!({ "taskArns": [] }).to_string());
+    aws.expect("DescribeTaskDefinition").fails(400, "ClientException", "Unable to describe task definition.");
+    aws.expect("RegisterTaskDefinition")
+        .with(|call| {
+            let compat = &call.json["requiresCompatibilities"];
+            assert_eq!(compat, &json!(["EC2"]), "an EC2 profile's family suits EC2: {compat}");
+        })
+        .answers(
+            json!({ "taskDefinition": { "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-ci:1",
+                "family": "gocd-ci", "revision": 1, "status": "ACTIVE" } })
+            .to_string(),
+        );
+}
+
+/// One instance of ours as DescribeInstances lists it.
+fn instance_xml(id: &str, state: &str) -> String {
+    format!(
+        "<item><instanceId>{id}</instanceId><instanceType>m5.large</instanceType><instanceState><code>16</code><name>{state}</name></instanceState>\
+         <launchTime>2026-12-03T10:00:00.000Z</launchTime><tagSet><item><key>gocd:os</key><value>linux</value></item></tagSet></item>"
+    )
+}
+
+/// DescribeInstances by our tags, answering these instances.
+fn expect_described(aws: &Verifier, instances: &[String]) {
+    let set = format!(
+        "<reservationSet><item><reservationId>r-1</reservationId><ownerId>123456789012</ownerId><instancesSet>{}</instancesSet></item></reservationSet>",
+        instances.concat()
+    );
+    aws.expect("DescribeInstances")
+        .with(|call| {
+            let filters = call.fields_under("Filter.");
+            assert!(filters.contains(&("Filter.1.Name", "tag:gocd:server-id")), "only our instances: {filters:?}");
+            assert!(filters.contains(&("Filter.1.Value.1", SERVER)), "{filters:?}");
+            assert!(filters.iter().any(|(_, v)| *v == "tag:gocd:cluster-profile"), "{filters:?}");
+        })
+        .answers(ec2_answer("DescribeInstances", &set));
+}
+
+/// The cluster's container instances: (ARN, EC2 id, free CPU, free MiB, running tasks).
+fn expect_containers(aws: &Verifier, containers: &[(&str, &str, u32, u32, u32)]) {
+    let arns: Vec<&str> = containers.iter().map(|c| c.0).collect();
+    aws.expect("ListContainerInstances").answers(json!({ "containerInstanceArns": arns }).to_string());
+    if containers.is_empty() {
+        return;
+    }
+    let described: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|(arn, id, cpu, mib, tasks)| {
+            json!({ "containerInstanceArn": arn, "ec2InstanceId": id, "status": "ACTIVE", "agentConnected": true,
+                "registeredResources": [{ "name": "CPU", "type": "INTEGER", "integerValue": 2048 },
+                                        { "name": "MEMORY", "type": "INTEGER", "integerValue": 7680 }],
+                "remainingResources": [{ "name": "CPU", "type": "INTEGER", "integerValue": cpu },
+                                       { "name": "MEMORY", "type": "INTEGER", "integerValue": mib }],
+                "runningTasksCount": tasks, "pendingTasksCount": 0 })
+        })
+        .collect();
+    aws.expect("DescribeContainerInstances").answers(json!({ "containerInstances": described }).to_string());
+}
+
+/// The first pass's catalog: the listed type and AMI as EC2 describes them.
+fn expect_catalog(aws: &Verifier) {
+    let types = "<instanceTypeSet><item><instanceType>m5.large</instanceType><vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo>\
+        <memoryInfo><sizeInMiB>8192</sizeInMiB></memoryInfo><processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo></item></instanceTypeSet>";
+    aws.expect("DescribeInstanceTypes").answers(ec2_answer("DescribeInstanceTypes", types));
+    let images = "<imagesSet><item><imageId>ami-0abcdef1234567890</imageId><architecture>x86_64</architecture><rootDeviceName>/dev/xvda</rootDeviceName>\
+        <blockDeviceMapping><item><deviceName>/dev/xvda</deviceName><ebs><volumeSize>30</volumeSize></ebs></item></blockDeviceMapping></item></imagesSet>";
+    aws.expect("DescribeImages").answers(ec2_answer("DescribeImages", images));
+}
+
+/// RunInstances' answer: these instances, pending.
+fn launched(ids: &[&str]) -> String {
+    let items: Vec<String> = ids.iter().map(|id| instance_xml(id, "pending")).collect();
+    ec2_answer(
+        "RunInstances",
+        &format!(
+            "<reservationId>r-2</reservationId><ownerId>123456789012</ownerId><instancesSet>{}</instancesSet>",
+            items.concat()
+        ),
+    )
+}
+
+#[tokio::test]
+async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
+    let w = World::new(&[]);
+    expect_first_create_agent(&w.aws);
+    let created = w.cluster.create_agent(w.request(7)).await.expect("queued");
+    assert_eq!(created, Created::Queued);
+
+    // Pass 1: nothing of ours yet; the catalog is read; one instance is launched.
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[]);
+    expect_catalog(&w.aws);
+    w.aws
+        .expect("RunInstances")
+        .with(|call| {
+            assert_eq!(call.field("InstanceType"), "m5.large");
+            assert_eq!(call.field("ImageId"), "ami-0abcdef1234567890");
+            assert_eq!(call.field("IamInstanceProfile.Name"), "ecs-agents");
+            assert_eq!(call.field("MetadataOptions.HttpTokens"), "required", "IMDSv2 only");
+            assert_eq!(
+                call.field("MetadataOptions.HttpPutResponseHopLimit"),
+                "1",
+                "no container reads the instance role"
+            );
+            assert_eq!(call.field("BlockDeviceMapping.1.Ebs.Encrypted"), "true");
+            assert_eq!(call.field("NetworkInterface.1.SubnetId"), "subnet-0a1b2c3d", "the first subnet first");
+            assert_eq!(call.field("NetworkInterface.1.AssociatePublicIpAddress"), "false");
+            assert_eq!(call.field("InstanceMarketOptions.MarketType"), "", "on-demand unless Ec2Spot");
+            let tags = call.fields_under("TagSpecification.1.Tag.");
+            assert!(tags.iter().any(|(_, v)| *v == SERVER), "tagged with our server id: {tags:?}");
+            assert!(!call.field("UserData").is_empty(), "user data joins the instance to the cluster");
+            assert!(call.field("ClientToken").starts_with("gocd-"), "idempotent: {}", call.field("ClientToken"));
+        })
+        .answers(launched(&["i-0000000000000001"]));
+    driver::pass(&w.cluster).await.expect("pass 1");
+    {
+        let st = w.cluster.ec2.state();
+        assert_eq!(st.counters.launched, 1);
+        assert!(st.instances.contains_key("i-0000000000000001"), "{:?}", st.instances.keys());
+        assert_eq!(st.waiting.len(), 1, "the work waits for the instance to register");
+    }
+
+    // Pass 2: the instance registered with room; the task starts on it.
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0001";
+    expect_described(&w.aws, &[instance_xml("i-0000000000000001", "running")]);
+    expect_containers(&w.aws, &[(container, "i-0000000000000001", 2048, 7680, 0)]);
+    w.aws
+        .expect("StartTask")
+        .with(move |call| {
+            assert_eq!(call.json["containerInstances"], json!([container]));
+            let env = call.json["overrides"]["containerOverrides"][0]["environment"].to_string();
+            assert!(env.contains("key-7"), "the job's auto-register key: {env}");
+        })
+        .answers(
+            json!({ "tasks": [{ "taskArn": "arn:aws:ecs:us-east-1:123456789012:task/ci/t1",
+                "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/ci", "lastStatus": "PENDING",
+                "desiredStatus": "RUNNING", "launchType": "EC2", "containerInstanceArn": container }], "failures": [] })
+            .to_string(),
+        );
+    driver::pass(&w.cluster).await.expect("pass 2");
+    w.aws.done();
+    assert!(w.cluster.ec2.state().waiting.is_empty(), "started");
+    let console = w.gocd.console_of(7);
+    assert!(console.iter().any(|l| l.contains("task/ci/t1") && l.contains("i-0000000000000001")), "{console:?}");
+}
+
+/// create-agent and a first pass up to its RunInstances, which the caller scripts.
+async fn queued_and_described(w: &World) {
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[]);
+    expect_catalog(&w.aws);
+}
+
+/// The cluster's recent events (server health), as one text.
+fn health(w: &World) -> String {
+    w.cluster.events().recent().iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("\n")
+}
+
+#[tokio::test]
+async fn spot_refused_falls_back_to_on_demand_in_the_same_subnet_and_says_so() {
+    let w = World::new(&[("Ec2Spot", "true")]);
+    queued_and_described(&w).await;
+    w.aws.expect("RunInstances").with(|call| assert_eq!(call.field("InstanceMarketOptions.MarketType"), "spot")).fails(
+        500,
+        "InsufficientInstanceCapacity",
+        "There is no Spot capacity available that matches your request.",
+    );
+    w.aws
+        .expect("RunInstances")
+        .with(|call| {
+            assert_eq!(call.field("InstanceMarketOptions.MarketType"), "", "on-demand");
+            assert_eq!(
+                call.field("NetworkInterface.1.SubnetId"),
+                "subnet-0a1b2c3d",
+                "same subnet: only spot was short"
+            );
+        })
+        .answers(launched(&["i-0000000000000002"]));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    assert_eq!(w.cluster.ec2.state().counters.spot_fallbacks, 1);
+    let health = health(&w);
+    assert!(
+        health.contains("EC2 spot capacity was refused (m5.large: InsufficientInstanceCapacity")
+            && health.contains("launched 1 on-demand m5.large instance(s) instead"),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn capacity_refused_in_one_zone_launches_in_the_next_subnet() {
+    let w = World::new(&[]);
+    queued_and_described(&w).await;
+    w.aws
+        .expect("RunInstances")
+        .with(|call| assert_eq!(call.field("NetworkInterface.1.SubnetId"), "subnet-0a1b2c3d"))
+        .fails(
+            500,
+            "InsufficientInstanceCapacity",
+            "We currently do not have sufficient m5.large capacity in us-east-1a.",
+        );
+    w.aws
+        .expect("RunInstances")
+        .with(|call| assert_eq!(call.field("NetworkInterface.1.SubnetId"), "subnet-1a1b2c3d", "another zone"))
+        .answers(launched(&["i-0000000000000003"]));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!((st.counters.launched, st.launch_backoff), (1, None));
+    assert_eq!(st.next_subnet, 0, "the next launch starts past the subnet that launched");
+}
+
+#[tokio::test]
+async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
+    let w = World::new(&[]);
+    queued_and_described(&w).await;
+    w.aws.expect("RunInstances").fails(
+        403,
+        "UnauthorizedOperation",
+        "You are not authorized to perform this operation. User: arn:aws:sts::123456789012:assumed-role/gocd/x is not authorized to perform: ec2:RunInstances",
+    );
+    driver::pass(&w.cluster).await.expect("pass 1");
+    let health = health(&w);
+    assert!(health.contains("could not launch EC2 instances (next try in 10 s)"), "{health}");
+    assert!(health.contains("UnauthorizedOperation"), "{health}");
+    // Within the backoff: the pass observes, and launches nothing (no RunInstances scripted).
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[]);
+    driver::pass(&w.cluster).await.expect("pass 2");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!(st.waiting.len(), 1, "the work still waits");
+    assert_eq!(st.launch_backoff.map(|(_, b)| b.as_secs()), Some(10));
+}
+
+/// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
+fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time::Duration) {
+    let now = std::time::SystemTime::now();
+    let mut st = w.cluster.ec2.state();
+    let instance = super::pool::Ec2Instance {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        state: "running".into(),
+        launched_at: Some(now - idle_for),
+        spot: false,
+        os: super::OsClass::Linux,
+        spot_warned_at: None,
+    };
+    st.launched(&[instance], now - idle_for);
+    let record = st.instances.get_mut(id).expect("recorded");
+    record.seen = true;
+    record.container = Some(crate::aws::ec2_types::ContainerInstance {
+        arn: container.into(),
+        ec2_id: Some(id.into()),
+        status: "ACTIVE".into(),
+        connected: true,
+        total: super::Resources::new(2048, 7680),
+        remaining: super::Resources::new(2048, 7680),
+        tasks: 0,
+    });
+    record.registered_at = Some(now - idle_for);
+    record.idle_since = Some(now - idle_for);
+}
+
+#[tokio::test]
+async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminated() {
+    let w = World::new(&[("Ec2IdleMinutes", "10")]);
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
+    // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
+    registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));
+    w.cluster.ec2.state().catalog = None;
+    expect_described(&w.aws, &[instance_xml("i-0000000000000004", "running")]);
+    expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
+    expect_catalog(&w.aws);
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .with(move |call| {
+            assert_eq!(call.json["status"], "DRAINING");
+            assert_eq!(call.json["containerInstances"], json!([container]));
+        })
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    w.aws
+        .expect("DeregisterContainerInstance")
+        .with(|call| assert_eq!(call.json["force"], json!(false), "never forced: a task that arrived keeps it"))
+        .answers(json!({ "containerInstance": { "containerInstanceArn": container } }).to_string());
+    w.aws
+        .expect("TerminateInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000004"))
+        .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!(st.counters.terminated, 1);
+    assert!(st.gone.contains_key("i-0000000000000004"));
+}
+
+#[tokio::test]
+async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() {
+    let w = World::new(&[]);
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0005";
+    registered_instance(&w, "i-0000000000000005", container, std::time::Duration::from_secs(3600));
+    let profile = w.cluster.profile();
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    w.aws.expect("DeregisterContainerInstance").fails(
+        400,
+        "InvalidParameterException",
+        "The specified container instance has tasks running on it.",
+    );
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .with(|call| assert_eq!(call.json["status"], "ACTIVE", "back in service"))
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    let retire =
+        super::plan::Retirement { instance: "i-0000000000000005".into(), reason: super::plan::RetireReason::Idle };
+    super::apply::retire(&w.cluster, &profile, &retire).await;
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    let record = &st.instances["i-0000000000000005"];
+    assert_eq!((record.retiring, st.counters.terminated), (None, 0), "kept, not terminated");
+}
+
+#[tokio::test]
+async fn start_task_refused_releases_the_agent_and_tells_the_job() {
+    let w = World::new(&[]);
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0006";
+    registered_instance(&w, "i-0000000000000006", container, std::time::Duration::ZERO);
+    w.cluster.ec2.state().catalog = None;
+    expect_described(&w.aws, &[instance_xml("i-0000000000000006", "running")]);
+    expect_containers(&w.aws, &[(container, "i-0000000000000006", 2048, 7680, 0)]);
+    expect_catalog(&w.aws);
+    w.aws.expect("StartTask").fails(
+        400,
+        "AccessDeniedException",
+        "User: arn:aws:sts::123456789012:assumed-role/gocd/x is not authorized to perform: ecs:StartTask",
+    );
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    assert!(w.cluster.ec2.state().waiting.is_empty(), "no longer waits");
+    let console = w.gocd.console_of(7).join("\n");
+    assert!(console.contains("could not start an agent for job") && console.contains("ecs:StartTask"), "{console}");
+    assert!(health(&w).contains("could not start an agent for job"), "{}", health(&w));
+}
+
+#[tokio::test]
+async fn start_task_that_places_nothing_leaves_the_work_waiting() {
+    let w = World::new(&[]);
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0007";
+    registered_instance(&w, "i-0000000000000007", container, std::time::Duration::ZERO);
+    w.cluster.ec2.state().catalog = None;
+    expect_described(&w.aws, &[instance_xml("i-0000000000000007", "running")]);
+    expect_containers(&w.aws, &[(container, "i-0000000000000007", 2048, 7680, 0)]);
+    expect_catalog(&w.aws);
+    w.aws
+        .expect("StartTask")
+        .answers(json!({ "tasks": [], "failures": [{ "arn": container, "reason": "RESOURCE:MEMORY" }] }).to_string());
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    assert_eq!(w.cluster.ec2.state().waiting.len(), 1, "the work waits for room");
+    assert!(w.gocd.console_of(7).iter().all(|l| !l.contains("could not start")));
+}
+
+#[tokio::test]
+async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_foreign_one_never_touched() {
+    let w = World::new(&[]);
+    let ours = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0008";
+    let foreign = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0009";
+    w.cluster.ec2.state().catalog = None;
+    expect_described(&w.aws, &[]);
+    expect_containers(
+        &w.aws,
+        &[(ours, "i-0000000000000008", 2048, 7680, 0), (foreign, "i-0000000000000009", 2048, 7680, 1)],
+    );
+    // Which of the unknown instances are ours, by our tags and their ids (a filter, not
+    // InstanceIds: EC2 fails a call naming an id it forgot).
+    expect_described_by_id(&w.aws, &[instance_xml("i-0000000000000008", "terminated")]);
+    w.aws
+        .expect("DeregisterContainerInstance")
+        .with(move |call| assert_eq!(call.json["containerInstance"], ours))
+        .answers(json!({ "containerInstance": { "containerInstanceArn": ours } }).to_string());
+    expect_catalog(&w.aws);
+    driver::pass(&w.cluster).await.expect("pass 1");
+    assert!(w.cluster.ec2.state().foreign.contains("i-0000000000000009"), "remembered as not ours");
+    // The next pass asks nothing about the foreign instance again.
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[(foreign, "i-0000000000000009", 2048, 7680, 1)]);
+    driver::pass(&w.cluster).await.expect("pass 2");
+    w.aws.done();
+}
+
+/// DescribeInstances of some ids, by our tags and an `instance-id` filter.
+fn expect_described_by_id(aws: &Verifier, instances: &[String]) {
+    let set = format!(
+        "<reservationSet><item><reservationId>r-1</reservationId><ownerId>123456789012</ownerId><instancesSet>{}</instancesSet></item></reservationSet>",
+        instances.concat()
+    );
+    aws.expect("DescribeInstances")
+        .with(|call| {
+            let filters = call.fields_under("Filter.");
+            assert!(filters.iter().any(|(_, v)| *v == "instance-id"), "{filters:?}");
+            assert!(filters.contains(&("Filter.1.Value.1", SERVER)), "only ours: {filters:?}");
+            assert!(!call.form.keys().any(|k| k.starts_with("InstanceId")), "no InstanceIds: {:?}", call.form);
+        })
+        .answers(ec2_answer("DescribeInstances", &set));
+}
