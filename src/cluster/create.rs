@@ -93,7 +93,7 @@ impl Cluster {
         }
         let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
             Ok(elastic) => Arc::new(elastic),
-            Err(problems) => return Err(self.refuse_misfit(&request.job, &problems).await),
+            Err(misfit) => return Err(self.refuse_misfit(&request.job, &misfit).await),
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
@@ -104,7 +104,7 @@ impl Cluster {
         if let Some(provider) = kinds.as_deref().and_then(|k| k.managed_instances()) {
             let problems = managed_instances::check(&elastic, provider);
             if !problems.is_empty() {
-                return Err(self.refuse_misfit(&request.job, &in_words(&problems)).await);
+                return Err(self.refuse_misfit(&request.job, &Misfit(problems)).await);
             }
         }
         // The request's snapshot: the family is computed here, once, from its own profiles.
@@ -175,12 +175,12 @@ impl Cluster {
         let (task_definition, network) = tokio::try_join!(self.task_definition(snapshot), network)?;
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
         // meet the same allow-lists as a profile's own (issue 14).
-        super::guardrails::check(profile, &task_definition).map_err(EngineError::Refused)?;
-        super::guardrails::check_exec(elastic, &task_definition).map_err(EngineError::Refused)?;
+        super::guardrails::check(profile, &task_definition)?;
+        super::guardrails::check_exec(elastic, &task_definition)?;
         // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
         // FARGATE by kind), or RunTask refuses it on that provider's turn (issue 18).
         if let Some(kinds) = &snapshot.kinds {
-            super::guardrails::check_providers(kinds, &task_definition).map_err(EngineError::Refused)?;
+            super::guardrails::check_providers(kinds, &task_definition)?;
         }
         let work = Work {
             agent_id,
@@ -195,7 +195,7 @@ impl Cluster {
         };
         // The launch, built once: RunTask sends it now, or StartTask once an instance has room.
         let spec = LaunchSpec::new(self, profile.clone(), work, network);
-        spec.fits_aws().map_err(EngineError::Refused)?;
+        spec.fits_aws()?;
         if on_ec2 {
             // EC2: the work waits for room on an instance of ours; this call never waits for it.
             let line = super::ec2::driver::enqueue(self, spec)?;
@@ -279,9 +279,9 @@ impl Cluster {
     }
 
     /// Refuses the job because its elastic profile does not fit this cluster profile.
-    async fn refuse_misfit(&self, job: &JobIdentifier, problems: &str) -> EngineError {
+    async fn refuse_misfit(&self, job: &JobIdentifier, misfit: &Misfit) -> EngineError {
         let message = format!(
-            "no agent started for job {}: the elastic profile does not fit this cluster profile: {problems}",
+            "no agent started for job {}: the elastic profile does not fit this cluster profile: {misfit}",
             job.locator()
         );
         self.refuse(job, &message).await;
@@ -289,9 +289,17 @@ impl Cluster {
     }
 }
 
-/// The elastic profile, parsed and checked against the cluster profile; else its problems as
-/// `Key: message; Key: message`.
-fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Result<ElasticProfile, String> {
+/// What makes an elastic profile unfit for a cluster profile, by key; it reads as one
+/// sentence for a console line: `Key: message; Key: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", in_words(.0))]
+pub struct Misfit(pub Vec<FieldError>);
+
+/// The elastic profile, parsed and checked against the cluster profile.
+///
+/// # Errors
+/// Its problems.
+fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Result<ElasticProfile, Misfit> {
     let problems = match ElasticProfile::parse(props) {
         Ok(elastic) => {
             let problems = check_compatible(profile, &elastic);
@@ -302,7 +310,7 @@ fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Resu
         }
         Err(problems) => problems,
     };
-    Err(in_words(&problems))
+    Err(Misfit(problems))
 }
 
 /// Field errors as one sentence for a console line: `KEY: message; KEY: message`.
@@ -315,4 +323,16 @@ pub(super) fn reused_line(agent_id: &str, jobs: usize, max_jobs: u32) -> String 
     format!(
         "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misfit_reads_key_by_key() {
+        let problem = |key: &str, message: &str| FieldError { key: key.into(), message: message.into() };
+        let misfit = Misfit(vec![problem("Cpu", "too small."), problem("Memory", "too large.")]);
+        assert_eq!(misfit.to_string(), "Cpu: too small.; Memory: too large.");
+    }
 }

@@ -137,27 +137,42 @@ impl LaunchSpec {
     }
 
     /// Whether AWS would take this launch as it stands: the overrides within 8,192 characters
-    /// and at most 50 tags. Else the sentence that says what to change (never sent).
+    /// and at most 50 tags. Else what to change (never sent).
     ///
     /// # Errors
     /// What is over which limit.
-    pub fn fits_aws(&self) -> Result<(), String> {
+    pub fn fits_aws(&self) -> Result<(), OverLimit> {
         let length = overrides_length(self);
         if length > MAX_OVERRIDES_CHARS {
-            return Err(format!(
-                "the agent's environment overrides would be {length} characters, more than the {MAX_OVERRIDES_CHARS} \
-                 ECS takes in one RunTask: with TaskDefinitionArn the profiles' EnvironmentVariables and Environment \
-                 travel as overrides; shorten them or put them in that task definition"
-            ));
+            return Err(OverLimit::Overrides { length });
         }
         if self.tags.len() > MAX_TAGS {
-            return Err(format!(
-                "the task would carry {} tags, more than the {MAX_TAGS} AWS allows: remove some of the profiles' Tags",
-                self.tags.len()
-            ));
+            return Err(OverLimit::Tags { tags: self.tags.len() });
         }
         Ok(())
     }
+}
+
+/// A launch AWS would refuse as it stands; each reads as the sentence that says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverLimit {
+    /// The agent container's overrides are longer than RunTask takes.
+    #[error(
+        "the agent's environment overrides would be {length} characters, more than the {max} \
+         ECS takes in one RunTask: with TaskDefinitionArn the profiles' EnvironmentVariables and Environment \
+         travel as overrides; shorten them or put them in that task definition",
+        max = MAX_OVERRIDES_CHARS
+    )]
+    Overrides {
+        /// Their length, as AWS counts it.
+        length: usize,
+    },
+    /// More tags than AWS allows on a task.
+    #[error("the task would carry {tags} tags, more than the {max} AWS allows: remove some of the profiles' Tags", max = MAX_TAGS)]
+    Tags {
+        /// How many it would carry.
+        tags: usize,
+    },
 }
 
 /// AWS's limit on tags per resource.
@@ -213,6 +228,49 @@ mod tests {
         let profile = ClusterProfile::parse(&props(&[("ClusterName", "ci")])).expect("valid");
         let elastic = ElasticProfile::parse(&props(elastic)).expect("valid");
         RequestSnapshot::new("k", "us-east-1", Arc::new(profile), "s".into(), Arc::new(elastic), None)
+    }
+
+    /// The launch of this snapshot's agent, with these tags.
+    fn spec(snapshot: &RequestSnapshot, tags: usize) -> LaunchSpec {
+        let work = Work {
+            agent_id: "ea-agent".into(),
+            attempt: 1,
+            job: crate::cluster::fixtures::job(7),
+            environment: None,
+            elastic: snapshot.elastic.clone(),
+            task_definition: TaskDefinitionRef { arn: "td:1".into(), agent_container: "agent".into(), given: None },
+            server_url: "https://gocd.example:8154/go".into(),
+            auto_register_key: Secret::new("key".into()),
+            settings: snapshot.settings.clone(),
+        };
+        LaunchSpec {
+            profile: snapshot.profile.clone(),
+            work,
+            network: None,
+            started_by: "gocd-s".into(),
+            server_id: "s".into(),
+            cluster_key: "k".into(),
+            tags: (0..tags).map(|i| (format!("t{i}"), String::new())).collect(),
+            client_token: "token".into(),
+        }
+    }
+
+    #[test]
+    fn a_launch_over_an_aws_limit_says_which_and_what_to_change() {
+        let snapshot = snapshot(&[("Image", "gocd/agent:v1")]);
+        assert_eq!(spec(&snapshot, MAX_TAGS).fits_aws(), Ok(()));
+        let over = spec(&snapshot, MAX_TAGS + 1).fits_aws();
+        assert_eq!(over, Err(OverLimit::Tags { tags: 51 }));
+        assert_eq!(
+            over.unwrap_err().to_string(),
+            "the task would carry 51 tags, more than the 50 AWS allows: remove some of the profiles' Tags"
+        );
+        let mut long = spec(&snapshot, 0);
+        long.work.environment = Some("e".repeat(MAX_OVERRIDES_CHARS));
+        let Err(OverLimit::Overrides { length }) = long.fits_aws() else { panic!("over the overrides' limit") };
+        assert!(length > MAX_OVERRIDES_CHARS, "{length}");
+        let why = OverLimit::Overrides { length }.to_string();
+        assert!(why.starts_with(&format!("the agent's environment overrides would be {length} characters, more than the 8192 ECS takes in one RunTask: ")), "{why}");
     }
 
     #[test]
