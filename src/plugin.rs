@@ -31,6 +31,15 @@ pub struct PluginOptions {
     pub engine: EngineOptions,
 }
 
+/// One request's cluster profile, as its own properties say, taken once.
+#[derive(Debug, Clone)]
+pub struct ProfileSnapshot {
+    /// The profile parsed from the request's properties.
+    pub profile: ClusterProfile,
+    /// Their [`settings_fingerprint`]: which team's profile the request's agents count against.
+    pub settings: String,
+}
+
 /// Shared by every request handler.
 #[derive(Debug)]
 pub struct Plugin {
@@ -103,13 +112,15 @@ impl Plugin {
         Ok(self.cluster_and_profile(props).await?.0)
     }
 
-    /// [`Plugin::cluster`], and the profile parsed from these very properties: a request works
-    /// on its own snapshot of its profile from start to end, whatever other requests send.
+    /// [`Plugin::cluster`], and the profile parsed from these very properties with their
+    /// settings fingerprint, both taken once: a request works on its own snapshot of its
+    /// profile from start to end, whatever other requests send.
     ///
     /// # Errors
     /// As [`Plugin::cluster`].
-    pub async fn cluster_and_profile(&self, props: &Properties) -> Result<(Arc<Cluster>, ClusterProfile)> {
+    pub async fn cluster_and_profile(&self, props: &Properties) -> Result<(Arc<Cluster>, ProfileSnapshot)> {
         let profile = parse_cluster_profile(props)?;
+        let settings = settings_fingerprint(props);
         let server = self.server_info().await?;
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
         let key = self.key_of(&profile, &aws)?;
@@ -118,15 +129,15 @@ impl Plugin {
                 cluster.set_aws(aws); // the same account through new credentials
             }
             cluster.set_profile(profile.clone());
-            cluster.serve_again(&settings_fingerprint(props));
-            return Ok((cluster, profile));
+            cluster.serve_again(&settings);
+            return Ok((cluster, ProfileSnapshot { profile, settings }));
         }
         let engine = &self.engine;
         let fresh =
             Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile.clone(), self.gocd.clone(), engine));
         let cluster = self.clusters().entry(key).or_insert(fresh).clone();
-        cluster.serve_again(&settings_fingerprint(props));
-        Ok((cluster, profile))
+        cluster.serve_again(&settings);
+        Ok((cluster, ProfileSnapshot { profile, settings }))
     }
 
     /// [`Plugin::cluster_and_profile`] for a job that needs an agent: when the profile cannot
@@ -139,7 +150,7 @@ impl Plugin {
         &self,
         props: &Properties,
         job: &JobIdentifier,
-    ) -> Result<(Arc<Cluster>, ClusterProfile)> {
+    ) -> Result<(Arc<Cluster>, ProfileSnapshot)> {
         let found = self.cluster_and_profile(props).await;
         if found.is_ok() {
             self.sync_event_queues(); // a new profile's queue is read before its first task starts

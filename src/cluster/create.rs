@@ -10,7 +10,9 @@
 //!    means nothing to do, `MaxAgents` live agents means the job waits for GoCD's next ask,
 //! 4. the task definition (registered once) and, on Fargate, the networking (resolved once),
 //!    looked up together; a `TaskDefinitionArn` meets the allow-lists and must suit the kind of
-//!    every provider of the strategy (`guardrails`); the [`Work`] is built once from them,
+//!    every provider of the strategy (`guardrails`); the [`LaunchSpec`] is built once from
+//!    them and the request's [`RequestSnapshot`] (profiles parsed, fingerprint and family
+//!    computed once),
 //! 5. Fargate: RunTask ([`super::launch`]); EC2: the work waits in the pool
 //!    ([`super::ec2::driver::enqueue`]). The reservation becomes the agent's record, or is
 //!    released on failure.
@@ -23,8 +25,9 @@ use tracing::Instrument;
 use super::error::EngineError;
 use super::gocd::console_line;
 use super::identity::new_agent_id;
-use super::launch::{run_task, run_task_on_demand, Capacity, LaunchSpec, Work};
+use super::launch::{run_task, run_task_on_demand, Capacity};
 use super::registry::{NewAgent, Reservation};
+use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
 use super::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
@@ -90,7 +93,7 @@ impl Cluster {
         }
         let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
             Ok(elastic) => Arc::new(elastic),
-            Err(problems) => return Err(self.refuse_misfit(&request.job, &problems).await),
+            Err(misfit) => return Err(self.refuse_misfit(&request.job, &misfit).await),
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
@@ -101,10 +104,19 @@ impl Cluster {
         if let Some(provider) = kinds.as_deref().and_then(|k| k.managed_instances()) {
             let problems = managed_instances::check(&elastic, provider);
             if !problems.is_empty() {
-                return Err(self.refuse_misfit(&request.job, &in_words(&problems)).await);
+                return Err(self.refuse_misfit(&request.job, &Misfit(problems)).await);
             }
         }
-        self.saw_elastic_profile(&elastic);
+        // The request's snapshot: the family is computed here, once, from its own profiles.
+        let snapshot = RequestSnapshot::new(
+            &self.key,
+            &self.aws().region,
+            profile.clone(),
+            request.settings.clone(),
+            elastic,
+            kinds,
+        );
+        self.saw_elastic_profile(&snapshot);
         if let Err(e) = self.ensure_adopted().await {
             return Err(self.could_not_start(&request.job, e.into()).await);
         }
@@ -115,10 +127,10 @@ impl Cluster {
         };
         let new = NewAgent {
             environment: request.environment.clone(),
-            elastic_profile: elastic.hash.clone(),
-            settings: request.settings.clone(),
-            image: elastic.image.clone(),
-            reuse: elastic.reuse,
+            elastic_profile: snapshot.elastic.hash.clone(),
+            settings: snapshot.settings.clone(),
+            image: snapshot.elastic.image.clone(),
+            reuse: snapshot.elastic.reuse,
         };
         let agent_id = new_agent_id(&self.key, &request.job);
         let reserved =
@@ -128,8 +140,7 @@ impl Cluster {
             other => return Ok(self.not_started(&profile, &request, other).await),
         };
         let span = tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %request.job.locator());
-        let started =
-            self.start(&profile, elastic, &request, agent_id.clone(), attempt, server_url).instrument(span).await;
+        let started = self.start(&snapshot, &request, agent_id.clone(), attempt, server_url).instrument(span).await;
         match started {
             Ok((line, created)) => {
                 let _ = self.gocd.console_log(&request.job, console_line(line)).await;
@@ -142,57 +153,62 @@ impl Cluster {
         }
     }
 
-    /// Builds the agent's [`Work`] once, then launches it (Fargate) or queues it (EC2).
+    /// Builds the agent's [`LaunchSpec`] once, then launches it (Fargate) or queues it (EC2).
     /// Returns the line for the job's console.
     async fn start(
         self: &Arc<Self>,
-        profile: &Arc<ClusterProfile>,
-        elastic: Arc<ElasticProfile>,
+        snapshot: &RequestSnapshot,
         request: &AgentRequest,
         agent_id: String,
         attempt: u32,
         server_url: String,
     ) -> Result<(String, Created), EngineError> {
+        let (profile, elastic) = (&snapshot.profile, &snapshot.elastic);
         let on_ec2 = profile.launch_type == LaunchType::Ec2;
         // Both are cached after the first launch; the first one waits for the slower, not the sum.
         let network = async {
             match on_ec2 {
                 true => Ok(None), // bridge networking on our own instances
-                false => self.network(profile, &elastic).await.map(Some),
+                false => self.network(profile, elastic).await.map(Some),
             }
         };
-        let (task_definition, network) = tokio::try_join!(self.task_definition(profile, &elastic), network)?;
+        let (task_definition, network) = tokio::try_join!(self.task_definition(snapshot), network)?;
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
         // meet the same allow-lists as a profile's own (issue 14).
-        super::guardrails::check(profile, &task_definition).map_err(EngineError::Refused)?;
-        super::guardrails::check_exec(&elastic, &task_definition).map_err(EngineError::Refused)?;
+        super::guardrails::check(profile, &task_definition)?;
+        super::guardrails::check_exec(elastic, &task_definition)?;
         // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
         // FARGATE by kind), or RunTask refuses it on that provider's turn (issue 18).
-        if let Some(kinds) = self.kinds(profile) {
-            super::guardrails::check_providers(&kinds, &task_definition).map_err(EngineError::Refused)?;
+        if let Some(kinds) = &snapshot.kinds {
+            super::guardrails::check_providers(kinds, &task_definition)?;
         }
         let work = Work {
             agent_id,
             attempt,
             job: request.job.clone(),
             environment: request.environment.clone(),
-            elastic,
+            elastic: elastic.clone(),
             task_definition,
             server_url,
             auto_register_key: request.auto_register_key.clone(),
-            settings: request.settings.clone(),
+            settings: snapshot.settings.clone(),
         };
-        LaunchSpec::new(self, profile, &work, network.as_ref()).fits_aws().map_err(EngineError::Refused)?;
+        // The launch, built once: RunTask sends it now, or StartTask once an instance has room.
+        let spec = LaunchSpec::new(self, profile.clone(), work, network);
+        spec.fits_aws()?;
         if on_ec2 {
             // EC2: the work waits for room on an instance of ours; this call never waits for it.
-            let line = super::ec2::driver::enqueue(self, profile, work)?;
+            let line = super::ec2::driver::enqueue(self, spec)?;
             return Ok((line, Created::Queued));
         }
-        let spec = LaunchSpec::new(self, profile, &work, network.as_ref());
+        let work = &spec.work;
         // Spot interrupted this job's previous agent: its rerun runs on on-demand capacity.
         let on_demand = profile.launch_type == LaunchType::FargateSpot && self.registry().was_interrupted(&work.job);
-        let launched =
-            if on_demand { run_task_on_demand(&self.aws(), &spec).await } else { run_task(&self.aws(), &spec).await };
+        let launched = if on_demand {
+            run_task_on_demand(&self.aws(), &spec).await
+        } else {
+            run_task(&self.aws(), &self.provider_launches, &spec).await
+        };
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
                 self.registry().launch_unknown(&work.agent_id, SystemTime::now());
@@ -263,9 +279,9 @@ impl Cluster {
     }
 
     /// Refuses the job because its elastic profile does not fit this cluster profile.
-    async fn refuse_misfit(&self, job: &JobIdentifier, problems: &str) -> EngineError {
+    async fn refuse_misfit(&self, job: &JobIdentifier, misfit: &Misfit) -> EngineError {
         let message = format!(
-            "no agent started for job {}: the elastic profile does not fit this cluster profile: {problems}",
+            "no agent started for job {}: the elastic profile does not fit this cluster profile: {misfit}",
             job.locator()
         );
         self.refuse(job, &message).await;
@@ -273,9 +289,17 @@ impl Cluster {
     }
 }
 
-/// The elastic profile, parsed and checked against the cluster profile; else its problems as
-/// `Key: message; Key: message`.
-fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Result<ElasticProfile, String> {
+/// What makes an elastic profile unfit for a cluster profile, by key; it reads as one
+/// sentence for a console line: `Key: message; Key: message`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", in_words(.0))]
+pub struct Misfit(pub Vec<FieldError>);
+
+/// The elastic profile, parsed and checked against the cluster profile.
+///
+/// # Errors
+/// Its problems.
+fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Result<ElasticProfile, Misfit> {
     let problems = match ElasticProfile::parse(props) {
         Ok(elastic) => {
             let problems = check_compatible(profile, &elastic);
@@ -286,7 +310,7 @@ fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Resu
         }
         Err(problems) => problems,
     };
-    Err(in_words(&problems))
+    Err(Misfit(problems))
 }
 
 /// Field errors as one sentence for a console line: `KEY: message; KEY: message`.
@@ -299,4 +323,16 @@ pub(super) fn reused_line(agent_id: &str, jobs: usize, max_jobs: u32) -> String 
     format!(
         "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misfit_reads_key_by_key() {
+        let problem = |key: &str, message: &str| FieldError { key: key.into(), message: message.into() };
+        let misfit = Misfit(vec![problem("Cpu", "too small."), problem("Memory", "too large.")]);
+        assert_eq!(misfit.to_string(), "Cpu: too small.; Memory: too large.");
+    }
 }

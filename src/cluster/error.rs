@@ -3,6 +3,8 @@
 //! as it stands (the message says what to change).
 
 use super::gocd::HostCallError;
+use super::guardrails::GuardrailError;
+use super::snapshot::OverLimit;
 use crate::aws::AwsError;
 
 /// Anything a cluster profile's engine can fail with.
@@ -21,4 +23,19 @@ pub enum EngineError {
     /// The profiles cannot be acted on as they stand; the message says what to change.
     #[error("{0}")]
     Config(String),
+}
+
+/// A given task definition the cluster profile does not allow is a refusal: its sentence goes
+/// to the job's console and server health as it reads.
+impl From<GuardrailError> for EngineError {
+    fn from(e: GuardrailError) -> Self {
+        EngineError::Refused(e.to_string())
+    }
+}
+
+/// A launch over AWS's limits is refused before it is sent, saying what to shorten.
+impl From<OverLimit> for EngineError {
+    fn from(e: OverLimit) -> Self {
+        EngineError::Refused(e.to_string())
+    }
 }

@@ -20,12 +20,56 @@ use super::providers::ProviderKinds;
 use super::task_definition::TaskDefinitionRef;
 use crate::settings::{allowed, patterns, ClusterProfile, ElasticProfile};
 
-/// `Err(sentence)` naming everything in the task definition that the cluster profile does not
-/// allow; `Ok` for our own task definitions (built from an elastic profile already checked).
+/// Why a task definition an elastic profile names may not run. Each reads as one sentence for
+/// the job's console and server health, saying what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardrailError {
+    /// It runs what the cluster profile's allow-lists or `AllowPrivileged` do not allow.
+    #[error("task definition {task_definition} is not allowed by this cluster profile: {}", .problems.join("; "))]
+    NotAllowed {
+        /// Its ARN.
+        task_definition: String,
+        /// Every refusal, one clause each.
+        problems: Vec<String>,
+    },
+    /// Its `requiresCompatibilities` lack what a provider of the strategy needs.
+    #[error(
+        "task definition {task_definition} cannot run on every capacity provider of this cluster profile's \
+         CapacityProviderStrategy: {}; its requiresCompatibilities: {has}. Add {} to its requiresCompatibilities \
+         (register a revision with requiresCompatibilities {} and name it in TaskDefinitionArn), or leave those \
+         providers out of the strategy",
+        .providers.join("; "),
+        .add.join(" and "),
+        .wanted.join(", ")
+    )]
+    LacksCompatibilities {
+        /// Its ARN.
+        task_definition: String,
+        /// Each provider that cannot run it: `name (kind) needs COMPATIBILITY`.
+        providers: Vec<String>,
+        /// What its `requiresCompatibilities` say now, in words.
+        has: String,
+        /// The compatibilities to add.
+        add: Vec<String>,
+        /// The `requiresCompatibilities` that would do.
+        wanted: Vec<String>,
+    },
+    /// ECS Exec is on, and it has no task role.
+    #[error(
+        "task definition {task_definition} has no task role, and this elastic profile sets EnableExecuteCommand: ECS Exec needs              one (allowing the ssmmessages calls Exec makes). Register a revision with a taskRoleArn and name it in              TaskDefinitionArn, or turn EnableExecuteCommand off"
+    )]
+    ExecWithoutTaskRole {
+        /// Its ARN.
+        task_definition: String,
+    },
+}
+
+/// `Err` naming everything in the task definition that the cluster profile does not allow;
+/// `Ok` for our own task definitions (built from an elastic profile already checked).
 ///
 /// # Errors
-/// One sentence for the job's console and server health, listing every refusal.
-pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), String> {
+/// [`GuardrailError::NotAllowed`], listing every refusal.
+pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), GuardrailError> {
     let Some(given) = &td.given else {
         return Ok(());
     };
@@ -71,17 +115,17 @@ pub fn check(profile: &ClusterProfile, td: &TaskDefinitionRef) -> Result<(), Str
     if problems.is_empty() {
         return Ok(());
     }
-    Err(format!("task definition {} is not allowed by this cluster profile: {}", td.arn, problems.join("; ")))
+    Err(GuardrailError::NotAllowed { task_definition: td.arn.clone(), problems })
 }
 
-/// `Err(sentence)` when a task definition the elastic profile names lacks, in its
-/// `requiresCompatibilities`, what a provider of the strategy needs: the sentence names the
-/// task definition, each such provider and what to add. `Ok` for our own task definitions
+/// `Err` when a task definition the elastic profile names lacks, in its
+/// `requiresCompatibilities`, what a provider of the strategy needs: it names the task
+/// definition, each such provider and what to add. `Ok` for our own task definitions
 /// (registered for the kinds) and for providers ECS did not describe.
 ///
 /// # Errors
-/// One sentence for the job's console and server health.
-pub fn check_providers(kinds: &ProviderKinds, td: &TaskDefinitionRef) -> Result<(), String> {
+/// [`GuardrailError::LacksCompatibilities`].
+pub fn check_providers(kinds: &ProviderKinds, td: &TaskDefinitionRef) -> Result<(), GuardrailError> {
     let Some(given) = &td.given else {
         return Ok(());
     };
@@ -93,40 +137,33 @@ pub fn check_providers(kinds: &ProviderKinds, td: &TaskDefinitionRef) -> Result<
         .iter()
         .map(|(p, needed)| format!("{} ({}) needs {}", p.name, p.kind.describe(), needed.as_str()))
         .collect();
-    let mut add: Vec<&str> = Vec::new();
+    let mut add: Vec<String> = Vec::new();
     for needed in lacking.iter().map(|(_, needed)| needed.as_str()) {
-        if !add.contains(&needed) {
-            add.push(needed);
+        if !add.iter().any(|a| a == needed) {
+            add.push(needed.to_string());
         }
     }
     let has: Vec<&str> = given.requires_compatibilities.iter().map(|c| c.as_str()).collect();
     let has = if has.is_empty() { "none (ECS then takes EC2)".to_string() } else { has.join(", ") };
-    let mut wanted: Vec<&str> = given.requires_compatibilities.iter().map(|c| c.as_str()).collect();
-    wanted.extend(add.iter().copied().filter(|a| !given.requires_compatibilities.iter().any(|c| c.as_str() == *a)));
-    Err(format!(
-        "task definition {} cannot run on every capacity provider of this cluster profile's CapacityProviderStrategy: \
-         {}; its requiresCompatibilities: {has}. Add {} to its requiresCompatibilities (register a revision with \
-         requiresCompatibilities {} and name it in TaskDefinitionArn), or leave those providers out of the strategy",
-        td.arn,
-        providers.join("; "),
-        add.join(" and "),
-        wanted.join(", "),
-    ))
+    let mut wanted: Vec<String> = given.requires_compatibilities.iter().map(|c| c.as_str().to_string()).collect();
+    wanted.extend(
+        add.iter().filter(|a| !given.requires_compatibilities.iter().any(|c| c.as_str() == a.as_str())).cloned(),
+    );
+    Err(GuardrailError::LacksCompatibilities { task_definition: td.arn.clone(), providers, has, add, wanted })
 }
 
-/// `Err(sentence)` when the elastic profile turns ECS Exec on (`EnableExecuteCommand`) for a
-/// task definition it names that has no task role: ECS refuses such a RunTask or StartTask
-/// (Exec's ssmmessages calls are made with the task role). `Ok` for our own task definitions
+/// `Err` when the elastic profile turns ECS Exec on (`EnableExecuteCommand`) for a task
+/// definition it names that has no task role: ECS refuses such a RunTask or StartTask (Exec's
+/// ssmmessages calls are made with the task role). `Ok` for our own task definitions
 /// (`validate` requires `TaskRoleArn` with Exec).
 ///
 /// # Errors
-/// One sentence for the job's console and server health.
-pub fn check_exec(elastic: &ElasticProfile, td: &TaskDefinitionRef) -> Result<(), String> {
+/// [`GuardrailError::ExecWithoutTaskRole`].
+pub fn check_exec(elastic: &ElasticProfile, td: &TaskDefinitionRef) -> Result<(), GuardrailError> {
     match &td.given {
-        Some(given) if elastic.enable_execute_command && given.task_role_arn.is_none() => Err(format!(
-            "task definition {} has no task role, and this elastic profile sets EnableExecuteCommand: ECS Exec needs              one (allowing the ssmmessages calls Exec makes). Register a revision with a taskRoleArn and name it in              TaskDefinitionArn, or turn EnableExecuteCommand off",
-            td.arn
-        )),
+        Some(given) if elastic.enable_execute_command && given.task_role_arn.is_none() => {
+            Err(GuardrailError::ExecWithoutTaskRole { task_definition: td.arn.clone() })
+        }
         _ => Ok(()),
     }
 }
@@ -191,7 +228,9 @@ mod tests {
         let mut roleless = definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET);
         roleless.as_object_mut().expect("an object").remove("taskRoleArn");
         let roleless = described("team-td:1", roleless).await;
-        let why = super::check_exec(&elastic("true"), &roleless).unwrap_err();
+        let refused = super::check_exec(&elastic("true"), &roleless);
+        assert_eq!(refused, Err(super::GuardrailError::ExecWithoutTaskRole { task_definition: roleless.arn.clone() }));
+        let why = super::check_exec(&elastic("true"), &roleless).unwrap_err().to_string();
         assert!(why.contains("has no task role") && why.contains("EnableExecuteCommand"), "{why}");
         assert_eq!(super::check_exec(&elastic("false"), &roleless), Ok(()));
         let with_role = described("team-td:2", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, SECRET)).await;
@@ -207,7 +246,7 @@ mod tests {
         assert_eq!(check(&guarded(), &ok), Ok(()));
 
         let image = described("team-td:4", definition("evil/miner", TASK_ROLE, EXEC_ROLE, SECRET)).await;
-        let why = check(&guarded(), &image).unwrap_err();
+        let why = check(&guarded(), &image).unwrap_err().to_string();
         assert!(
             why.contains(
                 "container \"sidecar\" runs image \"evil/miner\", which matches none of AllowedImages ('gocd/*')"
@@ -217,14 +256,14 @@ mod tests {
 
         let task_role = "arn:aws:iam::123456789012:role/admin";
         let role = described("team-td:5", definition("gocd/helper:2", task_role, EXEC_ROLE, SECRET)).await;
-        let why = check(&guarded(), &role).unwrap_err();
+        let why = check(&guarded(), &role).unwrap_err().to_string();
         assert!(
             why.contains("its task role \"arn:aws:iam::123456789012:role/admin\" matches none of AllowedTaskRoleArns"),
             "{why}"
         );
 
         let exec = described("team-td:6", definition("gocd/helper:2", TASK_ROLE, task_role, SECRET)).await;
-        let why = check(&guarded(), &exec).unwrap_err();
+        let why = check(&guarded(), &exec).unwrap_err().to_string();
         assert!(
             why.contains(
                 "its execution role \"arn:aws:iam::123456789012:role/admin\" matches none of AllowedExecutionRoleArns"
@@ -234,7 +273,7 @@ mod tests {
 
         let prod = "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db";
         let secret = described("team-td:7", definition("gocd/helper:2", TASK_ROLE, EXEC_ROLE, prod)).await;
-        let why = check(&guarded(), &secret).unwrap_err();
+        let why = check(&guarded(), &secret).unwrap_err().to_string();
         assert!(why.starts_with("task definition "), "{why}");
         assert!(
             why.contains("reads the secret \"arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db\""),
@@ -251,7 +290,7 @@ mod tests {
             "volumes": [{"name": "docker", "host": {"sourcePath": "/var/run/docker.sock"}}],
         });
         let td = described("dind", privileged).await;
-        let why = check(&profile(&[]), &td).unwrap_err();
+        let why = check(&profile(&[]), &td).unwrap_err().to_string();
         assert!(why.contains("container \"agent\" runs privileged, and AllowPrivileged is off"), "{why}");
         assert!(why.contains("mounts the host's Docker socket"), "{why}");
         assert_eq!(check(&profile(&[("AllowPrivileged", "true")]), &td), Ok(()));
@@ -322,7 +361,7 @@ mod tests {
             }),
         )
         .await;
-        let why = check(&profile(&[("AllowedFileSystemIds", "fs-0a1b2c3d")]), &td).unwrap_err();
+        let why = check(&profile(&[("AllowedFileSystemIds", "fs-0a1b2c3d")]), &td).unwrap_err().to_string();
         assert!(
             why.contains("it mounts the EFS file system \"fs-0badbad0\", which matches none of AllowedFileSystemIds ('fs-0a1b2c3d')"),
             "{why}"

@@ -7,22 +7,17 @@
 //! cluster's default strategy. Returns as soon as ECS accepted the task.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use serde::Serialize;
 
-use super::identity::{client_token, task_tags, TaskLabels};
-use super::task_definition::TaskDefinitionRef;
+use super::snapshot::{override_environment, LaunchSpec};
 use super::tasks::TaskView;
 use crate::aws::budget::Category;
 use crate::aws::ecs::{AwsVpc, Launch, LaunchRequest, PlacementRule, RunTaskRequest, Through};
-use crate::aws::network::Network;
 use crate::aws::{AwsClients, AwsError, Failure};
-use crate::protocol::types::JobIdentifier;
-use crate::protocol::PLUGIN_ID;
-use crate::secret::Secret;
 use crate::settings::capacity_providers::next_provider;
-use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
+use crate::settings::{LaunchType, ProviderStrategy};
 
 /// Where a task runs: what the registry records and the status report shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -64,54 +59,6 @@ impl std::fmt::Display for Capacity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// One agent to start, as create-agent decided it: everything Fargate's RunTask and EC2's
-/// StartTask need, built once (EC2 work waits with it for room on an instance).
-#[derive(Debug, Clone)]
-pub struct Work {
-    /// The reserved agent id (`GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`).
-    pub agent_id: String,
-    /// Which launch for the job (1 for the first).
-    pub attempt: u32,
-    /// The job it is for.
-    pub job: JobIdentifier,
-    /// The pipeline's environment (`GO_EA_AUTO_REGISTER_ENVIRONMENT`, only when given).
-    pub environment: Option<String>,
-    /// The checked elastic profile.
-    pub elastic: Arc<ElasticProfile>,
-    /// Task definition and agent container.
-    pub task_definition: TaskDefinitionRef,
-    /// `GO_EA_SERVER_URL`.
-    pub server_url: String,
-    /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use; GoCD sends a new one with each create-agent).
-    pub auto_register_key: Secret<String>,
-    /// The cluster profile's settings fingerprint (tagged, for `MaxAgents` after a restart).
-    pub settings: String,
-}
-
-/// Everything one RunTask or StartTask sends. Built by [`LaunchSpec::new`] only, so both launch
-/// paths send the same tags, `startedBy`, overrides and client token.
-#[derive(Debug)]
-pub struct LaunchSpec<'a> {
-    /// The cluster profile (its snapshot for this launch).
-    pub cluster: &'a ClusterProfile,
-    /// The agent to start.
-    pub work: &'a Work,
-    /// Subnets and groups (awsvpc: Fargate); `None` on EC2 (bridge networking).
-    pub network: Option<&'a Network>,
-    /// Our `startedBy`.
-    pub started_by: &'a str,
-    /// GoCD's server id.
-    pub server_id: &'a str,
-    /// The cluster profile's key.
-    pub cluster_key: &'a str,
-    /// Every tag: ours, then the profiles' (`docs/protocol.md`, "What a task carries").
-    pub tags: Vec<(String, String)>,
-    /// Idempotency token for this job and attempt.
-    pub client_token: String,
-    /// The profile's launches per capacity provider (`CapacityProviderStrategy`).
-    pub provider_launches: &'a ProviderLaunches,
 }
 
 /// How many tasks were launched through each capacity provider, by name: the next launch goes
@@ -159,68 +106,6 @@ impl ProviderLaunches {
     }
 }
 
-impl<'a> LaunchSpec<'a> {
-    /// The launch of `work` in `cluster`, whose profile is `profile`.
-    pub fn new(
-        cluster: &'a super::Cluster,
-        profile: &'a ClusterProfile,
-        work: &'a Work,
-        network: Option<&'a Network>,
-    ) -> Self {
-        let mut user_tags = profile.tags.clone();
-        user_tags.extend(work.elastic.tags.iter().cloned());
-        let labels = TaskLabels {
-            server_id: &cluster.server_id,
-            cluster_key: &cluster.key,
-            agent_id: &work.agent_id,
-            job: &work.job,
-            environment: work.environment.as_deref(),
-            elastic_profile: &work.elastic.hash,
-            attempt: work.attempt,
-            settings: &work.settings,
-        };
-        LaunchSpec {
-            cluster: profile,
-            work,
-            network,
-            started_by: &cluster.started_by,
-            server_id: &cluster.server_id,
-            cluster_key: &cluster.key,
-            tags: task_tags(&labels, &user_tags),
-            client_token: client_token(&cluster.server_id, &work.agent_id, ""),
-            provider_launches: &cluster.provider_launches,
-        }
-    }
-}
-
-impl LaunchSpec<'_> {
-    /// Whether AWS would take this launch as it stands: the overrides within 8,192 characters
-    /// and at most 50 tags. Else the sentence that says what to change (never sent).
-    ///
-    /// # Errors
-    /// What is over which limit.
-    pub fn fits_aws(&self) -> Result<(), String> {
-        let length = overrides_length(self);
-        if length > MAX_OVERRIDES_CHARS {
-            return Err(format!(
-                "the agent's environment overrides would be {length} characters, more than the {MAX_OVERRIDES_CHARS} \
-                 ECS takes in one RunTask: with TaskDefinitionArn the profiles' EnvironmentVariables and Environment \
-                 travel as overrides; shorten them or put them in that task definition"
-            ));
-        }
-        if self.tags.len() > MAX_TAGS {
-            return Err(format!(
-                "the task would carry {} tags, more than the {MAX_TAGS} AWS allows: remove some of the profiles' Tags",
-                self.tags.len()
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// AWS's limit on tags per resource.
-pub const MAX_TAGS: usize = 50;
-
 /// A task ECS accepted.
 #[derive(Debug, Clone)]
 pub struct Launched {
@@ -252,20 +137,24 @@ impl LaunchError {
 ///
 /// # Errors
 /// The failed RunTask call, or its `failures` when ECS started nothing.
-pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
-    match &spec.cluster.capacity_providers {
+pub async fn run_task(
+    aws: &AwsClients,
+    launches: &ProviderLaunches,
+    spec: &LaunchSpec,
+) -> Result<Launched, LaunchError> {
+    match &spec.profile.capacity_providers {
         Some(ProviderStrategy::ClusterDefault) => {
             let task = run_once(aws, spec, Capacity::Provider, "", None).await?;
             let capacity = Capacity::from_ecs(&task.capacity).unwrap_or(Capacity::Provider);
             return Ok(Launched { task, capacity, fell_back_from_spot: false });
         }
         Some(ProviderStrategy::Providers(shares)) => {
-            let name = spec.provider_launches.take(shares);
+            let name = launches.take(shares);
             let capacity = Capacity::from_ecs(&name).unwrap_or(Capacity::Provider);
             let refused = match run_once(aws, spec, capacity, "", Some(&name)).await {
                 Ok(task) => return Ok(Launched { task, capacity, fell_back_from_spot: false }),
                 Err(e) => {
-                    spec.provider_launches.give_back(&name);
+                    launches.give_back(&name);
                     e
                 }
             };
@@ -281,12 +170,12 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
             tracing::warn!(agent_id = %spec.work.agent_id, reason = %refused.error.detail, provider = %other.name, "FARGATE_SPOT refused; launching through the next provider of the strategy");
             let capacity = Capacity::from_ecs(&other.name).unwrap_or(Capacity::Provider);
             let task = run_once(aws, spec, capacity, "-od", Some(&other.name)).await?;
-            spec.provider_launches.count(&other.name);
+            launches.count(&other.name);
             return Ok(Launched { task, capacity, fell_back_from_spot: true });
         }
         None => {}
     }
-    match spec.cluster.launch_type {
+    match spec.profile.launch_type {
         LaunchType::FargateSpot => match run_once(aws, spec, Capacity::FargateSpot, "", None).await {
             Ok(task) => Ok(Launched { task, capacity: Capacity::FargateSpot, fell_back_from_spot: false }),
             Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
@@ -312,7 +201,7 @@ pub async fn run_task(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launche
 ///
 /// # Errors
 /// As [`run_task`].
-pub async fn run_task_on_demand(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Launched, LaunchError> {
+pub async fn run_task_on_demand(aws: &AwsClients, spec: &LaunchSpec) -> Result<Launched, LaunchError> {
     let task = run_once(aws, spec, Capacity::Fargate, "-od", None).await?;
     Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
 }
@@ -327,7 +216,7 @@ pub async fn run_task_on_demand(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Resu
 /// The failed StartTask call (or the failed look for its task after a lost answer).
 pub async fn start_task(
     aws: &AwsClients,
-    spec: &LaunchSpec<'_>,
+    spec: &LaunchSpec,
     container_instance: &str,
 ) -> Result<Option<TaskView>, AwsError> {
     let request = launch_request(spec);
@@ -368,12 +257,12 @@ fn is_capacity_refusal(e: &AwsError) -> bool {
 /// type; with neither, the cluster's default strategy applies).
 async fn run_once(
     aws: &AwsClients,
-    spec: &LaunchSpec<'_>,
+    spec: &LaunchSpec,
     capacity: Capacity,
     token_suffix: &str,
     provider: Option<&str>,
 ) -> Result<TaskView, LaunchError> {
-    let Some(net) = spec.network else {
+    let Some(net) = &spec.network else {
         let internal = "a Fargate launch without awsvpc networking (an internal error)";
         return Err(LaunchError::known(AwsError::in_answer("RunTask", internal)));
     };
@@ -385,7 +274,7 @@ async fn run_once(
         network: AwsVpc {
             subnets: net.subnets.clone(),
             security_groups: net.security_groups.clone(),
-            assign_public_ip: spec.cluster.assign_public_ip,
+            assign_public_ip: spec.profile.assign_public_ip,
         },
         // `PlatformVersion` (Fargate only; validation refuses it for EC2 cluster profiles).
         platform_version: if matches!(capacity, Capacity::Fargate | Capacity::FargateSpot) {
@@ -440,7 +329,7 @@ fn run_task_buckets(provider: Option<&str>, capacity: Capacity) -> &'static [Cat
 
 async fn run_task_idempotently(
     aws: &AwsClients,
-    spec: &LaunchSpec<'_>,
+    spec: &LaunchSpec,
     request: &RunTaskRequest,
     buckets: &[Category],
 ) -> Result<RunOutcome, LaunchError> {
@@ -477,63 +366,26 @@ async fn run_task_idempotently(
 }
 
 /// The running task of this launch's agent, if one exists.
-async fn find_started(aws: &AwsClients, spec: &LaunchSpec<'_>) -> Result<Option<TaskView>, AwsError> {
-    let cluster = spec.cluster.cluster_name.as_str();
-    let arns = super::tasks::list_running(aws, cluster, spec.started_by).await?;
+async fn find_started(aws: &AwsClients, spec: &LaunchSpec) -> Result<Option<TaskView>, AwsError> {
+    let cluster = spec.profile.cluster_name.as_str();
+    let arns = super::tasks::list_running(aws, cluster, &spec.started_by).await?;
     let suffix = super::cluster_arn_suffix(cluster);
-    let tasks = super::tasks::describe(aws, cluster, &suffix, &arns, spec.server_id, spec.cluster_key).await?;
+    let tasks = super::tasks::describe(aws, cluster, &suffix, &arns, &spec.server_id, &spec.cluster_key).await?;
     Ok(tasks.into_iter().find(|t| t.agent_id() == Some(spec.work.agent_id.as_str())))
 }
 
 /// What RunTask and StartTask both send: the task definition, `startedBy`, the agent
 /// container's environment overrides and the tags.
-fn launch_request(spec: &LaunchSpec<'_>) -> LaunchRequest {
+fn launch_request(spec: &LaunchSpec) -> LaunchRequest {
     LaunchRequest {
-        cluster: spec.cluster.cluster_name.clone(),
+        cluster: spec.profile.cluster_name.clone(),
         task_definition: spec.work.task_definition.arn.clone(),
-        started_by: spec.started_by.to_string(),
+        started_by: spec.started_by.clone(),
         container: spec.work.task_definition.agent_container.clone(),
         environment: override_environment(spec),
         enable_execute_command: spec.work.elastic.enable_execute_command,
         tags: spec.tags.clone(),
     }
-}
-
-/// AWS's limit on the JSON of RunTask's `containerOverrides`.
-pub const MAX_OVERRIDES_CHARS: usize = 8192;
-
-/// The agent container's overrides: the registration variables, which differ per agent and
-/// which nothing overrides. The environment every agent of the profile pair shares is in our
-/// task definition; a given `TaskDefinitionArn` has none of it, so there it travels here too.
-fn override_environment(spec: &LaunchSpec<'_>) -> Vec<(String, String)> {
-    let work = spec.work;
-    let mut env = match work.elastic.task_definition_arn {
-        Some(_) => super::task_definition::shared_environment(spec.cluster, &work.elastic),
-        None => Vec::new(),
-    };
-    let mut set = |k: &str, v: &str| {
-        env.retain(|(name, _)| name != k);
-        env.push((k.to_string(), v.to_string()));
-    };
-    set("GO_EA_SERVER_URL", &work.server_url);
-    set("GO_EA_AUTO_REGISTER_KEY", work.auto_register_key.expose());
-    if let Some(environment) = &work.environment {
-        set("GO_EA_AUTO_REGISTER_ENVIRONMENT", environment);
-    }
-    set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", &work.agent_id);
-    set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
-    env
-}
-
-/// How many characters the JSON of this launch's `containerOverrides` has, as AWS counts them.
-pub fn overrides_length(spec: &LaunchSpec<'_>) -> usize {
-    let environment: Vec<serde_json::Value> = override_environment(spec)
-        .into_iter()
-        .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
-        .collect();
-    let overrides =
-        serde_json::json!([{ "name": spec.work.task_definition.agent_container, "environment": environment }]);
-    overrides.to_string().chars().count()
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub mod providers;
 pub mod reconcile;
 pub mod registry;
 pub mod retirement;
+pub mod snapshot;
 pub mod strays;
 pub mod sweep;
 pub mod task_definition;
@@ -56,6 +57,7 @@ use tokio::sync::OnceCell;
 
 use self::events::Events;
 use self::registry::{Assignment, Offer, Registry};
+use self::snapshot::RequestSnapshot;
 use self::task_definition::TaskDefinitionRef;
 use self::tasks::TaskView;
 use crate::aws::network::{self, Network};
@@ -311,22 +313,14 @@ impl Cluster {
         Ok(Refresh { running, described, missing })
     }
 
-    /// The task definition for an elastic profile: registered once, then reused.
+    /// The task definition of a request's snapshot (its family, computed once with it):
+    /// registered once, then reused.
     ///
     /// # Errors
     /// The failed lookup or registration; the next launch tries again.
-    pub async fn task_definition(
-        &self,
-        profile: &ClusterProfile,
-        elastic: &ElasticProfile,
-    ) -> Result<TaskDefinitionRef, AwsError> {
-        let family = match &elastic.task_definition_arn {
-            Some(arn) => format!("given:{arn}:{}", elastic.agent_container_name.as_deref().unwrap_or("")),
-            None => {
-                task_definition::family(&self.key, profile, elastic, &self.aws().region, self.kinds(profile).as_deref())
-            }
-        };
-        self.task_definition_sweep.saw(&family, SystemTime::now());
+    pub async fn task_definition(&self, snapshot: &RequestSnapshot) -> Result<TaskDefinitionRef, AwsError> {
+        let (profile, elastic, family) = (&snapshot.profile, &snapshot.elastic, &snapshot.family);
+        self.task_definition_sweep.saw(family, SystemTime::now());
         let cell = self
             .task_definitions
             .lock()
@@ -343,9 +337,9 @@ impl Cluster {
                     None => {
                         task_definition::find_or_register(
                             &self.aws(),
-                            &family,
+                            family,
                             profile,
-                            self.kinds(profile).as_deref(),
+                            snapshot.kinds.as_deref(),
                             elastic,
                             &self.server_id,
                             &self.key,

@@ -19,9 +19,9 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use super::snapshot::RequestSnapshot;
 use super::Cluster;
 use crate::aws::AwsError;
-use crate::settings::ElasticProfile;
 
 /// How often a cluster profile's families are looked at.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
@@ -59,7 +59,7 @@ impl SweepState {
     }
 
     /// Families seen within [`SEEN_FOR`] of `now` (older ones are forgotten).
-    fn recent(&self, now: SystemTime) -> BTreeSet<String> {
+    pub(super) fn recent(&self, now: SystemTime) -> BTreeSet<String> {
         let mut inner = self.lock();
         inner.seen.retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
         inner.seen.keys().cloned().collect()
@@ -104,14 +104,11 @@ pub fn family_of(task_definition: &str) -> &str {
 }
 
 impl Cluster {
-    /// GoCD asked for an agent of this elastic profile: its family stays registered.
-    pub fn saw_elastic_profile(&self, elastic: &ElasticProfile) {
-        if elastic.task_definition_arn.is_none() {
-            let profile = self.profile();
-            let kinds = self.kinds(&profile);
-            let family =
-                super::task_definition::family(&self.key, &profile, elastic, &self.aws().region, kinds.as_deref());
-            self.task_definition_sweep.saw(&family, SystemTime::now());
+    /// GoCD asked for an agent of this elastic profile: the family of the request's own
+    /// snapshot (not of the profile stored meanwhile) stays registered.
+    pub fn saw_elastic_profile(&self, snapshot: &RequestSnapshot) {
+        if snapshot.registers_its_own() {
+            self.task_definition_sweep.saw(&snapshot.family, SystemTime::now());
         }
     }
 

@@ -15,6 +15,8 @@ use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState,
 use crate::secret::Secret;
 use crate::settings::{ClusterProfile, Properties};
 
+mod snapshot;
+
 const SERVER: &str = "server-1";
 
 fn props(pairs: &[(&str, &str)]) -> Properties {

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use crate::cluster::identity::settings_fingerprint;
 use crate::cluster::{AgentRequest, Created, EngineError};
 use crate::error::Result;
 use crate::metrics::LaunchResult;
@@ -14,11 +13,11 @@ use crate::protocol::requests::CreateAgentParams;
 /// Starts an agent for the job unless one already serves it.
 pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
     let found = plugin.cluster_for_job(&params.cluster_profile_properties, &params.job_identifier).await;
-    let (cluster, profile) = found.inspect_err(|_| plugin.metrics().launch(LaunchResult::Failed))?;
+    let (cluster, snapshot) = found.inspect_err(|_| plugin.metrics().launch(LaunchResult::Failed))?;
     let site_url = plugin.server_info().await?.agent_url().map(str::to_string);
     let request = AgentRequest {
-        profile: Arc::new(profile),
-        settings: settings_fingerprint(&params.cluster_profile_properties),
+        profile: Arc::new(snapshot.profile),
+        settings: snapshot.settings,
         job: params.job_identifier,
         environment: params.environment,
         auto_register_key: params.auto_register_key,

@@ -48,7 +48,7 @@ pub(super) async fn check(
                 continue;
             }
         };
-        let mut problems: Vec<String> = guardrails::check(profile, &td).err().into_iter().collect();
+        let mut problems: Vec<guardrails::GuardrailError> = guardrails::check(profile, &td).err().into_iter().collect();
         problems.extend(guardrails::check_exec(e, &td).err());
         if let Some(kinds) = &kinds {
             problems.extend(guardrails::check_providers(kinds, &td).err());

@@ -8,7 +8,7 @@ use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
 use crate::aws::ecs::InstanceStatus;
 use crate::cluster::gocd::console_line;
-use crate::cluster::launch::{start_task, LaunchSpec};
+use crate::cluster::launch::start_task;
 use crate::cluster::registry::Phase;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
@@ -67,23 +67,23 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
 }
 
 /// Starts one waiting task on its instance.
-pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Placement) {
+pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     let (waiting, container) = {
         let st = cluster.ec2.state();
-        let work = st.waiting.iter().find(|w| w.work.agent_id == p.demand).cloned();
+        let work = st.waiting.iter().find(|w| w.spec.work.agent_id == p.demand).cloned();
         let container = st.instances.get(&p.instance).and_then(|r| r.container.as_ref()).map(|c| c.arn.clone());
         match (work, container) {
             (Some(w), Some(c)) => (w, c),
             _ => return,
         }
     };
-    let work = &waiting.work;
+    let work = &waiting.spec.work;
     if !cluster.registry().get(&work.agent_id).is_some_and(|a| a.phase == Phase::Launching) {
-        cluster.ec2.state().waiting.retain(|w| w.work.agent_id != work.agent_id);
+        cluster.ec2.state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
         return;
     }
-    let spec = LaunchSpec::new(cluster, profile, work, None);
-    let outcome = start_task(&cluster.aws(), &spec, &container).await;
+    // The launch its create-agent built, with that request's profile.
+    let outcome = start_task(&cluster.aws(), &waiting.spec, &container).await;
     let now = SystemTime::now();
     let (agent_id, instance) = (work.agent_id.as_str(), p.instance.as_str());
     match outcome {
@@ -104,7 +104,7 @@ pub(super) async fn start(cluster: &Cluster, profile: &ClusterProfile, p: &Place
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {
-            cluster.ec2.state().waiting.retain(|w| w.work.agent_id != work.agent_id);
+            cluster.ec2.state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
             cluster.registry().stopped(&work.agent_id, format!("launch failed: {e}"), now);
             let message = format!("could not start an agent for job {}: {e}", work.job.locator());
             cluster.event(HealthKind::Error, message.clone());
@@ -130,7 +130,7 @@ pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
             .collect();
         let message = format!(
             "no agent started for job {}: the task reserves {} CPU units and {} MiB but no listed {} instance type holds it ({})",
-            waiting.work.job.locator(),
+            waiting.spec.work.job.locator(),
             waiting.need.cpu,
             waiting.need.memory,
             waiting.arch.as_str(),
@@ -148,7 +148,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
         };
         let message = format!(
             "no agent started for job {}: {}",
-            waiting.work.job.locator(),
+            waiting.spec.work.job.locator(),
             super::catalog::no_type_message(cfg, waiting.arch)
         );
         refuse(cluster, &waiting, message).await;
@@ -158,14 +158,14 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
 /// Takes a waiting task off the queue.
 fn take(cluster: &Cluster, id: &str) -> Option<WaitingTask> {
     let mut st = cluster.ec2.state();
-    let work = st.waiting.iter().find(|w| w.work.agent_id == id).cloned();
-    st.waiting.retain(|w| w.work.agent_id != id);
+    let work = st.waiting.iter().find(|w| w.spec.work.agent_id == id).cloned();
+    st.waiting.retain(|w| w.spec.work.agent_id != id);
     work
 }
 
 /// Releases a refused task's agent and says why (health, the job's console).
 async fn refuse(cluster: &Cluster, waiting: &WaitingTask, message: String) {
-    cluster.registry().stopped(&waiting.work.agent_id, message.clone(), SystemTime::now());
+    cluster.registry().stopped(&waiting.spec.work.agent_id, message.clone(), SystemTime::now());
     cluster.event(HealthKind::Warning, message.clone());
-    let _ = cluster.gocd().console_log(&waiting.work.job, console_line(message)).await;
+    let _ = cluster.gocd().console_log(&waiting.spec.work.job, console_line(message)).await;
 }

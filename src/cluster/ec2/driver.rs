@@ -18,8 +18,8 @@ use super::pool::WaitingTask;
 use super::{api, apply, launch, Arch, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::error::EngineError;
-use crate::cluster::launch::Work;
 use crate::cluster::registry::Phase;
+use crate::cluster::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, Ec2Capacity};
@@ -43,10 +43,11 @@ const WAITING_EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
 /// # Errors
 /// No listed instance type has the task's CPU architecture, or the task is larger than every
 /// listed type of it.
-pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> Result<String, EngineError> {
-    let cfg = profile.ec2.clone().ok_or_else(|| {
+pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineError> {
+    let cfg = spec.profile.ec2.clone().ok_or_else(|| {
         EngineError::Config("an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType".into())
     })?;
+    let work = &spec.work;
     let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
     let arch = Arch::of_ecs(&work.elastic.cpu_architecture);
     let offers: Vec<TypeOffer> = cluster.ec2.state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
@@ -74,8 +75,8 @@ pub fn enqueue(cluster: &Arc<Cluster>, profile: &ClusterProfile, work: Work) -> 
     let agent_id = work.agent_id.clone();
     {
         let mut st = cluster.ec2.state();
-        st.waiting.retain(|w| w.work.agent_id != agent_id);
-        st.waiting.push(WaitingTask { work, need, os, arch, since: now, last_asked: now, on_demand });
+        st.waiting.retain(|w| w.spec.work.agent_id != agent_id);
+        st.waiting.push(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand });
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
@@ -219,7 +220,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
     apply::refuse_no_type(cluster, &cfg, &decided.no_type).await;
     for p in &decided.start {
-        apply::start(cluster, &profile, p).await;
+        apply::start(cluster, p).await;
     }
     if !decided.launch_on_demand.is_empty() {
         let on_demand = Ec2Capacity { spot: false, ..cfg.clone() };
@@ -274,10 +275,10 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
         let mut st = cluster.ec2.state();
         let mut expired = Vec::new();
         st.waiting.retain(|w| {
-            let live = registry.get(&w.work.agent_id).is_some_and(|a| a.phase == Phase::Launching);
+            let live = registry.get(&w.spec.work.agent_id).is_some_and(|a| a.phase == Phase::Launching);
             let asked_lately = now.duration_since(w.last_asked).unwrap_or_default() < limit;
             if live && !asked_lately {
-                expired.push(w.work.agent_id.clone());
+                expired.push(w.spec.work.agent_id.clone());
             }
             live && asked_lately
         });
@@ -313,7 +314,7 @@ fn wind_down() -> Ec2Capacity {
 }
 
 fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.work.agent_id).collect();
+    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
         registry.stopped(&id, why, SystemTime::now());

@@ -81,7 +81,7 @@ async fn launch_some(
     launch: &Launch,
     ami_id: &str,
     count: u32,
-) -> Result<(Vec<Ec2Instance>, bool), String> {
+) -> Result<(Vec<Ec2Instance>, bool), LaunchFailed> {
     let os = launch.os;
     let n = network.subnets.len().max(1);
     let first = cluster.ec2.state().next_subnet % n;
@@ -142,21 +142,40 @@ async fn launch_some(
                         }
                         return Ok((instances, fell_back));
                     }
-                    Ok(Ok(_)) => return Err("RunInstances launched no instance and gave no reason".into()),
+                    Ok(Ok(_)) => return Err(LaunchFailed::NoInstance),
                     Ok(Err(refusal)) => {
                         tracing::warn!(subnet = %subnet, spot, instance_type = %instance_type, code = %refusal.code, message = %refusal.message, "EC2 refused capacity");
                         refusals.push((instance_type.clone(), refusal));
                     }
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(LaunchFailed::Aws(e)),
                 }
             }
         }
     }
-    let why: Vec<String> = refusals.iter().map(|(t, r)| format!("{t}: {}: {}", r.code, r.message)).collect();
-    Err(format!("EC2 has no {} capacity in any subnet: {}", launch.types.join(" or "), why.join("; ")))
+    let refusals = refusals.iter().map(|(t, r)| format!("{t}: {}: {}", r.code, r.message)).collect();
+    Err(LaunchFailed::NoCapacity { types: launch.types.clone(), refusals })
 }
 
-fn launch_failed(cluster: &Cluster, message: String) {
+/// Why a group of instances was not launched; each reads as a sentence for server health.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(super) enum LaunchFailed {
+    /// RunInstances answered with no instance and no refusal.
+    #[error("RunInstances launched no instance and gave no reason")]
+    NoInstance,
+    /// A RunInstances call failed otherwise than for capacity.
+    #[error(transparent)]
+    Aws(AwsError),
+    /// Every type, market and subnet was refused for capacity.
+    #[error("EC2 has no {} capacity in any subnet: {}", .types.join(" or "), .refusals.join("; "))]
+    NoCapacity {
+        /// The types tried, in the plan's order.
+        types: Vec<String>,
+        /// Each refusal: `type: code: message`.
+        refusals: Vec<String>,
+    },
+}
+
+fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
     let now = SystemTime::now();
     let backoff = {
         let mut st = cluster.ec2.state();
@@ -182,4 +201,26 @@ async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result
     let resolved = network::resolve(&cluster.aws(), &key.0, &key.1).await?;
     *cached = Some((key, resolved.clone()));
     Ok(resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaunchFailed;
+
+    #[test]
+    fn a_launch_refused_everywhere_names_the_types_and_each_refusal() {
+        let failed = LaunchFailed::NoCapacity {
+            types: vec!["c5.xlarge".into(), "m5.xlarge".into()],
+            refusals: vec![
+                "c5.xlarge: InsufficientInstanceCapacity: none left".into(),
+                "m5.xlarge: InsufficientInstanceCapacity: none left".into(),
+            ],
+        };
+        assert_eq!(
+            failed.to_string(),
+            "EC2 has no c5.xlarge or m5.xlarge capacity in any subnet: c5.xlarge: InsufficientInstanceCapacity: \
+             none left; m5.xlarge: InsufficientInstanceCapacity: none left"
+        );
+        assert_eq!(LaunchFailed::NoInstance.to_string(), "RunInstances launched no instance and gave no reason");
+    }
 }

@@ -17,7 +17,7 @@ use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffe
 use super::{capacity, Arch, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
-use crate::cluster::launch::Work;
+use crate::cluster::snapshot::LaunchSpec;
 use crate::secret::Secret;
 use crate::settings::Ec2Capacity;
 
@@ -69,9 +69,9 @@ pub struct InstanceRecord {
 /// A task waiting for room, with everything needed to start it later.
 #[derive(Debug, Clone)]
 pub struct WaitingTask {
-    /// The agent to start (reserved in the registry, phase Launching); its key is the newest
-    /// GoCD sent for the job.
-    pub work: Work,
+    /// The launch of the agent to start (reserved in the registry, phase Launching), built
+    /// once by its create-agent; its key is the newest GoCD sent for the job.
+    pub spec: LaunchSpec,
     /// CPU and memory it reserves.
     pub need: Resources,
     /// The instances it can run on.
@@ -182,8 +182,8 @@ impl Pool {
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
     pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.work.agent_id == agent_id) {
-            w.work.auto_register_key = key.clone();
+        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.spec.work.agent_id == agent_id) {
+            w.spec.work.auto_register_key = key.clone();
             w.last_asked = now;
         }
     }
@@ -292,7 +292,7 @@ impl PoolState {
                 c.tasks += 1;
             }
         }
-        self.waiting.retain(|w| w.work.agent_id != agent_id);
+        self.waiting.retain(|w| w.spec.work.agent_id != agent_id);
         self.counters.placed += 1;
     }
 
@@ -374,7 +374,7 @@ impl PoolState {
         self.waiting
             .iter()
             .map(|w| Demand {
-                id: w.work.agent_id.clone(),
+                id: w.spec.work.agent_id.clone(),
                 need: w.need,
                 os: w.os,
                 arch: w.arch,

@@ -40,26 +40,47 @@ pub enum QueueEvent {
     },
 }
 
+/// Why a message body is not an event we can read (it is then dropped); each reads as a
+/// sentence for the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    /// The body is not JSON (the parser's reason).
+    #[error("not JSON: {0}")]
+    NotJson(String),
+    /// JSON without a `detail-type`.
+    #[error("no detail-type: not an EventBridge event")]
+    NoDetailType,
+    /// A task state change whose task cannot be told.
+    #[error("an ECS Task State Change without taskArn or clusterArn")]
+    TaskWithoutArn,
+    /// A spot warning whose instance cannot be told.
+    #[error("a spot warning without instance-id")]
+    SpotWarningWithoutInstance,
+    /// A state-change notification whose instance cannot be told.
+    #[error("a state-change notification without instance-id")]
+    StateChangeWithoutInstance,
+}
+
 /// Reads one SQS message body.
 ///
 /// # Errors
-/// A sentence saying why the body is not an event we can read (it is then dropped).
-pub fn parse(body: &str) -> Result<QueueEvent, String> {
-    let event: Value = serde_json::from_str(body).map_err(|e| format!("not JSON: {e}"))?;
-    let detail_type = event["detail-type"].as_str().ok_or("no detail-type: not an EventBridge event")?;
+/// Why the body is not an event we can read (it is then dropped).
+pub fn parse(body: &str) -> Result<QueueEvent, Unreadable> {
+    let event: Value = serde_json::from_str(body).map_err(|e| Unreadable::NotJson(e.to_string()))?;
+    let detail_type = event["detail-type"].as_str().ok_or(Unreadable::NoDetailType)?;
     let detail = &event["detail"];
     let text = |v: &Value| v.as_str().map(str::to_string);
     match (event["source"].as_str().unwrap_or_default(), detail_type) {
         ("aws.ecs", "ECS Task State Change") => {
-            let task = task_view(detail).ok_or("an ECS Task State Change without taskArn or clusterArn")?;
+            let task = task_view(detail).ok_or(Unreadable::TaskWithoutArn)?;
             Ok(QueueEvent::Task { task: Box::new(task), started_by: text(&detail["startedBy"]) })
         }
         ("aws.ec2", "EC2 Spot Instance Interruption Warning") => Ok(QueueEvent::SpotWarning {
-            instance_id: text(&detail["instance-id"]).ok_or("a spot warning without instance-id")?,
+            instance_id: text(&detail["instance-id"]).ok_or(Unreadable::SpotWarningWithoutInstance)?,
             action: text(&detail["instance-action"]).unwrap_or_default(),
         }),
         ("aws.ec2", "EC2 Instance State-change Notification") => Ok(QueueEvent::InstanceState {
-            instance_id: text(&detail["instance-id"]).ok_or("a state-change notification without instance-id")?,
+            instance_id: text(&detail["instance-id"]).ok_or(Unreadable::StateChangeWithoutInstance)?,
             state: text(&detail["state"]).unwrap_or_default(),
         }),
         (_, other) => Ok(QueueEvent::Other { detail_type: other.to_string() }),
@@ -195,9 +216,13 @@ mod tests {
     fn tells_other_and_unreadable_messages_apart() {
         let other = r#"{"detail-type":"ECS Container Instance State Change","source":"aws.ecs","detail":{}}"#;
         assert_eq!(parse(other), Ok(QueueEvent::Other { detail_type: "ECS Container Instance State Change".into() }));
-        assert!(parse("hello").unwrap_err().starts_with("not JSON"));
-        assert!(parse(r#"{"a":1}"#).unwrap_err().contains("detail-type"));
+        let not_json = parse("hello").unwrap_err();
+        assert!(matches!(not_json, Unreadable::NotJson(_)), "{not_json:?}");
+        assert!(not_json.to_string().starts_with("not JSON"), "{not_json}");
+        assert_eq!(parse(r#"{"a":1}"#), Err(Unreadable::NoDetailType));
+        assert!(parse(r#"{"a":1}"#).unwrap_err().to_string().contains("detail-type"));
         let no_arn = r#"{"detail-type":"ECS Task State Change","source":"aws.ecs","detail":{"lastStatus":"STOPPED"}}"#;
-        assert!(parse(no_arn).unwrap_err().contains("taskArn"));
+        assert_eq!(parse(no_arn), Err(Unreadable::TaskWithoutArn));
+        assert!(parse(no_arn).unwrap_err().to_string().contains("taskArn"));
     }
 }
