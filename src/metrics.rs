@@ -24,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::aws::budget::Category;
+use crate::cluster::job_wait::WAIT_BUCKETS;
 use crate::cluster::registry::Phase;
 use crate::cluster::Cluster;
 use crate::settings::LaunchType;
@@ -224,7 +225,45 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
             [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws().region)];
         sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans.load(Ordering::Relaxed) as f64);
     }
+    job_waits(out, clusters);
     aws_calls(out, clusters);
+}
+
+/// The job-wait histograms: from create-agent to the agent taking its job, per phase.
+fn job_waits(out: &mut String, clusters: &[Arc<Cluster>]) {
+    let name = "ecs_ea_job_wait_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "Seconds a job waited for its agent, by cluster profile, elastic profile (hash) and phase \
+         (queued, provisioning, image_pull, agent_start, total).",
+    );
+    for c in clusters {
+        let profile = c.profile();
+        let region = c.aws().region.clone();
+        for (elastic, phase, h) in c.job_waits().all() {
+            let labels = [
+                ("cluster", profile.cluster_name.as_str()),
+                ("cluster_profile", c.key.as_str()),
+                ("region", region.as_str()),
+                ("elastic_profile", elastic),
+                ("phase", phase.label()),
+            ];
+            let mut cumulative = 0;
+            for (i, bound) in WAIT_BUCKETS.iter().enumerate() {
+                cumulative += h.counts[i];
+                let le = bound.to_string();
+                let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", le.as_str())]).collect();
+                sample(out, &format!("{name}_bucket"), &with_le, cumulative as f64);
+            }
+            cumulative += h.counts[WAIT_BUCKETS.len()];
+            let with_inf: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
+            sample(out, &format!("{name}_bucket"), &with_inf, cumulative as f64);
+            sample(out, &format!("{name}_sum"), &labels, h.sum);
+            sample(out, &format!("{name}_count"), &labels, cumulative as f64);
+        }
+    }
 }
 
 fn phase_index(phase: Phase) -> usize {

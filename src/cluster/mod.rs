@@ -15,6 +15,7 @@
 
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 
+mod assigned;
 pub mod complete;
 pub mod create;
 pub mod ec2;
@@ -28,6 +29,7 @@ mod fixtures;
 pub mod gocd;
 pub mod guardrails;
 pub mod identity;
+pub mod job_wait;
 pub mod launch;
 #[cfg(test)]
 mod launch_tests;
@@ -118,6 +120,10 @@ pub struct Cluster {
     pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     ping_lock: tokio::sync::Mutex<()>,
+    /// Agents that took their jobs, to be announced (`assigned.rs`).
+    took: Mutex<Vec<assigned::Took>>,
+    /// How long jobs waited for their agents, by elastic profile and phase.
+    job_waits: Mutex<job_wait::WaitHistograms>,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
     pub ec2: ec2::Pool,
     /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
@@ -163,6 +169,8 @@ impl Cluster {
             orphan_marks: Mutex::new(std::collections::HashSet::new()),
             swept_orphans: std::sync::atomic::AtomicU64::new(0),
             ping_lock: tokio::sync::Mutex::new(()),
+            took: Mutex::new(Vec::new()),
+            job_waits: Mutex::new(job_wait::WaitHistograms::default()),
             ec2: ec2::Pool::default(),
             provider_launches: launch::ProviderLaunches::default(),
             providers: providers::ProviderCache::default(),
@@ -190,20 +198,40 @@ impl Cluster {
     /// this job, or it waits for its next job (warm starts) and `offer` — asked only then —
     /// matches what it runs: it is then bound to this job, and the job's console says so.
     /// Memory only: GoCD asks under a global lock (the console line is sent in the background).
-    pub fn should_assign(&self, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
-        match self.registry().assign(agent_id, job, offer, SystemTime::now()) {
+    pub fn should_assign(self: &Arc<Self>, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
+        let now = SystemTime::now();
+        let (assignment, first) = {
+            let mut registry = self.registry();
+            let first = registry.get(agent_id).is_some_and(|a| a.assigned_at.is_none() && a.job.job_id == job.job_id);
+            (registry.assign(agent_id, job, offer, now), first)
+        };
+        match assignment {
             Assignment::No => false,
-            Assignment::Yes => true,
+            Assignment::Yes => {
+                if first {
+                    let reused = self.registry().get(agent_id).is_some_and(|a| a.served_jobs.len() > 1);
+                    self.took_job(agent_id, job, now, reused, true);
+                }
+                true
+            }
             Assignment::Reused { jobs, max_jobs } => {
                 tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
                 let line = create::reused_line(agent_id, jobs, max_jobs);
+                let job_ref = job;
                 let (gocd, job) = (self.gocd.clone(), job.clone());
                 tokio::spawn(async move {
                     let _ = gocd.console_log(&job, gocd::console_line(line)).await;
                 });
+                // Counted and logged; the reuse line above is the job's console line.
+                self.took_job(agent_id, job_ref, now, true, false);
                 true
             }
         }
+    }
+
+    /// How long jobs waited for their agents, by elastic profile and phase, locked.
+    pub fn job_waits(&self) -> MutexGuard<'_, job_wait::WaitHistograms> {
+        self.job_waits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The profile as last sent by GoCD.

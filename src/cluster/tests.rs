@@ -15,6 +15,7 @@ use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState,
 use crate::secret::Secret;
 use crate::settings::{ClusterProfile, Properties};
 
+mod job_wait;
 mod snapshot;
 
 const SERVER: &str = "server-1";

@@ -185,7 +185,7 @@ pub struct AgentRow {
     pub availability_zone: Option<String>,
     /// The task's tags, by key.
     pub tags: Vec<(String, String)>,
-    /// Created, image pulled, started, registered, stopped.
+    /// Asked for, task accepted, image pull, running, registered, took its job, stopped.
     pub timeline: Vec<TimelineStep>,
     /// CloudWatch logs link.
     pub logs_url: Option<String>,
@@ -479,15 +479,20 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
     }
 }
 
-/// Created, image pulled, started, registered, stopped.
+/// The agent's start, phase by phase (the points of a job's wait, `cluster::job_wait`), then
+/// its stop. A point ECS did not report while a later one happened is "not reported"; a point a
+/// stopped agent never reached is "not reached", not "not yet".
 fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep> {
     let task = a.task.as_ref();
     let stopped = if a.phase == Phase::Stopped { a.stopped_at.or(task.and_then(|t| t.stopped_at)) } else { None };
-    let points: [(&'static str, Option<SystemTime>); 5] = [
-        ("created", Some(task.and_then(|t| t.created_at).unwrap_or(a.created_at))),
+    let points: [(&'static str, Option<SystemTime>); 8] = [
+        ("asked for (create-agent)", Some(a.job_requested_at.unwrap_or(a.created_at))),
+        ("task accepted", task.and_then(|t| t.created_at)),
+        ("image pull started", task.and_then(|t| t.pull_started_at)),
         ("image pulled", task.and_then(|t| t.pull_stopped_at)),
-        ("started", task.and_then(|t| t.started_at)),
+        ("running", task.and_then(|t| t.started_at)),
         ("registered", a.registered_at),
+        ("took its job", a.assigned_at),
         ("stopped", stopped),
     ];
     let last_done = points.iter().rposition(|(_, t)| t.is_some()).unwrap_or(0);
@@ -506,7 +511,8 @@ fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep>
             let state = match at {
                 Some(_) if *name == "stopped" && failed => "failed",
                 Some(_) => "done",
-                None if i < last_done => "skipped",
+                None if i < last_done && stopped.is_none() => "skipped",
+                None if stopped.is_some() => "never",
                 None => "pending",
             };
             TimelineStep { name, at: at.map(|t| When::at(t, now)), after, state }

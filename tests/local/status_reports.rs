@@ -281,10 +281,13 @@ fn agent_report_shows_the_whole_timeline_escaped() {
     assert_eq!(
         steps,
         vec![
-            ("created", "done", None),
-            ("image pulled", "done", Some("21 s")),
-            ("started", "done", Some("5 s")),
+            ("asked for (create-agent)", "done", None),
+            ("task accepted", "done", Some("0 s")),
+            ("image pull started", "done", Some("4 s")),
+            ("image pulled", "done", Some("17 s")),
+            ("running", "done", Some("5 s")),
             ("registered", "done", Some("26 s")),
+            ("took its job", "never", None),
             ("stopped", "failed", Some("5 min 48 s")),
         ]
     );
@@ -305,7 +308,8 @@ fn agent_report_shows_the_whole_timeline_escaped() {
 
     let starting = status::agent_row(registry.get("ea-starting").unwrap(), "us-east-1", "ci-shared", None, at(500));
     let states: Vec<&str> = starting.timeline.iter().map(|s| s.state).collect();
-    assert_eq!(states, vec!["done", "done", "done", "pending", "pending"]);
+    assert_eq!(states, vec!["done", "done", "done", "done", "done", "pending", "pending", "pending"]);
+    assert!(html.contains("not reached"), "a stopped agent never takes its job: not reached, not \"not yet\"");
 }
 
 #[test]

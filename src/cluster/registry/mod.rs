@@ -78,8 +78,12 @@ pub struct AgentRecord {
     pub task_arn: Option<String>,
     /// Where it runs, once known.
     pub capacity: Option<Capacity>,
-    /// When create-agent reserved it (or when we adopted it).
+    /// When create-agent reserved it (or when we adopted it); for an EC2 agent, when StartTask
+    /// placed it (its register timeout counts from there).
     pub created_at: SystemTime,
+    /// When its current job's create-agent came: where the job's wait began. `None` for an
+    /// agent adopted after a restart (its job's create-agent went to the previous process).
+    pub job_requested_at: Option<SystemTime>,
     /// When GoCD first listed the agent.
     pub registered_at: Option<SystemTime>,
     /// Since when GoCD has listed it idle without work.
@@ -280,6 +284,7 @@ impl Registry {
             task_arn: None,
             capacity: None,
             created_at: now,
+            job_requested_at: Some(now),
             registered_at: None,
             idle_since: None,
             last_listed: None,

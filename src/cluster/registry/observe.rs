@@ -118,6 +118,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         task_arn: Some(task.arn.clone()),
         capacity: Capacity::from_ecs(&task.capacity),
         created_at: task.created_at.unwrap_or(now),
+        job_requested_at: None,
         registered_at: None,
         idle_since: None,
         last_listed: None,

@@ -84,7 +84,7 @@ impl Registry {
         else {
             return Assignment::No;
         };
-        Assignment::Reused { jobs: self.bind(agent_id, job), max_jobs }
+        Assignment::Reused { jobs: self.bind(agent_id, job, now), max_jobs }
     }
 
     /// Binds a waiting agent that `offer` matches to `job` (the create-agent side): the one that
@@ -98,14 +98,15 @@ impl Registry {
     ) -> Option<(String, usize)> {
         let agent_id =
             self.all().filter(|a| takes(a, offer, now)).max_by_key(|a| a.waiting_since).map(|a| a.agent_id.clone())?;
-        let jobs = self.bind(&agent_id, job);
+        let jobs = self.bind(&agent_id, job, now);
         Some((agent_id, jobs))
     }
 
-    fn bind(&mut self, agent_id: &str, job: &JobIdentifier) -> usize {
+    fn bind(&mut self, agent_id: &str, job: &JobIdentifier, now: SystemTime) -> usize {
         self.reuse_hits += 1;
         let Some(a) = self.get_mut(agent_id) else { return 0 };
         a.job = job.clone();
+        a.job_requested_at = Some(now);
         a.waiting_since = None;
         a.idle_since = None;
         a.assigned_at = None;
