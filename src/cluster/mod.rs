@@ -15,6 +15,7 @@
 
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 
+pub mod cleanup;
 pub mod complete;
 pub mod create;
 pub mod ec2;
@@ -33,10 +34,7 @@ pub mod providers;
 pub mod reconcile;
 pub mod registry;
 pub mod retirement;
-pub mod strays;
-pub mod sweep;
 pub mod task_definition;
-pub mod task_definition_sweep;
 pub mod tasks;
 #[cfg(test)]
 mod tests;
@@ -86,7 +84,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { task_definition_sweep_after: task_definition_sweep::SEEN_FOR }
+        EngineOptions { task_definition_sweep_after: cleanup::task_definitions::SEEN_FOR }
     }
 }
 
@@ -104,13 +102,13 @@ pub struct Cluster {
     profile: RwLock<Arc<ClusterProfile>>,
     registry: Mutex<Registry>,
     task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
-    task_definition_sweep: task_definition_sweep::SweepState,
+    task_definition_sweep: cleanup::task_definitions::SweepState,
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
     /// Orphan tasks stopped by the sweep so far.
     pub swept_orphans: std::sync::atomic::AtomicU64,
-    /// Task ARNs the last orphan sweep marked (see `sweep`).
+    /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
     pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     ping_lock: tokio::sync::Mutex<()>,
@@ -149,7 +147,7 @@ impl Cluster {
             profile: RwLock::new(Arc::new(profile)),
             registry: Mutex::new(Registry::default()),
             task_definitions: Mutex::new(HashMap::new()),
-            task_definition_sweep: task_definition_sweep::SweepState::new(
+            task_definition_sweep: cleanup::task_definitions::SweepState::new(
                 SystemTime::now(),
                 options.task_definition_sweep_after,
             ),
