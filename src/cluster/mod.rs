@@ -10,6 +10,9 @@
 //! - [`Cluster::ping`] (`reconcile/`): server-ping's observe, plan and apply;
 //! - [`Cluster::should_assign`]: should-assign-work, from memory.
 //!
+//! What the engine removes beyond a job's own agent (orphans, strays, leftovers, unused task
+//! definitions) is decided and removed in [`cleanup`].
+//!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
 
