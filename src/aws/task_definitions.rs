@@ -4,7 +4,7 @@
 //! `task_definition_parts`), and the sweep's ListTaskDefinitionFamilies, ListTaskDefinitions,
 //! DescribeTaskDefinition for tags and DeregisterTaskDefinition — each through the account's
 //! budget. Which revision to reuse, register or remove is the engine's
-//! (`cluster::task_definition`, `cluster::task_definition_sweep`).
+//! (`cluster::task_definition`, `cluster::cleanup::task_definitions`).
 
 use std::collections::HashMap;
 

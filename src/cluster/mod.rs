@@ -10,12 +10,16 @@
 //! - [`Cluster::ping`] (`reconcile/`): server-ping's observe, plan and apply;
 //! - [`Cluster::should_assign`]: should-assign-work, from memory.
 //!
+//! What the engine removes beyond a job's own agent (orphans, strays, leftovers, unused task
+//! definitions) is decided and removed in [`cleanup`].
+//!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
 
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 
 mod assigned;
+pub mod cleanup;
 pub mod complete;
 pub mod create;
 pub mod ec2;
@@ -38,10 +42,7 @@ pub mod reconcile;
 pub mod registry;
 pub mod retirement;
 pub mod snapshot;
-pub mod strays;
-pub mod sweep;
 pub mod task_definition;
-pub mod task_definition_sweep;
 pub mod tasks;
 #[cfg(test)]
 mod tests;
@@ -92,7 +93,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { task_definition_sweep_after: task_definition_sweep::SEEN_FOR }
+        EngineOptions { task_definition_sweep_after: cleanup::task_definitions::SEEN_FOR }
     }
 }
 
@@ -110,13 +111,13 @@ pub struct Cluster {
     profile: RwLock<Arc<ClusterProfile>>,
     registry: Mutex<Registry>,
     task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
-    task_definition_sweep: task_definition_sweep::SweepState,
+    task_definition_sweep: cleanup::task_definitions::SweepState,
     networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
     adopted: OnceCell<()>,
     events: Mutex<Events>,
     /// Orphan tasks stopped by the sweep so far.
     pub swept_orphans: std::sync::atomic::AtomicU64,
-    /// Task ARNs the last orphan sweep marked (see `sweep`).
+    /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
     pub orphan_marks: Mutex<std::collections::HashSet<String>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     ping_lock: tokio::sync::Mutex<()>,
@@ -159,7 +160,7 @@ impl Cluster {
             profile: RwLock::new(Arc::new(profile)),
             registry: Mutex::new(Registry::default()),
             task_definitions: Mutex::new(HashMap::new()),
-            task_definition_sweep: task_definition_sweep::SweepState::new(
+            task_definition_sweep: cleanup::task_definitions::SweepState::new(
                 SystemTime::now(),
                 options.task_definition_sweep_after,
             ),

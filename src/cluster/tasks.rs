@@ -174,7 +174,7 @@ pub async fn list_running(aws: &AwsClients, cluster: &str, started_by: &str) -> 
 }
 
 /// Lists the ARNs of every running task in `cluster`, whoever started it (every page): the
-/// leftover sweep's read (`strays.rs`), which looks at tags because the `startedBy` of a gone
+/// leftover sweep's read (`cleanup/strays.rs`), which looks at tags because the `startedBy` of a gone
 /// cluster profile is not known.
 ///
 /// # Errors

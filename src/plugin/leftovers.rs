@@ -1,4 +1,4 @@
-//! The leftover sweep across cluster profiles (what it finds: `cluster/strays.rs`): once per
+//! The leftover sweep across cluster profiles (what it finds: `cluster/cleanup/strays.rs`): once per
 //! AWS cluster for tasks and once per account and region for instances, each with the
 //! credentials of a live profile that acts there. Runs from server-ping (the second of a process,
 //! then every 30 minutes), only when every profile GoCD sent resolved (otherwise a profile that
@@ -9,7 +9,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Instant;
 
 use super::Plugin;
-use crate::cluster::strays::LEFTOVER_SWEEP_EVERY;
+use crate::cluster::cleanup::LEFTOVER_SWEEP_EVERY;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::LaunchType;

@@ -1,6 +1,7 @@
 //! EC2 capacity at run time: create-agent queues its work here ([`enqueue`], which returns at
 //! once), and one background loop per EC2 cluster profile ([`ensure_running`]) does passes:
-//! observe (our instances by tag, the cluster's container instances), plan ([`super::plan`]),
+//! observe (our instances by tag, the cluster's container instances; the container instances
+//! our gone instances left go through cleanup, `cluster/cleanup/`), plan ([`super::plan`]),
 //! apply (retire, start waiting tasks with StartTask, launch instances). It comes back every
 //! 2 s while work waits or instances start or go, every 10 s while instances run (sooner when an
 //! idle or register deadline falls due), else when woken. The loop holds only a `Weak`
@@ -17,6 +18,7 @@ use super::plan::{self, Plan, TypeOffer};
 use super::pool::WaitingTask;
 use super::{api, apply, launch, Arch, OsClass, Resources};
 use crate::aws::AwsError;
+use crate::cluster::cleanup;
 use crate::cluster::error::EngineError;
 use crate::cluster::registry::Phase;
 use crate::cluster::snapshot::LaunchSpec;
@@ -189,20 +191,23 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let containers = api::container_instances(&cluster.aws(), &profile.cluster_name).await?;
     let now = SystemTime::now();
     let observed = cluster.ec2.state().observe(instances, containers, described_at, now);
-    let mut leftovers = observed.deregister;
-    if !observed.unknown.is_empty() {
-        leftovers.extend(classify_unknown(cluster, observed.unknown).await?);
-    }
-    for arn in leftovers {
-        match api::deregister(&cluster.aws(), &profile.cluster_name, &arn).await {
-            Ok(()) => {
-                tracing::info!(container_instance = %arn, "deregistered the container instance of a terminated instance")
-            }
-            Err(e) => {
-                tracing::warn!(container_instance = %arn, error = %e, "could not deregister a leftover container instance")
-            }
+    let ours = if observed.unknown.is_empty() {
+        Vec::new()
+    } else {
+        let ids: Vec<String> = observed.unknown.iter().map(|(id, _)| id.clone()).collect();
+        api::states_of_ours(&cluster.aws(), &ids, &cluster.server_id, &cluster.key).await?
+    };
+    let (leftovers, learned) =
+        cleanup::plan::leftover_container_instances(observed.deregister, observed.unknown, &ours);
+    {
+        let mut st = cluster.ec2.state();
+        for id in learned.gone {
+            st.gone.insert(id, SystemTime::now());
         }
+        st.foreign.extend(learned.foreign);
     }
+    // Deregistering only: a failure is logged and the next pass tries again.
+    let _deregistered = cluster.clean_up(leftovers).await;
 
     if cluster.retired().is_none() && profile.ec2.is_some() {
         ensure_catalog(cluster, &cfg).await;
@@ -242,28 +247,6 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     };
     let due = st.next_deadline(&st.policy(&cfg), SystemTime::now()).map(|d| d + Duration::from_millis(500));
     Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
-}
-
-/// Container instances whose EC2 instance we do not know: ours (by tag) and gone → deregister;
-/// anything else is remembered as not ours and never touched.
-async fn classify_unknown(cluster: &Cluster, unknown: Vec<(String, String)>) -> Result<Vec<String>, AwsError> {
-    let ids: Vec<String> = unknown.iter().map(|(id, _)| id.clone()).collect();
-    let states = api::states_of_ours(&cluster.aws(), &ids, &cluster.server_id, &cluster.key).await?;
-    let mut st = cluster.ec2.state();
-    let mut deregister = Vec::new();
-    for (id, arn) in unknown {
-        match states.iter().find(|(i, _)| *i == id) {
-            Some((_, state)) if state != "pending" && state != "running" => {
-                st.gone.insert(id, SystemTime::now());
-                deregister.push(arn);
-            }
-            Some(_) => {} // ours and alive: the next description lists it.
-            None => {
-                st.foreign.insert(id);
-            }
-        }
-    }
-    Ok(deregister)
 }
 
 /// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), and

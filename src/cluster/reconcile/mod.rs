@@ -1,8 +1,8 @@
 //! The reconciler: one pass over a cluster profile, run by server-ping, never twice at once for
 //! one profile. Observe (refresh our tasks from ECS, fold them and GoCD's agents into the
 //! registry), plan ([`plan::plan`], pure), apply ([`apply`]: stop tasks, remove agents, tell
-//! jobs), then the orphan sweep and the task-definition sweep. Plan and apply live here
-//! together; the registry's side of observing is `registry/observe.rs`.
+//! jobs), then the orphan sweep and the task-definition sweep (both cleanup: `cleanup/`). Plan
+//! and apply live here together; the registry's side of observing is `registry/observe.rs`.
 
 mod apply;
 pub mod plan;
@@ -10,9 +10,9 @@ pub mod plan;
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+use super::cleanup::{self, task_definitions};
 use super::error::EngineError;
-use super::{sweep, task_definition_sweep, Cluster};
-use crate::protocol::host_calls::HealthKind;
+use super::Cluster;
 use crate::protocol::types::AgentMetadata;
 
 pub use plan::Step;
@@ -44,7 +44,7 @@ impl Cluster {
             let registered = registry.observe(&refresh.running, &refresh.described, &refresh.missing, &gocd, now);
             registry.settle_unknown_launches(refreshed_at);
             let mut marks = self.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let swept = sweep::sweep(&registry, &refresh.running, &marks);
+            let swept = cleanup::plan::orphans(&registry, &refresh.running, &marks);
             *marks = swept.marks;
             let mut steps = plan::plan(&registry, &gocd, timeout, now);
             let reason = "its cluster profile was deleted in GoCD";
@@ -54,15 +54,11 @@ impl Cluster {
                 // One team's profile deleted from an engine that other teams' profiles share.
                 steps.extend(plan::stop_all(&registry, &gocd, reason, |a| self.is_deleted_settings(&a.settings)));
             }
-            (registered, steps, swept.stop)
+            (registered, steps, swept.plan)
         };
-        for (task_arn, reason) in orphans {
-            if self.stop_task(&task_arn, &reason).await.is_ok() {
-                self.swept_orphans.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                self.event(HealthKind::Warning, format!("stopped task {task_arn}: {reason}"));
-            }
-        }
-        task_definition_sweep::run(self).await;
+        // Stopping tasks only: a failed stop is told by `stop_task` and tried again next pass.
+        let _stopped = self.clean_up(orphans).await;
+        task_definitions::run(self).await;
         self.apply(steps).await?;
         Ok(PingReport { registered_after })
     }

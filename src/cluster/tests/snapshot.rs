@@ -7,9 +7,9 @@ use std::time::SystemTime;
 
 use super::{props, World};
 use crate::aws::fake_aws::{FakeAws, REGION};
+use crate::cluster::cleanup::plan::family_of;
 use crate::cluster::snapshot::{override_environment, RequestSnapshot};
 use crate::cluster::task_definition::family;
-use crate::cluster::task_definition_sweep::family_of;
 use crate::cluster::Created;
 use crate::settings::{ClusterProfile, ElasticProfile};
 

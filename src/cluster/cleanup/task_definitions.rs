@@ -1,36 +1,27 @@
-//! Deregisters task-definition revisions of ours that nothing uses any more (an elastic profile
-//! was edited, so its family changed; or it was deleted). At most once an hour per cluster
-//! profile, from server-ping, and at most [`MAX_DEREGISTER_PER_PASS`] revisions a pass, so it
-//! stays far inside the RegisterTaskDefinition budget (burst 20, 1/s, shared with registering).
-//!
-//! A revision is deregistered only when all of these hold:
-//! - its family is ours: `gocd-<cluster key>-…`, and the revision carries our server-id and
-//!   cluster-profile tags (another GoCD server on the same cluster has the same family prefix);
-//! - no agent of this process that may still run uses that family;
-//! - the family is not the current one of an elastic profile seen in the last hour (create-agent,
-//!   or a launch).
-//!
-//! The AWS calls: ListTaskDefinitionFamilies (`familyPrefix` is a real prefix there;
-//! ListTaskDefinitions takes a whole family name), ListTaskDefinitions per stale family,
-//! DescribeTaskDefinition with tags per revision, DeregisterTaskDefinition.
+//! The task-definition sweep's state and reads: it deregisters task-definition revisions of ours
+//! that nothing uses any more (an elastic profile was edited, so its family changed; or it was
+//! deleted). At most once an hour per cluster profile, from server-ping, and at most
+//! [`MAX_DEREGISTER_PER_PASS`] revisions a pass, so it stays far inside the
+//! RegisterTaskDefinition budget (burst 20, 1/s, shared with registering). Which revisions go:
+//! `plan/task_definitions.rs`; in use are the families of agents of this process that may still
+//! run and those of elastic profiles seen in the last hour (create-agent, or a launch).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use super::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use super::snapshot::RequestSnapshot;
-use super::Cluster;
+use super::plan::{self, family_of, Budget, Revision};
 use crate::aws::AwsError;
+use crate::cluster::identity::is_ours;
+use crate::cluster::snapshot::RequestSnapshot;
+use crate::cluster::Cluster;
+
+pub use super::plan::MAX_DEREGISTER_PER_PASS;
 
 /// How often a cluster profile's families are looked at.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 /// How long an elastic profile seen keeps its family.
 pub const SEEN_FOR: Duration = Duration::from_secs(3600);
-/// Most DeregisterTaskDefinition calls per pass.
-pub const MAX_DEREGISTER_PER_PASS: usize = 5;
-/// Most revisions described per pass (reads; bounds a pass over many foreign revisions).
-const MAX_DESCRIBE_PER_PASS: usize = 25;
 
 /// What one cluster profile remembers between passes.
 #[derive(Debug, Default)]
@@ -59,7 +50,7 @@ impl SweepState {
     }
 
     /// Families seen within [`SEEN_FOR`] of `now` (older ones are forgotten).
-    pub(super) fn recent(&self, now: SystemTime) -> BTreeSet<String> {
+    pub(crate) fn recent(&self, now: SystemTime) -> BTreeSet<String> {
         let mut inner = self.lock();
         inner.seen.retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
         inner.seen.keys().cloned().collect()
@@ -85,22 +76,6 @@ impl SweepState {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-/// What a pass did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct SweepOutcome {
-    /// Revisions deregistered (ARNs).
-    pub deregistered: Vec<String>,
-    /// Families of ours that were kept because they are in use.
-    pub kept: usize,
-}
-
-/// The family of a task definition ARN (`arn:…:task-definition/<family>:<revision>`) or of
-/// `family:revision`.
-pub fn family_of(task_definition: &str) -> &str {
-    let name = task_definition.rsplit_once('/').map_or(task_definition, |(_, n)| n);
-    name.rsplit_once(':').map_or(name, |(family, _)| family)
 }
 
 impl Cluster {
@@ -131,75 +106,71 @@ pub async fn run(cluster: &Cluster) {
     if !cluster.task_definition_sweep.claim(SystemTime::now()) {
         return;
     }
-    match sweep(cluster).await {
-        Ok(outcome) if !outcome.deregistered.is_empty() => {
-            tracing::info!(deregistered = ?outcome.deregistered, kept = outcome.kept, "deregistered task definitions no agent uses")
-        }
-        Ok(_) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "could not look for unused task definitions; trying again in an hour")
-        }
+    if let Err(e) = sweep(cluster).await {
+        tracing::warn!(error = %e, "could not look for unused task definitions; trying again in an hour")
     }
 }
 
-/// One pass (without the once-an-hour check).
+/// One pass (without the once-an-hour check): read, plan, apply. Returns the revisions
+/// deregistered.
 ///
 /// # Errors
 /// The first failed call; what was deregistered before it stays deregistered.
-pub async fn sweep(cluster: &Cluster) -> Result<SweepOutcome, AwsError> {
+pub async fn sweep(cluster: &Cluster) -> Result<Vec<String>, AwsError> {
+    let read = read(cluster).await?;
+    let plan = plan::task_definitions(&read.revisions, &read.in_use, &cluster.server_id, &cluster.key, read.kept);
+    Ok(cluster.clean_up(plan).await?.deregistered_task_definitions)
+}
+
+/// What a pass read.
+#[derive(Debug)]
+struct Read {
+    /// The revisions of this profile's families not in use, with their tags, as far as the
+    /// pass's [`Budget`] reached.
+    revisions: Vec<Revision>,
+    /// The families in use when the families were listed.
+    in_use: BTreeSet<String>,
+    /// How many families of ours were skipped as in use.
+    kept: usize,
+}
+
+/// Reads the families of this profile and the revisions of those not in use. The AWS calls:
+/// ListTaskDefinitionFamilies (`familyPrefix` is a real prefix there; ListTaskDefinitions takes
+/// a whole family name), ListTaskDefinitions per stale family, DescribeTaskDefinition with tags
+/// per revision.
+async fn read(cluster: &Cluster) -> Result<Read, AwsError> {
     let aws = &cluster.aws();
     let prefix = format!("gocd-{}-", cluster.key);
     let mut families = aws.list_families(&prefix).await?;
     families.retain(|f| f.starts_with(&prefix));
     let in_use = cluster.families_in_use(SystemTime::now());
-    let mut outcome = SweepOutcome::default();
-    let mut described = 0;
+    let (mut revisions, mut kept, mut budget) = (Vec::new(), 0, Budget::default());
     for family in families {
         if in_use.contains(&family) {
-            outcome.kept += 1;
+            kept += 1;
             continue;
         }
-        if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
+        if budget.spent() {
             break;
         }
-        let revisions = aws.list_revisions(&family).await?;
-        let before = outcome.deregistered.len();
-        for arn in &revisions {
-            if outcome.deregistered.len() >= MAX_DEREGISTER_PER_PASS || described >= MAX_DESCRIBE_PER_PASS {
+        for arn in aws.list_revisions(&family).await? {
+            if budget.spent() {
                 break;
             }
-            if family_of(arn) != family {
+            if family_of(&arn) != family {
                 continue; // moto answers by prefix; AWS by family
             }
-            described += 1;
-            let tags = aws.task_definition_tags(arn).await?;
-            let tag = |key: &str| tags.get(key).map(String::as_str);
-            if tag(TAG_SERVER_ID) != Some(cluster.server_id.as_str())
-                || tag(TAG_CLUSTER_PROFILE) != Some(cluster.key.as_str())
-            {
-                continue; // registered by another GoCD server (or by hand): not ours to remove
-            }
-            aws.deregister_task_definition(arn).await?;
-            outcome.deregistered.push(arn.clone());
-        }
-        if outcome.deregistered.len() > before {
-            // A later launch of this family registers it afresh instead of using a cached revision.
-            cluster.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).remove(&family);
+            let tags = aws.task_definition_tags(&arn).await?;
+            budget.described(is_ours(&tags, &cluster.server_id, &cluster.key));
+            revisions.push(Revision { arn, tags });
         }
     }
-    Ok(outcome)
+    Ok(Read { revisions, in_use, kept })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn families_of_arns_and_names() {
-        assert_eq!(family_of("arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-abc-123:7"), "gocd-abc-123");
-        assert_eq!(family_of("gocd-abc-123:7"), "gocd-abc-123");
-        assert_eq!(family_of("gocd-abc-123"), "gocd-abc-123");
-    }
 
     #[test]
     fn a_pass_is_due_once_an_hour_and_seen_families_expire() {

@@ -3,29 +3,34 @@
 //! one pass and stopped on the next if it is still unexplained — so a task that is merely
 //! between RunTask and its record (or between our StopTask and ECS acting on it) is never
 //! stopped by mistake. Pure: the marks are passed in and out.
+//!
+//! `running` comes from reconcile's refresh, which keeps only tasks carrying this server's id and
+//! this profile's key (`tasks::describe`); the plan checks nothing else, so it is never asked
+//! about another server's or profile's task.
 
 use std::collections::HashSet;
 
-use super::identity::job_from_tags;
-use super::registry::{Phase, Registry};
-use super::tasks::TaskView;
+use super::{CleanupPlan, Kind};
+use crate::cluster::identity::job_from_tags;
+use crate::cluster::registry::{Phase, Registry};
+use crate::cluster::tasks::TaskView;
 
-/// What one sweep pass decided.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Sweep {
-    /// Task ARNs to stop now (unexplained on two passes in a row), with the reason.
-    pub stop: Vec<(String, String)>,
+/// What one orphan pass decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphans {
+    /// Tasks to stop now (unexplained on two passes in a row), with the reason.
+    pub plan: CleanupPlan,
     /// The marks to keep for the next pass.
     pub marks: HashSet<String>,
 }
 
 /// Finds unexplained tasks among `running` (our running tasks, as refreshed).
-pub fn sweep(registry: &Registry, running: &[TaskView], previous_marks: &HashSet<String>) -> Sweep {
-    let mut out = Sweep::default();
+pub fn orphans(registry: &Registry, running: &[TaskView], previous_marks: &HashSet<String>) -> Orphans {
+    let mut out = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
     for task in running.iter().filter(|t| !t.is_stopping()) {
         let Some(reason) = unexplained(registry, task) else { continue };
         if previous_marks.contains(&task.arn) {
-            out.stop.push((task.arn.clone(), reason));
+            out.plan.stop_tasks.push((task.arn.clone(), reason));
         } else {
             out.marks.insert(task.arn.clone());
         }
@@ -53,8 +58,8 @@ fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::{job, tags, task};
     use super::*;
+    use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::registry::NewAgent;
     use std::time::SystemTime;
 
@@ -66,11 +71,13 @@ mod tests {
     fn unexplained_tasks_are_marked_then_stopped() {
         let registry = Registry::default();
         let stray = running("t-stray", vec![("gocd:server-id".into(), "s".into())]);
-        let first = sweep(&registry, std::slice::from_ref(&stray), &HashSet::new());
-        assert!(first.stop.is_empty());
+        let first = orphans(&registry, std::slice::from_ref(&stray), &HashSet::new());
+        assert!(first.plan.is_empty());
         assert!(first.marks.contains("t-stray"));
-        let second = sweep(&registry, &[stray], &first.marks);
-        assert_eq!(second.stop.len(), 1);
+        let second = orphans(&registry, &[stray], &first.marks);
+        assert_eq!(second.plan.stop_tasks.len(), 1);
+        assert_eq!(second.plan.kind, Kind::Orphans);
+        assert!(second.marks.is_empty(), "a stopped task is not marked again");
     }
 
     #[test]
@@ -80,15 +87,16 @@ mod tests {
         let t = running("t1", tags("a", 7));
         registry.launched("a", t.clone(), crate::cluster::launch::Capacity::Fargate);
         let marks: HashSet<String> = ["t1".to_string(), "t2".to_string()].into();
-        assert_eq!(sweep(&registry, std::slice::from_ref(&t), &marks), Sweep::default());
+        let nothing = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
+        assert_eq!(orphans(&registry, std::slice::from_ref(&t), &marks), nothing);
         let adoptable = running("t2", tags("b", 8));
-        assert_eq!(sweep(&Registry::default(), &[adoptable], &marks), Sweep::default());
+        assert_eq!(orphans(&Registry::default(), &[adoptable], &marks), nothing);
         let second_task_of_a = running("t2", tags("a", 7));
-        let s = sweep(&registry, &[second_task_of_a], &marks);
-        assert!(s.stop[0].1.contains("second task"), "{s:?}");
+        let s = orphans(&registry, &[second_task_of_a], &marks);
+        assert!(s.plan.stop_tasks[0].1.contains("second task"), "{s:?}");
         registry.stopped("a", "job completed", SystemTime::UNIX_EPOCH);
-        let s = sweep(&registry, &[t], &marks);
-        assert_eq!(s.stop.len(), 1, "a finished agent's task still running is stopped on the second pass");
-        assert!(s.stop[0].1.contains("finished"));
+        let s = orphans(&registry, &[t], &marks);
+        assert_eq!(s.plan.stop_tasks.len(), 1, "a finished agent's task still running is stopped on the second pass");
+        assert!(s.plan.stop_tasks[0].1.contains("finished"));
     }
 }
