@@ -10,7 +10,7 @@
 //!
 //! ECS does not always report every point (a task stopped early, an emulator): a phase whose
 //! end is unknown is folded into the next phase whose end is known, and named together with it
-//! ("provisioning and image pull 32 s"), so the phases always add up to the whole wait. A job
+//! ("38 s provisioning through agent start"), so the phases always add up to the whole wait. A job
 //! given to an agent kept after an earlier job (warm starts) waits only for its assignment.
 //!
 //! Pure: [`measure`] takes the points, [`WaitHistograms`] keeps the Prometheus histograms per
@@ -143,10 +143,9 @@ impl JobWait {
             .phases
             .iter()
             .map(|(steps, d)| {
-                let names: Vec<&str> = steps.iter().map(|s| s.words()).collect();
-                let named = match names.as_slice() {
-                    [one] => (*one).to_string(),
-                    [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+                let named = match steps.as_slice() {
+                    [one] => one.words().to_string(),
+                    [first, .., last] => format!("{} through {}", first.words(), last.words()),
                     [] => String::new(),
                 };
                 format!("{} {named}", seconds(*d))
@@ -257,7 +256,7 @@ mod tests {
         let wait = measure(&points(Some(2), None, 40));
         assert_eq!(
             wait.console_text("ea-1"),
-            "agent ea-1 ready in 40 s: 2 s queued, 38 s provisioning, image pull and agent start"
+            "agent ea-1 ready in 40 s: 2 s queued, 38 s provisioning through agent start"
         );
         assert_eq!(wait.phase(WaitPhase::ImagePull), None, "not measured on its own");
         let nothing = measure(&points(None, None, 9));

@@ -175,6 +175,18 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     }
     assert_eq!(by_job.len(), 20);
 
+    // Each job's console says how long it waited for its agent, phase by phase (issue 33).
+    for h in &jobs {
+        let console = host.console_log(*h);
+        let ready: Vec<&String> = console.iter().filter(|l| l.contains(" ready in ")).collect();
+        assert_eq!(ready.len(), 1, "one wait line per job: {console:?}");
+        assert!(ready[0].contains("queued"), "the phases: {}", ready[0]);
+    }
+    eprintln!(
+        "a wait line: {}",
+        host.console_log(jobs[0]).iter().find(|l| l.contains(" ready in ")).cloned().unwrap_or_default()
+    );
+
     // One AssumeRole for the role profile, with the default external id; task definitions reused.
     let assumes: Vec<_> = w.proxy.log().into_iter().filter(|r| r.key() == "sts:AssumeRole").collect();
     assert_eq!(assumes.len(), 1, "AssumeRole calls: {assumes:?}");
