@@ -42,6 +42,7 @@ pub mod task_definition_sweep;
 pub mod tasks;
 #[cfg(test)]
 mod tests;
+pub mod warm;
 
 pub use create::{AgentRequest, Created};
 pub use error::EngineError;
