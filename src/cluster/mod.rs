@@ -46,6 +46,7 @@ pub mod task_definition;
 pub mod tasks;
 #[cfg(test)]
 mod tests;
+pub mod warm;
 
 pub use create::{AgentRequest, Created};
 pub use error::EngineError;
