@@ -108,14 +108,14 @@ impl Cluster {
             }
         }
         // The request's snapshot: the family is computed here, once, from its own profiles.
-        let snapshot = RequestSnapshot::new(
+        let snapshot = Arc::new(RequestSnapshot::new(
             &self.key,
             &self.aws().region,
             profile.clone(),
             request.settings.clone(),
             elastic,
             kinds,
-        );
+        ));
         self.saw_elastic_profile(&snapshot);
         if let Err(e) = self.ensure_adopted().await {
             return Err(self.could_not_start(&request.job, e.into()).await);
@@ -130,11 +130,20 @@ impl Cluster {
             elastic_profile: snapshot.elastic.hash.clone(),
             settings: snapshot.settings.clone(),
             image: snapshot.elastic.image.clone(),
-            reuse: snapshot.elastic.reuse,
+            reuse: super::warm_pools::reuse_of(&snapshot),
         };
         let agent_id = new_agent_id(&self.key, &request.job);
         let reserved =
             self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, SystemTime::now());
+        // A warm profile's pool: a new job counts as an arrival; a job that needed no new agent
+        // leaves its registration key unused, for a warm agent.
+        let (new_job, key_unused) = match &reserved {
+            Reservation::Reserved { .. } => (true, false),
+            Reservation::Reused { .. } => (true, true),
+            Reservation::Existing(_) | Reservation::Finished => (false, true),
+            Reservation::Full { .. } => (false, false),
+        };
+        self.warm_after_request(&snapshot, &request, &server_url, new_job, key_unused);
         let (agent_id, attempt) = match reserved {
             Reservation::Reserved { agent_id, attempt } => (agent_id, attempt),
             other => return Ok(self.not_started(&profile, &request, other).await),
@@ -155,7 +164,7 @@ impl Cluster {
 
     /// Builds the agent's [`LaunchSpec`] once, then launches it (Fargate) or queues it (EC2).
     /// Returns the line for the job's console.
-    async fn start(
+    pub(super) async fn start(
         self: &Arc<Self>,
         snapshot: &RequestSnapshot,
         request: &AgentRequest,

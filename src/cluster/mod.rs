@@ -47,6 +47,7 @@ pub mod tasks;
 #[cfg(test)]
 mod tests;
 pub mod warm;
+pub mod warm_pools;
 
 pub use create::{AgentRequest, Created};
 pub use error::EngineError;
@@ -126,6 +127,10 @@ pub struct Cluster {
     took: Mutex<Vec<assigned::Took>>,
     /// How long jobs waited for their agents, by elastic profile and phase.
     job_waits: Mutex<job_wait::WaitHistograms>,
+    /// Warm pools: unused keys and arrivals (`warm_pools.rs`).
+    warm: Mutex<warm_pools::WarmPools>,
+    /// Held for one warm-pool pass: passes never overlap.
+    warm_pass: tokio::sync::Mutex<()>,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
     pub ec2: ec2::Pool,
     /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
@@ -173,6 +178,8 @@ impl Cluster {
             ping_lock: tokio::sync::Mutex::new(()),
             took: Mutex::new(Vec::new()),
             job_waits: Mutex::new(job_wait::WaitHistograms::default()),
+            warm: Mutex::new(warm_pools::WarmPools::default()),
+            warm_pass: tokio::sync::Mutex::new(()),
             ec2: ec2::Pool::default(),
             provider_launches: launch::ProviderLaunches::default(),
             providers: providers::ProviderCache::default(),
@@ -211,7 +218,7 @@ impl Cluster {
             Assignment::No => false,
             Assignment::Yes => {
                 if first {
-                    let reused = self.registry().get(agent_id).is_some_and(|a| a.served_jobs.len() > 1);
+                    let reused = self.registry().get(agent_id).is_some_and(|a| a.served_jobs.len() > 1 || a.warm);
                     self.took_job(agent_id, job, now, reused, true);
                 }
                 true

@@ -17,6 +17,7 @@ use crate::settings::{ClusterProfile, Properties};
 
 mod job_wait;
 mod snapshot;
+mod warm;
 
 const SERVER: &str = "server-1";
 

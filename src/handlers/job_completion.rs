@@ -14,7 +14,10 @@ pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) ->
     let agent_id = params.elastic_agent_id.as_str();
     match plugin.cluster_for_agent(agent_id, &params.cluster_profile_properties).await {
         Ok(Some(cluster)) => {
-            cluster.complete(agent_id, &params.job_identifier).await;
+            if cluster.complete(agent_id, &params.job_identifier).await == crate::cluster::complete::Completed::Kept {
+                // A kept agent may fill its warm pool, or be one too many.
+                tokio::spawn(async move { cluster.tend_warm_pools().await });
+            }
         }
         Ok(None) => tracing::warn!(agent_id, "job completed on an agent of no cluster profile this plugin knows"),
         Err(e) => {

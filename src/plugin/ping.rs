@@ -95,7 +95,10 @@ impl Plugin {
         let span =
             tracing::info_span!("cluster", cluster = %cluster.profile().cluster_name, region = %cluster.aws().region);
         async move {
-            match tokio::time::timeout(PER_CLUSTER_BUDGET, cluster.ping(gocd)).await {
+            let pinged = tokio::time::timeout(PER_CLUSTER_BUDGET, cluster.ping(gocd)).await;
+            // Warm pools: start on the keys held, retire the surplus (a closed WarmSchedule).
+            cluster.tend_warm_pools().await;
+            match pinged {
                 Ok(Ok(report)) => report.registered_after.into_iter().for_each(|d| metrics.registered_after(d)),
                 Ok(Err(e)) => cluster.event(HealthKind::Error, format!("server-ping could not reconcile: {e}")),
                 Err(_) => cluster.event(

@@ -83,6 +83,8 @@ pub struct ElasticProfile {
     pub sidecars: Vec<Sidecar>,
     /// `ReuseIdleMinutes` and `ReuseMaxJobs`: warm starts, when on.
     pub reuse: Option<Reuse>,
+    /// `WarmAgents` and `WarmSchedule`: idle agents kept ready (not part of [`Self::hash`]).
+    pub warm: Warm,
     /// `PlacementStrategy`: sent on RunTask onto EC2 capacity (capacity providers).
     pub placement_strategy: Vec<super::placement::Strategy>,
     /// `PlacementConstraints`: likewise.
@@ -99,6 +101,23 @@ pub struct Reuse {
     pub idle: std::time::Duration,
     /// How many jobs one agent runs at most.
     pub max_jobs: u32,
+}
+
+/// Warm agents (`WarmAgents` above 0): idle agents kept ready for the next jobs of the same
+/// elastic profile, cluster profile and environment, `WarmSchedule` saying when.
+#[derive(Debug, Clone, Default)]
+pub struct Warm {
+    /// How many.
+    pub agents: super::warm_agents::WarmAgents,
+    /// When.
+    pub schedule: super::warm_schedule::WarmSchedule,
+}
+
+impl Warm {
+    /// Whether the profile keeps warm agents at all.
+    pub fn is_on(&self) -> bool {
+        self.agents != super::warm_agents::WarmAgents::Off
+    }
 }
 
 impl ElasticProfile {
@@ -165,6 +184,7 @@ impl ElasticProfile {
             log_options: task_parts::log_options(&mut f),
             sidecars: task_parts::sidecars(&mut f, AGENT_CONTAINER),
             reuse: reuse(&mut f),
+            warm: warm(&mut f),
             placement_strategy,
             placement_constraints,
             hash: profile_hash(props),
@@ -237,6 +257,27 @@ fn check_task_definition_use(f: &mut Fields<'_>, profile: &ElasticProfile) {
             f.error(key, message);
         }
     }
+}
+
+/// `WarmAgents` (a number or `auto`; 0 or empty = off) and `WarmSchedule` (empty = always).
+fn warm(f: &mut Fields<'_>) -> Warm {
+    let agents = f.raw("WarmAgents").map(super::warm_agents::WarmAgents::parse);
+    let schedule = f.raw("WarmSchedule").map(super::warm_schedule::WarmSchedule::parse);
+    let mut warm = Warm::default();
+    match agents {
+        Some(Ok(agents)) => warm.agents = agents,
+        Some(Err(e)) => f.error("WarmAgents", e.to_string()),
+        None => {}
+    }
+    match schedule {
+        Some(Ok(schedule)) => warm.schedule = schedule,
+        Some(Err(e)) => f.error("WarmSchedule", e.to_string()),
+        None => {}
+    }
+    if !warm.is_on() && f.is_set("WarmSchedule") {
+        f.error("WarmSchedule", "WarmSchedule needs WarmAgents above 0 (or auto): no agents are kept warm without it.");
+    }
+    warm
 }
 
 /// `ReuseIdleMinutes` (0 to 120, 0 = off) and `ReuseMaxJobs` (1 to 1000, default 10).

@@ -297,6 +297,10 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
         "Keep an agent after its job completes, idle for up to this many minutes, and give it the next job of this elastic profile, cluster profile and environment instead of starting a new task (warm starts); 0 to 120. Idle agents count against MaxAgents. Default: 0, one job per agent."),
     spec("ReuseMaxJobs", ADVANCED, "Jobs per reused agent", Input::Text,
         "With ReuseIdleMinutes: how many jobs one agent runs before it is stopped, 1 to 1000. Default: 10."),
+    spec("WarmAgents", ADVANCED, "Warm agents", Input::Text,
+        "Idle agents kept ready for the next jobs of this elastic profile, cluster profile and environment, so a job starts without waiting for a task: a number (0 to 1000, within MaxAgents) or auto (sized from the last hour's arrivals). Warm agents start only with the unused registration keys of jobs that a warm or kept agent served, so a pool forms from agents kept after their jobs. Default: 0, none."),
+    spec("WarmSchedule", ADVANCED, "Warm agents' schedule", Input::Text,
+        "When warm agents are kept: windows DAYS HH:MM-HH:MM ZONE separated by ;, for example Mon-Fri 07:00-19:00 Europe/Berlin. Outside them none is kept. Default: empty, always."),
     spec("Sidecars", ADVANCED, "Sidecar containers", Input::Lines,
         "A JSON list of extra containers: name, image, memory (MiB, required), cpu, essential (default true), environment (an object), command (a list), privileged (EC2 with AllowPrivileged only), firelens (fluentbit or fluentd: the log router). Their cpu and memory come out of the task's; the GoCD agent stays essential. Images must pass AllowedImages. Example: [{\"name\": \"postgres\", \"image\": \"postgres:16\", \"memory\": 512}]."),
 ];
@@ -327,7 +331,7 @@ mod tests {
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
         assert_eq!(CLUSTER_KEYS.len(), 37);
-        assert_eq!(ELASTIC_KEYS.len(), 35);
+        assert_eq!(ELASTIC_KEYS.len(), 37);
     }
 
     #[test]
@@ -352,6 +356,8 @@ mod tests {
             ("InitProcessEnabled", "Advanced"),
             ("ReuseIdleMinutes", "Advanced"),
             ("ReuseMaxJobs", "Advanced"),
+            ("WarmAgents", "Advanced"),
+            ("WarmSchedule", "Advanced"),
             ("PlacementStrategy", "Advanced"),
             ("PlacementConstraints", "Advanced"),
         ] {

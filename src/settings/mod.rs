@@ -30,6 +30,8 @@ mod syntax;
 pub mod task_parts;
 mod unknown_keys;
 mod views;
+pub mod warm_agents;
+pub mod warm_schedule;
 
 #[cfg(test)]
 mod tests;
@@ -39,7 +41,7 @@ pub use capacity_providers::{ProviderShare, ProviderStrategy};
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, StaticCredentials};
 pub use compat::{allowed, check_compatible, check_fits_some_cluster, patterns, validate_elastic_profile};
 pub use ec2_capacity::{Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE, SCALE_OUT_WAIT_SECONDS};
-pub use elastic_profile::{ElasticProfile, Reuse, AGENT_CONTAINER};
+pub use elastic_profile::{ElasticProfile, Reuse, Warm, AGENT_CONTAINER};
 pub use fields::profile_hash;
 pub use migrate::{migrate_config, MIGRATED_CLUSTER_PROFILE_ID};
 pub use views::{cluster_profile_view, elastic_profile_view};

@@ -12,6 +12,7 @@
 mod observe;
 mod reuse;
 mod task_events;
+mod warm;
 
 pub use reuse::{Assignment, JobDone, Offer};
 pub use task_events::TaskEvent;
@@ -107,6 +108,9 @@ pub struct AgentRecord {
     pub served_jobs: Vec<i64>,
     /// Since when it waits, idle and kept, for its next job (warm starts).
     pub waiting_since: Option<SystemTime>,
+    /// Started as a warm agent (`WarmAgents`), with no job of its own: `job` is the job whose
+    /// unused registration key it started with, until it is given a job.
+    pub warm: bool,
 }
 
 impl AgentRecord {
@@ -209,7 +213,8 @@ impl Registry {
 
     /// The live agent serving `job_id`, if any.
     pub fn live_for_job(&self, job_id: i64) -> Option<&AgentRecord> {
-        self.all().find(|a| a.job.job_id == job_id && a.phase.is_live())
+        // A warm agent not yet given a job serves none (its `job` only lent it a key).
+        self.all().find(|a| a.job.job_id == job_id && a.phase.is_live() && !(a.warm && a.waiting_since.is_some()))
     }
 
     /// Live agents (running plus launching).
@@ -296,6 +301,7 @@ impl Registry {
             reuse: new.reuse,
             served_jobs: vec![job.job_id],
             waiting_since: None,
+            warm: false,
         };
         self.agents.insert(new_agent_id.clone(), Box::new(record));
         Reservation::Reserved { agent_id: new_agent_id, attempt }

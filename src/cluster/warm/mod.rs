@@ -41,8 +41,10 @@
 //! surplus idle agents, those idle longest first, at the next pass.
 
 pub mod plan;
-pub mod schedule;
 pub mod target;
+
+/// When a pool keeps warm agents (an elastic-profile setting, parsed with the others).
+pub use crate::settings::warm_schedule as schedule;
 
 pub use plan::{key_usable, plan, IdleAgent, PoolView, UnusedKey, WarmPlan, KEY_LIFETIME, KEY_MAX_AGE};
 pub use schedule::{ScheduleError, WarmSchedule};
