@@ -142,17 +142,22 @@ impl Cluster {
         new_job: bool,
         key_unused: bool,
     ) {
-        if !snapshot.elastic.warm.is_on() {
-            return;
-        }
         let pool = PoolId::of(snapshot, request.environment.as_deref());
         let now = SystemTime::now();
         {
             let mut pools = self.warm_pools();
-            if new_job {
+            if !snapshot.elastic.warm.is_on() {
+                // WarmAgents taken out of the profile: its pool, if it has one, learns it and
+                // retires its agents at the pass below.
+                match pools.pools.get_mut(&pool) {
+                    Some(p) => p.latest = Some(snapshot.clone()),
+                    None => return,
+                }
+            }
+            if new_job && snapshot.elastic.warm.is_on() {
                 pools.arrived(pool.clone(), snapshot, now);
             }
-            if key_unused && snapshot.profile.launch_type != LaunchType::Ec2 {
+            if key_unused && snapshot.elastic.warm.is_on() && snapshot.profile.launch_type != LaunchType::Ec2 {
                 pools.hold(pool, snapshot, request, server_url, now);
             }
         }

@@ -29,4 +29,5 @@ mod metrics;
 mod reuse;
 mod task_contents;
 mod tenancy;
+mod warm;
 mod world_checks;

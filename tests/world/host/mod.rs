@@ -92,6 +92,8 @@ struct Inner {
     /// Cluster profiles an administrator edited ([`GoCdHost::edit_cluster_profile`]): their
     /// properties from then on.
     edited: Mutex<HashMap<String, Props>>,
+    /// Elastic profiles an administrator edited ([`GoCdHost::edit_elastic_profile`]).
+    edited_elastic: Mutex<HashMap<String, Props>>,
 }
 
 /// The GoCD server simulator (cheap to clone: all clones share one host).
@@ -133,6 +135,7 @@ impl GoCdHost {
                 hello: Mutex::new(Value::Null),
                 loaded: AtomicBool::new(false),
                 edited: Mutex::new(HashMap::new()),
+                edited_elastic: Mutex::new(HashMap::new()),
             }),
         }
     }

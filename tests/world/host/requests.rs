@@ -138,13 +138,25 @@ impl GoCdHost {
         profile
     }
 
-    pub(super) fn elastic_profile(&self, id: &str) -> &ElasticProfile {
-        self.inner
+    pub(super) fn elastic_profile(&self, id: &str) -> ElasticProfile {
+        let configured = self
+            .inner
             .config
             .elastic_profiles
             .iter()
             .find(|e| e.id == id)
-            .unwrap_or_else(|| panic!("no elastic profile {id:?}"))
+            .unwrap_or_else(|| panic!("no elastic profile {id:?}"));
+        let mut profile = configured.clone();
+        if let Some(edited) = self.inner.edited_elastic.lock().unwrap().get(id) {
+            profile.properties = edited.clone();
+        }
+        profile
+    }
+
+    /// An administrator edits elastic profile `id` to `properties`: GoCD tells no plugin, and
+    /// sends the new properties with every request about its jobs from then on.
+    pub fn edit_elastic_profile(&self, id: &str, properties: Props) {
+        self.inner.edited_elastic.lock().unwrap().insert(id.to_string(), properties);
     }
 
     pub(super) fn all_cluster_properties(&self) -> Vec<Props> {

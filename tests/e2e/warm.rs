@@ -1,0 +1,140 @@
+//! Warm agents (issue 33), end to end on moto behind the strict proxy, with a simulated cold
+//! start (agents register 4 s after their task appears) and the world's GoCD refusing any
+//! registration whose key was used or is older than its validity:
+//!
+//! - with `WarmAgents` 2, once create-agent requests brought unused keys, two idle agents are
+//!   kept; a job takes one without waiting for a cold start, and a replacement starts on that
+//!   job's key; no agent ever registers with a used or expired key; `WarmAgents` taken out of
+//!   the profile retires the pool;
+//! - outside the `WarmSchedule` window, no agent is kept.
+//!
+//! Needs `MOTO_SERVER`; never skips.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::world::host::{JobHandle, JobState, Props};
+use crate::world::profiles::{cluster_props, elastic_props};
+use crate::world::*;
+
+/// How long a cold start takes in this world.
+const COLD_START: Duration = Duration::from_secs(4);
+
+fn warm(extra: &[(&str, &str)]) -> Props {
+    let mut p = elastic_props();
+    p.extend(crate::world::host::props(extra));
+    p
+}
+
+/// Adds a job and waits until it completed and its job-completion was answered; returns it
+/// and its wait from scheduled to assigned.
+async fn run_one(host: &GoCdHost, profile: &str) -> (JobHandle, Duration) {
+    let h = host.add_job(JobSpec::new(profile, Duration::from_millis(500))).await;
+    host.wait_until("the job completed and job-completion answered", Duration::from_secs(60), |s| {
+        matches!(s.job(h).state, JobState::Completed { .. }) && s.job(h).completion_code.is_some()
+    })
+    .await;
+    let wait = host.with_state(|s| s.job(h).started_at.expect("assigned") - s.job(h).added_at);
+    (h, wait)
+}
+
+fn agent_of(host: &GoCdHost, h: JobHandle) -> String {
+    host.with_state(|s| match &s.job(h).state {
+        JobState::Completed { agent_id } => agent_id.clone(),
+        other => panic!("job not completed: {other:?}"),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_warm_agents_are_kept_and_a_job_takes_one_without_a_cold_start() {
+    let mut w = Scenario::new("warm_two").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let cfg = w.host_config().cluster_profile("p", cluster_props("gocd-a", &[])).elastic_profile(
+        "warm",
+        "p",
+        warm(&[("WarmAgents", "2")]),
+    );
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: COLD_START, ..SimPolicy::default() });
+
+    // The first job starts cold; its agent is kept. The second takes it: no task of its own,
+    // and its unused key starts a warm agent.
+    let (first, first_wait) = run_one(&host, "warm").await;
+    assert!(first_wait >= COLD_START, "the first job starts cold: {first_wait:?}");
+    let (second, _) = run_one(&host, "warm").await;
+    assert_eq!(agent_of(&host, second), agent_of(&host, first), "the kept agent took the second job");
+    host.wait_until("two idle agents kept", Duration::from_secs(60), |s| {
+        s.agents.len() == 2 && s.agents.iter().all(|a| a.agent_state == "Idle")
+    })
+    .await;
+    let pool: BTreeSet<String> = host.with_state(|s| s.agents.iter().map(|a| a.agent_id.clone()).collect());
+    // The first job's task, and warm agents on the keys of the second job and of GoCD's
+    // re-sent create-agents for the first (a surplus one retires).
+    let run_tasks = w.proxy.count("ecs:RunTask");
+    assert!((2..=4).contains(&run_tasks), "RunTask calls: {run_tasks}");
+
+    // The third job finds a warm agent: it waits for GoCD's poll, not a cold start, and its key
+    // starts the replacement.
+    let (third, third_wait) = run_one(&host, "warm").await;
+    assert!(pool.contains(&agent_of(&host, third)), "a kept or warm agent took it");
+    assert!(third_wait < COLD_START, "no cold start in its path: {third_wait:?}");
+    let keys = host.with_state(|s| s.job(third).keys.clone());
+    sim.wait_until("a replacement on the third job's key", Duration::from_secs(30), |s| {
+        s.tasks.values().any(|t| t.auto_register_key.as_ref().is_some_and(|k| keys.contains(k)))
+    })
+    .await;
+    assert_eq!(w.proxy.count("ecs:RunTask"), run_tasks + 1, "one more task: the replacement");
+    host.wait_until("the pool back at two idle agents", Duration::from_secs(60), |s| {
+        s.agents.iter().filter(|a| a.agent_state == "Idle").count() == 2
+    })
+    .await;
+    let console = host.console_log(third).join("\n");
+    assert!(
+        console.contains("kept after its previous job, no new task") || console.contains("reuses agent"),
+        "{console}"
+    );
+
+    // WarmAgents taken out: the next job's request carries it, and the pool retires.
+    host.edit_elastic_profile("warm", elastic_props());
+    run_one(&host, "warm").await;
+    host.wait_until("every agent retired", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let rejections = host.rejections();
+    assert!(rejections.is_empty(), "no agent registered with a used or expired key: {rejections:?}");
+    let figures = format!(
+        "first_wait_ms={} third_wait_ms={} run_task={}",
+        first_wait.as_millis(),
+        third_wait.as_millis(),
+        w.proxy.count("ecs:RunTask")
+    );
+    w.finish(host, sim, &figures).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn outside_the_warm_schedule_no_agent_is_kept() {
+    let mut w = Scenario::new("warm_closed").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days());
+    let cfg = w.host_config().cluster_profile("p", cluster_props("gocd-a", &[])).elastic_profile(
+        "warm",
+        "p",
+        warm(&[("WarmAgents", "2"), ("WarmSchedule", &closed)]),
+    );
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(500), ..SimPolicy::default() });
+    run_one(&host, "warm").await;
+    run_one(&host, "warm").await;
+    host.wait_until("no agent kept", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    assert!(host.rejections().is_empty());
+    let figures = format!("run_task={}", w.proxy.count("ecs:RunTask"));
+    w.finish(host, sim, &figures).await;
+}
+
+/// The UTC weekday two days from now, as `WarmSchedule` names it: a window then is closed now.
+fn weekday_in_two_days() -> &'static str {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
+    // 1970-01-01 was a Thursday.
+    ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][usize::try_from((days + 2) % 7).unwrap_or(0)]
+}
