@@ -126,7 +126,56 @@ pub fn reuse_of(snapshot: &RequestSnapshot) -> Option<Reuse> {
     }
 }
 
+/// One pool as the cluster status report shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PoolStatus {
+    /// The elastic profile's hash.
+    pub elastic_profile: String,
+    /// The GoCD environment, if any.
+    pub environment: Option<String>,
+    /// `WarmAgents` as set (`2`, `auto`).
+    pub setting: String,
+    /// `WarmSchedule` as written; empty is always.
+    pub schedule: String,
+    /// Whether the schedule is open now.
+    pub open: bool,
+    /// How many idle agents the pool aims at now.
+    pub target: u32,
+    /// Idle agents ready for a job.
+    pub idle: usize,
+    /// Warm agents starting.
+    pub starting: u32,
+    /// Unused keys held (never the keys themselves).
+    pub keys: usize,
+}
+
 impl Cluster {
+    /// Every warm pool now, for the cluster status report.
+    pub fn warm_pool_status(&self, now: SystemTime) -> Vec<PoolStatus> {
+        let ids: Vec<PoolId> = self.warm_pools().pools.keys().cloned().collect();
+        ids.iter()
+            .filter_map(|id| {
+                let (plan_view, target, snapshot) = self.pool_view(id, now)?;
+                let warm = &snapshot.elastic.warm;
+                Some(PoolStatus {
+                    elastic_profile: id.elastic_profile.clone(),
+                    environment: id.environment.clone(),
+                    setting: match warm.agents {
+                        crate::settings::warm_agents::WarmAgents::Off => "0".into(),
+                        crate::settings::warm_agents::WarmAgents::Count(n) => n.to_string(),
+                        crate::settings::warm_agents::WarmAgents::Auto => "auto".into(),
+                    },
+                    schedule: if warm.schedule.is_always() { String::new() } else { warm.schedule.to_string() },
+                    open: warm.schedule.is_open(now),
+                    target,
+                    idle: plan_view.idle.len(),
+                    starting: plan_view.starting,
+                    keys: plan_view.keys.len(),
+                })
+            })
+            .collect()
+    }
+
     /// The warm pools, locked. Never hold across an `.await`.
     fn warm_pools(&self) -> std::sync::MutexGuard<'_, WarmPools> {
         self.warm.lock().unwrap_or_else(PoisonError::into_inner)
@@ -206,6 +255,12 @@ impl Cluster {
 
     /// What the planner says for one pool now, with the pool's newest snapshot.
     fn plan_pool(&self, id: &PoolId, now: SystemTime) -> Option<(warm::WarmPlan, Arc<RequestSnapshot>)> {
+        let (view, target, snapshot) = self.pool_view(id, now)?;
+        Some((warm::plan(&view, target, now), snapshot))
+    }
+
+    /// What one pool holds now, the target it aims at, and its newest snapshot.
+    fn pool_view(&self, id: &PoolId, now: SystemTime) -> Option<(PoolView, u32, Arc<RequestSnapshot>)> {
         let pools = self.warm_pools();
         let pool = pools.pools.get(id)?;
         let snapshot = pool.latest.clone()?;
@@ -228,8 +283,7 @@ impl Cluster {
         let live = registry.all().filter(|a| a.phase.occupies_capacity() && a.settings == id.settings).count();
         let headroom = max_agents.saturating_sub(u32::try_from(live).unwrap_or(u32::MAX));
         let keys = pool.keys.iter().map(|k| UnusedKey { id: k.id.clone(), received_at: k.received_at }).collect();
-        let view = PoolView { idle, starting, keys, headroom };
-        Some((warm::plan(&view, target, now), snapshot))
+        Some((PoolView { idle, starting, keys, headroom }, target, snapshot))
     }
 
     /// Starts one warm agent on a held key: reserved with no job of its own, launched like any

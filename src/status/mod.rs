@@ -96,6 +96,8 @@ pub struct ClusterSnapshot {
     pub reuse_hits: u64,
     /// See `reuse_hits`.
     pub reuse_misses: u64,
+    /// The warm pools (`WarmAgents`), one row each.
+    pub warm_pools: Vec<crate::cluster::warm_pools::PoolStatus>,
     /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
     pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
 }
@@ -179,6 +181,8 @@ pub struct AgentRow {
     pub jobs_served: usize,
     /// Kept after its last job, waiting for the next (warm starts).
     pub waiting_for_next_job: bool,
+    /// A warm agent not given a job yet (`job` only lent it its key).
+    pub warm_without_job: bool,
     /// Task CPU units and memory, as ECS reports them.
     pub size: Option<String>,
     /// Availability zone.
@@ -277,6 +281,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
+    snapshot.warm_pools = cluster.warm_pool_status(now);
     if let Some(url) = &profile.event_queue_url {
         let mut queue = cluster.queue_status().clone();
         queue.url = Some(url.clone());
@@ -342,6 +347,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         spot_interruptions: 0,
         reuse_hits: 0,
         reuse_misses: 0,
+        warm_pools: Vec::new(),
         event_queue: None,
         region,
         cluster_name: profile.cluster_name.clone(),
@@ -471,6 +477,7 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
         attempt: a.attempt,
         jobs_served: a.served_jobs.len(),
         waiting_for_next_job: a.waiting_since.is_some(),
+        warm_without_job: a.warm && a.served_jobs.is_empty(),
         size: task.and_then(|t| Some(format!("{} CPU units, {} MiB", t.cpu.as_ref()?, t.memory.as_ref()?))),
         availability_zone: task.and_then(|t| t.availability_zone.clone()),
         tags,

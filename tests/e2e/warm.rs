@@ -89,6 +89,14 @@ async fn two_warm_agents_are_kept_and_a_job_takes_one_without_a_cold_start() {
         s.agents.iter().filter(|a| a.agent_state == "Idle").count() == 2
     })
     .await;
+    let report = host.cluster_status_report("p").await.expect("answered");
+    let page = report.body["view"].as_str().unwrap_or_default().to_string();
+    if let Some(dir) = std::env::var_os("STATUS_REPORTS_DIR") {
+        let html = format!("<!doctype html><html><head><meta charset=\"utf-8\"></head><body style=\"margin:0\"><div style=\"padding:20px 28px\">{page}</div></body></html>\n");
+        std::fs::write(std::path::Path::new(&dir).join("cluster-warm.html"), html).expect("write the page");
+    }
+    let pool_line = page.split("Warm pools").nth(1).and_then(|r| r.split("</td>").next()).unwrap_or_default();
+    assert!(pool_line.contains("aiming at 2 (WarmAgents 2)"), "the pool: {pool_line}");
     let console = host.console_log(third).join("\n");
     assert!(
         console.contains("kept after its previous job, no new task") || console.contains("reuses agent"),
