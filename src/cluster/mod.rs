@@ -21,7 +21,7 @@
 mod assigned;
 pub mod cleanup;
 pub mod complete;
-pub mod create;
+mod create;
 pub mod ec2;
 pub mod error;
 pub mod event_queue;
@@ -38,10 +38,10 @@ pub mod launch;
 #[cfg(test)]
 mod launch_tests;
 pub mod providers;
-pub mod reconcile;
+mod reconcile;
 pub mod registry;
-pub mod retirement;
-pub mod snapshot;
+mod retirement;
+mod snapshot;
 pub mod task_definition;
 pub mod tasks;
 #[cfg(test)]
