@@ -1,0 +1,303 @@
+//! `cargo bench --bench job_wait`: how long jobs wait for an agent, and what that costs, on a
+//! day of jobs played through the plugin's own planning on a simulated clock.
+//!
+//! The day is the reference trace (`tests/data/ec2_trace.csv`) or `--trace FILE` (same
+//! columns, [`trace`]). Each setup plays it with the start model of [`model`] (every phase from
+//! a published figure, cited in README "Job wait"):
+//!
+//! - Fargate ([`fargate`]): `cold` (every job started cold: no reuse, no warm agents),
+//!   `defaults` (the plugin's: the same, as `ReuseIdleMinutes` and `WarmAgents` are off),
+//!   `ReuseIdleMinutes`, and `WarmAgents` (`auto`, or a number) through `cluster::warm`'s planner
+//!   with the key rule enforced. Cost: Fargate's per-second price from each task's pull to its
+//!   stop; the ratio is to the `cold` row's cost.
+//! - EC2 ([`ec2`]): `ec2::plan` at the defaults and at other `Ec2ScaleOutWaitSeconds`. Cost:
+//!   c5.xlarge instance-hours at the on-demand price; the ratio is to the EC2 cost bench's lower
+//!   bound (the jobs' CPU- or memory-seconds over one instance, their durations only).
+//!
+//! Prints one table (every wait with its cost and every cost with its wait) and the issue's
+//! goals against the figures; `--json` prints one JSON object per setup instead. Options:
+//! `--trace FILE`, `--image-mb N` (the agent image's size, 413 by default), `--json`; the
+//! `--bench` that cargo appends is accepted and ignored. Runs in seconds; no AWS, no moto.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod ec2;
+mod fargate;
+mod model;
+mod trace;
+
+use ecs_elastic_agent::cluster::ec2::plan::LAUNCH_PATIENCE;
+use ecs_elastic_agent::cluster::warm::WarmAgents;
+use serde_json::json;
+
+use trace::Job;
+
+/// `MaxAgents` of the Fargate rows: room for the day's peak of cold starts (about 50).
+const FARGATE_MAX_AGENTS: u32 = 100;
+/// `Ec2MaxInstances` and `Ec2IdleMinutes` of the EC2 rows (the EC2 cost bench's).
+const EC2_MAX: u32 = 50;
+const EC2_IDLE_MINUTES: u64 = 10;
+
+/// Issue 33's goals.
+const FARGATE_P50: u64 = 5;
+const FARGATE_P95: u64 = 45;
+const FARGATE_RATIO: f64 = 1.15;
+const EC2_P95: u64 = 60;
+const EC2_RATIO: f64 = 1.30;
+
+/// One printed row.
+#[derive(Debug)]
+struct Row {
+    setup: String,
+    launch_type: &'static str,
+    p50: u64,
+    p95: u64,
+    max: u64,
+    cost_usd: f64,
+    ratio: f64,
+    /// What the ratio is to.
+    against: &'static str,
+    notes: String,
+}
+
+/// The command line.
+#[derive(Debug)]
+struct Args {
+    trace: Option<String>,
+    json: bool,
+    image_mb: u64,
+}
+
+fn args() -> Result<Args, String> {
+    let mut out = Args { trace: None, json: false, image_mb: model::IMAGE_MB };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--bench" => {}
+            "--json" => out.json = true,
+            "--trace" => out.trace = Some(it.next().ok_or("--trace needs a FILE")?),
+            "--image-mb" => {
+                let n = it.next().ok_or("--image-mb needs a number")?;
+                out.image_mb = n.parse().map_err(|_| format!("--image-mb: not a number: {n}"))?;
+            }
+            other => return Err(format!("unknown argument {other} (--trace FILE, --image-mb N, --json)")),
+        }
+    }
+    Ok(out)
+}
+
+fn main() {
+    let args = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("job_wait: {e}");
+            std::process::exit(2);
+        }
+    };
+    let text = match &args.trace {
+        Some(path) => std::fs::read_to_string(path).unwrap_or_else(|e| {
+            eprintln!("job_wait: cannot read {path}: {e}");
+            std::process::exit(2);
+        }),
+        None => trace::REFERENCE.to_string(),
+    };
+    let jobs = trace::parse(&text).unwrap_or_else(|e| {
+        eprintln!("job_wait: {e}");
+        std::process::exit(2);
+    });
+    if jobs.is_empty() {
+        eprintln!("job_wait: the trace has no jobs");
+        std::process::exit(2);
+    }
+    let rows = rows(&jobs, args.image_mb);
+    if args.json {
+        for r in &rows {
+            let line = json!({
+                "setup": r.setup,
+                "launch_type": r.launch_type,
+                "wait_p50_s": r.p50,
+                "wait_p95_s": r.p95,
+                "wait_max_s": r.max,
+                "cost_usd": (r.cost_usd * 100.0).round() / 100.0,
+                "cost_ratio": (r.ratio * 1000.0).round() / 1000.0,
+            });
+            println!("{line}");
+        }
+        return;
+    }
+    print_table(&jobs, &args, &rows);
+    print_goals(&rows);
+}
+
+/// Every setup, played.
+fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
+    let fargate = |reuse_minutes: u64, warm: WarmAgents| fargate::Setup {
+        reuse_idle: reuse_minutes * 60,
+        max_jobs: 10,
+        warm,
+        max_agents: FARGATE_MAX_AGENTS,
+        image_mb,
+    };
+    let fargate_setups = [
+        ("cold", fargate(0, WarmAgents::Off)),
+        ("defaults", fargate(0, WarmAgents::Off)),
+        ("ReuseIdleMinutes 10", fargate(10, WarmAgents::Off)),
+        ("ReuseIdleMinutes 30", fargate(30, WarmAgents::Off)),
+        ("warm auto", fargate(0, WarmAgents::Auto)),
+        ("WarmAgents 1", fargate(0, WarmAgents::Count(1))),
+        ("WarmAgents 3", fargate(0, WarmAgents::Count(3))),
+    ];
+    let mut rows = Vec::new();
+    let mut cold_cost = 0.0;
+    for (name, setup) in &fargate_setups {
+        let out = fargate::play(jobs, setup);
+        if *name == "cold" {
+            cold_cost = out.cost_usd;
+        }
+        let waits = sorted(&out.waits);
+        rows.push(Row {
+            setup: name.to_string(),
+            launch_type: "FARGATE",
+            p50: percentile(&waits, 0.5),
+            p95: percentile(&waits, 0.95),
+            max: waits.last().copied().unwrap_or(0),
+            cost_usd: out.cost_usd,
+            ratio: out.cost_usd / cold_cost,
+            against: "cold",
+            notes: format!(
+                "{:.0}% taken by an idle agent; {} cold, {} warm starts; {} keys expired; {:.1} h billed beyond jobs",
+                100.0 * out.served_idle as f64 / jobs.len() as f64,
+                out.cold_starts,
+                out.warm_starts,
+                out.keys_dropped,
+                out.overhead_hours,
+            ),
+        });
+    }
+    let bound = ec2::lower_bound_hours(jobs);
+    let ec2_setup =
+        |wait: u64| ec2::Setup { scale_out_wait: wait, idle_minutes: EC2_IDLE_MINUTES, max: EC2_MAX, image_mb };
+    let ec2_setups = [
+        ("defaults".to_string(), ec2_setup(LAUNCH_PATIENCE.as_secs())),
+        ("Ec2ScaleOutWaitSeconds 0".to_string(), ec2_setup(0)),
+        ("Ec2ScaleOutWaitSeconds 60".to_string(), ec2_setup(60)),
+        ("Ec2ScaleOutWaitSeconds 120".to_string(), ec2_setup(120)),
+        ("Ec2ScaleOutWaitSeconds 300".to_string(), ec2_setup(300)),
+    ];
+    for (name, setup) in ec2_setups {
+        let out = ec2::play(jobs, &setup);
+        let waits = sorted(&out.waits);
+        rows.push(Row {
+            setup: name,
+            launch_type: "EC2",
+            p50: percentile(&waits, 0.5),
+            p95: percentile(&waits, 0.95),
+            max: waits.last().copied().unwrap_or(0),
+            cost_usd: out.cost_usd,
+            ratio: out.instance_hours / bound,
+            against: "EC2 lower bound",
+            notes: format!(
+                "{:.1} {} instance-hours (bound {:.1}); {} launches",
+                out.instance_hours,
+                ec2::INSTANCE_TYPE,
+                bound,
+                out.launches
+            ),
+        });
+    }
+    rows
+}
+
+fn print_table(jobs: &[Job], args: &Args, rows: &[Row]) {
+    let task_hours: f64 = jobs.iter().map(|j| j.duration as f64).sum::<f64>() / 3600.0;
+    println!(
+        "Job wait on {}: {} jobs, {:.1} task-hours. Start model: Fargate cold start {} s (RunTask {} s, provisioning {} s, \
+         pull of a {} MB image {} s, agent start {} s); EC2 boot {} s; pickup by GoCD's get-work loop.",
+        args.trace.as_deref().unwrap_or("the reference day (tests/data/ec2_trace.csv)"),
+        jobs.len(),
+        task_hours,
+        model::fargate_cold(args.image_mb),
+        model::RUNTASK,
+        model::PROVISION,
+        args.image_mb,
+        model::pull(args.image_mb),
+        model::AGENT,
+        model::EC2_BOOT,
+    );
+    println!();
+    println!("| setup | launch type | wait p50 | wait p95 | wait max | cost USD | cost ratio | notes |");
+    println!("|---|---|---:|---:|---:|---:|---:|---|");
+    for r in rows {
+        println!(
+            "| {} | {} | {} s | {} s | {} s | {:.2} | {:.2}× {} | {} |",
+            r.setup, r.launch_type, r.p50, r.p95, r.max, r.cost_usd, r.ratio, r.against, r.notes
+        );
+    }
+    println!();
+}
+
+fn print_goals(rows: &[Row]) {
+    let find = |launch: &str, setup: &str| rows.iter().find(|r| r.launch_type == launch && r.setup == setup);
+    println!("Goals (issue 33), against this run:");
+    if let Some(r) = find("FARGATE", "warm auto") {
+        println!(
+            "- Fargate warm auto: wait p50 {} s (goal ≤ {} s: {}), p95 {} s (goal ≤ {} s: {}), at {:.2}× the cold cost \
+             (goal ≤ {:.2}×: {}).",
+            r.p50,
+            FARGATE_P50,
+            verdict(r.p50 as f64, FARGATE_P50 as f64, "s"),
+            r.p95,
+            FARGATE_P95,
+            verdict(r.p95 as f64, FARGATE_P95 as f64, "s"),
+            r.ratio,
+            FARGATE_RATIO,
+            verdict(r.ratio, FARGATE_RATIO, "×"),
+        );
+    }
+    if let Some(r) = find("EC2", "defaults") {
+        println!(
+            "- EC2 defaults: wait p95 {} s (goal ≤ {} s: {}) at a cost ratio of {:.2} (goal ≤ {:.2}: {}).",
+            r.p95,
+            EC2_P95,
+            verdict(r.p95 as f64, EC2_P95 as f64, "s"),
+            r.ratio,
+            EC2_RATIO,
+            verdict(r.ratio, EC2_RATIO, ""),
+        );
+    }
+    let meeting: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.launch_type == "EC2" && r.p95 <= EC2_P95 && r.ratio <= EC2_RATIO)
+        .map(|r| r.setup.as_str())
+        .collect();
+    println!(
+        "- EC2 rows meeting both EC2 goals: {}.",
+        if meeting.is_empty() { "none".to_string() } else { meeting.join(", ") }
+    );
+}
+
+/// "met", or how far off.
+fn verdict(measured: f64, goal: f64, unit: &str) -> String {
+    if measured <= goal {
+        "met".into()
+    } else if unit == "s" {
+        format!("missed by {:.0} s", measured - goal)
+    } else {
+        format!("missed by {:.2}{unit}", measured - goal)
+    }
+}
+
+fn sorted(waits: &[u64]) -> Vec<u64> {
+    let mut w = waits.to_vec();
+    assert!(w.iter().all(|x| *x != u64::MAX), "every job ran");
+    w.sort_unstable();
+    w
+}
+
+/// The EC2 cost bench's percentile: the nearest rank.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
