@@ -3,6 +3,7 @@
 use super::identity::{task_tags, TaskLabels};
 use super::tasks::TaskView;
 use crate::protocol::types::JobIdentifier;
+use crate::settings::Properties;
 
 /// Job `id` of pipeline `p/1/s/1/j`.
 pub fn job(id: i64) -> JobIdentifier {
@@ -56,4 +57,9 @@ pub fn task(arn: &str, tags: Vec<(String, String)>, status: &str) -> TaskView {
         cpu: None,
         memory: None,
     }
+}
+
+/// Profile properties from pairs, as GoCD sends them.
+pub fn props(pairs: &[(&str, &str)]) -> Properties {
+    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
 }

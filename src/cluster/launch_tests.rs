@@ -3,6 +3,7 @@
 //! capacity refused, a throttle, an answer lost on the way, access denied. Backoffs run on
 //! tokio's paused clock: no test sleeps in real time. Every test ends with `done()`.
 
+use super::fixtures::props;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
@@ -14,14 +15,10 @@ use super::launch::Capacity;
 use super::{AgentRequest, Cluster, Created, EngineOptions};
 use crate::aws::verifier::{Call, Verifier};
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, Properties};
+use crate::settings::ClusterProfile;
 
 const SERVER: &str = "server-1";
 const TASK: &str = "arn:aws:ecs:us-east-1:123456789012:task/ci/0123456789abcdef";
-
-fn props(pairs: &[(&str, &str)]) -> Properties {
-    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
-}
 
 struct World {
     aws: Verifier,

@@ -2,6 +2,7 @@
 //! in-memory AWS of `aws/fake_aws.rs` and a GoCD port that records what it is told. Each runs in
 //! milliseconds; the same paths run against moto in the end-to-end suites.
 
+use super::fixtures::props;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -13,17 +14,13 @@ use super::{cluster_arn_suffix, AgentRequest, Cluster, Created, EngineError};
 use crate::aws::fake_aws::FakeAws;
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState, JobIdentifier};
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, Properties};
+use crate::settings::ClusterProfile;
 
 mod job_wait;
 mod snapshot;
 mod warm;
 
 const SERVER: &str = "server-1";
-
-fn props(pairs: &[(&str, &str)]) -> Properties {
-    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
-}
 
 /// A Fargate cluster profile with its networking named (no EC2 lookups) and `max` agents.
 fn profile(max: u32) -> ClusterProfile {

@@ -3,6 +3,7 @@
 //! ([`crate::aws::verifier`]), with AWS's answers — capacity refused, access denied, an answer
 //! lost. Every test ends with `done()`: no call it did not expect, none it expected missing.
 
+use crate::cluster::fixtures::props;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -14,13 +15,9 @@ use crate::cluster::fixtures::job;
 use crate::cluster::identity::cluster_key;
 use crate::cluster::{AgentRequest, Cluster, Created, EngineOptions};
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, Properties};
+use crate::settings::ClusterProfile;
 
 const SERVER: &str = "server-1";
-
-fn props(pairs: &[(&str, &str)]) -> Properties {
-    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
-}
 
 struct World {
     aws: Verifier,

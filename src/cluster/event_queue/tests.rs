@@ -1,6 +1,7 @@
 //! The event queue against the engine tests' fake AWS (its SQS answers at once, never waits):
 //! one poll at a time through [`poll_once`], as the background poller does it.
 
+use crate::cluster::fixtures::props;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -14,13 +15,9 @@ use crate::cluster::registry::Phase;
 use crate::cluster::{AgentRequest, Cluster, EngineOptions};
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState};
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, Properties};
+use crate::settings::ClusterProfile;
 
 const QUEUE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/gocd-events";
-
-fn props(pairs: &[(&str, &str)]) -> Properties {
-    pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
-}
 
 struct World {
     aws: FakeAws,

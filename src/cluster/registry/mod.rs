@@ -114,6 +114,36 @@ pub struct AgentRecord {
 }
 
 impl AgentRecord {
+    /// A new agent, reserved at `now` for `job`'s create-agent: launching, its first attempt.
+    fn launching(agent_id: String, job: &JobIdentifier, new: NewAgent, now: SystemTime) -> Self {
+        AgentRecord {
+            agent_id,
+            job: job.clone(),
+            environment: new.environment,
+            elastic_profile: new.elastic_profile,
+            settings: new.settings,
+            image: new.image,
+            attempt: 1,
+            phase: Phase::Launching,
+            task_arn: None,
+            capacity: None,
+            created_at: now,
+            job_requested_at: Some(now),
+            registered_at: None,
+            idle_since: None,
+            last_listed: None,
+            unhealthy_since: None,
+            assigned_at: None,
+            stopped_at: None,
+            stop_reason: None,
+            task: None,
+            reuse: new.reuse,
+            served_jobs: vec![job.job_id],
+            waiting_since: None,
+            warm: false,
+        }
+    }
+
     /// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
     pub fn spot_interrupted(&self) -> bool {
         self.task.as_ref().and_then(|t| t.stop_code.as_deref()) == Some("SpotInterruption")
@@ -277,32 +307,8 @@ impl Registry {
         if new.reuse.is_some() {
             self.reuse_misses += 1;
         }
-        let record = AgentRecord {
-            agent_id: new_agent_id.clone(),
-            job: job.clone(),
-            environment: new.environment,
-            elastic_profile: new.elastic_profile,
-            settings: new.settings,
-            image: new.image,
-            attempt,
-            phase: Phase::Launching,
-            task_arn: None,
-            capacity: None,
-            created_at: now,
-            job_requested_at: Some(now),
-            registered_at: None,
-            idle_since: None,
-            last_listed: None,
-            unhealthy_since: None,
-            assigned_at: None,
-            stopped_at: None,
-            stop_reason: None,
-            task: None,
-            reuse: new.reuse,
-            served_jobs: vec![job.job_id],
-            waiting_since: None,
-            warm: false,
-        };
+        let mut record = AgentRecord::launching(new_agent_id.clone(), job, new, now);
+        record.attempt = attempt;
         self.agents.insert(new_agent_id.clone(), Box::new(record));
         Reservation::Reserved { agent_id: new_agent_id, attempt }
     }

@@ -23,32 +23,12 @@ impl Registry {
         if live >= max_agents {
             return false;
         }
-        let record = AgentRecord {
-            agent_id: agent_id.clone(),
-            job: lender.clone(),
-            environment: new.environment,
-            elastic_profile: new.elastic_profile,
-            settings: new.settings,
-            image: new.image,
-            attempt: 1,
-            phase: Phase::Launching,
-            task_arn: None,
-            capacity: None,
-            created_at: now,
-            job_requested_at: None,
-            registered_at: None,
-            idle_since: None,
-            last_listed: None,
-            unhealthy_since: None,
-            assigned_at: None,
-            stopped_at: None,
-            stop_reason: None,
-            task: None,
-            reuse: new.reuse,
-            served_jobs: Vec::new(),
-            waiting_since: Some(now),
-            warm: true,
-        };
+        // Waiting for a job from the start; `job` only lent it its key.
+        let mut record = AgentRecord::launching(agent_id.clone(), lender, new, now);
+        record.job_requested_at = None;
+        record.served_jobs.clear();
+        record.waiting_since = Some(now);
+        record.warm = true;
         self.agents.insert(agent_id, Box::new(record));
         true
     }
