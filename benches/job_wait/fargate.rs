@@ -160,9 +160,21 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             }
         }
         // Jobs no agent took start cold with their own key, within MaxAgents.
+        // A job that finds a warm agent still starting and not yet claimed waits for it, as the
+        // plugin binds it (its create-agent's key stays unused); the others start cold with their
+        // own key, within MaxAgents.
         let mut alive = agents.iter().filter(|a| a.state != State::Stopped).count();
         for (p, pool) in pools.iter_mut().enumerate() {
+            let starting = agents.iter().filter(|a| a.pool == p && matches!(a.state, State::Starting { .. })).count();
+            let mut unclaimed = starting.saturating_sub(pool.waiting.iter().filter(|w| w.launched).count());
+            let mut freed = Vec::new();
             for w in pool.waiting.iter_mut().filter(|w| !w.launched) {
+                if unclaimed > 0 && setup.warm != WarmAgents::Off {
+                    unclaimed -= 1;
+                    w.launched = true;
+                    freed.push((w.job, jobs[w.job].arrival));
+                    continue;
+                }
                 if alive >= setup.max_agents as usize {
                     break;
                 }
@@ -177,6 +189,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     jobs: 0,
                 });
             }
+            pool.keys.extend(freed);
         }
         // The warm pass, per pool.
         if setup.warm != WarmAgents::Off {
