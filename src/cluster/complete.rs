@@ -37,6 +37,7 @@ impl Cluster {
         match self.finish(agent_id, job).await {
             Ok(done) => done,
             Err(e) => {
+                self.registry().completion_failed(agent_id);
                 self.event(
                     HealthKind::Warning,
                     format!("job {} completed; its agent {agent_id} is not cleaned up yet: {e}", job.locator()),

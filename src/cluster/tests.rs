@@ -799,3 +799,30 @@ async fn a_given_task_definition_without_what_a_provider_needs_is_refused_naming
         "{refused}"
     );
 }
+
+/// The soak's first finding (issue 36): a server-ping beside a job-completion for the same agent
+/// stopped its task and removed the agent a second time. Now the ping leaves it to the completion,
+/// and takes over only if the completion could not finish.
+#[tokio::test]
+async fn a_server_ping_during_a_job_completion_leaves_the_agent_to_it() {
+    let w = World::new(5);
+    w.cluster.create_agent(w.request(7, "key-1")).await.expect("launched");
+    let agent_id = w.agent_of(7);
+    assert!(w.cluster.should_assign(&agent_id, &job(7), no_offer));
+    // The completion has begun: the agent is being disabled, its task stopped, the agent deleted.
+    assert!(w.cluster.registry().stopping(&agent_id).is_some());
+    let stops = w.aws.count("StopTask");
+    let gocd: std::collections::HashMap<String, AgentMetadata> =
+        [listed(&agent_id, AgentState::Idle, BuildState::Idle)].into_iter().collect();
+    w.cluster.ping(gocd.clone()).await.expect("pinged");
+    assert_eq!(w.aws.count("StopTask"), stops, "the ping leaves the stop to the completion");
+    assert!(w.gocd.deleted().is_empty(), "and the removal: {:?}", w.gocd.deleted());
+    let disabled = w.gocd.disabled.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    assert!(disabled.is_empty(), "{disabled:?}");
+    // The completion could not finish (GoCD failed it): the next ping takes over.
+    w.cluster.registry().completion_failed(&agent_id);
+    w.cluster.ping(gocd.clone()).await.expect("pinged");
+    assert_eq!(w.aws.count("StopTask"), stops + 1, "retried by the ping");
+    w.cluster.ping(gocd).await.expect("pinged");
+    assert_eq!(w.gocd.deleted(), [agent_id], "then removed, once");
+}

@@ -151,6 +151,10 @@ impl Cluster {
             return Ok(Handled::Updated);
         }
         let agent_id = change.agent_id;
+        if self.registry().is_completing(&agent_id) {
+            // Its job-completion stopped the task and removes the agent: nothing to add.
+            return Ok(Handled::Updated);
+        }
         let Some(record) = self.registry().get(&agent_id).cloned() else { return Ok(Handled::Updated) };
         let finished = self.registry().is_finished(record.job.job_id);
         let listed = self.gocd.list_agents().await?.iter().any(|a| a.agent_id == agent_id);

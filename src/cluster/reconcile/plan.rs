@@ -54,6 +54,9 @@ pub fn plan(
     let mut steps = Vec::new();
     let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
     for record in registry.all() {
+        if registry.is_completing(&record.agent_id) {
+            continue; // its job-completion disables, stops and deletes it right now
+        }
         let registered = gocd.contains_key(&record.agent_id);
         let task_stopped = record.task.as_ref().is_some_and(TaskView::is_stopping);
         match record.phase {

@@ -220,6 +220,9 @@ pub struct Registry {
     /// that found none and started a task.
     reuse_hits: u64,
     reuse_misses: u64,
+    /// Agents whose job-completion is disabling, stopping and deleting them right now: no
+    /// server-ping pass or task event does any of it a second time meanwhile.
+    completing: std::collections::BTreeSet<String>,
 }
 
 impl Registry {
@@ -347,7 +350,20 @@ impl Registry {
     pub fn stopping(&mut self, agent_id: &str) -> Option<Option<String>> {
         let a = self.get_mut(agent_id)?;
         a.phase = Phase::Stopping;
-        Some(a.task_arn.clone())
+        let task = a.task_arn.clone();
+        self.completing.insert(agent_id.to_string());
+        Some(task)
+    }
+
+    /// Whether a job-completion is removing the agent right now ([`Registry::stopping`] until
+    /// [`Registry::stopped`] or [`Registry::completion_failed`]).
+    pub fn is_completing(&self, agent_id: &str) -> bool {
+        self.completing.contains(agent_id)
+    }
+
+    /// A job-completion could not finish removing the agent: server-ping takes it from here.
+    pub fn completion_failed(&mut self, agent_id: &str) {
+        self.completing.remove(agent_id);
     }
 
     /// should-assign-work: whether the agent is live and was started for `job_id`; when it is,
@@ -363,6 +379,7 @@ impl Registry {
 
     /// Marks an agent stopped (launch failed, task stopped, job done).
     pub fn stopped(&mut self, agent_id: &str, reason: impl Into<String>, now: SystemTime) {
+        self.completing.remove(agent_id);
         if let Some(a) = self.agents.get_mut(agent_id) {
             a.phase = Phase::Stopped;
             a.stopped_at.get_or_insert(now);
