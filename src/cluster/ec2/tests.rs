@@ -391,17 +391,25 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
     assert_eq!((record.retiring, st.counters.terminated), (None, 0), "kept, not terminated");
 }
 
+/// Job 7 queued, an empty registered instance `i-…{n}` of ours beside it, and the next pass's
+/// reads up to its StartTask scripted. Returns the container instance's ARN.
+async fn queued_beside_an_empty_instance(w: &World, n: &str) -> String {
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    let container = format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/000{n}");
+    let id = format!("i-000000000000000{n}");
+    registered_instance(w, &id, &container, std::time::Duration::ZERO);
+    w.cluster.ec2.state().catalog = None;
+    expect_described(&w.aws, &[instance_xml(&id, "running")]);
+    expect_containers(&w.aws, &[(&container, &id, 2048, 7680, 0)]);
+    expect_catalog(&w.aws);
+    container
+}
+
 #[tokio::test]
 async fn start_task_refused_releases_the_agent_and_tells_the_job() {
     let w = World::new(&[]);
-    expect_first_create_agent(&w.aws);
-    w.cluster.create_agent(w.request(7)).await.expect("queued");
-    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0006";
-    registered_instance(&w, "i-0000000000000006", container, std::time::Duration::ZERO);
-    w.cluster.ec2.state().catalog = None;
-    expect_described(&w.aws, &[instance_xml("i-0000000000000006", "running")]);
-    expect_containers(&w.aws, &[(container, "i-0000000000000006", 2048, 7680, 0)]);
-    expect_catalog(&w.aws);
+    queued_beside_an_empty_instance(&w, "6").await;
     w.aws.expect("StartTask").fails(
         400,
         "AccessDeniedException",
@@ -418,14 +426,7 @@ async fn start_task_refused_releases_the_agent_and_tells_the_job() {
 #[tokio::test]
 async fn start_task_that_places_nothing_leaves_the_work_waiting() {
     let w = World::new(&[]);
-    expect_first_create_agent(&w.aws);
-    w.cluster.create_agent(w.request(7)).await.expect("queued");
-    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0007";
-    registered_instance(&w, "i-0000000000000007", container, std::time::Duration::ZERO);
-    w.cluster.ec2.state().catalog = None;
-    expect_described(&w.aws, &[instance_xml("i-0000000000000007", "running")]);
-    expect_containers(&w.aws, &[(container, "i-0000000000000007", 2048, 7680, 0)]);
-    expect_catalog(&w.aws);
+    let container = queued_beside_an_empty_instance(&w, "7").await;
     w.aws
         .expect("StartTask")
         .answers(json!({ "tasks": [], "failures": [{ "arn": container, "reason": "RESOURCE:MEMORY" }] }).to_string());
