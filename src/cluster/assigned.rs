@@ -27,8 +27,9 @@ pub struct Took {
 }
 
 impl Cluster {
-    /// Queues the announcement of an agent taking `job` at `at`; starts the background flush
-    /// unless one runs (it takes what queued meanwhile too).
+    /// Queues the announcement of an agent taking `job` at `at` (the caller decided it is one,
+    /// under the registry's lock); starts the background flush unless one runs (it takes what
+    /// queued meanwhile too).
     pub(super) fn took_job(
         self: &Arc<Self>,
         agent_id: &str,
@@ -37,10 +38,6 @@ impl Cluster {
         reused: bool,
         console: bool,
     ) {
-        let announced = self.registry().get(agent_id).is_some_and(|a| a.job_requested_at.is_some());
-        if !announced {
-            return;
-        }
         let took = Took { agent_id: agent_id.to_string(), job: job.clone(), at, reused, console };
         let start = {
             let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);

@@ -209,16 +209,24 @@ impl Cluster {
     /// Memory only: GoCD asks under a global lock (the console line is sent in the background).
     pub fn should_assign(self: &Arc<Self>, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
         let now = SystemTime::now();
-        let (assignment, first) = {
+        // One lock: the answer, and whether it is the agent taking its job (its wait announced
+        // once; not for an agent adopted after a restart) and whether it was kept before.
+        let (assignment, took) = {
             let mut registry = self.registry();
             let first = registry.get(agent_id).is_some_and(|a| a.assigned_at.is_none() && a.job.job_id == job.job_id);
-            (registry.assign(agent_id, job, offer, now), first)
+            let assignment = registry.assign(agent_id, job, offer, now);
+            let record = registry.get(agent_id).filter(|a| a.job_requested_at.is_some());
+            let took = match assignment {
+                Assignment::Yes if first => record.map(|a| a.served_jobs.len() > 1 || a.warm),
+                Assignment::Reused { .. } => record.map(|_| true),
+                _ => None,
+            };
+            (assignment, took)
         };
         match assignment {
             Assignment::No => false,
             Assignment::Yes => {
-                if first {
-                    let reused = self.registry().get(agent_id).is_some_and(|a| a.served_jobs.len() > 1 || a.warm);
+                if let Some(reused) = took {
                     self.took_job(agent_id, job, now, reused, true);
                 }
                 true
@@ -226,13 +234,14 @@ impl Cluster {
             Assignment::Reused { jobs, max_jobs } => {
                 tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
                 let line = create::reused_line(agent_id, jobs, max_jobs);
-                let job_ref = job;
-                let (gocd, job) = (self.gocd.clone(), job.clone());
+                let (gocd, owned) = (self.gocd.clone(), job.clone());
                 tokio::spawn(async move {
-                    let _ = gocd.console_log(&job, gocd::console_line(line)).await;
+                    let _ = gocd.console_log(&owned, gocd::console_line(line)).await;
                 });
                 // Counted and logged; the reuse line above is the job's console line.
-                self.took_job(agent_id, job_ref, now, true, false);
+                if took.is_some() {
+                    self.took_job(agent_id, job, now, true, false);
+                }
                 true
             }
         }
