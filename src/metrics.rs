@@ -167,16 +167,23 @@ impl Metrics {
             "histogram",
             "Seconds from create-agent to server-ping first seeing the agent registered with GoCD.",
         );
-        let mut cumulative = 0;
-        for (i, bound) in REGISTER_BUCKETS.iter().enumerate() {
-            cumulative += h.counts[i];
-            sample(out, &format!("{name}_bucket"), &[("le", &bound.to_string())], cumulative as f64);
-        }
-        cumulative += h.counts[REGISTER_BUCKETS.len()];
-        sample(out, &format!("{name}_bucket"), &[("le", "+Inf")], cumulative as f64);
-        sample(out, &format!("{name}_sum"), &[], h.sum);
-        sample(out, &format!("{name}_count"), &[], cumulative as f64);
+        histogram(out, name, &[], &REGISTER_BUCKETS, &h.counts, h.sum);
     }
+}
+
+/// One histogram's samples: cumulative `_bucket`s over `bounds` (then `+Inf`, the last of
+/// `counts`, which are per bucket), `_sum` and `_count`, each with `labels`.
+fn histogram(out: &mut String, name: &str, labels: &[(&str, &str)], bounds: &[f64], counts: &[u64], sum: f64) {
+    let bucket = format!("{name}_bucket");
+    let mut cumulative = 0;
+    for (i, count) in counts.iter().enumerate() {
+        cumulative += count;
+        let le = bounds.get(i).map_or_else(|| "+Inf".to_string(), f64::to_string);
+        let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", le.as_str())]).collect();
+        sample(out, &bucket, &with_le, cumulative as f64);
+    }
+    sample(out, &format!("{name}_sum"), labels, sum);
+    sample(out, &format!("{name}_count"), labels, cumulative as f64);
 }
 
 /// Agents, limits, AWS calls and AssumeRole calls of every known cluster.
@@ -250,18 +257,7 @@ fn job_waits(out: &mut String, clusters: &[Arc<Cluster>]) {
                 ("elastic_profile", elastic),
                 ("phase", phase.label()),
             ];
-            let mut cumulative = 0;
-            for (i, bound) in WAIT_BUCKETS.iter().enumerate() {
-                cumulative += h.counts[i];
-                let le = bound.to_string();
-                let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", le.as_str())]).collect();
-                sample(out, &format!("{name}_bucket"), &with_le, cumulative as f64);
-            }
-            cumulative += h.counts[WAIT_BUCKETS.len()];
-            let with_inf: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
-            sample(out, &format!("{name}_bucket"), &with_inf, cumulative as f64);
-            sample(out, &format!("{name}_sum"), &labels, h.sum);
-            sample(out, &format!("{name}_count"), &labels, cumulative as f64);
+            histogram(out, name, &labels, &WAIT_BUCKETS, &h.counts, h.sum);
         }
     }
 }
