@@ -87,17 +87,22 @@ impl Registry {
         Assignment::Reused { jobs: self.bind(agent_id, job, now), max_jobs }
     }
 
-    /// Binds a waiting agent that `offer` matches to `job` (the create-agent side): the one that
-    /// started waiting last, so the others run out their idle time and go. Returns it and how
-    /// many jobs it has been given.
+    /// Binds a waiting agent that `offer` matches to `job` (the create-agent side): one known to
+    /// be registered before a warm agent that may still be starting (the job would wait for it),
+    /// and among those the one that started waiting last, so the others run out their idle time
+    /// and go. Returns it and how many jobs it has been given.
     pub(super) fn bind_waiting(
         &mut self,
         job: &JobIdentifier,
         offer: &Offer,
         now: SystemTime,
     ) -> Option<(String, usize)> {
-        let agent_id =
-            self.all().filter(|a| takes(a, offer, now)).max_by_key(|a| a.waiting_since).map(|a| a.agent_id.clone())?;
+        let ready = |a: &super::AgentRecord| !a.served_jobs.is_empty() || a.registered_at.is_some();
+        let agent_id = self
+            .all()
+            .filter(|a| takes(a, offer, now))
+            .max_by_key(|a| (ready(a), a.waiting_since))
+            .map(|a| a.agent_id.clone())?;
         let jobs = self.bind(&agent_id, job, now);
         Some((agent_id, jobs))
     }

@@ -82,6 +82,27 @@ mod tests {
     }
 
     #[test]
+    fn a_new_job_takes_a_registered_agent_before_a_warm_one_still_starting() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut r = Registry::default();
+        // A kept agent, waiting since `now` after its job.
+        let kept = r.reserve(&job(1), "ea-kept".into(), 5, new(), now);
+        assert!(matches!(kept, crate::cluster::registry::Reservation::Reserved { .. }));
+        r.launched("ea-kept", task("arn:k", vec![], "RUNNING"), Capacity::Fargate);
+        assert!(r.assigned("ea-kept", 1, now));
+        assert!(matches!(r.job_done("ea-kept", 1, now), crate::cluster::registry::JobDone::Keep { .. }));
+        // A warm agent started later, its task running, not seen registered yet.
+        let later = now + Duration::from_secs(5);
+        assert!(r.reserve_warm(&job(1), "ea-warm".into(), 5, new(), later));
+        r.launched("ea-warm", task("arn:w", vec![], "RUNNING"), Capacity::Fargate);
+        let reserved = r.reserve(&job(2), "ea-new".into(), 5, new(), later);
+        assert!(
+            matches!(&reserved, crate::cluster::registry::Reservation::Reused { agent_id, .. } if agent_id == "ea-kept"),
+            "{reserved:?}"
+        );
+    }
+
+    #[test]
     fn warm_agents_count_within_max_agents_and_only_waiting_ones_retire() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut r = Registry::default();
