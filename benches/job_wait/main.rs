@@ -57,6 +57,8 @@ struct Row {
     ratio: f64,
     /// What the ratio is to.
     against: &'static str,
+    /// Jobs that waited longer than the Fargate p95 goal, by hour of the day of their arrival.
+    slow_by_hour: Vec<usize>,
     notes: String,
 }
 
@@ -146,6 +148,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
         ("warm auto", fargate(0, WarmAgents::Auto)),
         ("WarmAgents 1", fargate(0, WarmAgents::Count(1))),
         ("WarmAgents 3", fargate(0, WarmAgents::Count(3))),
+        ("WarmAgents 6", fargate(0, WarmAgents::Count(6))),
     ];
     let mut rows = Vec::new();
     let mut cold_cost = 0.0;
@@ -164,6 +167,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
             cost_usd: out.cost_usd,
             ratio: out.cost_usd / cold_cost,
             against: "cold",
+            slow_by_hour: slow_by_hour(jobs, &out.waits),
             notes: format!(
                 "{:.0}% taken by an idle agent; {} cold, {} warm starts; {} keys expired; {:.1} h billed beyond jobs",
                 100.0 * out.served_idle as f64 / jobs.len() as f64,
@@ -196,6 +200,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
             cost_usd: out.cost_usd,
             ratio: out.instance_hours / bound,
             against: "EC2 lower bound",
+            slow_by_hour: Vec::new(),
             notes: format!(
                 "{:.1} {} instance-hours (bound {:.1}); {} launches",
                 out.instance_hours,
@@ -254,6 +259,16 @@ fn print_goals(rows: &[Row]) {
             verdict(r.ratio, FARGATE_RATIO, "×"),
         );
     }
+    if let Some(r) = find("FARGATE", "warm auto") {
+        let hours: Vec<String> =
+            r.slow_by_hour.iter().enumerate().filter(|(_, n)| **n > 0).map(|(h, n)| format!("hour {h}: {n}")).collect();
+        println!(
+            "  Where its p95 comes from: {} jobs waited over {} s ({}).",
+            r.slow_by_hour.iter().sum::<usize>(),
+            FARGATE_P95,
+            hours.join(", "),
+        );
+    }
     if let Some(r) = find("EC2", "defaults") {
         println!(
             "- EC2 defaults: wait p95 {} s (goal ≤ {} s: {}) at a cost ratio of {:.2} (goal ≤ {:.2}: {}).",
@@ -274,6 +289,19 @@ fn print_goals(rows: &[Row]) {
         "- EC2 rows meeting both EC2 goals: {}.",
         if meeting.is_empty() { "none".to_string() } else { meeting.join(", ") }
     );
+}
+
+/// How many jobs waited longer than the Fargate p95 goal, by the hour of the day they arrived in.
+fn slow_by_hour(jobs: &[Job], waits: &[u64]) -> Vec<usize> {
+    let mut hours = Vec::new();
+    for (job, wait) in jobs.iter().zip(waits) {
+        let hour = usize::try_from(job.arrival / 3600).expect("an hour");
+        if hours.len() <= hour {
+            hours.resize(hour + 1, 0);
+        }
+        hours[hour] += usize::from(*wait > FARGATE_P95);
+    }
+    hours
 }
 
 /// "met", or how far off.
