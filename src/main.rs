@@ -26,8 +26,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
-    // The tools answer on stdout; their logs stay quiet unless RUST_LOG asks.
-    init_logging(cli.log_format, if matches!(command, Command::Serve(_)) { "info" } else { "warn" });
+    // The tools answer on stdout; their logs stay quiet unless RUST_LOG asks. The SDK's own
+    // credential-chain warnings (a raw provider error for each source it tried) would repeat,
+    // unreadably, what `doctor`'s credentials line already says with its fix.
+    init_logging(cli.log_format, if matches!(command, Command::Serve(_)) { "info" } else { "warn,aws_config=error" });
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let result = match command {

@@ -21,6 +21,7 @@ mod compat;
 mod ec2_capacity;
 mod elastic_profile;
 mod fields;
+pub mod key_reference;
 pub mod keys;
 mod line_rules;
 pub mod managed_instances;

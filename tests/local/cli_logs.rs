@@ -58,3 +58,48 @@ fn text_logs_follow_rust_log_without_colour_codes() {
     let (_, quiet) = serve(&["serve"], "error", &[BAD_CREATE]);
     assert!(quiet.is_empty(), "RUST_LOG=error hides the warning: {quiet}");
 }
+
+/// `doctor` without credentials: its own FAIL line says what is wrong and how to fix it, and the
+/// SDK's raw credential-chain warning (a Debug dump of each provider's error) does not follow it
+/// on stderr. The instance metadata service here refuses every request, as it does where IMDS
+/// is turned off or a proxy denies it.
+#[test]
+fn doctor_without_credentials_prints_its_own_line_only() {
+    let imds = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", imds.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in imds.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut buf = [0u8; 4096];
+            let _ = std::io::Read::read(&mut conn, &mut buf);
+            let body = "denied";
+            let _ = write!(
+                conn,
+                "HTTP/1.1 403 Forbidden\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let profiles = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("profiles/cluster-fargate.json");
+    let mut cmd = Command::new(BIN);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    let out = cmd
+        .args(["doctor", "--timeout", "10", "--cluster-profile"])
+        .arg(profiles)
+        .env("HOME", std::env::temp_dir().join("ecs-ea-no-home"))
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_EC2_METADATA_SERVICE_ENDPOINT", &endpoint)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let line = stdout.lines().find(|l| l.starts_with("FAIL credentials")).expect("a credentials line");
+    assert!(line.contains("; fix: give the GoCD server's process AWS credentials"), "{line}");
+    assert!(!line.contains(".;"), "{line}");
+    assert!(stderr.is_empty(), "doctor's stderr: {stderr}");
+}

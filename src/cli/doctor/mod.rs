@@ -248,7 +248,7 @@ async fn credentials(
             } else {
                 "give the GoCD server's process AWS credentials (environment, ~/.aws, an instance or task role), or set AccessKeyId and SecretAccessKey"
             };
-            r.fail("credentials", format!("{source} does not work: {}", e.detail), fix)?;
+            r.fail("credentials", format!("{source} does not work: {}", e.detail.trim_end_matches('.')), fix)?;
             Ok(None)
         }
     }
