@@ -8,6 +8,7 @@ pub mod calls;
 pub mod capacity_providers;
 pub mod doctor;
 pub mod doctor_reads;
+pub mod doctor_routes;
 pub mod ec2;
 pub mod ec2_types;
 pub mod ecs;

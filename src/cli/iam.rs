@@ -354,7 +354,13 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     statements.push(statement("TaskDefinitions", task_definition_actions, vec!["*".into()], None));
     statements.push(statement(
         "DescribeNetworking",
-        &["ec2:DescribeVpcs", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"],
+        &[
+            "ec2:DescribeVpcs",
+            "ec2:DescribeSubnets",
+            "ec2:DescribeSecurityGroups",
+            "ec2:DescribeRouteTables",
+            "ec2:DescribeVpcEndpoints",
+        ],
         vec!["*".into()],
         None,
     ));

@@ -3,7 +3,9 @@
 //! that cannot be assumed (refused by the proxy, as STS refuses it), FARGATE_SPOT without its
 //! capacity provider, a capacity provider strategy naming providers the cluster lacks (or ECS
 //! does not know) and a broken EC2 set-up each FAIL with a fix; an ECS Managed Instances provider
-//! is named by its kind; no secret is ever printed.
+//! is named by its kind; tasks that could reach neither the registry nor the server (no public
+//! IP behind an internet gateway, no NAT and no endpoints, outbound rules) FAIL the reach
+//! check; no secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -58,8 +60,14 @@ fn profile_file(props: &[(&str, &str)]) -> PathBuf {
 }
 
 /// Runs `doctor` with the test keys and `endpoint` as AWS, like the host starts the plugin.
+/// Tasks in moto's default VPC reach the internet through its internet gateway, so the profile
+/// gets `AssignPublicIp` `true` unless the test sets it (`reach_...` tests the rest).
 async fn doctor(endpoint: &str, props: &[(&str, &str)], extra: &[&str]) -> Doctor {
-    let path = profile_file(props);
+    let mut props = props.to_vec();
+    if !props.iter().any(|(k, _)| *k == "AssignPublicIp") {
+        props.push(("AssignPublicIp", "true"));
+    }
+    let path = profile_file(&props);
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.arg("doctor").arg("--cluster-profile").arg(&path).args(["--timeout", "20"]).args(extra);
     for (k, _) in std::env::vars_os() {
@@ -98,17 +106,46 @@ async fn doctor(endpoint: &str, props: &[(&str, &str)], extra: &[&str]) -> Docto
 async fn world() -> (Moto, SdkConfig) {
     let moto = Moto::start().await;
     let base = moto.base_config().await;
+    internet_gateway_of_the_default_vpc(&base).await;
     (moto, base)
+}
+
+/// AWS makes every default VPC with an internet gateway and a default route to it in its main
+/// route table; moto makes neither. Adds them, as AWS has them.
+async fn internet_gateway_of_the_default_vpc(base: &SdkConfig) {
+    let net = moto::default_network(base).await;
+    let ec2 = aws_sdk_ec2::Client::new(base);
+    let igw = ec2.create_internet_gateway().send().await.unwrap();
+    let igw = igw.internet_gateway().unwrap().internet_gateway_id().unwrap().to_string();
+    ec2.attach_internet_gateway().internet_gateway_id(&igw).vpc_id(&net.vpc_id).send().await.unwrap();
+    let main = ec2
+        .describe_route_tables()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&net.vpc_id).build())
+        .filters(aws_sdk_ec2::types::Filter::builder().name("association.main").values("true").build())
+        .send()
+        .await
+        .unwrap();
+    let main = main.route_tables()[0].route_table_id().unwrap().to_string();
+    ec2.create_route().route_table_id(&main).destination_cidr_block("0.0.0.0/0").gateway_id(&igw).send().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_healthy_fargate_profile_passes() {
     let (moto, base) = world().await;
     moto::create_cluster(&base, "ci").await;
-    let d =
-        doctor(&moto.endpoint(), &[("ClusterName", "ci"), ("Region", REGION), ("LogGroup", "/gocd/agents")], &[]).await;
+    let d = doctor(
+        &moto.endpoint(),
+        &[
+            ("ClusterName", "ci"),
+            ("Region", REGION),
+            ("LogGroup", "/gocd/agents"),
+            ("GoServerUrl", "https://gocd.example.com/go"),
+        ],
+        &[],
+    )
+    .await;
     assert_eq!(d.code, Some(0), "{:?}", d.fails());
-    for check in ["profile", "region", "credentials", "role", "cluster", "network", "tasks"] {
+    for check in ["profile", "region", "credentials", "role", "cluster", "network", "reach", "server", "tasks"] {
         assert_eq!(d.verdict(check), "ok", "{}", d.line(check));
     }
     assert!(d.line("credentials").contains("account 123456789012"));
@@ -121,6 +158,130 @@ async fn a_healthy_fargate_profile_passes() {
     assert!(d.line("log group").contains("not checked"));
     assert!(d.line("launch").contains("checked by ListTasks only"));
     assert!(!d.stderr.contains("ERROR"), "{}", d.stderr);
+}
+
+/// Tasks that could reach neither the registry nor the server: a public subnet without a public
+/// IP, a private subnet with no NAT and no endpoints (then with them), a security group that lets
+/// nothing out, a server port the group does not allow; and a private subnet through NAT.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reach_fails_where_tasks_could_not_pull_or_register() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let net = moto::default_network(&base).await;
+    let ec2 = aws_sdk_ec2::Client::new(&base);
+    let base_props = [("ClusterName", "ci"), ("Region", REGION)];
+    let with = |extra: &[(&'static str, &str)]| -> Vec<(&'static str, String)> {
+        base_props.iter().chain(extra).map(|(k, v)| (*k, v.to_string())).collect()
+    };
+    let run = |props: Vec<(&'static str, String)>| {
+        let endpoint = moto.endpoint();
+        async move {
+            let props: Vec<(&str, &str)> = props.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            doctor(&endpoint, &props, &[]).await
+        }
+    };
+
+    // The default VPC's subnets route to its internet gateway: no public IP, no way out.
+    let d = run(with(&[("AssignPublicIp", "false")])).await;
+    assert_eq!(d.code, Some(1));
+    assert_eq!(d.verdict("reach"), "FAIL");
+    assert!(d.line("reach").contains("internet gateway igw-"), "{}", d.line("reach"));
+    assert!(d.line("reach").contains("fix: set AssignPublicIp to true"), "{}", d.line("reach"));
+    assert_eq!(d.verdict("server"), "warn", "GoServerUrl unset: {}", d.line("server"));
+
+    // A private subnet: its own route table, no default route, no endpoints.
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(&net.vpc_id)
+        .cidr_block("172.31.200.0/24")
+        .availability_zone(format!("{REGION}a"))
+        .send()
+        .await
+        .unwrap();
+    let subnet = subnet.subnet().unwrap().subnet_id().unwrap().to_string();
+    let table = ec2.create_route_table().vpc_id(&net.vpc_id).send().await.unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_string();
+    ec2.associate_route_table().route_table_id(&table).subnet_id(&subnet).send().await.unwrap();
+    let private =
+        with(&[("SubnetIds", &subnet), ("SecurityGroupIds", &net.security_group_id), ("AssignPublicIp", "false")]);
+    let d = run(private.clone()).await;
+    assert_eq!(d.verdict("reach"), "FAIL");
+    assert!(d.line("reach").contains(&format!("subnet(s) {subnet} have no default route")), "{}", d.line("reach"));
+    assert!(d.line("reach").contains(&format!("com.amazonaws.{REGION}.ecr.dkr")), "{}", d.line("reach"));
+
+    // With ECR's and S3's endpoints it works, with a warning about what endpoints cannot reach.
+    for service in ["ecr.api", "ecr.dkr", "s3"] {
+        ec2.create_vpc_endpoint()
+            .vpc_id(&net.vpc_id)
+            .service_name(format!("com.amazonaws.{REGION}.{service}"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let d = run(private.clone()).await;
+    assert_eq!(d.verdict("reach"), "warn", "{}", d.line("reach"));
+    assert!(d.line("reach").contains("through VPC endpoints only"), "{}", d.line("reach"));
+
+    // Through a NAT gateway: fine.
+    let nat = ec2.create_nat_gateway().subnet_id(&net.subnet_ids[0]).send().await.unwrap();
+    let nat = nat.nat_gateway().unwrap().nat_gateway_id().unwrap().to_string();
+    ec2.create_route()
+        .route_table_id(&table)
+        .destination_cidr_block("0.0.0.0/0")
+        .nat_gateway_id(&nat)
+        .send()
+        .await
+        .unwrap();
+    let d = run(private.clone()).await;
+    assert_eq!(d.verdict("reach"), "ok", "{}", d.line("reach"));
+    assert!(d.line("reach").contains(&format!("through NAT gateway {nat}")), "{}", d.line("reach"));
+
+    // A group that lets only TCP 443 out: the registry yes, a server on 8154 no.
+    let group = ec2
+        .create_security_group()
+        .group_name("https-only")
+        .description("test")
+        .vpc_id(&net.vpc_id)
+        .send()
+        .await
+        .unwrap();
+    let group = group.group_id().unwrap().to_string();
+    ec2.revoke_security_group_egress()
+        .group_id(&group)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("-1")
+                .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let d = run(with(&[("SubnetIds", &subnet), ("SecurityGroupIds", &group)])).await;
+    assert_eq!(d.verdict("reach"), "FAIL");
+    assert!(d.line("reach").contains("let no TCP 443 out"), "{}", d.line("reach"));
+    ec2.authorize_security_group_egress()
+        .group_id(&group)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("tcp")
+                .from_port(443)
+                .to_port(443)
+                .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let d = run(with(&[
+        ("SubnetIds", &subnet),
+        ("SecurityGroupIds", &group),
+        ("GoServerUrl", "https://gocd.example.com:8154/go"),
+    ]))
+    .await;
+    assert_eq!(d.verdict("reach"), "ok", "{}", d.line("reach"));
+    assert_eq!(d.verdict("server"), "FAIL");
+    assert!(d.line("server").contains("let no TCP 8154 out"), "{}", d.line("server"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,6 +340,7 @@ async fn the_role_is_assumed_as_the_plugin_assumes_it() {
     let proxy = Proxy::start(moto.addr()).await;
     let role = moto.assume_role_config(ROLE_ARN).await;
     moto::create_cluster(&role.config, "team-b").await;
+    internet_gateway_of_the_default_vpc(&role.config).await;
     let props = [("ClusterName", "team-b"), ("Region", REGION), ("RoleArn", ROLE_ARN)];
     let d = doctor(&proxy.endpoint(), &props, &["--server-id", "server-1"]).await;
     assert_eq!(d.code, Some(0), "{:?}", d.fails());

@@ -291,6 +291,8 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
         "DescribeVpcs",
         "DescribeSubnets",
         "DescribeSecurityGroups",
+        "DescribeRouteTables",
+        "DescribeVpcEndpoints",
         "DescribeInstances",
         "DescribeImages",
         "DescribeInstanceTypes",

@@ -22,6 +22,7 @@ pub(super) async fn all(
 ) -> io::Result<()> {
     let cluster = cluster(aws, profile, r).await?;
     let network = network(aws, profile, r).await?;
+    super::reach::check(aws, profile, network.as_ref(), r).await?;
     super::task_parts::all(aws, network.as_ref(), elastic, r).await?;
     capacity(aws, profile, cluster.as_ref(), r).await?;
     super::given::check(aws, profile, elastic, r).await?;
@@ -114,7 +115,7 @@ async fn network(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
         "network",
         format!("subnet(s) {} and security group(s) {} exist in {origin}{vpc}", subnets.join(", "), groups.join(", ")),
     )?;
-    Ok(Some(Network { subnets, groups }))
+    Ok(Some(Network { vpc, subnets, groups }))
 }
 
 type Problem = (String, String);

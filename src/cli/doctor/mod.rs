@@ -18,6 +18,7 @@ mod event_queue;
 mod fix;
 mod given;
 mod network;
+mod reach;
 mod task_parts;
 
 use std::fmt::Display;

@@ -11,7 +11,7 @@ use crate::aws::AwsError;
 use crate::settings::ElasticProfile;
 
 /// NFS, the port EFS mounts use.
-const NFS_PORT: i32 = 2049;
+const NFS_PORT: u16 = 2049;
 
 /// The checks, per elastic profile given (its file name for the lines).
 pub(super) async fn all(
@@ -87,12 +87,6 @@ async fn efs(
 /// Whether an egress rule of any of `groups` allows TCP 2049 (to anywhere).
 async fn nfs_out(aws: &Aws, groups: &[String]) -> Result<bool, AwsError> {
     let found = aws.security_groups(groups).await?;
-    Ok(found.iter().flat_map(|(_, _, egress)| egress).any(|p| {
-        let protocol = p.protocol.as_str();
-        let all = protocol == "-1";
-        let tcp = protocol == "tcp" || protocol == "6";
-        let from = p.from_port.unwrap_or(0);
-        let to = p.to_port.unwrap_or(65535);
-        all || (tcp && (from == -1 || (from..=to).contains(&NFS_PORT)))
-    }))
+    let rules: Vec<_> = found.into_iter().flat_map(|(_, _, egress)| egress).collect();
+    Ok(super::network::allows_tcp_out(&rules, NFS_PORT))
 }

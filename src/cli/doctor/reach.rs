@@ -1,0 +1,279 @@
+//! Whether the agent tasks can reach what they need, seen from AWS's side: the image registry
+//! (and, with `LogGroup`, CloudWatch Logs) and the GoCD server. A task that reaches neither starts,
+//! never registers, and is stopped when `AgentRegisterTimeoutMinutes` runs out, so this is the
+//! check that saves a new operator that wait. It reads each subnet's route table (its own, else
+//! the VPC's main one), the VPC's endpoints and the security groups' outbound rules:
+//!
+//! - a default route to a NAT gateway: fine;
+//! - a default route to an internet gateway: fine with `AssignPublicIp` on, else the tasks get no
+//!   public address and reach nothing outside the VPC (FAIL);
+//! - no default route: only VPC endpoints (ECR's `ecr.api` and `ecr.dkr`, S3 for ECR's layers,
+//!   `logs` with `LogGroup`) — any missing one FAILs; with all of them the images must be in ECR
+//!   of this region and the server reachable inside the VPC (warn);
+//! - a default route elsewhere (transit gateway, peering, an appliance): not followed (warn);
+//! - the security groups must let TCP 443 out (registry, AWS APIs) and the server's port.
+//!
+//! Two lines: `reach` (routes and endpoints) and `server` (`GoServerUrl` and its port).
+
+use std::io;
+
+use super::fix::fix_for;
+use super::network::{allows_tcp_out, Network};
+use super::{Aws, Report};
+use crate::aws::doctor_routes::RouteTableView;
+use crate::settings::ClusterProfile;
+
+/// How one subnet reaches the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Way {
+    Nat(String),
+    Internet(String),
+    Other(String),
+    EndpointsOnly,
+}
+
+/// The way out of `subnet`: its own route table's default route, else the main table's.
+fn way_out(subnet: &str, tables: &[RouteTableView]) -> Way {
+    let table =
+        tables.iter().find(|t| t.subnets.iter().any(|s| s == subnet)).or_else(|| tables.iter().find(|t| t.main));
+    match table.and_then(|t| t.default_route.clone()) {
+        Some(target) if target.starts_with("nat-") => Way::Nat(target),
+        Some(target) if target.starts_with("igw-") => Way::Internet(target),
+        Some(target) => Way::Other(target),
+        None => Way::EndpointsOnly,
+    }
+}
+
+/// The endpoints a VPC without a way out needs, as service names.
+fn needed_endpoints(region: &str, logs: bool) -> Vec<String> {
+    let mut needed: Vec<String> =
+        ["ecr.api", "ecr.dkr", "s3"].iter().map(|s| format!("com.amazonaws.{region}.{s}")).collect();
+    if logs {
+        needed.push(format!("com.amazonaws.{region}.logs"));
+    }
+    needed
+}
+
+/// The TCP port of a GoCD server URL (`https://host/go` is 443, `http://host:8153/go` 8153).
+fn server_port(url: &str) -> Option<u16> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit('@').next()?;
+    // An IPv6 literal keeps its colons inside brackets.
+    let after_host = host_port.rsplit_once(']').map_or(host_port, |(_, after)| after);
+    match after_host.rsplit_once(':') {
+        Some((_, port)) => port.parse().ok(),
+        None if scheme.eq_ignore_ascii_case("https") => Some(443),
+        None => Some(80),
+    }
+}
+
+/// The `reach` and `server` lines.
+pub(super) async fn check(
+    aws: &Aws,
+    profile: &ClusterProfile,
+    network: Option<&Network>,
+    r: &mut Report<'_>,
+) -> io::Result<()> {
+    let Some(network) = network else {
+        r.warn("reach", "not checked: the networking check failed", None)?;
+        return server(profile, None, r);
+    };
+    let groups = match aws.security_groups(&network.groups).await {
+        Ok(groups) => groups,
+        Err(e) => {
+            let fix = fix_for(&e, "ec2:DescribeSecurityGroups", "check network access to EC2");
+            r.fail("reach", format!("cannot read the security groups' outbound rules: {}", e.detail), fix)?;
+            return server(profile, None, r);
+        }
+    };
+    let egress: Vec<_> = groups.into_iter().flat_map(|(_, _, egress)| egress).collect();
+    routes(aws, profile, network, &egress, r).await?;
+    server(profile, Some((network, &egress)), r)
+}
+
+async fn routes(
+    aws: &Aws,
+    profile: &ClusterProfile,
+    network: &Network,
+    egress: &[crate::aws::doctor_reads::EgressRule],
+    r: &mut Report<'_>,
+) -> io::Result<()> {
+    let tables = match aws.route_tables(&network.vpc).await {
+        Ok(tables) => tables,
+        Err(e) => {
+            let fix = fix_for(&e, "ec2:DescribeRouteTables", "check network access to EC2");
+            return r.fail("reach", format!("cannot read the route tables of {}: {}", network.vpc, e.detail), fix);
+        }
+    };
+    let groups = network.groups.join(", ");
+    if !allows_tcp_out(egress, 443) {
+        return r.fail(
+            "reach",
+            format!("security group(s) {groups} let no TCP 443 out: tasks cannot pull their image or call AWS"),
+            "add an outbound rule for TCP 443 (to 0.0.0.0/0, or to the VPC endpoints and the registry)",
+        );
+    }
+    let ways: Vec<(String, Way)> = network.subnets.iter().map(|s| (s.clone(), way_out(s, &tables))).collect();
+    if !profile.assign_public_ip {
+        if let Some((subnet, Way::Internet(igw))) = ways.iter().find(|(_, w)| matches!(w, Way::Internet(_))) {
+            return r.fail(
+                "reach",
+                format!(
+                    "subnet {subnet} routes to the internet gateway {igw} but AssignPublicIp is off: tasks get no \
+                     public address, cannot pull their image or reach the GoCD server, and are stopped after \
+                     AgentRegisterTimeoutMinutes"
+                ),
+                "set AssignPublicIp to true, or use private subnets whose default route is a NAT gateway",
+            );
+        }
+    }
+    let mut said = Vec::new();
+    let mut warnings = Vec::new();
+    for (subnet, way) in &ways {
+        match way {
+            Way::Nat(nat) => said.push(format!("{subnet} through NAT gateway {nat}")),
+            Way::Internet(igw) => said.push(format!("{subnet} through internet gateway {igw} with a public IP")),
+            Way::Other(target) => {
+                said.push(format!("{subnet} through {target}"));
+                warnings
+                    .push(format!("subnet {subnet}'s default route goes to {target}, which doctor does not follow"));
+            }
+            Way::EndpointsOnly => said.push(format!("{subnet} through VPC endpoints only")),
+        }
+    }
+    if ways.iter().any(|(_, w)| *w == Way::EndpointsOnly) {
+        let services = match aws.vpc_endpoint_services(&network.vpc).await {
+            Ok(services) => services,
+            Err(e) => {
+                let fix = fix_for(&e, "ec2:DescribeVpcEndpoints", "check network access to EC2");
+                return r.fail("reach", format!("cannot read the VPC endpoints of {}: {}", network.vpc, e.detail), fix);
+            }
+        };
+        let missing: Vec<String> = needed_endpoints(&aws.region, profile.log_group.is_some())
+            .into_iter()
+            .filter(|n| !services.contains(n))
+            .collect();
+        if !missing.is_empty() {
+            let private: Vec<&str> =
+                ways.iter().filter(|(_, w)| *w == Way::EndpointsOnly).map(|(s, _)| s.as_str()).collect();
+            return r.fail(
+                "reach",
+                format!(
+                    "subnet(s) {} have no default route and VPC {} has no endpoint for {}: tasks there cannot pull \
+                     their image",
+                    private.join(", "),
+                    network.vpc,
+                    missing.join(", ")
+                ),
+                format!(
+                    "route 0.0.0.0/0 to a NAT gateway, or add the VPC endpoints {} (S3 as a gateway endpoint)",
+                    missing.join(", ")
+                ),
+            );
+        }
+        warnings.push(
+            "subnets without a default route reach only the VPC endpoints: images must be in ECR of this region, \
+             and the GoCD server must be reachable inside the VPC (peering, VPN)"
+                .to_string(),
+        );
+    }
+    let finding = format!("tasks reach the registry: {}; TCP 443 out allowed by {groups}", said.join(", "));
+    if warnings.is_empty() {
+        r.ok("reach", finding)
+    } else {
+        r.warn("reach", format!("{finding}; but {}", warnings.join("; ")), None)
+    }
+}
+
+/// `GoServerUrl`: set or not, and its port allowed out.
+fn server(
+    profile: &ClusterProfile,
+    network: Option<(&Network, &[crate::aws::doctor_reads::EgressRule])>,
+    r: &mut Report<'_>,
+) -> io::Result<()> {
+    let Some(url) = &profile.go_server_url else {
+        return r.warn(
+            "server",
+            "GoServerUrl is not set: agents are told the GoCD server's secure site URL, else its site URL \
+             (Admin > Server Configuration), and create-agent refuses jobs when the server has neither",
+            "set GoServerUrl to the URL the tasks reach the server at, ending in /go".to_string(),
+        );
+    };
+    let Some(port) = server_port(url) else {
+        return r.fail("server", format!("GoServerUrl {url} has no usable port"), "correct GoServerUrl");
+    };
+    match network {
+        Some((network, egress)) if !allows_tcp_out(egress, port) => r.fail(
+            "server",
+            format!(
+                "agents reach GoCD at {url}, but security group(s) {} let no TCP {port} out",
+                network.groups.join(", ")
+            ),
+            format!("add an outbound rule for TCP {port} to the GoCD server"),
+        ),
+        Some(_) => r.ok(
+            "server",
+            format!("agents reach GoCD at {url} (TCP {port} out allowed; the server's own firewall not checked)"),
+        ),
+        None => r.warn("server", format!("agents reach GoCD at {url}; TCP {port} out not checked"), None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(id: &str, main: bool, subnets: &[&str], route: Option<&str>) -> RouteTableView {
+        RouteTableView {
+            id: id.into(),
+            main,
+            subnets: subnets.iter().map(|s| s.to_string()).collect(),
+            default_route: route.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_subnet_uses_its_own_table_else_the_main_one() {
+        let tables = [
+            table("rtb-main", true, &[], Some("igw-1")),
+            table("rtb-private", false, &["subnet-b"], Some("nat-1")),
+            table("rtb-isolated", false, &["subnet-c"], None),
+            table("rtb-tgw", false, &["subnet-d"], Some("tgw-1")),
+        ];
+        assert_eq!(way_out("subnet-a", &tables), Way::Internet("igw-1".into()));
+        assert_eq!(way_out("subnet-b", &tables), Way::Nat("nat-1".into()));
+        assert_eq!(way_out("subnet-c", &tables), Way::EndpointsOnly);
+        assert_eq!(way_out("subnet-d", &tables), Way::Other("tgw-1".into()));
+        assert_eq!(way_out("subnet-a", &[]), Way::EndpointsOnly);
+    }
+
+    #[test]
+    fn server_ports() {
+        for (url, port) in [
+            ("https://gocd.example.com/go", Some(443)),
+            ("http://gocd.example.com/go", Some(80)),
+            ("https://gocd.example.com:8154/go", Some(8154)),
+            ("http://10.0.0.5:8153/go", Some(8153)),
+            ("https://[2001:db8::1]/go", Some(443)),
+            ("https://[2001:db8::1]:8154/go", Some(8154)),
+            ("https://gocd.example.com:x/go", None),
+        ] {
+            assert_eq!(server_port(url), port, "{url}");
+        }
+    }
+
+    #[test]
+    fn endpoints_needed_without_a_way_out() {
+        assert_eq!(
+            needed_endpoints("eu-west-1", true),
+            [
+                "com.amazonaws.eu-west-1.ecr.api",
+                "com.amazonaws.eu-west-1.ecr.dkr",
+                "com.amazonaws.eu-west-1.s3",
+                "com.amazonaws.eu-west-1.logs"
+            ]
+        );
+        assert_eq!(needed_endpoints("us-east-1", false).len(), 3);
+    }
+}
