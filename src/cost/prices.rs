@@ -107,8 +107,10 @@ impl PriceTable {
     pub fn parse(text: &str) -> Result<PriceTable, BadPriceFile> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let table: PriceTable = serde_path_to_error::deserialize(de).map_err(|e| {
+            // A path only means something once the text is JSON.
             let path = e.path().to_string();
-            let at = if path == "." { String::new() } else { format!(" at {path}") };
+            let data = e.inner().classify() == serde_json::error::Category::Data;
+            let at = if data && path != "." { format!(" at {path}") } else { String::new() };
             BadPriceFile(format!("not a price table{at}: {}", e.inner()))
         })?;
         table.check()?;
@@ -323,7 +325,8 @@ mod tests {
     #[test]
     fn a_bad_price_file_says_what_to_fix() {
         let cases = [
-            ("{", "not a price table"),
+            ("{", "not a price table: EOF"),
+            ("[date = 1]", "not a price table: expected value"),
             (r#"{"date": "x"}"#, "missing field `source`"),
             (r#"{"date": "x", "source": "y", "ec2": {"us-east-1": {"c5.large": "0.1"}}}"#, "at ec2.us-east-1.c5.large"),
             (r#"{"date": "x", "source": "y", "fargate": {"us-east-1": {"x86": {"vcpu": 1}}}}"#, "unknown field `vcpu`"),
