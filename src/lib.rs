@@ -12,8 +12,9 @@
 //! - [`cluster`]: the engine — one cluster profile's life, its registry, reconciler, launches
 //!   and EC2 capacity.
 //! - [`aws`]: SDK clients per account, the call budget, `AwsError`.
+//! - [`cost`]: the price table and AWS's billing rules (pure; read by nothing in the engine yet).
 //! - [`settings`]: profiles parsed and validated.
-//! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor).
+//! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor, prices).
 //! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
 //!
 //! # Architecture invariants
@@ -27,6 +28,7 @@
 pub mod aws;
 pub mod cli;
 pub mod cluster;
+pub mod cost;
 pub mod error;
 pub mod handlers;
 pub mod metrics;

@@ -39,6 +39,9 @@ fn main() -> ExitCode {
         Command::Doctor(args) => {
             return with_runtime(|rt| exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock()))));
         }
+        Command::Prices(args) => {
+            return with_runtime(|rt| exit_code(rt.block_on(cli::prices::run(&args, &mut stdout.lock()))));
+        }
     };
     exit_code(result)
 }

@@ -20,9 +20,10 @@
 //!
 //! One row lists several instance types (`Ec2InstanceType` `c5.large, c5.xlarge, c5.2xlarge`):
 //! each new instance gets the smallest listed type that holds the task it opens for. Its
-//! instances differ in size, so that row counts **vCPU-hours normalised to c5.xlarge
-//! instance-hours** (an instance of N vCPUs counts N/4 per hour; c5 types cost the same per
-//! vCPU), against the c5.xlarge lower bound (c5 types have the same memory per vCPU, so the
+//! instances differ in size, so that row counts **instance-hours normalised to c5.xlarge
+//! instance-hours by price** (an instance counts its type's price over c5.xlarge's per hour, from
+//! the plugin's price table, `ecs_elastic_agent::cost`, in us-east-1: c5 types cost the same per
+//! vCPU, so an instance of N vCPUs counts N/4), against the c5.xlarge lower bound (c5 types have the same memory per vCPU, so the
 //! bound is the same in those units). Every other row counts instances of its single type.
 //!
 //! A second table plays the same setups over [`DAYS`] more days drawn from the reference day's
@@ -70,7 +71,7 @@ struct Instance {
     instance_type: String,
     /// What its type offers.
     cap: Resources,
-    /// How many instances of the row's unit type it counts as (its vCPUs over the unit's).
+    /// How many instances of the row's unit type it counts as (its price over the unit's).
     weight: f64,
     launched_at: u64,
     retired_at: Option<u64>,
@@ -136,7 +137,6 @@ fn cap_of(instance_type: &str) -> Resources {
 }
 
 fn play(jobs: &[Job], setup: &Setup) -> Outcome {
-    let unit = cap_of(setup.unit);
     let types = setup
         .types
         .iter()
@@ -262,7 +262,7 @@ fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 id,
                 instance_type: launch.types[0].clone(),
                 cap,
-                weight: f64::from(cap.cpu) / f64::from(unit.cpu),
+                weight: price_weight(&launch.types[0], setup.unit),
                 launched_at: t,
                 retired_at: None,
                 remaining: cap,
@@ -348,6 +348,17 @@ fn play_clairvoyant(jobs: &[Job], instance_type: &str) -> Outcome {
     outcome.peak =
         lives.iter().map(|(s, _)| lives.iter().filter(|(s2, e2)| s2 <= s && s < e2).count()).max().unwrap_or(0);
     outcome
+}
+
+/// The region whose prices weigh instance types against each other.
+const PRICE_REGION: &str = "us-east-1";
+
+/// What an hour of `instance_type` costs in hours of `unit`, by the plugin's price table.
+fn price_weight(instance_type: &str, unit: &str) -> f64 {
+    static PRICES: std::sync::OnceLock<ecs_elastic_agent::cost::PriceTable> = std::sync::OnceLock::new();
+    let prices = PRICES.get_or_init(ecs_elastic_agent::cost::PriceTable::embedded);
+    let hour = |t: &str| prices.ec2_hour(PRICE_REGION, t).unwrap_or_else(|e| panic!("{e}"));
+    hour(instance_type) / hour(unit)
 }
 
 /// Task CPU-seconds or memory-seconds, whichever is larger, over one instance's capacity.

@@ -183,6 +183,6 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
     out.launches = instances.len();
     out.instance_hours =
         instances.iter().map(|i| (i.retired_at.unwrap_or(t) - i.launched_at) as f64).sum::<f64>() / 3600.0;
-    out.cost_usd = out.instance_hours * model::C5_XLARGE_HOUR;
+    out.cost_usd = out.instance_hours * model::c5_xlarge_hour();
     out
 }

@@ -10,6 +10,11 @@
 //! if the instance has not pulled it before (else [`PULL_CACHED`]), then the agent starts and
 //! is picked up as above. Instances are billed from launch to termination.
 
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime};
+
+use ecs_elastic_agent::cost::{fargate_task_cost, PriceTable, TaskSize};
+
 /// create-agent to RunTask accepted: one AWS call (the plugin's own, under a second).
 pub const RUNTASK: u64 = 1;
 /// Fargate PROVISIONING and ENI attachment: the measured 57 s from creation to start of a
@@ -45,13 +50,21 @@ pub const GET_WORK_BACKOFF: f64 = 1.5;
 pub const GET_WORK_INTERVAL: f64 = 10.0;
 pub const ASSIGN_LAG: u64 = 1;
 
-/// Fargate prices, us-east-1, Linux/x86 (aws.amazon.com/fargate/pricing): per vCPU-hour and
-/// per GB-hour, billed per second with a one-minute minimum.
-pub const FARGATE_VCPU_HOUR: f64 = 0.04048;
-pub const FARGATE_GB_HOUR: f64 = 0.004445;
-pub const FARGATE_MIN_SECONDS: u64 = 60;
-/// c5.xlarge on demand, us-east-1, Linux (aws.amazon.com/ec2/pricing/on-demand).
-pub const C5_XLARGE_HOUR: f64 = 0.17;
+/// The region whose prices the bench uses.
+pub const REGION: &str = "us-east-1";
+
+/// The plugin's price table (`ecs_elastic_agent::cost`, README "Cost"): Fargate Linux/x86 per
+/// vCPU-hour and GB-hour, billed per second with a one-minute minimum from the pull's start; EC2
+/// on demand per hour.
+pub fn prices() -> &'static PriceTable {
+    static PRICES: OnceLock<PriceTable> = OnceLock::new();
+    PRICES.get_or_init(PriceTable::embedded)
+}
+
+/// c5.xlarge on demand, Linux, per hour, in [`REGION`].
+pub fn c5_xlarge_hour() -> f64 {
+    prices().ec2_hour(REGION, "c5.xlarge").unwrap_or_else(|e| panic!("{e}"))
+}
 
 /// The image pull on Fargate (or the first on an EC2 instance), in proportion to the
 /// published figure.
@@ -91,9 +104,12 @@ pub fn fargate_size(cpu: u32, memory: u32) -> (f64, f64) {
     (f64::from(cpu) / 1024.0, f64::from(memory.div_ceil(1024)).max(least_gb))
 }
 
-/// What a Fargate task of that size costs for `seconds` (billed from its pull's start).
+/// What a Fargate task of that size costs for `seconds` (billed from its pull's start), by the
+/// plugin's billing rules (`ecs_elastic_agent::cost::bill`).
 pub fn fargate_cost(cpu: u32, memory: u32, seconds: u64) -> f64 {
-    let (vcpu, gb) = fargate_size(cpu, memory);
-    let hours = seconds.max(FARGATE_MIN_SECONDS) as f64 / 3600.0;
-    hours * (vcpu * FARGATE_VCPU_HOUR + gb * FARGATE_GB_HOUR)
+    let (vcpu, memory_gb) = fargate_size(cpu, memory);
+    let size = TaskSize { vcpu, memory_gb, ..TaskSize::linux(cpu, memory) };
+    let start = SystemTime::UNIX_EPOCH;
+    fargate_task_cost(prices(), &size, REGION, start, start + Duration::from_secs(seconds))
+        .unwrap_or_else(|e| panic!("{e}"))
 }

@@ -16,6 +16,7 @@ pub mod ecs;
 pub mod fake_aws;
 pub mod network;
 pub mod outcome;
+pub mod pricing;
 pub mod sqs;
 pub mod tags;
 pub mod task_definition_parts;

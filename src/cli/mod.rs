@@ -1,5 +1,5 @@
 //! The command line: `serve` (what a GoCD-compatible server runs) and the operators' tools beside
-//! it — `validate`, `iam-policy` and `doctor` — for profiles kept in JSON files (flat maps of key
+//! it — `validate`, `iam-policy`, `doctor` and `prices` — for profiles kept in JSON files (flat maps of key
 //! to string, exactly what GoCD's validate calls send; see `profiles/`).
 //!
 //! Each tool writes its answer to the `out` it is given (main hands it a locked stdout) and
@@ -8,6 +8,7 @@
 pub mod doctor;
 pub mod files;
 pub mod iam;
+pub mod prices;
 pub mod validate;
 
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ Examples:
   ecs-elastic-agent validate --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
   ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
   ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
+  ecs-elastic-agent prices --refresh --out prices.json
 
 Exit codes: 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
 
@@ -67,6 +69,19 @@ Checks against AWS, with the credentials the plugin would use (the profile's key
 default chain, then RoleArn): credentials, role, cluster, subnets and security groups, capacity,
 EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`,
 what was found and how to fix it. Exit code 0 when nothing FAILed, 1 otherwise.";
+
+const PRICES_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent prices                                   # the embedded table, as a price file
+  ecs-elastic-agent prices --price-table prices.json         # a PriceTable file laid over it
+  AWS_PROFILE=billing ecs-elastic-agent prices --refresh --out prices.json
+  ecs-elastic-agent prices --refresh --out prices.json --instance-type c7i.xlarge
+
+Output: the price table as JSON (its date, source and notes say where each figure comes from).
+--refresh reads the AWS Price List Query API (pricing:GetProducts, us-east-1, the SDK's default
+credentials): Fargate in every region AWS lists, gp3, and the EC2 types of the table plus those
+named, Linux on demand; it writes FILE, which a cluster profile's PriceTable can name.
+Exit code 0 when the table was printed or written, 1 otherwise.";
 
 /// GoCD elastic agents on AWS ECS (Fargate and EC2).
 ///
@@ -116,6 +131,26 @@ pub enum Command {
     /// Check a cluster profile against AWS: credentials, role, cluster, networking, capacity.
     #[command(after_help = DOCTOR_EXAMPLES)]
     Doctor(DoctorArgs),
+    /// Print the price table cost figures use, or refresh it from the AWS Price List.
+    #[command(after_help = PRICES_EXAMPLES)]
+    Prices(PricesArgs),
+}
+
+/// Options of `prices`.
+#[derive(Debug, Clone, Args)]
+pub struct PricesArgs {
+    /// Read the AWS Price List (pricing:GetProducts) and write a price file to --out.
+    #[arg(long, requires = "out")]
+    pub refresh: bool,
+    /// Where --refresh writes the price file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A price file laid over the embedded table (as a cluster profile's PriceTable).
+    #[arg(long, value_name = "FILE")]
+    pub price_table: Option<PathBuf>,
+    /// An EC2 instance type to refresh beside the table's own (repeatable).
+    #[arg(long = "instance-type", value_name = "TYPE")]
+    pub instance_types: Vec<String>,
 }
 
 /// Options of `serve`.

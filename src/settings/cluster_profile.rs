@@ -60,6 +60,8 @@ pub struct ClusterProfile {
     pub log_group: Option<String>,
     /// `EventQueueUrl`: the SQS queue EventBridge feeds with this cluster's events.
     pub event_queue_url: Option<String>,
+    /// `PriceTable`: a price file laid over the embedded price table (checked to read as one).
+    pub price_table: Option<String>,
     /// `AllowedImages`; empty means any image.
     pub allowed_images: Vec<glob::Pattern>,
     /// `AllowedTaskRoleArns`; empty means any task role.
@@ -116,6 +118,7 @@ impl ClusterProfile {
             tags: f.key_values("Tags", &TAGS),
             log_group: f.string("LogGroup", check_log_group),
             event_queue_url: f.string("EventQueueUrl", check_event_queue_url),
+            price_table: f.string("PriceTable", check_price_table),
             allowed_images: f.globs("AllowedImages"),
             allowed_task_role_arns: f.globs("AllowedTaskRoleArns"),
             allowed_execution_role_arns: f.globs("AllowedExecutionRoleArns"),
@@ -285,6 +288,16 @@ fn check_log_group(v: &str) -> Result<(), String> {
             quote(v)
         ))
     }
+}
+
+/// A price file that reads as a price table (`crate::cost`).
+fn check_price_table(v: &str) -> Result<(), String> {
+    crate::cost::PriceTable::load(std::path::Path::new(v)).map(|_| ()).map_err(|e| {
+        format!(
+            "PriceTable: {e}. Name a JSON price file readable by the GoCD server, in the format \
+             `ecs-elastic-agent prices` prints (`prices --refresh --out FILE` writes one)."
+        )
+    })
 }
 
 /// An SQS queue URL: `http(s)://host/<12-digit account>/<queue name>` (AWS's

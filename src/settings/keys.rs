@@ -174,6 +174,8 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
         "Agent logs go to this CloudWatch log group (awslogs driver), one stream per agent. Default: no log configuration. Example: /gocd/agents."),
     spec("EventQueueUrl", CLUSTER, "Event queue URL", Input::Text,
         "An SQS queue that an EventBridge rule feeds with this cluster's ECS task state changes (and, with EC2, the plugin's instances' spot warnings and state changes): agents of stopped tasks are removed within seconds instead of at the next server-ping. One queue per GoCD server and account; `iam-policy` prints the rule and the queue policy. Default: none (server-ping only). Example: https://sqs.us-east-1.amazonaws.com/123456789012/gocd-ecs-events."),
+    spec("PriceTable", CLUSTER, "Price table file", Input::Text,
+        "A price file on the GoCD server (the format `ecs-elastic-agent prices` prints; `prices --refresh --out FILE` writes one from the AWS Price List) laid over the plugin's embedded table for this profile's cost figures: its prices replace or add to the embedded ones, figure by figure. Checked when the profile is saved. Default: the embedded table (its date and source in README \"Cost\"). Example: config/ecs-prices.json."),
     spec("AllowedImages", LIMITS, "Allowed images", Input::Lines,
         "Glob patterns, one per line: an elastic profile (or any container of the task definition it names) whose image matches none is refused. Default: any image. Example: 123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/*."),
     spec("AllowedTaskRoleArns", LIMITS, "Allowed task role ARNs", Input::Lines,
@@ -330,7 +332,7 @@ mod tests {
         assert_eq!(required, ["ClusterName", "Image"]);
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
-        assert_eq!(CLUSTER_KEYS.len(), 37);
+        assert_eq!(CLUSTER_KEYS.len(), 38);
         assert_eq!(ELASTIC_KEYS.len(), 37);
     }
 

@@ -93,6 +93,7 @@ fn every_rule_has_a_good_and_a_bad_value() {
         &["aws:x=1", "AWS:x=1", "gocd:job=1", &long_tag_value, &long_tag_key, &tags38, "k=v*", "=v"],
     );
     check_rule(v, BASE, "LogGroup", "/aws/ecs/gocd#1", &["a b", &"g".repeat(513)]);
+    check_rule(v, BASE, "PriceTable", "tests/data/prices-override.json", &["no-such-prices.json", "Cargo.toml"]);
     check_rule(
         v,
         BASE,
@@ -436,4 +437,17 @@ fn long_bad_values_are_cut_in_messages() {
     assert_eq!(errors.len(), 1);
     assert!(errors[0].message.len() < 250, "{}", errors[0].message);
     assert!(errors[0].message.contains("…'"));
+}
+
+#[test]
+fn a_price_table_that_cannot_be_used_says_what_to_fix() {
+    let missing = validate_cluster_profile(&props(&[("ClusterName", "ci"), ("PriceTable", "no-such-prices.json")]));
+    let message = &messages_for(&missing, "PriceTable").join("\n");
+    assert!(message.contains("cannot read the price file no-such-prices.json"), "{message}");
+    assert!(message.contains("`ecs-elastic-agent prices` prints"), "{message}");
+    let malformed = validate_cluster_profile(&props(&[("ClusterName", "ci"), ("PriceTable", "Cargo.toml")]));
+    let message = &messages_for(&malformed, "PriceTable").join("\n");
+    assert!(message.contains("Cargo.toml: not a price table"), "{message}");
+    let good = props(&[("ClusterName", "ci"), ("PriceTable", "tests/data/prices-override.json")]);
+    assert_eq!(parse(&good).price_table.as_deref(), Some("tests/data/prices-override.json"));
 }
