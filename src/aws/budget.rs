@@ -66,7 +66,7 @@ impl Category {
             "RegisterTaskDefinition" | "DeregisterTaskDefinition" => Category::EcsRegister,
             "DeregisterContainerInstance" | "TagResource" | "UpdateContainerInstancesState" => Category::EcsWrite,
             "RunInstances" => Category::Ec2Launch,
-            "TerminateInstances" | "CreateTags" => Category::Ec2Write,
+            "TerminateInstances" | "StopInstances" | "StartInstances" | "CreateTags" => Category::Ec2Write,
             "AssumeRole" | "GetCallerIdentity" => Category::Sts,
             "ReceiveMessage" | "DeleteMessageBatch" | "DeleteMessage" | "GetQueueAttributes" => Category::Sqs,
             op if op.starts_with("Describe") && EC2_READS.contains(&op) => Category::Ec2Read,
