@@ -267,7 +267,8 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let st = cluster.ec2.state();
     let beat = if st.busy() {
         BUSY
-    } else if st.instances.is_empty() {
+    } else if st.instances.values().all(|r| r.parked()) {
+        // Nothing, or only the stopped pool: new work wakes the loop.
         QUIET
     } else {
         STEADY
