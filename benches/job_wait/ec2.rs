@@ -4,9 +4,18 @@
 //! its task's start on the instance: RunTask, the image pull (the instance's first task of the
 //! image; later ones find it cached), the agent's start, and GoCD's pickup. The task holds its
 //! CPU and memory from placement to the job's end, its start included.
+//!
+//! With `Ec2StoppedInstances` the plugin's stopped pool runs too (`ec2::plan::parked::reuse`,
+//! after the plan, as the driver calls it): an idle instance is stopped instead of terminated
+//! while the pool has room, and a launch starts a stopped one instead, registered
+//! [`model::EC2_RESTART`] later with the images it had. A stopped instance costs its root
+//! volume ([`model::gp3_gib_month`] × [`model::ROOT_GIB`]) until it is started, terminated, or
+//! the day ends. With the image pre-pull (the plugin's user data), a new instance pulls the
+//! image from [`model::PREPULL_START`] after its launch, during its boot.
 
 use std::time::{Duration, SystemTime};
 
+use ecs_elastic_agent::cluster::ec2::plan::parked::{reuse, Parked};
 use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer};
 use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::ec2::{capacity, Arch, OsClass, Resources};
@@ -29,6 +38,10 @@ pub struct Setup {
     /// `Ec2MaxInstances`.
     pub max: u32,
     pub image_mb: u64,
+    /// `Ec2StoppedInstances`.
+    pub stopped: u32,
+    /// New instances pull the image at boot (the plugin's user data does).
+    pub prepull: bool,
 }
 
 /// What the day cost and how long its jobs waited.
@@ -38,12 +51,25 @@ pub struct Outcome {
     pub instance_hours: f64,
     pub cost_usd: f64,
     pub launches: usize,
+    /// Stopped instances started again instead of launches.
+    pub restarts: usize,
+    /// What the stopped instances' root volumes cost (in `cost_usd`).
+    pub ebs_usd: f64,
 }
 
 #[derive(Debug)]
 struct Instance {
     id: String,
+    /// When it was launched, or last started again.
     launched_at: u64,
+    /// Launch (or start) to registration.
+    boot: u64,
+    /// Running seconds before its last start.
+    billed: u64,
+    /// Since when it is stopped, if it is.
+    stopped_at: Option<u64>,
+    /// Seconds stopped before.
+    stopped_for: u64,
     retired_at: Option<u64>,
     remaining: Resources,
     /// (end, need) of the tasks on it.
@@ -93,7 +119,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             for (_, need) in ended {
                 i.remaining = i.remaining.plus(need);
             }
-            if i.launched_at + model::EC2_BOOT <= t {
+            if i.stopped_at.is_none() && i.launched_at + i.boot <= t {
                 let tasks = u32::try_from(i.tasks.len()).expect("a count");
                 i.idle_since = idle_since(i.idle_since, tasks, i.last_placed, PLACEMENT_GRACE, now);
             }
@@ -102,13 +128,33 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             waiting.push(next);
             next += 1;
         }
-        let alive: Vec<usize> = (0..instances.len()).filter(|i| instances[*i].retired_at.is_none()).collect();
+        let alive: Vec<usize> = (0..instances.len())
+            .filter(|i| instances[*i].retired_at.is_none() && instances[*i].stopped_at.is_none())
+            .collect();
         if placed == jobs.len() && alive.iter().all(|i| instances[*i].tasks.is_empty()) {
             for i in &alive {
-                instances[*i].retired_at = Some(t);
+                let inst = &mut instances[*i];
+                inst.billed += t - inst.launched_at;
+                inst.retired_at = Some(t);
             }
             break;
         }
+        let parked: Vec<Parked> = instances
+            .iter()
+            .filter(|i| i.retired_at.is_none())
+            .filter_map(|i| {
+                Some(Parked {
+                    id: i.id.clone(),
+                    os: OsClass::Linux,
+                    arch: Arch::X86_64,
+                    instance_type: INSTANCE_TYPE.into(),
+                    stopped: true,
+                    fresh: Some(true),
+                    spot: false,
+                    since: at(i.stopped_at?),
+                })
+            })
+            .collect();
         let slots: Vec<Slot> = alive
             .iter()
             .map(|i| {
@@ -120,7 +166,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     arch: Arch::X86_64,
                     launched_at: at(inst.launched_at),
                     running: true,
-                    registered: (inst.launched_at + model::EC2_BOOT <= t).then_some(Registered {
+                    registered: (inst.launched_at + inst.boot <= t).then_some(Registered {
                         usable: true,
                         total: cap,
                         remaining: inst.remaining,
@@ -144,10 +190,29 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 on_demand: false,
             })
             .collect();
-        let decided = plan(&slots, &demands, &policy, now);
+        let mut decided = plan(&slots, &demands, &policy, now);
+        let pool = reuse(&mut decided, &parked, &slots, &policy, setup.stopped);
         for r in &decided.retire {
             let inst = instances.iter_mut().find(|i| i.id == r.instance).expect("a known instance");
+            match inst.stopped_at.take() {
+                Some(since) => inst.stopped_for += t - since,
+                None => inst.billed += t - inst.launched_at,
+            }
             inst.retired_at = Some(t);
+        }
+        for id in &pool.stop {
+            let inst = instances.iter_mut().find(|i| i.id == *id).expect("a known instance");
+            inst.billed += t - inst.launched_at;
+            inst.stopped_at = Some(t);
+            inst.idle_since = None;
+        }
+        for r in &pool.start {
+            let inst = instances.iter_mut().find(|i| i.id == r.instance).expect("a known instance");
+            let since = inst.stopped_at.take().expect("a stopped instance");
+            inst.stopped_for += t - since;
+            inst.launched_at = t;
+            inst.boot = model::EC2_RESTART;
+            out.restarts += 1;
         }
         for p in &decided.start {
             let n: usize = p.demand.parse().expect("a job index");
@@ -170,19 +235,31 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             instances.push(Instance {
                 id: format!("i-{:05}", instances.len()),
                 launched_at: t,
+                boot: model::EC2_BOOT,
+                billed: 0,
+                stopped_at: None,
+                stopped_for: 0,
                 retired_at: None,
                 remaining: cap,
                 tasks: Vec::new(),
-                pulled_at: None,
+                pulled_at: setup.prepull.then(|| t + model::PREPULL_START + model::pull(setup.image_mb)),
                 idle_since: None,
                 last_placed: None,
             });
         }
         t += TICK;
     }
+    // Stopped instances left at the end of the simulation cost their volume to the day's end.
+    let day_end = t.max(86_400);
+    for i in instances.iter_mut() {
+        if let Some(since) = i.stopped_at.take() {
+            i.stopped_for += day_end.saturating_sub(since);
+        }
+    }
     out.launches = instances.len();
-    out.instance_hours =
-        instances.iter().map(|i| (i.retired_at.unwrap_or(t) - i.launched_at) as f64).sum::<f64>() / 3600.0;
-    out.cost_usd = out.instance_hours * model::c5_xlarge_hour();
+    out.instance_hours = instances.iter().map(|i| i.billed as f64).sum::<f64>() / 3600.0;
+    let stopped_hours = instances.iter().map(|i| i.stopped_for as f64).sum::<f64>() / 3600.0;
+    out.ebs_usd = stopped_hours * model::ROOT_GIB * model::gp3_gib_month() / model::HOURS_PER_MONTH;
+    out.cost_usd = out.instance_hours * model::c5_xlarge_hour() + out.ebs_usd;
     out
 }

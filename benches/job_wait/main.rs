@@ -37,6 +37,8 @@ const FARGATE_MAX_AGENTS: u32 = 100;
 /// `Ec2MaxInstances` and `Ec2IdleMinutes` of the EC2 rows (the EC2 cost bench's).
 const EC2_MAX: u32 = 50;
 const EC2_IDLE_MINUTES: u64 = 10;
+/// The `Ec2StoppedInstances` rows.
+const EC2_STOPPED: [u32; 3] = [2, 5, 10];
 
 /// Issue 33's goals.
 const FARGATE_P50: u64 = 5;
@@ -179,15 +181,41 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
         });
     }
     let bound = ec2::lower_bound_hours(jobs);
-    let ec2_setup =
-        |wait: u64| ec2::Setup { scale_out_wait: wait, idle_minutes: EC2_IDLE_MINUTES, max: EC2_MAX, image_mb };
-    let ec2_setups = [
-        ("defaults".to_string(), ec2_setup(LAUNCH_PATIENCE.as_secs())),
-        ("Ec2ScaleOutWaitSeconds 0".to_string(), ec2_setup(0)),
-        ("Ec2ScaleOutWaitSeconds 60".to_string(), ec2_setup(60)),
-        ("Ec2ScaleOutWaitSeconds 120".to_string(), ec2_setup(120)),
-        ("Ec2ScaleOutWaitSeconds 300".to_string(), ec2_setup(300)),
+    let ec2_setup = |wait: u64, stopped: u32| ec2::Setup {
+        scale_out_wait: wait,
+        idle_minutes: EC2_IDLE_MINUTES,
+        max: EC2_MAX,
+        image_mb,
+        stopped,
+        prepull: true,
+    };
+    let patience = LAUNCH_PATIENCE.as_secs();
+    let mut ec2_setups = vec![
+        ("defaults".to_string(), ec2_setup(patience, 0)),
+        ("defaults, no image pre-pull".to_string(), ec2::Setup { prepull: false, ..ec2_setup(patience, 0) }),
+        ("Ec2ScaleOutWaitSeconds 0".to_string(), ec2_setup(0, 0)),
+        ("Ec2ScaleOutWaitSeconds 60".to_string(), ec2_setup(60, 0)),
+        ("Ec2ScaleOutWaitSeconds 120".to_string(), ec2_setup(120, 0)),
+        ("Ec2ScaleOutWaitSeconds 300".to_string(), ec2_setup(300, 0)),
     ];
+    for n in EC2_STOPPED {
+        ec2_setups.push((format!("Ec2StoppedInstances {n}"), ec2_setup(patience, n)));
+    }
+    for n in EC2_STOPPED {
+        ec2_setups.push((format!("Ec2StoppedInstances {n}, Ec2ScaleOutWaitSeconds 0"), ec2_setup(0, n)));
+    }
+    // Whether another Ec2IdleMinutes would serve both wait and cost (a default change is
+    // proposed only if one does), alone and with a stopped pool, which makes idling cheap to undo.
+    for idle in [5, 20] {
+        ec2_setups
+            .push((format!("Ec2IdleMinutes {idle}"), ec2::Setup { idle_minutes: idle, ..ec2_setup(patience, 0) }));
+    }
+    for idle in [2, 5] {
+        ec2_setups.push((
+            format!("Ec2StoppedInstances 5, Ec2ScaleOutWaitSeconds 0, Ec2IdleMinutes {idle}"),
+            ec2::Setup { idle_minutes: idle, ..ec2_setup(0, 5) },
+        ));
+    }
     for (name, setup) in ec2_setups {
         let out = ec2::play(jobs, &setup);
         let waits = sorted(&out.waits);
@@ -198,15 +226,19 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
             p95: percentile(&waits, 0.95),
             max: waits.last().copied().unwrap_or(0),
             cost_usd: out.cost_usd,
-            ratio: out.instance_hours / bound,
+            // Against the bound's price: a stopped pool's volumes count as cost too.
+            ratio: out.cost_usd / (bound * model::c5_xlarge_hour()),
             against: "EC2 lower bound",
             slow_by_hour: Vec::new(),
             notes: format!(
-                "{:.1} {} instance-hours (bound {:.1}); {} launches",
+                "{:.1} {} instance-hours (bound {:.1}); {} launches, {} stopped instances started again; \
+                 {:.2} USD of stopped volumes",
                 out.instance_hours,
                 ec2::INSTANCE_TYPE,
                 bound,
-                out.launches
+                out.launches,
+                out.restarts,
+                out.ebs_usd,
             ),
         });
     }
@@ -217,7 +249,7 @@ fn print_table(jobs: &[Job], args: &Args, rows: &[Row]) {
     let task_hours: f64 = jobs.iter().map(|j| j.duration as f64).sum::<f64>() / 3600.0;
     println!(
         "Job wait on {}: {} jobs, {:.1} task-hours. Start model: Fargate cold start {} s (RunTask {} s, provisioning {} s, \
-         pull of a {} MB image {} s, agent start {} s); EC2 boot {} s; pickup by GoCD's get-work loop.",
+         pull of a {} MB image {} s, agent start {} s); EC2 boot {} s, stopped instance start {} s; pickup by GoCD's get-work loop.",
         args.trace.as_deref().unwrap_or("the reference day (tests/data/ec2_trace.csv)"),
         jobs.len(),
         task_hours,
@@ -228,6 +260,7 @@ fn print_table(jobs: &[Job], args: &Args, rows: &[Row]) {
         model::pull(args.image_mb),
         model::AGENT,
         model::EC2_BOOT,
+        model::EC2_RESTART,
     );
     println!();
     println!("| setup | launch type | wait p50 | wait p95 | wait max | cost USD | cost ratio | notes |");

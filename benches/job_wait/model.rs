@@ -40,6 +40,23 @@ pub const AGENT: u64 = 21;
 /// about 30 s of boot to SSH for c5.xlarge Linux AMIs (daemonology.net, "EC2 boot time
 /// benchmarking", 2021) plus the ECS agent's start and registration.
 pub const EC2_BOOT: u64 = 90;
+/// Start of a stopped instance (`Ec2StoppedInstances`) to its container instance back in
+/// service: pre-initialised instances of an EC2 Auto Scaling warm pool, kept stopped, "can be
+/// launched to serve traffic in as low as 30 seconds" (InfoQ, "AWS Launches EC2 Auto Scaling Warm
+/// Pools", May 2021, on AWS's launch post), plus 10 s assumed for the ECS agent to restore its
+/// state file and reconnect as the same container instance (ECS's warm-pool support restarts the
+/// agent the same way).
+pub const EC2_RESTART: u64 = 40;
+/// Launch to the start of the image pre-pull the plugin's user data runs in the background:
+/// Docker is up with the OS, about 30 s of boot to SSH for c5.xlarge (daemonology.net, as
+/// [`EC2_BOOT`]); the pull then takes [`pull`], so a 413 MB image is cached before the instance
+/// registers.
+pub const PREPULL_START: u64 = 30;
+/// What a stopped instance costs: its root volume of [`ROOT_GIB`] (`Ec2RootVolumeGiB`'s
+/// default) at [`gp3_gib_month`].
+pub const ROOT_GIB: f64 = 30.0;
+/// AWS bills a GiB-month as 730 hours.
+pub const HOURS_PER_MONTH: f64 = 730.0;
 
 /// GoCD's agent work loop (gocd/gocd pull request 11286, GoCD 23.1): after registering or
 /// finishing a job an agent asks for work after 1 s, then backs off by 1.5× up to every 10 s;
@@ -64,6 +81,11 @@ pub fn prices() -> &'static PriceTable {
 /// c5.xlarge on demand, Linux, per hour, in [`REGION`].
 pub fn c5_xlarge_hour() -> f64 {
     prices().ec2_hour(REGION, "c5.xlarge").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// gp3 storage per GiB-month in [`REGION`], from the price table.
+pub fn gp3_gib_month() -> f64 {
+    prices().gp3_gb_month(REGION).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The image pull on Fargate (or the first on an EC2 instance), in proportion to the

@@ -65,8 +65,10 @@ impl Category {
             "StopTask" => Category::EcsStop,
             "RegisterTaskDefinition" | "DeregisterTaskDefinition" => Category::EcsRegister,
             "DeregisterContainerInstance" | "TagResource" | "UpdateContainerInstancesState" => Category::EcsWrite,
-            "RunInstances" => Category::Ec2Launch,
-            "TerminateInstances" | "CreateTags" => Category::Ec2Write,
+            // StartInstances has a bucket of RunInstances' size (EC2's "Request throttling");
+            // sharing RunInstances' keeps both within theirs.
+            "RunInstances" | "StartInstances" => Category::Ec2Launch,
+            "TerminateInstances" | "StopInstances" | "CreateTags" => Category::Ec2Write,
             "AssumeRole" | "GetCallerIdentity" => Category::Sts,
             "ReceiveMessage" | "DeleteMessageBatch" | "DeleteMessage" | "GetQueueAttributes" => Category::Sqs,
             op if op.starts_with("Describe") && EC2_READS.contains(&op) => Category::Ec2Read,
@@ -232,6 +234,8 @@ mod tests {
         assert_eq!(Category::of("RegisterTaskDefinition"), Category::EcsRegister);
         assert_eq!(Category::of("TerminateInstances"), Category::Ec2Write);
         assert_eq!(Category::of("RunInstances"), Category::Ec2Launch);
+        assert_eq!(Category::of("StartInstances"), Category::Ec2Launch, "EC2: burst 5, 2/s, as RunInstances");
+        assert_eq!(Category::of("StopInstances"), Category::Ec2Write);
         assert_eq!(Category::of("ReceiveMessage"), Category::Sqs);
     }
 

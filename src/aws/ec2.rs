@@ -24,6 +24,10 @@ pub const TAG_OS: &str = "gocd:os";
 /// Tag set on a Spot instance when EC2 warns that it will interrupt it: the warning's time, in
 /// seconds since the epoch. The warning is one event; the tag keeps it across a plugin restart.
 pub const TAG_SPOT_WARNED: &str = "gocd:spot-warned";
+/// Tag holding the fingerprint of the launch settings an instance was launched with (AMI, user
+/// data, instance profile, key pair, root volume, security groups, public IP): a stopped
+/// instance whose fingerprint is not the profile's current one is terminated, not started.
+pub const TAG_LAUNCH_SPEC: &str = "gocd:launch-spec";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
 /// EC2 said it has no capacity for this request (spot or the instance type in that zone).
@@ -86,6 +90,7 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
         spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
         os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
         spot_warned_at: tag(TAG_SPOT_WARNED).and_then(spot_warned_at),
+        launch_spec: tag(TAG_LAUNCH_SPEC).map(str::to_string),
     })
 }
 
@@ -111,13 +116,15 @@ pub async fn mark_spot_warned(aws: &AwsClients, instance_id: &str, at: SystemTim
     aws.calls.call("CreateTags", || request.clone().send()).await.map(|_| ())
 }
 
-/// Our instances that are pending or running (every page).
+/// Our instances that are pending, running, stopping or stopped (every page): the stopped ones
+/// are the pool `Ec2StoppedInstances` keeps, adopted by their tags after a restart.
 ///
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str) -> Result<Vec<Ec2Instance>, AwsError> {
     let mut filters = ours(server_id, cluster_key).to_vec();
-    filters.push(Filter::builder().name("instance-state-name").values("pending").values("running").build());
+    let states = ["pending", "running", "stopping", "stopped"].map(String::from).to_vec();
+    filters.push(Filter::builder().name("instance-state-name").set_values(Some(states)).build());
     let found = describe_pages(aws, filters).await?;
     Ok(found.iter().filter_map(instance_view).collect())
 }
@@ -255,6 +262,29 @@ pub async fn terminate(aws: &AwsClients, ids: &[String]) -> Result<(), AwsError>
     let request = aws.ec2.terminate_instances().set_instance_ids(Some(ids.to_vec()));
     aws.calls.spend(Category::Ec2InstancesTerminated, u32::try_from(ids.len()).unwrap_or(u32::MAX)).await;
     aws.calls.call("TerminateInstances", || request.clone().send()).await.map(|_| ())
+}
+
+/// Stops an instance of ours (its EBS root volume is kept): an idle on-demand instance retired
+/// into the stopped pool (`Ec2StoppedInstances`).
+///
+/// # Errors
+/// The failed StopInstances call: [`Failure::WrongState`] when it is not running (already
+/// stopping, or a one-time Spot instance EC2 cannot stop: [`Failure::Refused`]).
+pub async fn stop(aws: &AwsClients, id: &str) -> Result<(), AwsError> {
+    let request = aws.ec2.stop_instances().instance_ids(id);
+    aws.calls.call("StopInstances", || request.clone().send()).await.map(|_| ())
+}
+
+/// Starts a stopped instance of ours again.
+///
+/// # Errors
+/// The failed StartInstances call: [`Failure::NoCapacity`] when EC2 has no capacity of its type
+/// in its zone now (`InsufficientInstanceCapacity`: launch a new instance instead),
+/// [`Failure::WrongState`] when it is not stopped (still stopping).
+pub async fn start(aws: &AwsClients, id: &str) -> Result<(), AwsError> {
+    let request = aws.ec2.start_instances().instance_ids(id);
+    aws.calls.spend(Category::Ec2InstancesLaunched, 1).await;
+    aws.calls.call("StartInstances", || request.clone().send()).await.map(|_| ())
 }
 
 /// The listed instance types as EC2 describes them (one call for all of them): architecture
@@ -462,12 +492,14 @@ mod tests {
             )
             .tags(Tag::builder().key(TAG_OS).value("windows").build())
             .tags(Tag::builder().key(TAG_SPOT_WARNED).value("1700000000").build())
+            .tags(Tag::builder().key(TAG_LAUNCH_SPEC).value("0123abcd").build())
             .build();
         let v = instance_view(&i).unwrap();
         assert_eq!((v.id.as_str(), v.instance_type.as_str(), v.state.as_str()), ("i-0abc", "c5.xlarge", "running"));
         assert!(v.spot);
         assert_eq!(v.os, OsClass::Windows);
         assert_eq!(v.spot_warned_at, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)));
+        assert_eq!(v.launch_spec.as_deref(), Some("0123abcd"));
         assert_eq!(spot_warned_at("soon"), None, "a tag someone else wrote is no warning time");
     }
 }

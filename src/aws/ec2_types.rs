@@ -187,6 +187,9 @@ pub struct Ec2Instance {
     pub os: OsClass,
     /// When EC2 Spot warned that it will interrupt it (our `gocd:spot-warned` tag), if it did.
     pub spot_warned_at: Option<SystemTime>,
+    /// The fingerprint of the launch settings it was launched with (our `gocd:launch-spec`
+    /// tag): a stopped instance is started again only while it matches the profile's.
+    pub launch_spec: Option<String>,
 }
 
 /// One container instance as DescribeContainerInstances shows it.

@@ -23,6 +23,10 @@ pub enum Failure {
     NotFound,
     /// A `DryRun` call that would have succeeded (EC2's `DryRunOperation`).
     DryRunPassed,
+    /// What the call names is not in a state that allows it (EC2's `IncorrectInstanceState`:
+    /// starting an instance still stopping, stopping one already stopped): look again and decide
+    /// anew; the same call as is will not help now.
+    WrongState,
     /// AWS refused the request as it stands (a bad parameter, a rule of AWS): trying again as
     /// is will not help; the operator must change something.
     Refused,
@@ -65,6 +69,9 @@ const CAPACITY_CODES: &[&str] = &[
     "capacity-oversubscribed",
 ];
 
+/// EC2's codes for "not in a state that allows this" (StopInstances, StartInstances).
+const WRONG_STATE_CODES: &[&str] = &["IncorrectInstanceState", "IncorrectState", "IncorrectSpotRequestState"];
+
 /// Classifies an error answer of `operation`: its `code`, `message` and the HTTP `status`.
 pub fn classify(operation: &str, code: Option<&str>, message: &str, status: Option<u16>) -> Failure {
     let Some(code) = code else {
@@ -81,6 +88,9 @@ pub fn classify(operation: &str, code: Option<&str>, message: &str, status: Opti
     }
     if code == "DryRunOperation" {
         return Failure::DryRunPassed;
+    }
+    if WRONG_STATE_CODES.contains(&code) {
+        return Failure::WrongState;
     }
     if code.contains("AccessDenied") || code.contains("Unauthorized") {
         return Failure::Denied;
@@ -189,6 +199,15 @@ impl Placement {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instance_in_the_wrong_state_and_a_start_without_capacity_are_told_apart() {
+        let m = "The instance 'i-0abc' is not in a state from which it can be started.";
+        assert_eq!(classify("StartInstances", Some("IncorrectInstanceState"), m, Some(400)), Failure::WrongState);
+        let m = "We currently do not have sufficient m5.large capacity in the Availability Zone you requested.";
+        assert_eq!(classify("StartInstances", Some("InsufficientInstanceCapacity"), m, Some(500)), Failure::NoCapacity);
+        assert!(!Failure::WrongState.transient(), "not retried as is: the next pass looks again");
+    }
 
     #[test]
     fn throttle_codes_are_throttles_whatever_the_status() {

@@ -7,7 +7,8 @@
 //!   tags only at creation (RunTask with `tags` needs `ecs:TagResource`);
 //! - EC2 describe calls for the default networking (and `doctor`);
 //! - with `LaunchType` EC2: RunInstances from the profile's AMI, subnets and groups, tagged with
-//!   the cluster profile at launch; TerminateInstances only of instances carrying that tag; the
+//!   the cluster profile at launch; TerminateInstances, StopInstances and StartInstances (the
+//!   stopped pool, `Ec2StoppedInstances`) only of instances carrying that tag; the
 //!   container-instance calls of the cluster and StartTask;
 //! - `iam:PassRole` only for the task, execution and instance roles, only to their services;
 //! - with `RoleArn`: the role's trust policy (external id condition) and the caller's policy;
@@ -565,7 +566,9 @@ fn ec2_statements(
         ),
         statement(
             "TerminateOnlyOurContainerInstances",
-            &["ec2:TerminateInstances"],
+            // Stop and start: the stopped-instance pool (`Ec2StoppedInstances`), under the same
+            // tag condition as terminate.
+            &["ec2:TerminateInstances", "ec2:StopInstances", "ec2:StartInstances"],
             vec![ec2("instance/*")],
             Some(scope.ours_condition("aws:ResourceTag", None)),
         ),

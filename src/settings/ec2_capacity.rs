@@ -20,6 +20,9 @@ const USER_DATA_MAX: usize = EC2_USER_DATA_MAX - JOIN_SCRIPT_RESERVE;
 /// (the planner's `LAUNCH_PATIENCE`; README "EC2 cost" measures it).
 pub const SCALE_OUT_WAIT_SECONDS: u32 = 600;
 
+/// The most `Ec2StoppedInstances` allows: each stopped instance keeps its root volume (billed).
+pub const STOPPED_INSTANCES_MAX: u32 = 50;
+
 /// EC2 capacity settings (present exactly when the launch type is EC2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ec2Capacity {
@@ -49,6 +52,9 @@ pub struct Ec2Capacity {
     pub root_volume_gib: u32,
     /// `Ec2UserData`, appended to the generated script.
     pub user_data: Option<String>,
+    /// `Ec2StoppedInstances`, default 0: how many idle on-demand instances are stopped (EBS
+    /// kept) rather than terminated, to be started again before a new one is launched.
+    pub stopped_instances: u32,
 }
 
 /// Every `Ec2*` key of the cluster profile table.
@@ -93,6 +99,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         // The ECS-optimised AMIs' root snapshot is 30 GiB: RunInstances refuses a smaller root volume.
         root_volume_gib: f.number("Ec2RootVolumeGiB", 30..=16384, 30),
         user_data: f.string("Ec2UserData", check_user_data),
+        stopped_instances: f.number("Ec2StoppedInstances", 0..=STOPPED_INSTANCES_MAX, 0),
     };
     ec2.then_some(capacity)
 }
@@ -189,6 +196,7 @@ impl Ec2Capacity {
             key_pair: None,
             root_volume_gib: 30,
             user_data: None,
+            stopped_instances: 0,
         }
     }
 }

@@ -907,3 +907,49 @@ async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
     let states = states_of_ours(&aws, &asked, "server-1", "profile-1").await.expect("DescribeInstances");
     assert_eq!(states, [(ours, "terminated".to_string())], "ours, terminated; the forgotten one is not ours");
 }
+
+/// The stopped-instance pool (issue 33): with `Ec2StoppedInstances` 1, the instance idle for
+/// `Ec2IdleMinutes` is stopped (not terminated), and the next job starts it again instead of
+/// launching one; its container instance is the one it had (the ECS agent's re-registration),
+/// the cluster report shows the pool, and lowering the setting to 0 lets it go for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_idle_instance_is_stopped_and_the_next_job_starts_it_instead_of_launching() {
+    let mut w = Scenario::new("stopped_pool").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let pooled = ec2_props("gocd-ec2", &[("Ec2StoppedInstances", "1"), ("Ec2ScaleOutWaitSeconds", "0")]);
+    let cfg = w.host_config().cluster_profile("ec2", pooled.clone()).elastic_profile("quarter", "ec2", quarter_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, quick_registration());
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 1).await;
+    host.wait_until("the first job completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    ec2.wait_until("the idle instance stopped", RETIRE_WITHIN, |s| s.instances.values().any(|i| i.stops == 1)).await;
+    let first = ec2.instances().into_iter().next().expect("the instance");
+    let container = first.container_instance_arn.clone().expect("registered before it stopped");
+    assert_eq!(w.proxy.count("ec2:StopInstances"), 1);
+    assert_eq!(w.proxy.count("ec2:TerminateInstances"), 0, "stopped, not terminated");
+    let report = host.cluster_status_report("ec2").await.expect("cluster status report");
+    let view = report.body["view"].as_str().unwrap_or_default().to_string();
+    assert!(view.contains("1 stopped of Ec2StoppedInstances 1"), "the report shows the stopped pool");
+    assert!(view.contains("2.40 USD a month"), "and what its root volume costs");
+
+    let started = Instant::now();
+    host.add_jobs(JobSpec::new("quarter", Duration::from_secs(3)), 1).await;
+    host.wait_until("the second job completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    let took = started.elapsed();
+    assert_all_done(&host, &sim).await;
+    let instances = ec2.instances();
+    assert_eq!(instances.len(), 1, "started again, nothing launched: {instances:?}");
+    assert_eq!((instances[0].starts, w.proxy.count("ec2:StartInstances")), (1, 1));
+    assert_eq!(w.proxy.count("ec2:RunInstances"), 1, "the first job's launch only");
+    assert_eq!(instances[0].container_instance_arn.as_deref(), Some(container.as_str()), "the same container instance");
+
+    // The operator lowers the pool to 0: the instance retires for good when idle.
+    let mut none = pooled;
+    none.insert("Ec2StoppedInstances".into(), "0".into());
+    host.edit_cluster_profile("ec2", none).await.expect("cluster-profile-changed");
+    let extra = format!("second_job_s={}", took.as_secs());
+    w.finish_ec2(host, sim, ec2, &extra).await;
+}

@@ -207,6 +207,8 @@ fn every_example_configuration_prints_a_valid_policy() {
         for ec2_only in [
             "ec2:RunInstances",
             "ec2:TerminateInstances",
+            "ec2:StopInstances",
+            "ec2:StartInstances",
             "ec2:DescribeInstances",
             "ec2:CreateTags",
             "ecs:ListContainerInstances",
@@ -299,6 +301,8 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
         "DescribeKeyPairs",
         "RunInstances",
         "TerminateInstances",
+        "StopInstances",
+        "StartInstances",
         "CreateTags",
     ];
     let mut found = std::collections::BTreeSet::new();
@@ -403,7 +407,16 @@ fn the_policy_covers_every_call_the_plugin_makes_under_tag_and_cluster_condition
     for s in p["Statement"].as_array().unwrap() {
         let acts = strings(&s["Action"]).unwrap();
         if acts.iter().any(|a| {
-            ["ecs:StopTask", "ecs:RunTask", "ecs:StartTask", "ec2:TerminateInstances", "iam:PassRole"].contains(a)
+            [
+                "ecs:StopTask",
+                "ecs:RunTask",
+                "ecs:StartTask",
+                "ec2:TerminateInstances",
+                "ec2:StopInstances",
+                "ec2:StartInstances",
+                "iam:PassRole",
+            ]
+            .contains(a)
         }) {
             assert!(s.get("Condition").is_some(), "unconditioned: {s}");
         }

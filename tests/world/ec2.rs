@@ -9,6 +9,13 @@
 //! register. The plugin deregisters container instances itself (moto leaves them ACTIVE when the
 //! instance terminates).
 //!
+//! A stopped instance (the plugin's stopped pool, `Ec2StoppedInstances`) is not alive while it
+//! is stopped, and alive again once started, with a count of its starts. The real ECS agent,
+//! whose state file survives on the kept root volume, comes back as the same container instance;
+//! moto ties no container instance to an EC2 state (it stays as the plugin left it, its agent
+//! "connected" throughout), so the simulator keeps the ARN it registered and does not register a
+//! second one: the same container instance, as ECS would show it once the agent is back.
+//!
 //! It keeps the figures the tests check: every instance seen (type, spot, tags, when it
 //! registered and when it went), and the most instances alive at once.
 //!
@@ -71,6 +78,9 @@ pub struct SeenInstance {
     pub registered_at: Option<Instant>,
     pub container_instance_arn: Option<String>,
     pub gone_at: Option<Instant>,
+    /// Times it was seen stopped, and started again after.
+    pub stops: usize,
+    pub starts: usize,
 }
 
 impl SeenInstance {
@@ -299,8 +309,15 @@ impl Inner {
             if known {
                 let mut st = self.state.lock().unwrap();
                 if let Some(seen) = st.instances.get_mut(id) {
-                    if seen.gone_at.is_none() && state != "pending" && state != "running" {
+                    let alive = state == "pending" || state == "running";
+                    if seen.gone_at.is_none() && !alive {
                         seen.gone_at = Some(Instant::now());
+                        seen.stops += usize::from(state == "stopping" || state == "stopped");
+                    } else if seen.gone_at.is_some() && alive && seen.stops > seen.starts {
+                        // Started again from the stopped pool: its agent reconnects as the same
+                        // container instance (see the module doc).
+                        seen.gone_at = None;
+                        seen.starts += 1;
                     }
                     seen.state = state;
                     // moto sets a spot instance's lifecycle after adding it to its reservation:
@@ -349,6 +366,8 @@ impl Inner {
                     registered_at: None,
                     container_instance_arn: None,
                     gone_at: (!alive).then(Instant::now),
+                    stops: 0,
+                    starts: 0,
                 },
             );
         }

@@ -1,5 +1,6 @@
 //! Applying a plan's steps to one instance or one task: retire (drain, deregister, terminate),
-//! start a waiting task on its instance (StartTask), refuse work no instance can hold.
+//! stop an idle instance into the stopped pool and start one again, start a waiting task on its
+//! instance (StartTask), refuse work no instance can hold.
 
 use std::time::SystemTime;
 
@@ -7,6 +8,7 @@ use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
 use crate::aws::ecs::InstanceStatus;
+use crate::aws::Failure;
 use crate::cluster::gocd::console_line;
 use crate::cluster::launch::start_task;
 use crate::cluster::registry::Phase;
@@ -17,13 +19,13 @@ use crate::settings::{ClusterProfile, Ec2Capacity};
 /// Drain, deregister, terminate. A container instance that cannot be deregistered (a task
 /// arrived) is set ACTIVE again and kept.
 pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Retirement) {
-    let container = {
+    let (container, parked) = {
         let mut st = cluster.ec2.state();
         let Some(record) = st.instances.get_mut(&r.instance) else {
             return;
         };
         record.retiring = Some(r.reason);
-        record.container.as_ref().map(|c| c.arn.clone())
+        (record.container.as_ref().map(|c| c.arn.clone()), record.parked())
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
@@ -32,7 +34,9 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         }
         if let Err(e) = api::deregister(&cluster.aws(), cluster_name, arn).await {
             tracing::warn!(instance = %r.instance, error = %e, "could not deregister the container instance; keeping the instance");
-            let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
+            if !parked {
+                let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
+            }
             if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
                 record.retiring = None;
             }
@@ -51,8 +55,12 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             drop(st);
             let message = format!("terminated EC2 instance {}: {}", r.instance, r.reason.describe());
             match r.reason {
-                RetireReason::Idle => tracing::info!(instance = %r.instance, "{message}"),
-                RetireReason::NeverRegistered | RetireReason::Unhealthy => cluster.event(HealthKind::Warning, message),
+                RetireReason::Idle | RetireReason::SurplusStopped => {
+                    tracing::info!(instance = %r.instance, "{message}")
+                }
+                RetireReason::NeverRegistered | RetireReason::Unhealthy | RetireReason::Stale => {
+                    cluster.event(HealthKind::Warning, message);
+                }
             }
         }
         Err(e) => {
@@ -62,6 +70,117 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
                 record.retiring = None;
                 record.container = None;
             }
+        }
+    }
+}
+
+/// Stops an idle instance into the stopped pool (`Ec2StoppedInstances`): its container instance
+/// is set DRAINING (nothing is placed on it) but stays registered, so that its ECS agent, whose
+/// state file is on the kept root volume, comes back as the same container instance on start;
+/// then StopInstances. A failed stop sets the container instance ACTIVE again and keeps the
+/// instance running: the next pass decides anew.
+pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) {
+    let container = {
+        let mut st = cluster.ec2.state();
+        let Some(record) = st.instances.get_mut(id) else {
+            return;
+        };
+        record.retiring = Some(RetireReason::Idle);
+        record.container.as_ref().map(|c| c.arn.clone())
+    };
+    let cluster_name = profile.cluster_name.as_str();
+    if let Some(arn) = &container {
+        if let Err(e) = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Draining).await {
+            tracing::info!(instance = %id, error = %e, "could not set the container instance DRAINING; stopping anyway");
+        }
+    }
+    let outcome = api::stop(&cluster.aws(), id).await;
+    let now = SystemTime::now();
+    match outcome {
+        Ok(()) => {
+            let mut st = cluster.ec2.state();
+            st.counters.stopped += 1;
+            if let Some(record) = st.instances.get_mut(id) {
+                record.retiring = None;
+                record.ec2_state = "stopping".into();
+                record.stopped_at = Some(now);
+                record.restarted_at = None;
+                record.idle_since = None;
+                if let Some(c) = &mut record.container {
+                    c.status = "DRAINING".into();
+                }
+            }
+            drop(st);
+            tracing::info!(instance = %id, "stopped EC2 instance into the stopped pool (Ec2StoppedInstances): it ran no task for Ec2IdleMinutes");
+        }
+        Err(e) => {
+            cluster.event(
+                HealthKind::Warning,
+                format!("could not stop idle EC2 instance {id} (it is kept running; the next pass decides again): {e}"),
+            );
+            if let Some(arn) = &container {
+                let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
+            }
+            if let Some(record) = cluster.ec2.state().instances.get_mut(id) {
+                record.retiring = None;
+            }
+        }
+    }
+}
+
+/// Starts a stopped instance of ours again for waiting work, and sets its container instance
+/// ACTIVE (its agent reconnects as the same one). Returns whether it started: when EC2 has no
+/// capacity for it now, or it is not stopped after all, the caller launches a new instance.
+pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &str) -> bool {
+    match api::start(&cluster.aws(), id).await {
+        Ok(()) => {
+            let container = {
+                let mut st = cluster.ec2.state();
+                st.counters.restarted += 1;
+                let Some(record) = st.instances.get_mut(id) else {
+                    return true;
+                };
+                record.ec2_state = "pending".into();
+                record.restarted_at = Some(SystemTime::now());
+                record.stopped_at = None;
+                record.idle_since = None;
+                record.container.as_ref().map(|c| c.arn.clone())
+            };
+            tracing::info!(instance = %id, "started a stopped EC2 instance again instead of launching a new one");
+            if let Some(arn) = container {
+                reactivate(cluster, profile, id, &arn).await;
+            }
+            true
+        }
+        Err(e) if e.failure == Failure::NoCapacity => {
+            tracing::info!(instance = %id, error = %e, "EC2 has no capacity to start the stopped instance now; launching a new one instead");
+            false
+        }
+        Err(e) if e.failure == Failure::WrongState => {
+            tracing::info!(instance = %id, error = %e, "the stopped instance cannot be started yet; launching a new one instead");
+            false
+        }
+        Err(e) => {
+            cluster.event(
+                HealthKind::Warning,
+                format!("could not start stopped EC2 instance {id}; launching a new one instead: {e}"),
+            );
+            false
+        }
+    }
+}
+
+/// Sets the container instance of an instance started again ACTIVE (it was DRAINING while
+/// stopped); a failure is logged and the next pass tries again.
+pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: &str, arn: &str) {
+    match cluster.aws().set_instance_status(&profile.cluster_name, arn, InstanceStatus::Active).await {
+        Ok(()) => {
+            if let Some(c) = cluster.ec2.state().instances.get_mut(id).and_then(|r| r.container.as_mut()) {
+                c.status = "ACTIVE".into();
+            }
+        }
+        Err(e) => {
+            tracing::info!(instance = %id, error = %e, "could not set the restarted instance's container instance ACTIVE; the next pass tries again")
         }
     }
 }

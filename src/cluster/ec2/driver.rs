@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 use super::catalog::{self, Catalog};
+use super::plan::parked::Reuse;
 use super::plan::{self, Plan, TypeOffer};
 use super::pool::WaitingTask;
 use super::{api, apply, launch, Arch, OsClass, Resources};
@@ -77,6 +78,11 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
     let agent_id = work.agent_id.clone();
     {
         let mut st = cluster.ec2.state();
+        // Pulled at boot by the instances launched from now on (user_data.rs): only what
+        // Docker pulls without the task's credentials.
+        if work.elastic.repository_credentials_arn.is_none() && super::user_data::prepullable(&work.elastic.image) {
+            st.saw_image(&work.elastic.image);
+        }
         st.waiting.retain(|w| w.spec.work.agent_id != agent_id);
         st.waiting.push(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand });
     }
@@ -212,20 +218,41 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     if cluster.retired().is_none() && profile.ec2.is_some() {
         ensure_catalog(cluster, &cfg).await;
     }
-    let decided: Plan = {
+    let (mut decided, reuse): (Plan, Reuse) = {
         let st = cluster.ec2.state();
-        plan::plan(&st.slots(), &st.demands(), &st.policy(&cfg), now)
+        let (slots, policy) = (st.slots(), st.policy(&cfg));
+        let mut decided = plan::plan(&slots, &st.demands(), &policy, now);
+        let catalog = st.catalog.clone();
+        let current = |os, arch| {
+            let catalog = catalog.as_ref()?;
+            launch::current_fingerprint(cluster, &profile, &cfg, catalog, os, arch)
+        };
+        let reuse = plan::parked::reuse(&mut decided, &st.parked(current), &slots, &policy, cfg.stopped_instances);
+        (decided, reuse)
     };
-    if decided != Plan::default() {
-        tracing::debug!(?decided, "EC2 plan");
+    if decided != Plan::default() || reuse != Reuse::default() {
+        tracing::debug!(?decided, ?reuse, "EC2 plan");
     }
+    reactivate_restarted(cluster, &profile).await;
     for r in &decided.retire {
         apply::retire(cluster, &profile, r).await;
+    }
+    for id in &reuse.stop {
+        apply::stop(cluster, &profile, id).await;
     }
     apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
     apply::refuse_no_type(cluster, &cfg, &decided.no_type).await;
     for p in &decided.start {
         apply::start(cluster, p).await;
+    }
+    if cluster.ec2.state().launch_backoff.is_none_or(|(until, _)| SystemTime::now() >= until) {
+        // A stopped instance EC2 will not start now is replaced by the launch it stood for.
+        for r in reuse.start {
+            if !apply::restart(cluster, &profile, &r.instance).await {
+                let launches = if r.on_demand { &mut decided.launch_on_demand } else { &mut decided.launch };
+                launches.push(r.launch);
+            }
+        }
     }
     if !decided.launch_on_demand.is_empty() {
         let on_demand = Ec2Capacity { spot: false, ..cfg.clone() };
@@ -240,13 +267,30 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let st = cluster.ec2.state();
     let beat = if st.busy() {
         BUSY
-    } else if st.instances.is_empty() {
+    } else if st.instances.values().all(|r| r.parked()) {
+        // Nothing, or only the stopped pool: new work wakes the loop.
         QUIET
     } else {
         STEADY
     };
     let due = st.next_deadline(&st.policy(&cfg), SystemTime::now()).map(|d| d + Duration::from_millis(500));
     Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
+}
+
+/// Sets ACTIVE the container instances of instances started again that are still DRAINING (the
+/// call after StartInstances failed).
+async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
+    let due: Vec<(String, String)> = cluster
+        .ec2
+        .state()
+        .instances
+        .values()
+        .filter(|r| r.restarting() && r.retiring.is_none())
+        .filter_map(|r| r.container.as_ref().filter(|c| c.status == "DRAINING").map(|c| (r.id.clone(), c.arn.clone())))
+        .collect();
+    for (id, arn) in due {
+        apply::reactivate(cluster, profile, &id, &arn).await;
+    }
 }
 
 /// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), and
@@ -293,6 +337,8 @@ fn wind_down() -> Ec2Capacity {
         key_pair: None,
         root_volume_gib: 30,
         user_data: None,
+        // Winding down: every instance goes, none is kept stopped.
+        stopped_instances: 0,
     }
 }
 

@@ -6,10 +6,14 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::api::{self, LaunchRequest, Refusal, TAG_OS};
+use sha2::{Digest, Sha256};
+
+use super::api::{self, LaunchRequest, Refusal, TAG_LAUNCH_SPEC, TAG_OS};
+use super::catalog::Catalog;
 use super::plan::Launch;
 use super::pool::Ec2Instance;
 use super::user_data::{self, Join};
+use super::{Arch, OsClass};
 use crate::aws::network::{self, Network};
 use crate::aws::AwsError;
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -55,7 +59,8 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
         };
         let root_volume_gib = cfg.root_volume_gib.max(ami.root_gib);
         let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
-        match launch_some(cluster, profile, cfg, &network, group, &ami.id, count).await {
+        let spec = fingerprint(cluster, profile, cfg, &ami.id, group.os);
+        match launch_some(cluster, profile, cfg, &network, group, (&ami.id, &spec), count).await {
             Ok((instances, fell_back)) => {
                 let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
                 let instance_type = instances.first().map(|i| i.instance_type.as_str()).unwrap_or_default();
@@ -79,7 +84,7 @@ async fn launch_some(
     cfg: &Ec2Capacity,
     network: &Network,
     launch: &Launch,
-    ami_id: &str,
+    (ami_id, spec): (&str, &str),
     count: u32,
 ) -> Result<(Vec<Ec2Instance>, bool), LaunchFailed> {
     let os = launch.os;
@@ -87,17 +92,14 @@ async fn launch_some(
     let first = cluster.ec2.state().next_subnet % n;
     let subnets: Vec<(usize, &String)> =
         network.subnets.iter().enumerate().cycle().skip(first).take(network.subnets.len()).collect();
-    let join = Join {
-        cluster: profile.cluster_short_name(),
-        server_id: &cluster.server_id,
-        cluster_key: &cluster.key,
-        extra: cfg.user_data.as_deref(),
-    };
+    let images = cluster.ec2.state().images.clone();
+    let join = Join { images: &images, ..join(cluster, profile, cfg) };
     let mut tags: Vec<(String, String)> =
         profile.tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && k != "Name").cloned().collect();
     tags.push((TAG_SERVER_ID.into(), cluster.server_id.clone()));
     tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.clone()));
     tags.push((TAG_OS.into(), os.as_str().into()));
+    tags.push((TAG_LAUNCH_SPEC.into(), spec.to_string()));
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<(String, Refusal)> = Vec::new();
     let markets: &[bool] = if cfg.spot { &[true, false] } else { &[false] };
@@ -154,6 +156,60 @@ async fn launch_some(
     }
     let refusals = refusals.iter().map(|(t, r)| format!("{t}: {}: {}", r.code, r.message)).collect();
     Err(LaunchFailed::NoCapacity { types: launch.types.clone(), refusals })
+}
+
+/// The join script's settings of this profile (no images: see [`fingerprint`]).
+fn join<'a>(cluster: &'a Cluster, profile: &'a ClusterProfile, cfg: &'a Ec2Capacity) -> Join<'a> {
+    Join {
+        cluster: profile.cluster_short_name(),
+        server_id: &cluster.server_id,
+        cluster_key: &cluster.key,
+        extra: cfg.user_data.as_deref(),
+        images: &[],
+    }
+}
+
+/// The fingerprint of what an instance launched now for `os` gets (the `gocd:launch-spec` tag):
+/// AMI, user data (without the pre-pulled images, which grow as elastic profiles are seen and do
+/// not change what the instance is), instance profile, key pair, root volume, security groups
+/// and public IP. A stopped instance is started again only while its tag matches.
+pub(super) fn fingerprint(
+    cluster: &Cluster,
+    profile: &ClusterProfile,
+    cfg: &Ec2Capacity,
+    ami_id: &str,
+    os: OsClass,
+) -> String {
+    let parts = [
+        ami_id.to_string(),
+        user_data::script(os, &join(cluster, profile, cfg)),
+        cfg.instance_profile.clone(),
+        cfg.key_pair.clone().unwrap_or_default(),
+        cfg.root_volume_gib.to_string(),
+        profile.security_group_ids.join(","),
+        profile.assign_public_ip.to_string(),
+    ];
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+        hasher.update([0u8]);
+    }
+    hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The fingerprint a new instance of this OS and architecture would have now (see
+/// [`fingerprint`]); `None` when no listed AMI has the architecture.
+pub(super) fn current_fingerprint(
+    cluster: &Cluster,
+    profile: &ClusterProfile,
+    cfg: &Ec2Capacity,
+    catalog: &Catalog,
+    os: OsClass,
+    arch: Arch,
+) -> Option<String> {
+    let ami = catalog.ami_for(arch, os)?;
+    let cfg = Ec2Capacity { root_volume_gib: cfg.root_volume_gib.max(ami.root_gib), ..cfg.clone() };
+    Some(fingerprint(cluster, profile, &cfg, &ami.id, os))
 }
 
 /// Why a group of instances was not launched; each reads as a sentence for server health.

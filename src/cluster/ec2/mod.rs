@@ -3,7 +3,9 @@
 //!
 //! - [`plan`]: the pure decisions — where each waiting task goes, how many instances to
 //!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
-//!   the cost benchmark (`benches/ec2_cost/`).
+//!   the cost benchmark (`benches/ec2_cost/`); [`plan::parked`] then rewrites a plan for the
+//!   stopped-instance pool (`Ec2StoppedInstances`: stop instead of terminate, start a stopped
+//!   instance instead of launching).
 //! - [`capacity`]: CPU units and MiB an instance type registers with ECS (the port's
 //!   `aws::ec2_types::sizes`).
 //! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
@@ -20,7 +22,9 @@
 //!
 //! # Invariants
 //! - Only instances carrying both our `gocd:server-id` and `gocd:cluster-profile` tags are
-//!   described, drained, deregistered or terminated.
+//!   described, drained, deregistered, stopped, started or terminated.
+//! - A stopped instance is started again only while its `gocd:launch-spec` fingerprint is the
+//!   profile's current one; it is neither placed on nor counted against `Ec2MaxInstances`.
 //! - An instance with a task on it (ECS's count or one we placed in the last minute) is never
 //!   retired; `Ec2MaxInstances` counts instances still starting.
 //! - create-agent never waits for capacity: the work waits here, in memory, with its

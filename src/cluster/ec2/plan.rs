@@ -221,6 +221,10 @@ pub enum RetireReason {
     Unhealthy,
     /// No task for `Ec2IdleMinutes`, and more instances than `Ec2MinInstances`.
     Idle,
+    /// Stopped with launch settings the cluster profile no longer has (`plan::parked`).
+    Stale,
+    /// Stopped, beyond `Ec2StoppedInstances`.
+    SurplusStopped,
 }
 
 impl RetireReason {
@@ -234,6 +238,10 @@ impl RetireReason {
                 "its ECS agent was disconnected or not ACTIVE, with no task, for Ec2RegisterTimeoutMinutes"
             }
             RetireReason::Idle => "it ran no task for Ec2IdleMinutes",
+            RetireReason::Stale => {
+                "it was stopped with launch settings (AMI, user data, instance type...) the cluster profile no longer has"
+            }
+            RetireReason::SurplusStopped => "more instances were stopped than Ec2StoppedInstances keeps",
         }
     }
 }
@@ -656,5 +664,6 @@ pub fn idle_since(
     }
 }
 
+pub mod parked;
 #[cfg(test)]
 mod tests;

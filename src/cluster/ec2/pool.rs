@@ -64,6 +64,27 @@ pub struct InstanceRecord {
     pub retiring: Option<RetireReason>,
     /// When EC2 warned that Spot will interrupt it (two minutes' notice).
     pub spot_warned_at: Option<SystemTime>,
+    /// The fingerprint of the launch settings it was launched with (`gocd:launch-spec`).
+    pub launch_spec: Option<String>,
+    /// When we started it again from the stopped pool; until its ECS agent is back (its
+    /// container instance ACTIVE and connected) it counts as starting, held to
+    /// `Ec2RegisterTimeoutMinutes` from then.
+    pub restarted_at: Option<SystemTime>,
+    /// When we stopped it (the most recently stopped is started first: its cache is newest).
+    pub stopped_at: Option<SystemTime>,
+}
+
+impl InstanceRecord {
+    /// Stopped or stopping in EC2: in the stopped pool, neither placed on nor counted against
+    /// `Ec2MaxInstances`.
+    pub fn parked(&self) -> bool {
+        matches!(self.ec2_state.as_str(), "stopping" | "stopped")
+    }
+
+    /// Started again from the stopped pool, its ECS agent not back yet.
+    pub fn restarting(&self) -> bool {
+        self.restarted_at.is_some() && !self.parked()
+    }
 }
 
 /// A task waiting for room, with everything needed to start it later.
@@ -97,6 +118,10 @@ pub struct Counters {
     pub terminated: u64,
     /// Tasks started on instances.
     pub placed: u64,
+    /// Idle instances stopped into the stopped pool (`Ec2StoppedInstances`).
+    pub stopped: u64,
+    /// Stopped instances started again instead of launching new ones.
+    pub restarted: u64,
 }
 
 /// What [`PoolState::observe`] found to clean up.
@@ -134,7 +159,16 @@ pub struct PoolState {
     pub counters: Counters,
     /// When the last pass finished, and its error if it failed.
     pub last_pass: Option<(SystemTime, Option<String>)>,
+    /// The images of the elastic profiles this cluster profile has run on EC2, the most recent
+    /// first (at most [`IMAGES_KEPT`]): new instances pull them at boot.
+    pub images: Vec<String>,
 }
+
+/// How many images [`PoolState::images`] keeps for the pre-pull at boot.
+pub const IMAGES_KEPT: usize = 20;
+
+/// A stopped instance as the planner sees it (`plan::parked`).
+pub use super::plan::parked::Parked;
 
 /// One cluster profile's EC2 capacity: state, loop and wake-up.
 #[derive(Debug, Default)]
@@ -213,6 +247,7 @@ impl PoolState {
             record.ec2_state = i.state;
             // A warning before a restart: the tag remembers it.
             record.spot_warned_at = record.spot_warned_at.or(i.spot_warned_at);
+            record.launch_spec = i.launch_spec;
             if let Some(t) = i.launched_at {
                 record.launched_at = t;
             }
@@ -256,6 +291,25 @@ impl PoolState {
                 c.tasks += u32::try_from(record.placed.len()).unwrap_or(u32::MAX);
                 c
             });
+            if record.parked() {
+                // A stopped instance's container instance stays registered (DRAINING, its agent
+                // disconnected) so that the agent comes back as the same one on start.
+                record.idle_since = None;
+                continue;
+            }
+            if record.restarted_at.is_some()
+                && record.ec2_state == "running"
+                && record.container.as_ref().is_some_and(|c| c.status == "ACTIVE" && c.connected)
+            {
+                // Its ECS agent is back: from now on it is registered like any other.
+                record.restarted_at = None;
+                record.registered_at = Some(now);
+                record.idle_since = None;
+            }
+            if record.restarting() {
+                record.idle_since = None;
+                continue;
+            }
             match &record.container {
                 Some(c) => {
                     record.registered_at.get_or_insert(now);
@@ -344,18 +398,20 @@ impl PoolState {
         self.catalog.as_ref().map_or_else(|| Arch::guess(instance_type), |c| c.arch_of(instance_type))
     }
 
-    /// The planner's view of the instances.
+    /// The planner's view of the instances (not the stopped ones: [`PoolState::parked`]). One
+    /// started again counts as starting, launched when it was started, until its agent is back.
     pub fn slots(&self) -> Vec<Slot> {
         self.instances
             .values()
+            .filter(|r| !r.parked())
             .map(|r| Slot {
                 id: r.id.clone(),
                 os: r.os,
                 instance_type: r.instance_type.clone(),
                 arch: self.arch_of(&r.instance_type),
-                launched_at: r.launched_at,
+                launched_at: r.restarted_at.unwrap_or(r.launched_at),
                 running: r.ec2_state == "running",
-                registered: r.container.as_ref().map(|c| Registered {
+                registered: r.container.as_ref().filter(|_| !r.restarting()).map(|c| Registered {
                     usable: c.status == "ACTIVE" && c.connected,
                     total: c.total,
                     remaining: c.remaining,
@@ -367,6 +423,42 @@ impl PoolState {
                 spot_warned: r.spot_warned_at.is_some(),
             })
             .collect()
+    }
+
+    /// The stopped pool as the planner sees it: `current` gives the fingerprint of the launch
+    /// settings a new instance of that OS and architecture would have now (`None`: unknown, and
+    /// then no stopped instance of it is started).
+    pub fn parked(&self, current: impl Fn(OsClass, Arch) -> Option<String>) -> Vec<Parked> {
+        self.instances
+            .values()
+            .filter(|r| r.parked() && r.retiring.is_none())
+            .map(|r| {
+                let arch = self.arch_of(&r.instance_type);
+                let fresh = match (current(r.os, arch), &r.launch_spec) {
+                    (Some(now), Some(then)) => Some(now == *then),
+                    // Launched before fingerprints, or by hand: not ours to start.
+                    (Some(_), None) => Some(false),
+                    (None, _) => None,
+                };
+                Parked {
+                    id: r.id.clone(),
+                    os: r.os,
+                    arch,
+                    instance_type: r.instance_type.clone(),
+                    stopped: r.ec2_state == "stopped",
+                    fresh,
+                    spot: r.spot,
+                    since: r.stopped_at.unwrap_or(r.launched_at),
+                }
+            })
+            .collect()
+    }
+
+    /// Records an image of work queued here, most recent first.
+    pub fn saw_image(&mut self, image: &str) {
+        self.images.retain(|i| i != image);
+        self.images.insert(0, image.to_string());
+        self.images.truncate(IMAGES_KEPT);
     }
 
     /// The planner's view of the waiting work.
@@ -389,8 +481,9 @@ impl PoolState {
     pub fn next_deadline(&self, policy: &Policy, now: SystemTime) -> Option<Duration> {
         self.instances
             .values()
-            .filter(|r| r.retiring.is_none())
+            .filter(|r| r.retiring.is_none() && !r.parked())
             .filter_map(|r| match (&r.container, r.idle_since) {
+                _ if r.restarting() => r.restarted_at.map(|t| t + policy.register_timeout),
                 // A surplus idle instance goes sooner than the warm spare: wake for the earlier.
                 (Some(_), Some(idle)) => Some(idle + plan::surplus_idle(policy.idle)),
                 (None, _) => Some(r.launched_at + policy.register_timeout),
@@ -402,7 +495,11 @@ impl PoolState {
 
     /// Whether the loop should come back soon: work waits, or instances are starting or going.
     pub fn busy(&self) -> bool {
-        !self.waiting.is_empty() || self.instances.values().any(|r| r.container.is_none() || r.retiring.is_some())
+        !self.waiting.is_empty()
+            || self.instances.values().any(|r| {
+                r.ec2_state == "stopping"
+                    || (!r.parked() && (r.container.is_none() || r.restarting() || r.retiring.is_some()))
+            })
     }
 }
 
@@ -422,6 +519,9 @@ fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_a
         placed: Vec::new(),
         retiring: None,
         spot_warned_at: None,
+        launch_spec: None,
+        restarted_at: None,
+        stopped_at: None,
     }
 }
 
@@ -444,6 +544,7 @@ mod tests {
             spot: false,
             os: OsClass::Linux,
             spot_warned_at: None,
+            launch_spec: None,
         }
     }
 

@@ -14,7 +14,9 @@ impl Pool {
     /// The status report's view of the pool.
     pub fn snapshot<T>(&self, cfg: &Ec2Capacity, when: impl Fn(SystemTime) -> T) -> PoolSnapshot<T> {
         let st = self.state();
-        let alive: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.retiring.is_none()).collect();
+        let alive: Vec<&InstanceRecord> =
+            st.instances.values().filter(|r| r.retiring.is_none() && !r.parked()).collect();
+        let stopped = st.instances.values().filter(|r| r.retiring.is_none() && r.parked()).count();
         let instances = st
             .instances
             .values()
@@ -59,8 +61,11 @@ impl Pool {
             idle_minutes: cfg.idle_minutes,
             register_timeout_minutes: cfg.register_timeout_minutes,
             counted: alive.len(),
-            starting: alive.iter().filter(|r| r.container.is_none()).count(),
-            registered: alive.iter().filter(|r| r.container.is_some()).count(),
+            starting: alive.iter().filter(|r| r.container.is_none() || r.restarting()).count(),
+            registered: alive.iter().filter(|r| r.container.is_some() && !r.restarting()).count(),
+            stopped,
+            stopped_instances: cfg.stopped_instances,
+            stopped_ebs_month: format!("{:.2} USD a month", stopped_ebs_usd_month(stopped, cfg.root_volume_gib)),
             waiting: st.waiting.len(),
             instances,
             counters: st.counters,
@@ -70,9 +75,21 @@ impl Pool {
     }
 }
 
+/// gp3 storage, USD per GiB-month (us-east-1, aws.amazon.com/ebs/pricing): what a stopped
+/// instance still costs, its root volume.
+pub const GP3_USD_PER_GIB_MONTH: f64 = 0.08;
+
+/// What `stopped` instances' root volumes of `gib` each cost a month.
+pub fn stopped_ebs_usd_month(stopped: usize, gib: u32) -> f64 {
+    stopped as f64 * f64::from(gib) * GP3_USD_PER_GIB_MONTH
+}
+
 fn instance_state(r: &InstanceRecord) -> String {
     match (&r.retiring, &r.container) {
         (Some(reason), _) => format!("retiring: {}", reason.describe()),
+        (None, _) if r.ec2_state == "stopping" => "stopping into the stopped pool".into(),
+        (None, _) if r.parked() => "stopped (Ec2StoppedInstances): started again before a new launch".into(),
+        (None, _) if r.restarting() => "started again, ECS agent reconnecting".into(),
         (None, None) => "starting (not registered yet)".into(),
         (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
             format!("registered, {}{}", c.status, if c.connected { "" } else { ", agent disconnected" })
@@ -111,6 +128,13 @@ pub struct PoolSnapshot<T> {
     pub registered: usize,
     /// Tasks waiting for room.
     pub waiting: usize,
+    /// Instances stopped (or stopping) in the stopped pool, not counted above.
+    pub stopped: usize,
+    /// `Ec2StoppedInstances`.
+    pub stopped_instances: u32,
+    /// What the stopped instances' root volumes cost a month (gp3, at `Ec2RootVolumeGiB`), as
+    /// `2.40 USD a month`.
+    pub stopped_ebs_month: String,
     /// Every instance.
     pub instances: Vec<InstanceRow<T>>,
     /// Totals.

@@ -315,6 +315,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         spot: false,
         os: super::OsClass::Linux,
         spot_warned_at: None,
+        launch_spec: None,
     };
     st.launched(&[instance], now - idle_for);
     let record = st.instances.get_mut(id).expect("recorded");
@@ -478,4 +479,243 @@ fn expect_described_by_id(aws: &Verifier, instances: &[String]) {
             assert!(!call.form.keys().any(|k| k.starts_with("InstanceId")), "no InstanceIds: {:?}", call.form);
         })
         .answers(ec2_answer("DescribeInstances", &set));
+}
+
+// The stopped-instance pool (`Ec2StoppedInstances`).
+
+/// The catalog the first pass would read (m5.large, the AMI), set without its calls; returns the
+/// fingerprint of the launch settings a new Linux instance gets now (`gocd:launch-spec`).
+fn catalog_read(w: &World) -> String {
+    use super::catalog::{AmiInfo, Catalog, TypeInfo};
+    let cfg = w.cluster.profile().ec2.clone().expect("EC2 settings");
+    let catalog = Catalog {
+        types: vec![TypeInfo {
+            name: "m5.large".into(),
+            arch: super::Arch::X86_64,
+            capacity: Some(super::Resources::new(2048, 7680)),
+        }],
+        amis: vec![AmiInfo {
+            id: "ami-0abcdef1234567890".into(),
+            arch: Some(super::Arch::X86_64),
+            os: super::OsClass::Linux,
+            root_gib: 30,
+        }],
+        estimated: None,
+        problems: vec![],
+        read_at: std::time::SystemTime::now(),
+        key: Catalog::key_of(&cfg),
+    };
+    let profile = w.cluster.profile();
+    let spec = super::launch::current_fingerprint(
+        &w.cluster,
+        &profile,
+        &cfg,
+        &catalog,
+        super::OsClass::Linux,
+        super::Arch::X86_64,
+    )
+    .expect("an AMI of the architecture");
+    w.cluster.ec2.state().catalog = Some(Arc::new(catalog));
+    spec
+}
+
+/// One instance of ours in `state`, tagged with the fingerprint of its launch settings.
+fn instance_with_spec(id: &str, state: &str, spec: &str) -> String {
+    instance_xml(id, state)
+        .replace("<tagSet>", &format!("<tagSet><item><key>gocd:launch-spec</key><value>{spec}</value></item>"))
+}
+
+/// The container instance a stopped instance left: DRAINING, its agent disconnected.
+fn expect_containers_json(aws: &Verifier, containers: &[serde_json::Value]) {
+    let arns: Vec<&serde_json::Value> = containers.iter().map(|c| &c["containerInstanceArn"]).collect();
+    aws.expect("ListContainerInstances").answers(json!({ "containerInstanceArns": arns }).to_string());
+    aws.expect("DescribeContainerInstances").answers(json!({ "containerInstances": containers }).to_string());
+}
+
+fn container_json(arn: &str, id: &str, status: &str, connected: bool) -> serde_json::Value {
+    json!({ "containerInstanceArn": arn, "ec2InstanceId": id, "status": status, "agentConnected": connected,
+        "registeredResources": [{ "name": "CPU", "type": "INTEGER", "integerValue": 2048 },
+                                { "name": "MEMORY", "type": "INTEGER", "integerValue": 7680 }],
+        "remainingResources": [{ "name": "CPU", "type": "INTEGER", "integerValue": 2048 },
+                               { "name": "MEMORY", "type": "INTEGER", "integerValue": 7680 }],
+        "runningTasksCount": 0, "pendingTasksCount": 0 })
+}
+
+#[tokio::test]
+async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
+    let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "1")]);
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0010";
+    registered_instance(&w, "i-0000000000000010", container, std::time::Duration::from_secs(11 * 60));
+    catalog_read(&w);
+    expect_described(&w.aws, &[instance_xml("i-0000000000000010", "running")]);
+    expect_containers(&w.aws, &[(container, "i-0000000000000010", 2048, 7680, 0)]);
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .with(move |call| {
+            assert_eq!(call.json["status"], "DRAINING", "nothing is placed on it while it stops");
+            assert_eq!(call.json["containerInstances"], json!([container]));
+        })
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    // Not deregistered: its ECS agent comes back as the same container instance on start.
+    w.aws
+        .expect("StopInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000010"))
+        .answers(ec2_answer("StopInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!((st.counters.stopped, st.counters.terminated), (1, 0));
+    let record = &st.instances["i-0000000000000010"];
+    assert!(record.parked() && record.retiring.is_none(), "{record:?}");
+    assert!(st.slots().is_empty(), "a stopped instance is neither placed on nor counted");
+}
+
+#[tokio::test]
+async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
+    let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "1")]);
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0011";
+    registered_instance(&w, "i-0000000000000011", container, std::time::Duration::from_secs(11 * 60));
+    let spec = catalog_read(&w);
+    expect_described(
+        &w.aws,
+        &[instance_with_spec("i-0000000000000012", "stopped", &spec), instance_xml("i-0000000000000011", "running")],
+    );
+    expect_containers(&w.aws, &[(container, "i-0000000000000011", 2048, 7680, 0)]);
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    w.aws
+        .expect("DeregisterContainerInstance")
+        .answers(json!({ "containerInstance": { "containerInstanceArn": container } }).to_string());
+    w.aws
+        .expect("TerminateInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000011"))
+        .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!((st.counters.stopped, st.counters.terminated), (0, 1));
+    assert!(st.instances["i-0000000000000012"].parked(), "the one stopped already is kept");
+}
+
+#[tokio::test]
+async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
+    let w = World::new(&[("Ec2StoppedInstances", "1")]);
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    let spec = catalog_read(&w);
+    let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0013";
+    expect_described(&w.aws, &[instance_with_spec("i-0000000000000013", "stopped", &spec)]);
+    expect_containers_json(&w.aws, &[container_json(container, "i-0000000000000013", "DRAINING", false)]);
+    // No RunInstances: the stopped instance is started.
+    w.aws
+        .expect("StartInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000013"))
+        .answers(ec2_answer("StartInstances", "<instancesSet/>"));
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .with(move |call| {
+            assert_eq!(call.json["status"], "ACTIVE", "back in service for its agent's return");
+            assert_eq!(call.json["containerInstances"], json!([container]));
+        })
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    driver::pass(&w.cluster).await.expect("pass 1");
+    {
+        let st = w.cluster.ec2.state();
+        assert_eq!((st.counters.restarted, st.counters.launched), (1, 0));
+        let slots = st.slots();
+        assert!(slots.len() == 1 && slots[0].registered.is_none(), "starting until its agent is back: {slots:?}");
+        assert_eq!(st.waiting.len(), 1);
+    }
+    // Its agent reconnects as the same container instance: the task starts on it.
+    expect_described(&w.aws, &[instance_with_spec("i-0000000000000013", "running", &spec)]);
+    expect_containers_json(&w.aws, &[container_json(container, "i-0000000000000013", "ACTIVE", true)]);
+    w.aws
+        .expect("StartTask")
+        .with(move |call| assert_eq!(call.json["containerInstances"], json!([container])))
+        .answers(
+            json!({ "tasks": [{ "taskArn": "arn:aws:ecs:us-east-1:123456789012:task/ci/t13",
+                "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/ci", "lastStatus": "PENDING",
+                "desiredStatus": "RUNNING", "launchType": "EC2", "containerInstanceArn": container }], "failures": [] })
+            .to_string(),
+        );
+    driver::pass(&w.cluster).await.expect("pass 2");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert!(st.waiting.is_empty(), "started");
+    assert!(!st.instances["i-0000000000000013"].restarting(), "registered like any other now");
+}
+
+#[tokio::test]
+async fn a_stopped_instance_with_stale_launch_settings_is_terminated_not_started() {
+    let w = World::new(&[("Ec2StoppedInstances", "2")]);
+    catalog_read(&w);
+    expect_described(&w.aws, &[instance_with_spec("i-0000000000000014", "stopped", "0000000000000000")]);
+    expect_containers(&w.aws, &[]);
+    w.aws
+        .expect("TerminateInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000014"))
+        .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let health = health(&w);
+    assert!(
+        health.contains("terminated EC2 instance i-0000000000000014") && health.contains("launch settings"),
+        "{health}"
+    );
+}
+
+#[tokio::test]
+async fn a_start_refused_for_capacity_launches_a_new_instance_instead() {
+    let w = World::new(&[("Ec2StoppedInstances", "1")]);
+    expect_first_create_agent(&w.aws);
+    w.cluster.create_agent(w.request(7)).await.expect("queued");
+    let spec = catalog_read(&w);
+    expect_described(&w.aws, &[instance_with_spec("i-0000000000000015", "stopped", &spec)]);
+    expect_containers(&w.aws, &[]);
+    w.aws.expect("StartInstances").fails(
+        500,
+        "InsufficientInstanceCapacity",
+        "We currently do not have sufficient m5.large capacity in the Availability Zone you requested (us-east-1a).",
+    );
+    // The subnets and groups the launch resolves (none cached yet).
+    let launched_spec = spec.clone();
+    w.aws
+        .expect("RunInstances")
+        .with(move |call| {
+            let tags = call.fields_under("TagSpecification.1.Tag.");
+            let at = tags.iter().position(|(_, v)| *v == "gocd:launch-spec").expect("the launch-spec tag");
+            assert_eq!(tags[at + 1].1, launched_spec, "tagged with the current settings' fingerprint: {tags:?}");
+        })
+        .answers(launched(&["i-0000000000000016"]));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let st = w.cluster.ec2.state();
+    assert_eq!((st.counters.restarted, st.counters.launched), (0, 1));
+    assert!(st.instances["i-0000000000000015"].parked(), "still stopped, started another time");
+}
+
+#[tokio::test]
+async fn stopped_instances_are_adopted_after_a_restart_and_the_surplus_terminated() {
+    // A new engine (the plugin restarted) with Ec2StoppedInstances lowered to 1: both stopped
+    // instances are adopted by their tags; the longest stopped goes.
+    let w = World::new(&[("Ec2StoppedInstances", "1")]);
+    let spec = catalog_read(&w);
+    let older = instance_with_spec("i-0000000000000017", "stopped", &spec);
+    let newer = instance_with_spec("i-0000000000000018", "stopped", &spec)
+        .replace("2026-12-03T10:00:00.000Z", "2026-12-03T11:00:00.000Z");
+    expect_described(&w.aws, &[older, newer]);
+    expect_containers(&w.aws, &[]);
+    w.aws
+        .expect("TerminateInstances")
+        .with(|call| assert_eq!(call.field("InstanceId.1"), "i-0000000000000017"))
+        .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    let cfg = w.cluster.profile().ec2.clone().expect("EC2 settings");
+    let report = w.cluster.ec2.snapshot(&cfg, |t| t);
+    assert_eq!((report.stopped, report.counted, report.stopped_instances), (1, 0, 1));
+    assert_eq!(report.stopped_ebs_month, "2.40 USD a month", "30 GiB of gp3");
+    let row = report.instances.iter().find(|r| r.id == "i-0000000000000018").expect("listed");
+    assert!(row.state.starts_with("stopped"), "{}", row.state);
 }

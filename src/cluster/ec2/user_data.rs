@@ -2,6 +2,19 @@
 //! GoCD server and cluster profile in the container instance's attributes, followed by the
 //! profile's `Ec2UserData`. Linux (ECS-optimised AMIs read `/etc/ecs/ecs.config`) or Windows
 //! (`Initialize-ECSAgent` of the ECS-optimised Windows AMIs), by the OS of the work it is for.
+//!
+//! # Image pre-pull (Linux)
+//! The ECS agent is told to use a cached image when the instance has one
+//! (`ECS_IMAGE_PULL_BEHAVIOR=prefer-cached`), and the script pulls the images of the elastic
+//! profiles this cluster profile has run (known at launch) in the background, detached, once
+//! Docker answers: the ECS agent registers as soon as it would without it, and the first task of
+//! each image on the instance skips its pull. Only images Docker can pull without credentials
+//! are pre-pulled ([`prepullable`]): the ECS-optimised AMIs carry no AWS CLI and no ECR
+//! credential helper, so a private ECR image (`*.dkr.ecr.*.amazonaws.com`) could only be pulled
+//! with a token fetched by hand, and a profile's `RepositoryCredentialsArn` is read by ECS with
+//! the task's execution role, which the instance does not have. Those images are pulled by ECS
+//! at the first task, as before. User data runs at the first boot only: an instance started
+//! again from the stopped pool keeps the images it had (its root volume is kept).
 
 use base64::Engine;
 
@@ -23,6 +36,37 @@ pub struct Join<'a> {
     pub cluster_key: &'a str,
     /// `Ec2UserData`, appended as it is.
     pub extra: Option<&'a str>,
+    /// Images to pull in the background at boot (Linux), the most wanted first; those that are
+    /// not [`prepullable`], and those past what fits in EC2's user data, are left out.
+    pub images: &'a [String],
+}
+
+/// Where the pre-pull's output goes on the instance.
+pub const PREPULL_LOG: &str = "/var/log/gocd-image-prepull.log";
+
+/// Whether Docker on the instance can pull `image` at boot without credentials, and the name is
+/// safe in a shell word: letters, digits and `.` `/` `:` `@` `_` `-` only, not a private ECR
+/// repository.
+pub fn prepullable(image: &str) -> bool {
+    let safe = !image.is_empty()
+        && image.len() <= 255
+        && !image.starts_with('-')
+        && image.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | ':' | '@' | '_' | '-'));
+    let host = image.split('/').next().unwrap_or_default();
+    let private_ecr = image.contains('/') && host.contains(".dkr.ecr.") && host.contains(".amazonaws.com");
+    safe && !private_ecr
+}
+
+/// The detached pre-pull of `images` (each [`prepullable`]): waits for Docker (up to 10 minutes),
+/// then pulls one at a time; a failure is logged on the instance and changes nothing else.
+fn prepull_line(images: &[&str]) -> String {
+    let words: Vec<String> = images.iter().map(|i| format!("'{i}'")).collect();
+    format!(
+        "setsid nohup /bin/bash -c 'for n in $(seq 1 300); do docker info >/dev/null 2>&1 && break; sleep 2; done; \
+         for image in \"$@\"; do docker pull \"$image\" || echo \"could not pre-pull $image\"; done' \
+         gocd-image-prepull {} >{PREPULL_LOG} 2>&1 </dev/null &\n",
+        words.join(" ")
+    )
 }
 
 /// The script, in clear text.
@@ -40,9 +84,27 @@ pub fn script(os: OsClass, join: &Join<'_>) -> String {
                  ECS_INSTANCE_ATTRIBUTES={attributes}\n\
                  ECS_ENABLE_TASK_IAM_ROLE=true\n\
                  ECS_CONTAINER_STOP_TIMEOUT=2m\n\
+                 ECS_IMAGE_PULL_BEHAVIOR=prefer-cached\n\
                  GOCD_ECS_CONFIG\n",
                 shell_safe(join.cluster)
             );
+            let extra_len = extra.map_or(0, |e| e.len() + 40);
+            let mut images: Vec<&str> = Vec::new();
+            for image in join.images.iter().map(String::as_str).filter(|i| prepullable(i)) {
+                if images.contains(&image) {
+                    continue;
+                }
+                images.push(image);
+                let len = s.len() + PREPULL_HEADER.len() + prepull_line(&images).len() + extra_len;
+                if len > crate::settings::EC2_USER_DATA_MAX {
+                    images.pop();
+                    break;
+                }
+            }
+            if !images.is_empty() {
+                s.push_str(PREPULL_HEADER);
+                s.push_str(&prepull_line(&images));
+            }
             if let Some(extra) = extra {
                 s.push_str("# Ec2UserData of the cluster profile:\n");
                 s.push_str(extra);
@@ -70,6 +132,9 @@ pub fn script(os: OsClass, join: &Join<'_>) -> String {
     }
 }
 
+const PREPULL_HEADER: &str =
+    "# Pull the cluster profile's agent images in the background; the ECS agent does not wait for it.\n";
+
 /// The script as RunInstances takes it (base64).
 pub fn encoded(os: OsClass, join: &Join<'_>) -> String {
     base64::engine::general_purpose::STANDARD.encode(script(os, join))
@@ -93,7 +158,14 @@ mod tests {
         // attribute JSON escaping nothing.
         let cluster = "c".repeat(255);
         let (server_id, cluster_key) = ("s".repeat(64), "k".repeat(64));
-        let join = Join { cluster: &cluster, server_id: &server_id, cluster_key: &cluster_key, extra: Some(&extra) };
+        let images: Vec<String> = (0..100).map(|n| format!("registry.example.com/team-{n}/gocd-agent:v{n}")).collect();
+        let join = Join {
+            cluster: &cluster,
+            server_id: &server_id,
+            cluster_key: &cluster_key,
+            extra: Some(&extra),
+            images: &images,
+        };
         for os in [OsClass::Linux, OsClass::Windows] {
             let len = script(os, &join).len();
             assert!(len <= EC2_USER_DATA_MAX, "{os:?}: {len} bytes");
@@ -101,7 +173,51 @@ mod tests {
     }
 
     fn join(extra: Option<&str>) -> Join<'_> {
-        Join { cluster: "gocd-agents", server_id: "sid-1", cluster_key: "0123456789ab", extra }
+        Join { cluster: "gocd-agents", server_id: "sid-1", cluster_key: "0123456789ab", extra, images: &[] }
+    }
+
+    #[test]
+    fn linux_prefers_cached_images_and_pre_pulls_public_ones_in_the_background() {
+        let images: Vec<String> = [
+            "gocd/gocd-agent-alpine-3.19:v24.1.0",
+            "public.ecr.aws/docker/library/eclipse-temurin:21",
+            "123456789012.dkr.ecr.us-east-1.amazonaws.com/ci/agent:1",
+            "evil'; rm -rf /; '",
+            "gocd/gocd-agent-alpine-3.19:v24.1.0",
+        ]
+        .map(String::from)
+        .to_vec();
+        let s = script(OsClass::Linux, &Join { images: &images, ..join(Some("echo extra")) });
+        assert!(s.contains("ECS_IMAGE_PULL_BEHAVIOR=prefer-cached\n"), "{s}");
+        let line = s.lines().find(|l| l.starts_with("setsid nohup ")).expect("a pre-pull line");
+        assert!(line.ends_with(" &"), "detached, in the background: {line}");
+        assert!(
+            line.contains("gocd-image-prepull 'gocd/gocd-agent-alpine-3.19:v24.1.0' 'public.ecr.aws/docker/library/eclipse-temurin:21' >"),
+            "public images once each, quoted, in order: {line}"
+        );
+        assert!(!s.contains("dkr.ecr") && !s.contains("rm -rf"), "no private ECR image, no unsafe name: {s}");
+        assert!(line.contains("docker info") && line.contains(PREPULL_LOG), "{line}");
+        // Before the operator's own lines, after the ECS config the agent reads.
+        let (config, prepull, extra) =
+            (s.find("GOCD_ECS_CONFIG\n#").unwrap(), s.find("setsid").unwrap(), s.find("echo extra").unwrap());
+        assert!(config < prepull && prepull < extra, "{s}");
+    }
+
+    #[test]
+    fn no_images_no_pre_pull_and_windows_never_pre_pulls() {
+        assert!(!script(OsClass::Linux, &join(None)).contains("docker pull"));
+        let images = vec!["gocd/gocd-agent-windows:v24".to_string()];
+        assert!(!script(OsClass::Windows, &Join { images: &images, ..join(None) }).contains("docker pull"));
+    }
+
+    #[test]
+    fn which_images_are_pulled_without_credentials() {
+        assert!(prepullable("gocd/gocd-agent-ubuntu-22.04:v24.1.0"));
+        assert!(prepullable("ghcr.io/acme/agent@sha256:0123abcd"));
+        assert!(prepullable("public.ecr.aws/acme/agent:1"));
+        assert!(!prepullable("123456789012.dkr.ecr.eu-west-1.amazonaws.com/agent:1"), "private ECR");
+        assert!(!prepullable("agent:1 && reboot"));
+        assert!(!prepullable("-v"));
     }
 
     #[test]

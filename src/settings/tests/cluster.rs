@@ -127,6 +127,7 @@ fn every_rule_has_a_good_and_a_bad_value() {
     check_rule(v, EC2, "Ec2IdleMinutes", "1440", &["0", "1441"]);
     check_rule(v, EC2, "Ec2RegisterTimeoutMinutes", "60", &["0", "61"]);
     check_rule(v, EC2, "Ec2ScaleOutWaitSeconds", "0", &["-1", "1801", "5m"]);
+    check_rule(v, EC2, "Ec2StoppedInstances", "50", &["-1", "51", "two"]);
     check_rule(v, EC2, "Ec2Spot", "FALSE", &["maybe"]);
     check_rule(v, EC2, "Ec2KeyPair", "ops key", &["cl\u{e9}"]);
     check_rule(v, EC2, "Ec2RootVolumeGiB", "30", &["29", "16385"]);
