@@ -15,6 +15,8 @@
 //! - [`settings`]: profiles parsed and validated.
 //! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor).
 //! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
+//! - [`ids`]: the ids that cross modules (agent id, cluster key, settings fingerprint, task ARN,
+//!   job key), each its own type.
 //!
 //! # Architecture invariants
 //! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
@@ -29,6 +31,7 @@ pub mod cli;
 pub mod cluster;
 pub mod error;
 pub mod handlers;
+pub mod ids;
 pub mod metrics;
 pub mod plugin;
 pub mod protocol;

@@ -13,12 +13,13 @@ use std::time::SystemTime;
 use super::gocd::console_line;
 use super::job_wait::{measure, StartPoints};
 use super::Cluster;
+use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
 
 /// One agent that took its job, to be announced.
 #[derive(Debug, Clone)]
 pub struct Took {
-    agent_id: String,
+    agent_id: AgentId,
     job: JobIdentifier,
     at: SystemTime,
     reused: bool,
@@ -32,13 +33,13 @@ impl Cluster {
     /// queued meanwhile too).
     pub(super) fn took_job(
         self: &Arc<Self>,
-        agent_id: &str,
+        agent_id: &AgentId,
         job: &JobIdentifier,
         at: SystemTime,
         reused: bool,
         console: bool,
     ) {
-        let took = Took { agent_id: agent_id.to_string(), job: job.clone(), at, reused, console };
+        let took = Took { agent_id: agent_id.clone(), job: job.clone(), at, reused, console };
         let start = {
             let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);
             pending.push(took);
@@ -79,7 +80,7 @@ impl Cluster {
                 .filter(|t| !t.reused)
                 .filter_map(|t| registry.get(&t.agent_id))
                 .filter(|a| a.task.as_ref().is_none_or(|t| t.pull_stopped_at.is_none() || t.started_at.is_none()))
-                .filter_map(|a| a.task_arn.clone())
+                .filter_map(|a| a.task_arn.as_deref().map(str::to_string))
                 .collect()
         };
         if missing.is_empty() {

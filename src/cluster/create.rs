@@ -29,6 +29,7 @@ use super::launch::{run_task, run_task_on_demand, Capacity};
 use super::registry::{NewAgent, Reservation};
 use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
 use super::Cluster;
+use crate::ids::{AgentId, SettingsFingerprint};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::secret::Secret;
@@ -44,7 +45,7 @@ pub struct AgentRequest {
     /// cluster says meanwhile.
     pub profile: Arc<ClusterProfile>,
     /// Its settings fingerprint (`identity::settings_fingerprint`).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// The job that needs an agent.
     pub job: JobIdentifier,
     /// The pipeline's environment.
@@ -168,7 +169,7 @@ impl Cluster {
         self: &Arc<Self>,
         snapshot: &RequestSnapshot,
         request: &AgentRequest,
-        agent_id: String,
+        agent_id: AgentId,
         attempt: u32,
         server_url: String,
     ) -> Result<(String, Created), EngineError> {
@@ -243,7 +244,7 @@ impl Cluster {
         let job = &request.job;
         match reserved {
             Reservation::Existing(agent_id) => {
-                tracing::info!(job = %job.locator(), agent_id, "an agent already serves this job; nothing to start");
+                tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), "an agent already serves this job; nothing to start");
                 if profile.launch_type == LaunchType::Ec2 {
                     // Still waiting for room? It registers with the newest key GoCD sent.
                     self.ec2.renew(&agent_id, &request.auto_register_key, SystemTime::now());
@@ -252,7 +253,7 @@ impl Cluster {
             }
             Reservation::Reused { agent_id, jobs, max_jobs } => {
                 let line = reused_line(&agent_id, jobs, max_jobs);
-                tracing::info!(job = %job.locator(), agent_id, jobs, "reused a kept agent");
+                tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), jobs, "reused a kept agent");
                 let _ = self.gocd.console_log(job, console_line(line)).await;
                 Created::Reused
             }

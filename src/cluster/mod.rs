@@ -67,6 +67,7 @@ use self::task_definition::TaskDefinitionRef;
 use self::tasks::TaskView;
 use crate::aws::network::{self, Network};
 use crate::aws::{AwsClients, AwsError};
+use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, ElasticProfile};
@@ -82,7 +83,7 @@ pub struct Refresh {
     /// Tasks of records that no longer run, described one more time for their stop reason.
     pub described: Vec<TaskView>,
     /// Task ARNs of records that ECS no longer knows at all.
-    pub missing: Vec<String>,
+    pub missing: Vec<TaskArn>,
 }
 
 /// Knobs of the engine (`serve`'s options).
@@ -103,7 +104,7 @@ impl Default for EngineOptions {
 #[derive(Debug)]
 pub struct Cluster {
     /// Hash of (region, cluster, role): tags and agent ids carry it.
-    pub key: String,
+    pub key: ClusterKey,
     /// GoCD's server id.
     pub server_id: String,
     /// Our `startedBy` in this cluster.
@@ -120,7 +121,7 @@ pub struct Cluster {
     /// Orphan tasks stopped by the sweep so far.
     pub swept_orphans: std::sync::atomic::AtomicU64,
     /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
-    pub orphan_marks: Mutex<std::collections::HashSet<String>>,
+    pub orphan_marks: Mutex<std::collections::HashSet<TaskArn>>,
     /// Held while server-ping reconciles this profile: never twice at once.
     ping_lock: tokio::sync::Mutex<()>,
     /// Agents that took their jobs, to be announced (`assigned.rs`).
@@ -149,7 +150,7 @@ pub struct Cluster {
 impl Cluster {
     /// A cluster profile's state, empty until [`Cluster::ensure_adopted`].
     pub fn new(
-        key: String,
+        key: ClusterKey,
         server_id: String,
         aws: Arc<AwsClients>,
         profile: ClusterProfile,
@@ -207,7 +208,12 @@ impl Cluster {
     /// this job, or it waits for its next job (warm starts) and `offer` — asked only then —
     /// matches what it runs: it is then bound to this job, and the job's console says so.
     /// Memory only: GoCD asks under a global lock (the console line is sent in the background).
-    pub fn should_assign(self: &Arc<Self>, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
+    pub fn should_assign(
+        self: &Arc<Self>,
+        agent_id: &AgentId,
+        job: &JobIdentifier,
+        offer: impl FnOnce() -> Offer,
+    ) -> bool {
         let now = SystemTime::now();
         // One lock: the answer, and whether it is the agent taking its job (its wait announced
         // once; not for an agent adopted after a restart) and whether it was kept before.
@@ -232,7 +238,7 @@ impl Cluster {
                 true
             }
             Assignment::Reused { jobs, max_jobs } => {
-                tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
+                tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "reused a kept agent");
                 let line = create::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, owned) = (self.gocd.clone(), job.clone());
                 tokio::spawn(async move {
@@ -327,7 +333,7 @@ impl Cluster {
         // Tasks already tracked need none of our own tags back (their records hold them): dropped
         // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
         // "Performance"). Still one DescribeTasks per 100 ARNs.
-        let known: std::collections::HashSet<String> =
+        let known: std::collections::HashSet<TaskArn> =
             self.registry().all().filter_map(|a| a.task_arn.clone()).collect();
         let mut running = Vec::with_capacity(arns.len());
         for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
@@ -336,7 +342,7 @@ impl Cluster {
             // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
             // is described below as fallen out of the list.
             let views = views.into_iter().filter(|t| t.desired_status != "STOPPED");
-            running.extend(views.map(|t| if known.contains(&t.arn) { t.without_own_tags() } else { t }));
+            running.extend(views.map(|t| if known.contains(t.arn.as_str()) { t.without_own_tags() } else { t }));
         }
         drop(known);
         let running_arns: std::collections::HashSet<&str> = running.iter().map(|t| t.arn.as_str()).collect();
@@ -344,7 +350,7 @@ impl Cluster {
             .registry()
             .all()
             .filter(|a| a.phase == registry::Phase::Running || a.phase == registry::Phase::Stopping)
-            .filter_map(|a| a.task_arn.clone())
+            .filter_map(|a| a.task_arn.as_deref().map(str::to_string))
             .filter(|arn| !running_arns.contains(arn.as_str()))
             .collect();
         let mut described = Vec::new();
@@ -352,7 +358,7 @@ impl Cluster {
         if !fallen.is_empty() {
             described = tasks::describe(&self.aws(), cluster, &suffix, &fallen, &self.server_id, &self.key).await?;
             let seen: std::collections::HashSet<&str> = described.iter().map(|t| t.arn.as_str()).collect();
-            missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).cloned().collect();
+            missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).map(TaskArn::from).collect();
             // Still listed as running elsewhere? Then it is only a task ECS described as running.
             described.retain(|t| t.is_stopping() || !running_arns.contains(t.arn.as_str()));
         }

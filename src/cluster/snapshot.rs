@@ -13,6 +13,7 @@ use super::identity::{client_token, task_tags, TaskLabels};
 use super::providers::ProviderKinds;
 use super::task_definition::{self, TaskDefinitionRef};
 use crate::aws::network::Network;
+use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
@@ -24,7 +25,7 @@ pub struct RequestSnapshot {
     /// The cluster profile GoCD sent with the request.
     pub profile: Arc<ClusterProfile>,
     /// Its settings fingerprint (`identity::settings_fingerprint`).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// The elastic profile, parsed and checked against `profile`.
     pub elastic: Arc<ElasticProfile>,
     /// The kinds of `profile`'s capacity providers, when it has a strategy.
@@ -41,7 +42,7 @@ impl RequestSnapshot {
         cluster_key: &str,
         region: &str,
         profile: Arc<ClusterProfile>,
-        settings: String,
+        settings: SettingsFingerprint,
         elastic: Arc<ElasticProfile>,
         kinds: Option<Arc<ProviderKinds>>,
     ) -> Self {
@@ -64,7 +65,7 @@ impl RequestSnapshot {
 #[derive(Debug, Clone)]
 pub struct Work {
     /// The reserved agent id (`GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`).
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Which launch for the job (1 for the first).
     pub attempt: u32,
     /// The job it is for.
@@ -80,7 +81,7 @@ pub struct Work {
     /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use; GoCD sends a new one with each create-agent).
     pub auto_register_key: Secret<String>,
     /// The cluster profile's settings fingerprint (tagged, for `MaxAgents` after a restart).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
 }
 
 /// Everything one RunTask or StartTask sends, built once per create-agent by
@@ -100,7 +101,7 @@ pub struct LaunchSpec {
     /// GoCD's server id.
     pub server_id: String,
     /// The cluster profile's key.
-    pub cluster_key: String,
+    pub cluster_key: ClusterKey,
     /// Every tag: ours, then the profiles' (`docs/protocol.md`, "What a task carries").
     pub tags: Vec<(String, String)>,
     /// Idempotency token for this job and attempt.

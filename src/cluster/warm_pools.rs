@@ -22,6 +22,7 @@ use super::registry::NewAgent;
 use super::snapshot::RequestSnapshot;
 use super::warm::{self, IdleAgent, PoolView, UnusedKey};
 use super::Cluster;
+use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{LaunchType, Reuse};
 
@@ -40,7 +41,7 @@ const MAX_KEYS_PER_POOL: usize = 100;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PoolId {
     elastic_profile: String,
-    settings: String,
+    settings: SettingsFingerprint,
     environment: Option<String>,
 }
 
@@ -303,7 +304,7 @@ impl Cluster {
             return;
         }
         match self.start(snapshot, &request, agent_id.clone(), 1, key.server_url).await {
-            Ok((line, _)) => tracing::info!(agent_id, "warm agent started: {line}"),
+            Ok((line, _)) => tracing::info!(agent_id = agent_id.as_str(), "warm agent started: {line}"),
             Err(e) => {
                 self.registry().launch_failed(&agent_id, format!("launch failed: {e}"), SystemTime::now());
                 self.event(HealthKind::Warning, format!("could not start a warm agent: {e}"));

@@ -24,6 +24,7 @@ use crate::cluster::events::Event;
 use crate::cluster::registry::{AgentRecord, Phase};
 use crate::cluster::tasks::ContainerView;
 use crate::cluster::Cluster;
+use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::ClusterProfile;
 
@@ -33,7 +34,7 @@ pub struct ClusterSnapshot {
     /// Cluster name or ARN.
     pub cluster_name: String,
     /// Profile key.
-    pub key: String,
+    pub key: ClusterKey,
     /// Region.
     pub region: String,
     /// FARGATE, FARGATE_SPOT or EC2, or the `CapacityProviderStrategy` in words.
@@ -138,7 +139,7 @@ pub struct JobView {
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentRow {
     /// Agent id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Its job.
     pub job: JobView,
     /// State for people: launching, starting, idle, building, stopping, stopped.
@@ -160,7 +161,7 @@ pub struct AgentRow {
     /// Task id (last ARN segment).
     pub task_id: Option<String>,
     /// Task ARN.
-    pub task_arn: Option<String>,
+    pub task_arn: Option<TaskArn>,
     /// ECS console link to the task.
     pub task_url: Option<String>,
     /// Why it stopped.
@@ -314,7 +315,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
     let sum = |f: fn(&OpCounts) -> u64| calls.iter().map(|c| f(&c.counts)).sum::<u64>();
     let max = profile.max_agents.max(1) as usize;
     ClusterSnapshot {
-        key: facts.key.to_string(),
+        key: facts.key.into(),
         launch_type: match &profile.capacity_providers {
             Some(strategy) => strategy.to_string(),
             None => profile.launch_type.as_str().to_string(),

@@ -14,7 +14,7 @@ use crate::protocol::host_calls::HealthKind;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Removed {
     /// Tasks ECS accepted to stop (or no longer knew).
-    pub stopped_tasks: Vec<String>,
+    pub stopped_tasks: Vec<crate::ids::TaskArn>,
     /// Instances terminated.
     pub terminated_instances: Vec<String>,
     /// Container instances deregistered.

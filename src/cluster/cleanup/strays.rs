@@ -23,6 +23,7 @@ use super::plan;
 use crate::aws::{ec2, AwsError};
 use crate::cluster::identity::started_by;
 use crate::cluster::{cluster_arn_suffix, tasks, Cluster};
+use crate::ids::ClusterKey;
 
 /// How often the leftover sweep runs after its first pass.
 pub const LEFTOVER_SWEEP_EVERY: Duration = Duration::from_secs(30 * 60);
@@ -33,7 +34,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed ListTasks or DescribeTasks: nothing is taken as gone.
-    pub async fn stop_strays(&self, key: &str) -> Result<usize, AwsError> {
+    pub async fn stop_strays(&self, key: &ClusterKey) -> Result<usize, AwsError> {
         let (profile, aws) = (self.profile(), self.aws());
         let cluster = profile.cluster_name.as_str();
         let arns = tasks::list_running(&aws, cluster, &started_by(&self.server_id, key)).await?;
@@ -52,7 +53,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed ListTasks or DescribeTasks: nothing is taken as gone.
-    pub async fn stop_leftover_tasks(&self, live: &HashSet<String>) -> Result<usize, AwsError> {
+    pub async fn stop_leftover_tasks(&self, live: &HashSet<ClusterKey>) -> Result<usize, AwsError> {
         let (profile, aws) = (self.profile(), self.aws());
         let cluster = profile.cluster_name.as_str();
         let arns = tasks::list_all_running(&aws, cluster).await?;
@@ -69,7 +70,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed DescribeInstances or TerminateInstances.
-    pub async fn terminate_leftover_instances(&self, live: &HashSet<String>) -> Result<usize, AwsError> {
+    pub async fn terminate_leftover_instances(&self, live: &HashSet<ClusterKey>) -> Result<usize, AwsError> {
         let of_server = ec2::of_server(&self.aws(), &self.server_id).await?;
         let removed = self.clean_up(plan::leftover_instances(of_server, live)).await?;
         Ok(removed.terminated_instances.len())

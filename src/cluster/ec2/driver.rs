@@ -23,6 +23,7 @@ use crate::cluster::error::EngineError;
 use crate::cluster::registry::Phase;
 use crate::cluster::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
+use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, Ec2Capacity};
 
@@ -253,7 +254,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
 /// work whose reservation is no longer live.
 fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) {
     let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60).max(WAITING_EXPIRES_AFTER);
-    let expired: Vec<String> = {
+    let expired: Vec<AgentId> = {
         let registry = cluster.registry();
         let mut st = cluster.ec2.state();
         let mut expired = Vec::new();
@@ -297,7 +298,7 @@ fn wind_down() -> Ec2Capacity {
 }
 
 fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
+    let dropped: Vec<AgentId> = cluster.ec2.state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
         registry.stopped(&id, why, SystemTime::now());

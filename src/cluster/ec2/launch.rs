@@ -96,7 +96,7 @@ async fn launch_some(
     let mut tags: Vec<(String, String)> =
         profile.tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && k != "Name").cloned().collect();
     tags.push((TAG_SERVER_ID.into(), cluster.server_id.clone()));
-    tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.clone()));
+    tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.to_string()));
     tags.push((TAG_OS.into(), os.as_str().into()));
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<(String, Refusal)> = Vec::new();

@@ -112,7 +112,7 @@ impl Cluster {
             }
         };
         let now = SystemTime::now();
-        let jobs: Vec<(String, crate::protocol::types::JobIdentifier)> = {
+        let jobs: Vec<(crate::ids::AgentId, crate::protocol::types::JobIdentifier)> = {
             let mut registry = self.registry();
             let found: Vec<_> = arns
                 .iter()
@@ -159,7 +159,7 @@ impl Cluster {
         let finished = self.registry().is_finished(record.job.job_id);
         let listed = self.gocd.list_agents().await?.iter().any(|a| a.agent_id == agent_id);
         let steps = on_stopped(&record, finished, listed);
-        tracing::info!(agent_id, task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
+        tracing::info!(agent_id = agent_id.as_str(), task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
         if steps.is_empty() {
             // Stopped as asked (the job completed): the record follows.
             self.registry().stopped(&agent_id, "job completed", SystemTime::now());

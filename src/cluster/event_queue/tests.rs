@@ -57,12 +57,12 @@ impl World {
         self.cluster.create_agent(request).await.expect("launched");
         let agent = self.cluster.registry().live_for_job(job_id).cloned().expect("a live agent");
         self.gocd.agents.lock().unwrap().push(AgentMetadata {
-            agent_id: agent.agent_id.clone(),
+            agent_id: agent.agent_id.to_string(),
             agent_state: AgentState::Building,
             build_state: BuildState::Building,
             config_state: ConfigState::Enabled,
         });
-        (agent.agent_id, agent.task_arn.expect("a task"))
+        (agent.agent_id.into(), agent.task_arn.expect("a task").into())
     }
 
     async fn poll(&self) -> Option<std::time::Duration> {
@@ -225,7 +225,7 @@ async fn an_unreadable_queue_is_told_in_health_and_polling_carries_on() {
     // server-ping still removes the agent of a stopped task.
     w.aws.stop_by_ecs(&arn, "Task stopped by hand");
     let gocd: std::collections::HashMap<_, _> =
-        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.clone(), a.clone())).collect();
+        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.as_str().into(), a.clone())).collect();
     w.cluster.ping(gocd).await.expect("ping");
     assert_eq!(w.gocd.deleted(), vec![agent]);
     // A read that works again clears the error.
@@ -242,7 +242,7 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
     w.aws.stop_by_ecs(&arn, "Task stopped by hand");
     w.aws.stop_by_ecs(&late_arn, "Task stopped by hand");
     let gocd: std::collections::HashMap<_, _> =
-        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.clone(), a.clone())).collect();
+        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.as_str().into(), a.clone())).collect();
     w.cluster.ping(gocd).await.expect("ping");
     assert!(w.gocd.deleted().contains(&agent), "server-ping removed it");
     // The second stop's event comes, late: that one was not missed.

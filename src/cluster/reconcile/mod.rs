@@ -29,7 +29,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed refresh (nothing was decided), or a failed call to GoCD while applying.
-    pub async fn ping(&self, gocd: HashMap<String, AgentMetadata>) -> Result<PingReport, EngineError> {
+    pub async fn ping(&self, gocd: HashMap<crate::ids::AgentId, AgentMetadata>) -> Result<PingReport, EngineError> {
         let _one_at_a_time = self.ping_lock.lock().await;
         let refreshed_at = SystemTime::now();
         // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use super::launch::Capacity;
 use super::tasks::TaskView;
+use crate::ids::{AgentId, JobKey, SettingsFingerprint, TaskArn};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::Reuse;
 
@@ -59,7 +60,7 @@ impl Phase {
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentRecord {
     /// The elastic agent id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// The job it was started for.
     pub job: JobIdentifier,
     /// The pipeline's environment.
@@ -68,7 +69,7 @@ pub struct AgentRecord {
     pub elastic_profile: String,
     /// The [`settings_fingerprint`](crate::cluster::identity::settings_fingerprint) of the
     /// cluster profile it was started under: `MaxAgents` counts per fingerprint.
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// Image it runs.
     pub image: String,
     /// Which launch for this job (1 for the first).
@@ -76,7 +77,7 @@ pub struct AgentRecord {
     /// Its phase.
     pub phase: Phase,
     /// Its task, once RunTask answered.
-    pub task_arn: Option<String>,
+    pub task_arn: Option<TaskArn>,
     /// Where it runs, once known.
     pub capacity: Option<Capacity>,
     /// When create-agent reserved it (or when we adopted it); for an EC2 agent, when StartTask
@@ -115,7 +116,7 @@ pub struct AgentRecord {
 
 impl AgentRecord {
     /// A new agent, reserved at `now` for `job`'s create-agent: launching, its first attempt.
-    fn launching(agent_id: String, job: &JobIdentifier, new: NewAgent, now: SystemTime) -> Self {
+    fn launching(agent_id: AgentId, job: &JobIdentifier, new: NewAgent, now: SystemTime) -> Self {
         AgentRecord {
             agent_id,
             job: job.clone(),
@@ -158,7 +159,7 @@ pub struct NewAgent {
     /// Hash of its elastic profile.
     pub elastic_profile: String,
     /// The cluster profile's settings fingerprint.
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// Image it runs.
     pub image: String,
     /// Warm starts, when its elastic profile has them on.
@@ -169,11 +170,11 @@ pub struct NewAgent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reservation {
     /// A live agent already serves this job.
-    Existing(String),
+    Existing(AgentId),
     /// An agent kept after its last job (warm starts) now serves this one: no new task.
     Reused {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// How many jobs it has been given, this one included.
         jobs: usize,
         /// `ReuseMaxJobs`.
@@ -190,7 +191,7 @@ pub enum Reservation {
     /// A slot is reserved for this agent id and launch attempt.
     Reserved {
         /// The new agent id.
-        agent_id: String,
+        agent_id: AgentId,
         /// Launch attempt for the job.
         attempt: u32,
     },
@@ -205,15 +206,15 @@ pub const LAUNCH_SETTLE: Duration = Duration::from_secs(5);
 pub struct Registry {
     /// Boxed: a record is large, and B-tree nodes filled in id order stay half empty; a box per
     /// record keeps that slack to a pointer (half a kilobyte less per agent, README "Performance").
-    agents: BTreeMap<String, Box<AgentRecord>>,
+    agents: BTreeMap<AgentId, Box<AgentRecord>>,
     /// Job ids GoCD reported completed, and when.
     finished_jobs: BTreeMap<i64, SystemTime>,
     /// Agents whose RunTask may have started a task whose answer was lost: (since, why).
-    unknown_launches: BTreeMap<String, (SystemTime, String)>,
+    unknown_launches: BTreeMap<AgentId, (SystemTime, String)>,
     /// Jobs (as they survive a reschedule) whose agent Spot interrupted, and when.
-    interrupted_jobs: BTreeMap<String, SystemTime>,
+    interrupted_jobs: BTreeMap<JobKey, SystemTime>,
     /// Agents counted in `interruptions`.
-    interrupted_agents: std::collections::BTreeSet<String>,
+    interrupted_agents: std::collections::BTreeSet<AgentId>,
     /// Spot interruptions so far.
     interruptions: u64,
     /// Warm starts: jobs given to a kept agent, and jobs of a reuse-enabled elastic profile
@@ -222,7 +223,7 @@ pub struct Registry {
     reuse_misses: u64,
     /// Agents whose job-completion is disabling, stopping and deleting them right now: no
     /// server-ping pass or task event does any of it a second time meanwhile.
-    completing: std::collections::BTreeSet<String>,
+    completing: std::collections::BTreeSet<AgentId>,
 }
 
 impl Registry {
@@ -277,7 +278,7 @@ impl Registry {
     pub fn reserve(
         &mut self,
         job: &JobIdentifier,
-        new_agent_id: String,
+        new_agent_id: AgentId,
         max_agents: usize,
         new: NewAgent,
         now: SystemTime,
@@ -320,7 +321,7 @@ impl Registry {
     pub fn launched(&mut self, agent_id: &str, task: TaskView, capacity: Capacity) {
         self.unknown_launches.remove(agent_id);
         if let Some(a) = self.agents.get_mut(agent_id) {
-            a.task_arn = Some(task.arn.clone());
+            a.task_arn = Some(task.arn.as_str().into());
             a.capacity = Some(capacity);
             if a.phase == Phase::Launching {
                 a.phase = Phase::Running;
@@ -347,11 +348,11 @@ impl Registry {
 
     /// GoCD's job is done: the agent's task is to be stopped. Returns its task, if it has one,
     /// or `None` when the agent is not ours.
-    pub fn stopping(&mut self, agent_id: &str) -> Option<Option<String>> {
+    pub fn stopping(&mut self, agent_id: &str) -> Option<Option<TaskArn>> {
         let a = self.get_mut(agent_id)?;
         a.phase = Phase::Stopping;
         let task = a.task_arn.clone();
-        self.completing.insert(agent_id.to_string());
+        self.completing.insert(agent_id.into());
         Some(task)
     }
 
@@ -400,7 +401,7 @@ impl Registry {
     /// The RunTask of a launching agent may have started a task that we could not see.
     pub fn launch_unknown(&mut self, agent_id: &str, now: SystemTime) {
         if self.agents.get(agent_id).is_some_and(|a| a.phase == Phase::Launching && a.task_arn.is_none()) {
-            self.unknown_launches.insert(agent_id.to_string(), (now, "launch failed".to_string()));
+            self.unknown_launches.insert(agent_id.into(), (now, "launch failed".to_string()));
         }
     }
 
@@ -410,7 +411,7 @@ impl Registry {
     /// how many were settled either way.
     pub fn settle_unknown_launches(&mut self, refreshed_at: SystemTime) -> usize {
         let mut settled = 0;
-        let unknown: Vec<(String, (SystemTime, String))> =
+        let unknown: Vec<(AgentId, (SystemTime, String))> =
             self.unknown_launches.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (agent_id, (since, why)) in unknown {
             let found = self.agents.get(&agent_id).is_none_or(|a| a.task_arn.is_some() || a.phase != Phase::Launching);
@@ -428,9 +429,9 @@ impl Registry {
 
     /// The cluster profile was edited in place (cluster-profile-changed): its agents count
     /// against the edited profile's `MaxAgents` from now on.
-    pub fn settings_changed(&mut self, old: &str, new: &str) {
-        for a in self.all_mut().filter(|a| a.settings == old) {
-            a.settings = new.to_string();
+    pub fn settings_changed(&mut self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
+        for a in self.all_mut().filter(|a| a.settings == *old) {
+            a.settings = new.clone();
         }
     }
 

@@ -11,6 +11,7 @@
 use std::time::SystemTime;
 
 use super::{Phase, Registry};
+use crate::ids::SettingsFingerprint;
 use crate::protocol::types::JobIdentifier;
 
 /// What a job asks of an agent, to be given a kept one.
@@ -21,7 +22,7 @@ pub struct Offer {
     /// Hash of the job's elastic profile (`settings::profile_hash`).
     pub elastic_profile: String,
     /// The cluster profile's settings fingerprint.
-    pub settings: String,
+    pub settings: SettingsFingerprint,
 }
 
 /// should-assign-work's answer.
@@ -96,7 +97,7 @@ impl Registry {
         job: &JobIdentifier,
         offer: &Offer,
         now: SystemTime,
-    ) -> Option<(String, usize)> {
+    ) -> Option<(crate::ids::AgentId, usize)> {
         let ready = |a: &super::AgentRecord| !a.served_jobs.is_empty() || a.registered_at.is_some();
         let agent_id = self
             .all()

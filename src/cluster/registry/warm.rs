@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use super::{AgentRecord, NewAgent, Phase, Registry};
+use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::JobIdentifier;
 
 impl Registry {
@@ -14,7 +15,7 @@ impl Registry {
     pub fn reserve_warm(
         &mut self,
         lender: &JobIdentifier,
-        agent_id: String,
+        agent_id: AgentId,
         max_agents: usize,
         new: NewAgent,
         now: SystemTime,
@@ -35,7 +36,7 @@ impl Registry {
 
     /// Takes a waiting agent out of its pool to stop it: returns its task, or `None` when it no
     /// longer waits (GoCD gave it a job meanwhile) or has no task yet.
-    pub fn retire_waiting(&mut self, agent_id: &str) -> Option<String> {
+    pub fn retire_waiting(&mut self, agent_id: &str) -> Option<TaskArn> {
         let a = self.get_mut(agent_id)?;
         if a.phase != Phase::Running || a.waiting_since.is_none() {
             return None;
