@@ -131,7 +131,7 @@ impl Cluster {
             elastic_profile: snapshot.elastic.hash.clone(),
             settings: snapshot.settings.clone(),
             image: snapshot.elastic.image.clone(),
-            reuse: super::warm_pools::reuse_of(&snapshot),
+            reuse: snapshot.reuse(),
         };
         let agent_id = new_agent_id(&self.key, &request.job);
         let reserved =

@@ -8,6 +8,7 @@
 //! it).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::identity::{client_token, task_tags, TaskLabels};
 use super::providers::ProviderKinds;
@@ -17,7 +18,13 @@ use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, ElasticProfile};
+use crate::settings::{ClusterProfile, ElasticProfile, Reuse};
+
+/// How long an agent of a warm profile may wait for a job when the profile sets no
+/// `ReuseIdleMinutes`: the pool's pass retires the surplus long before.
+pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
+/// Jobs one agent of a warm profile runs when the profile sets no `ReuseMaxJobs`.
+pub const WARM_MAX_JOBS: u32 = 10;
 
 /// What one create-agent works on, computed once.
 #[derive(Debug, Clone)]
@@ -57,6 +64,15 @@ impl RequestSnapshot {
     /// [`RequestSnapshot::family`] is a family of ours.
     pub fn registers_its_own(&self) -> bool {
         self.elastic.task_definition_arn.is_none()
+    }
+
+    /// The `Reuse` of an agent of this elastic profile: its own, else the warm pool's.
+    pub fn reuse(&self) -> Option<Reuse> {
+        match (self.elastic.reuse, self.elastic.warm.is_on()) {
+            (Some(reuse), _) => Some(reuse),
+            (None, true) => Some(Reuse { idle: WARM_IDLE, max_jobs: WARM_MAX_JOBS }),
+            (None, false) => None,
+        }
     }
 }
 

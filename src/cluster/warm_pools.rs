@@ -24,13 +24,8 @@ use super::warm::{self, IdleAgent, PoolView, UnusedKey};
 use super::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
-use crate::settings::{LaunchType, Reuse};
+use crate::settings::LaunchType;
 
-/// How long an agent of a warm profile may wait for a job when the profile sets no
-/// `ReuseIdleMinutes`: the pool's pass retires the surplus long before.
-pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
-/// Jobs one agent of a warm profile runs when the profile sets no `ReuseMaxJobs`.
-pub const WARM_MAX_JOBS: u32 = 10;
 /// The cold start `auto` sizes a pool for.
 const COLD_START: Duration = Duration::from_secs(60);
 /// The most unused keys a pool holds (GoCD re-sends create-agent for every waiting job each
@@ -114,16 +109,6 @@ impl WarmPools {
     /// Unused keys held, over all pools (for the report).
     pub fn keys_held(&self) -> usize {
         self.pools.values().map(|p| p.keys.len()).sum()
-    }
-}
-
-/// The `Reuse` of an agent of this elastic profile: its own, else the warm pool's.
-pub fn reuse_of(snapshot: &RequestSnapshot) -> Option<Reuse> {
-    let elastic = &snapshot.elastic;
-    match (elastic.reuse, elastic.warm.is_on()) {
-        (Some(reuse), _) => Some(reuse),
-        (None, true) => Some(Reuse { idle: WARM_IDLE, max_jobs: WARM_MAX_JOBS }),
-        (None, false) => None,
     }
 }
 
@@ -297,7 +282,7 @@ impl Cluster {
             elastic_profile: snapshot.elastic.hash.clone(),
             settings: snapshot.settings.clone(),
             image: snapshot.elastic.image.clone(),
-            reuse: reuse_of(snapshot),
+            reuse: snapshot.reuse(),
         };
         let max_agents = snapshot.profile.max_agents as usize;
         if !self.registry().reserve_warm(&request.job, agent_id.clone(), max_agents, new, SystemTime::now()) {
