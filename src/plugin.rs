@@ -126,10 +126,8 @@ impl Plugin {
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
         let key = self.key_of(&profile, &aws)?;
         if let Some(cluster) = self.clusters().get(&key).cloned() {
-            if !Arc::ptr_eq(&cluster.aws(), &aws) {
-                cluster.set_aws(aws); // the same account through new credentials
-            }
-            cluster.set_profile(profile.clone());
+            // The same account, perhaps through new credentials.
+            cluster.reconfigure(aws, profile.clone());
             cluster.serve_again(&settings);
             return Ok((cluster, ProfileSnapshot { profile, settings }));
         }
@@ -200,7 +198,7 @@ impl Plugin {
     /// Every cluster known to this process.
     pub fn known_clusters(&self) -> Vec<Arc<Cluster>> {
         let mut all: Vec<_> = self.clusters().values().cloned().collect();
-        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all.sort_by(|a, b| a.key().cmp(b.key()));
         all
     }
 
@@ -248,7 +246,7 @@ impl Plugin {
             let drained = c.is_drained();
             if drained {
                 tracing::info!(cluster = %c.profile().cluster_name, "a retired cluster profile has drained");
-                c.ec2.stop();
+                c.ec2().stop();
             }
             !drained
         });
@@ -289,7 +287,7 @@ impl Plugin {
     /// Stops background work at shutdown (the EC2 capacity loops, the event queue pollers).
     pub fn shutdown(&self) {
         self.event_queues.stop();
-        self.known_clusters().iter().for_each(|c| c.ec2.stop());
+        self.known_clusters().iter().for_each(|c| c.ec2().stop());
     }
 
     fn clusters(&self) -> MutexGuard<'_, HashMap<ClusterKey, Arc<Cluster>>> {

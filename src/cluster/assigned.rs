@@ -41,7 +41,7 @@ impl Cluster {
     ) {
         let took = Took { agent_id: agent_id.clone(), job: job.clone(), at, reused, console };
         let start = {
-            let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = self.state.took.lock().unwrap_or_else(PoisonError::into_inner);
             pending.push(took);
             pending.len() == 1
         };
@@ -55,7 +55,7 @@ impl Cluster {
     /// is left.
     async fn announce_pending(self: Arc<Self>) {
         loop {
-            let batch: Vec<Took> = self.took.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let batch: Vec<Took> = self.state.took.lock().unwrap_or_else(PoisonError::into_inner).clone();
             if batch.is_empty() {
                 return;
             }
@@ -63,7 +63,7 @@ impl Cluster {
             for took in &batch {
                 self.announce(took).await;
             }
-            let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = self.state.took.lock().unwrap_or_else(PoisonError::into_inner);
             pending.drain(..batch.len());
             if pending.is_empty() {
                 return;
@@ -89,7 +89,8 @@ impl Cluster {
         let profile = self.profile();
         let suffix = super::cluster_arn_suffix(&profile.cluster_name);
         let aws = self.aws();
-        match super::tasks::describe(&aws, &profile.cluster_name, &suffix, &missing, &self.server_id, &self.key).await {
+        match super::tasks::describe(&aws, &profile.cluster_name, &suffix, &missing, self.server_id(), self.key()).await
+        {
             Ok(tasks) => {
                 let mut registry = self.registry();
                 for task in &tasks {

@@ -98,7 +98,7 @@ impl Cluster {
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
-        let kinds = match self.providers.get(&self.aws(), &profile).await {
+        let kinds = match self.state.providers.get(&self.aws(), &profile).await {
             Ok(kinds) => kinds,
             Err(e) => return Err(self.could_not_start(&request.job, e.into()).await),
         };
@@ -110,7 +110,7 @@ impl Cluster {
         }
         // The request's snapshot: the family is computed here, once, from its own profiles.
         let snapshot = Arc::new(RequestSnapshot::new(
-            &self.key,
+            self.key(),
             &self.aws().region,
             profile.clone(),
             request.settings.clone(),
@@ -133,7 +133,7 @@ impl Cluster {
             image: snapshot.elastic.image.clone(),
             reuse: snapshot.reuse(),
         };
-        let agent_id = new_agent_id(&self.key, &request.job);
+        let agent_id = new_agent_id(self.key(), &request.job);
         let reserved =
             self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, SystemTime::now());
         // A warm profile's pool: a new job counts as an arrival; a job that needed no new agent
@@ -217,7 +217,7 @@ impl Cluster {
         let launched = if on_demand {
             run_task_on_demand(&self.aws(), &spec).await
         } else {
-            run_task(&self.aws(), &self.provider_launches, &spec).await
+            run_task(&self.aws(), &self.state.provider_launches, &spec).await
         };
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
@@ -247,7 +247,7 @@ impl Cluster {
                 tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), "an agent already serves this job; nothing to start");
                 if profile.launch_type == LaunchType::Ec2 {
                     // Still waiting for room? It registers with the newest key GoCD sent.
-                    self.ec2.renew(&agent_id, &request.auto_register_key, SystemTime::now());
+                    self.ec2().renew(&agent_id, &request.auto_register_key, SystemTime::now());
                 }
                 Created::Existing
             }

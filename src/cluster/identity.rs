@@ -69,6 +69,25 @@ pub fn cluster_key_of_agent(agent_id: &str) -> Option<&str> {
     (key.bytes().all(|b| b.is_ascii_hexdigit()) && rest[12..].starts_with('-')).then_some(key)
 }
 
+/// Who one cluster profile's engine is, fixed for its life: what its tags, `startedBy` and agent
+/// ids name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Hash of (account, region, cluster, role): tags and agent ids carry it ([`cluster_key`]).
+    pub key: ClusterKey,
+    /// GoCD's server id.
+    pub server_id: String,
+    /// Our `startedBy` in this cluster ([`started_by`]).
+    pub started_by: String,
+}
+
+impl Identity {
+    /// The identity of the engine of `key` under GoCD server `server_id`.
+    pub fn new(key: ClusterKey, server_id: String) -> Self {
+        Identity { started_by: started_by(&server_id, &key), key, server_id }
+    }
+}
+
 /// What one task is, for its tags.
 #[derive(Debug, Clone, Copy)]
 pub struct TaskLabels<'a> {

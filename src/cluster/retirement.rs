@@ -48,7 +48,7 @@ impl Cluster {
     /// The profile was deleted or moved: drain (see [`Retirement`]).
     pub fn retire(&self, why: Retirement) {
         {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             // Deleted outranks moved.
             if teams.retired != Some(Retirement::Deleted) {
                 teams.retired = Some(why);
@@ -59,12 +59,12 @@ impl Cluster {
             Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
         };
         self.event(HealthKind::Warning, what);
-        self.ec2.wake();
+        self.ec2().wake();
     }
 
     /// GoCD sent the profile whose settings fingerprint is `settings`: the engine serves.
     pub fn serve_again(&self, settings: &SettingsFingerprint) {
-        let mut teams = self.retirement.lock();
+        let mut teams = self.state.retirement.lock();
         teams.retired = None;
         teams.deleted.remove(settings);
         if !teams.served.contains(settings) {
@@ -77,7 +77,7 @@ impl Cluster {
     /// otherwise only that team's agents are stopped, at the next server-ping.
     pub fn profile_deleted(&self, settings: &SettingsFingerprint) {
         let others_left = {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             teams.served.remove(settings);
             teams.deleted.insert(settings.clone());
             !teams.served.is_empty()
@@ -94,7 +94,7 @@ impl Cluster {
     /// A team's profile was edited in place: its agents count under the new settings.
     pub fn settings_edited(&self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
         {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             teams.served.remove(old);
             teams.served.insert(new.clone());
         }
@@ -103,18 +103,18 @@ impl Cluster {
 
     /// Whether agents started under `settings` belong to a deleted profile.
     pub fn is_deleted_settings(&self, settings: &SettingsFingerprint) -> bool {
-        self.retirement.lock().deleted.contains(settings)
+        self.state.retirement.lock().deleted.contains(settings)
     }
 
     /// Why the engine drains, if it does.
     pub fn retired(&self) -> Option<Retirement> {
-        self.retirement.lock().retired
+        self.state.retirement.lock().retired
     }
 
     /// A retired engine with no agent that may still run and no instance left.
     pub fn is_drained(&self) -> bool {
         self.retired().is_some()
             && !self.registry().all().any(|a| a.phase.occupies_capacity())
-            && self.ec2.state().instances.is_empty()
+            && self.ec2().state().instances.is_empty()
     }
 }

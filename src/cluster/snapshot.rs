@@ -130,8 +130,8 @@ impl LaunchSpec {
         let mut user_tags = profile.tags.clone();
         user_tags.extend(work.elastic.tags.iter().cloned());
         let labels = TaskLabels {
-            server_id: &cluster.server_id,
-            cluster_key: &cluster.key,
+            server_id: cluster.server_id(),
+            cluster_key: cluster.key(),
             agent_id: &work.agent_id,
             job: &work.job,
             environment: work.environment.as_deref(),
@@ -140,14 +140,14 @@ impl LaunchSpec {
             settings: &work.settings,
         };
         let tags = task_tags(&labels, &user_tags);
-        let client_token = client_token(&cluster.server_id, &work.agent_id, "");
+        let client_token = client_token(cluster.server_id(), &work.agent_id, "");
         LaunchSpec {
             profile,
             work,
             network,
-            started_by: cluster.started_by.clone(),
-            server_id: cluster.server_id.clone(),
-            cluster_key: cluster.key.clone(),
+            started_by: cluster.started_by().to_string(),
+            server_id: cluster.server_id().to_string(),
+            cluster_key: cluster.key().clone(),
             tags,
             client_token,
         }

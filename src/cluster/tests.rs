@@ -104,7 +104,7 @@ async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line()
     let agent_id = w.agent_of(7);
     assert_eq!(task.tags.get(TAG_AGENT_ID).map(String::as_str), Some(agent_id.as_str()));
     assert_eq!(task.tags.get(identity::TAG_SERVER_ID).map(String::as_str), Some(SERVER));
-    assert_eq!(task.started_by, w.cluster.started_by);
+    assert_eq!(task.started_by, w.cluster.started_by());
     assert_eq!(task.environment.get("GO_EA_AUTO_REGISTER_KEY").map(String::as_str), Some("key-1"));
     assert_eq!(task.environment.get("GO_EA_SERVER_URL").map(String::as_str), Some("https://gocd.example:8154/go"));
     let calls = ["ListTasks", "DescribeTaskDefinition", "RegisterTaskDefinition", "RunTask"];
@@ -220,7 +220,7 @@ async fn a_ping_stops_a_task_whose_agent_never_registered() {
     // A task adopted from before a restart, two hours old, whose agent GoCD never listed.
     let old_job = job(9);
     let tags = our_tags(&w.cluster, "ea-old", &old_job);
-    let stale = w.aws.seed_task(&w.cluster.started_by, &tags, SystemTime::now() - Duration::from_secs(7200));
+    let stale = w.aws.seed_task(w.cluster.started_by(), &tags, SystemTime::now() - Duration::from_secs(7200));
     let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
     w.cluster.ping(gocd).await.expect("pinged");
     let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
@@ -269,8 +269,8 @@ fn cluster_arn_suffix_from_name_or_arn() {
 
 fn our_tags(cluster: &Cluster, agent_id: &str, job: &JobIdentifier) -> Vec<(String, String)> {
     let labels = TaskLabels {
-        server_id: &cluster.server_id,
-        cluster_key: &cluster.key,
+        server_id: cluster.server_id(),
+        cluster_key: cluster.key(),
         agent_id,
         job,
         environment: None,
@@ -442,7 +442,7 @@ async fn the_leftover_sweep_stops_by_tag_what_no_agent_names_and_nothing_else() 
     let leftover = w.aws.seed_task("an-older-plugin", &with_key(SERVER, "000000000000"), SystemTime::now());
     let foreign = w.aws.seed_task("an-older-plugin", &with_key("another-server", "000000000000"), SystemTime::now());
     let untagged = w.aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
-    let live = [w.cluster.key.clone()].into();
+    let live = [w.cluster.key().clone()].into();
     let reads = || (w.aws.count("ListTasks"), w.aws.count("DescribeTasks"));
     let before = reads();
     assert_eq!(w.cluster.stop_leftover_tasks(&live).await.expect("looked"), 1);
@@ -602,7 +602,7 @@ async fn a_strategy_sends_one_provider_a_task_following_base_and_weights() {
     // The base first; then the one furthest behind its weight's share, the first listed on a tie.
     assert_eq!(providers, ["my-asg", "FARGATE", "my-asg", "FARGATE", "FARGATE", "my-asg", "FARGATE"]);
     assert_eq!(
-        w.cluster.provider_launches.counts(),
+        w.cluster.state.provider_launches.counts(),
         [("FARGATE".to_string(), 4), ("my-asg".to_string(), 3)].into_iter().collect()
     );
 }
@@ -612,7 +612,7 @@ async fn a_failed_launch_through_a_provider_does_not_count_for_it() {
     let w = World::with_profile(FakeAws::default(), through_providers("FARGATE:1:1\nFARGATE_SPOT:1"));
     w.aws.fail_next("RunTask", 400, "InvalidParameterException", "no such capacity provider");
     assert!(w.cluster.create_agent(w.request(1, "key-1")).await.is_err());
-    assert!(w.cluster.provider_launches.counts().values().all(|n| *n == 0));
+    assert!(w.cluster.state.provider_launches.counts().values().all(|n| *n == 0));
     w.cluster.create_agent(w.request(2, "key-2")).await.expect("launched");
     let last = w.aws.run_requests().last().cloned().expect("a RunTask");
     assert_eq!(last["capacityProviderStrategy"][0]["capacityProvider"], "FARGATE", "the base is still owed");
@@ -680,7 +680,7 @@ async fn after_a_restart_the_split_goes_on_from_the_running_tasks() {
     // As one process would have gone on (2 base, then 1:3); a restarted base would start FARGATE, FARGATE.
     assert_eq!(next, ["FARGATE_SPOT", "FARGATE", "FARGATE_SPOT"], "the split goes on; the base is not owed again");
     assert_eq!(
-        after.cluster.provider_launches.counts(),
+        after.cluster.state.provider_launches.counts(),
         [("FARGATE".to_string(), 3), ("FARGATE_SPOT".to_string(), 3)].into_iter().collect()
     );
 }

@@ -164,7 +164,7 @@ impl Cluster {
 
     /// The warm pools, locked. Never hold across an `.await`.
     fn warm_pools(&self) -> std::sync::MutexGuard<'_, WarmPools> {
-        self.warm.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.warm.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// create-agent of a warm profile: counts the arrival of a new job, holds the key when its
@@ -202,7 +202,7 @@ impl Cluster {
 
     /// One pass over every warm pool: start, retire, forget keys ([`warm::plan`]).
     pub async fn tend_warm_pools(self: &Arc<Self>) {
-        let _one_at_a_time = self.warm_pass.lock().await;
+        let _one_at_a_time = self.state.warm_pass.lock().await;
         let ids: Vec<PoolId> = self.warm_pools().pools.keys().cloned().collect();
         for id in ids {
             self.tend(&id).await;
@@ -276,7 +276,7 @@ impl Cluster {
     /// agent (its task carries the lending job's tags; its job comes from GoCD).
     async fn start_warm(self: &Arc<Self>, snapshot: &Arc<RequestSnapshot>, key: HeldKey) {
         let request = key.request;
-        let agent_id = new_agent_id(&self.key, &request.job);
+        let agent_id = new_agent_id(self.key(), &request.job);
         let new = NewAgent {
             environment: request.environment.clone(),
             elastic_profile: snapshot.elastic.hash.clone(),

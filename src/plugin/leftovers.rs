@@ -35,7 +35,7 @@ impl Plugin {
             sweep.last = Some(Instant::now());
         }
         // Every key this process serves or drains: the rest of this server's tags are leftovers.
-        let live: HashSet<ClusterKey> = self.known_clusters().iter().map(|c| c.key.clone()).collect();
+        let live: HashSet<ClusterKey> = self.known_clusters().iter().map(|c| c.key().clone()).collect();
         let serving = || clusters.iter().filter(|c| c.retired().is_none());
         let mut swept_clusters = HashSet::new();
         for cluster in serving() {

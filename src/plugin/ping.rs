@@ -45,11 +45,11 @@ impl Plugin {
             }
         }
         // Two teams' profiles on one cluster, account and role share one engine: one pass each.
-        clusters.sort_by(|a, b| a.key.cmp(&b.key));
-        clusters.dedup_by(|a, b| a.key == b.key);
+        clusters.sort_by(|a, b| a.key().cmp(b.key()));
+        clusters.dedup_by(|a, b| a.key() == b.key());
         let agents = self.gocd().list_agents().await?;
-        let sent: HashSet<ClusterKey> = clusters.iter().map(|c| c.key.clone()).collect();
-        for cluster in self.known_clusters().into_iter().filter(|c| !sent.contains(&c.key)) {
+        let sent: HashSet<ClusterKey> = clusters.iter().map(|c| c.key().clone()).collect();
+        for cluster in self.known_clusters().into_iter().filter(|c| !sent.contains(c.key())) {
             // GoCD no longer sends this profile (deleted, or edited into another key without
             // our hearing of it): it drains. Its pings go on until it has.
             if all_resolved && cluster.retired().is_none() {
@@ -62,7 +62,7 @@ impl Plugin {
         let mut by_cluster = group_by_cluster(&agents);
         let mut pings = JoinSet::new();
         for cluster in &clusters {
-            let gocd = by_cluster.remove(cluster.key.as_str()).unwrap_or_default();
+            let gocd = by_cluster.remove(cluster.key().as_str()).unwrap_or_default();
             pings.spawn(self.ping_one(cluster.clone(), gocd));
         }
         while pings.join_next().await.is_some() {}
@@ -115,7 +115,7 @@ impl Plugin {
     /// in the clusters we can reach are stopped ([`Cluster::stop_strays`]), then the agents are
     /// removed.
     async fn remove_agents_of_unknown_profiles(&self, clusters: &[Arc<Cluster>], agents: &[AgentMetadata]) {
-        let keys: HashSet<&str> = clusters.iter().map(|c| c.key.as_str()).collect();
+        let keys: HashSet<&str> = clusters.iter().map(|c| c.key().as_str()).collect();
         let orphans: Vec<AgentId> = agents
             .iter()
             .filter(|a| cluster_key_of_agent(&a.agent_id).is_some_and(|k| !keys.contains(k)))

@@ -262,7 +262,7 @@ pub struct ClusterFacts<'a> {
 pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let profile = cluster.profile();
     let facts = ClusterFacts {
-        key: &cluster.key,
+        key: cluster.key(),
         profile: &profile,
         region: &cluster.aws().region,
         agents: cluster.registry().all().cloned().collect(),
@@ -271,7 +271,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         role_expires: cluster.aws().role.expires(),
         role_error: cluster.aws().role.last_error(),
         assume_role_calls: cluster.aws().role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
-        swept_orphans: cluster.swept_orphans.load(std::sync::atomic::Ordering::Relaxed),
+        swept_orphans: cluster.swept_orphans(),
     };
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
@@ -279,7 +279,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         // Each provider's kind and status, as learned at the first create-agent.
         snapshot.launch_type = format!("{} ({})", snapshot.launch_type, kinds.describe());
     }
-    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2().snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
     snapshot.warm_pools = cluster.warm_pool_status(now);

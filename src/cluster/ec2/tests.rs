@@ -46,7 +46,7 @@ impl World {
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let cluster =
             Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &EngineOptions::default()));
-        cluster.ec2.hold_loop_for_test();
+        cluster.ec2().hold_loop_for_test();
         World { aws, gocd, cluster }
     }
 
@@ -182,7 +182,7 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
         .answers(launched(&["i-0000000000000001"]));
     driver::pass(&w.cluster).await.expect("pass 1");
     {
-        let st = w.cluster.ec2.state();
+        let st = w.cluster.ec2().state();
         assert_eq!(st.counters.launched, 1);
         assert!(st.instances.contains_key("i-0000000000000001"), "{:?}", st.instances.keys());
         assert_eq!(st.waiting.len(), 1, "the work waits for the instance to register");
@@ -207,7 +207,7 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
         );
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    assert!(w.cluster.ec2.state().waiting.is_empty(), "started");
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "started");
     let console = w.gocd.console_of(7);
     assert!(console.iter().any(|l| l.contains("task/ci/t1") && l.contains("i-0000000000000001")), "{console:?}");
 }
@@ -248,7 +248,7 @@ async fn spot_refused_falls_back_to_on_demand_in_the_same_subnet_and_says_so() {
         .answers(launched(&["i-0000000000000002"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2.state().counters.spot_fallbacks, 1);
+    assert_eq!(w.cluster.ec2().state().counters.spot_fallbacks, 1);
     let health = health(&w);
     assert!(
         health.contains("EC2 spot capacity was refused (m5.large: InsufficientInstanceCapacity")
@@ -275,7 +275,7 @@ async fn capacity_refused_in_one_zone_launches_in_the_next_subnet() {
         .answers(launched(&["i-0000000000000003"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!((st.counters.launched, st.launch_backoff), (1, None));
     assert_eq!(st.next_subnet, 0, "the next launch starts past the subnet that launched");
 }
@@ -298,7 +298,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
     expect_containers(&w.aws, &[]);
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!(st.waiting.len(), 1, "the work still waits");
     assert_eq!(st.launch_backoff.map(|(_, b)| b.as_secs()), Some(10));
 }
@@ -306,7 +306,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
 /// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
 fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time::Duration) {
     let now = std::time::SystemTime::now();
-    let mut st = w.cluster.ec2.state();
+    let mut st = w.cluster.ec2().state();
     let instance = super::pool::Ec2Instance {
         id: id.into(),
         instance_type: "m5.large".into(),
@@ -338,7 +338,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
     // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[instance_xml("i-0000000000000004", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -359,7 +359,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
         .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!(st.counters.terminated, 1);
     assert!(st.gone.contains_key("i-0000000000000004"));
 }
@@ -386,7 +386,7 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
         super::plan::Retirement { instance: "i-0000000000000005".into(), reason: super::plan::RetireReason::Idle };
     super::apply::retire(&w.cluster, &profile, &retire).await;
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     let record = &st.instances["i-0000000000000005"];
     assert_eq!((record.retiring, st.counters.terminated), (None, 0), "kept, not terminated");
 }
@@ -399,7 +399,7 @@ async fn queued_beside_an_empty_instance(w: &World, n: &str) -> String {
     let container = format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/000{n}");
     let id = format!("i-000000000000000{n}");
     registered_instance(w, &id, &container, std::time::Duration::ZERO);
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[instance_xml(&id, "running")]);
     expect_containers(&w.aws, &[(&container, &id, 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -417,7 +417,7 @@ async fn start_task_refused_releases_the_agent_and_tells_the_job() {
     );
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert!(w.cluster.ec2.state().waiting.is_empty(), "no longer waits");
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "no longer waits");
     let console = w.gocd.console_of(7).join("\n");
     assert!(console.contains("could not start an agent for job") && console.contains("ecs:StartTask"), "{console}");
     assert!(health(&w).contains("could not start an agent for job"), "{}", health(&w));
@@ -432,7 +432,7 @@ async fn start_task_that_places_nothing_leaves_the_work_waiting() {
         .answers(json!({ "tasks": [], "failures": [{ "arn": container, "reason": "RESOURCE:MEMORY" }] }).to_string());
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2.state().waiting.len(), 1, "the work waits for room");
+    assert_eq!(w.cluster.ec2().state().waiting.len(), 1, "the work waits for room");
     assert!(w.gocd.console_of(7).iter().all(|l| !l.contains("could not start")));
 }
 
@@ -441,7 +441,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
     let w = World::new(&[]);
     let ours = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0008";
     let foreign = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0009";
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[]);
     expect_containers(
         &w.aws,
@@ -456,7 +456,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
         .answers(json!({ "containerInstance": { "containerInstanceArn": ours } }).to_string());
     expect_catalog(&w.aws);
     driver::pass(&w.cluster).await.expect("pass 1");
-    assert!(w.cluster.ec2.state().foreign.contains("i-0000000000000009"), "remembered as not ours");
+    assert!(w.cluster.ec2().state().foreign.contains("i-0000000000000009"), "remembered as not ours");
     // The next pass asks nothing about the foreign instance again.
     expect_described(&w.aws, &[]);
     expect_containers(&w.aws, &[(foreign, "i-0000000000000009", 2048, 7680, 1)]);
