@@ -52,9 +52,7 @@ impl Registry {
                 if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
                     record.task = Some(task.kept_copy());
                 }
-                if record.phase == Phase::Launching {
-                    record.phase = Phase::Running;
-                }
+                record.task_found();
             }
         }
         for arn in missing {
@@ -93,10 +91,8 @@ impl Registry {
             }
             // Asked to stop, and ECS says it has: the agent is done (and no longer counts).
             let task_gone = record.task.as_ref().is_some_and(TaskView::is_stopping) || record.task_arn.is_none();
-            if record.phase == Phase::Stopping && task_gone {
-                record.phase = Phase::Stopped;
-                record.stopped_at.get_or_insert(now);
-                record.stop_reason.get_or_insert_with(|| "job completed".into());
+            if task_gone {
+                record.stop_seen(now);
             }
         }
         registered

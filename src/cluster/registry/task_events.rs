@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Phase, Registry};
+use super::Registry;
 use crate::cluster::tasks::TaskView;
 use crate::ids::{AgentId, JobKey};
 use crate::protocol::types::JobIdentifier;
@@ -59,9 +59,7 @@ impl Registry {
         if !task.containers.is_empty() {
             kept.containers.clone_from(&task.containers);
         }
-        if record.phase == Phase::Launching {
-            record.phase = Phase::Running;
-        }
+        record.task_found();
         Some(TaskEvent { agent_id, newly_stopped: !was_stopping && task.is_stopping() })
     }
 
