@@ -16,6 +16,8 @@
 //! - [`settings`]: profiles parsed and validated.
 //! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor, prices).
 //! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
+//! - [`ids`]: the ids that cross modules (agent id, cluster key, settings fingerprint, task ARN,
+//!   job key), each its own type.
 //!
 //! # Architecture invariants
 //! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
@@ -31,6 +33,7 @@ pub mod cluster;
 pub mod cost;
 pub mod error;
 pub mod handlers;
+pub mod ids;
 pub mod metrics;
 pub mod plugin;
 pub mod protocol;

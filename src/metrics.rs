@@ -204,7 +204,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
             for (state, n) in ["launching", "running", "stopping", "stopped"].iter().zip(counts) {
                 let labels = [
                     ("cluster", profile.cluster_name.as_str()),
-                    ("cluster_profile", &c.key),
+                    ("cluster_profile", c.key()),
                     ("region", &c.aws().region),
                     ("elastic_profile", elastic),
                     ("state", state),
@@ -217,7 +217,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
     for c in clusters {
         let profile = c.profile();
         let labels =
-            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws().region)];
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", c.key()), ("region", &c.aws().region)];
         sample(out, "ecs_ea_max_agents", &labels, f64::from(profile.max_agents));
     }
     header(
@@ -229,8 +229,8 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
     for c in clusters {
         let profile = c.profile();
         let labels =
-            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", &c.key), ("region", &c.aws().region)];
-        sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans.load(Ordering::Relaxed) as f64);
+            [("cluster", profile.cluster_name.as_str()), ("cluster_profile", c.key()), ("region", &c.aws().region)];
+        sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans() as f64);
     }
     job_waits(out, clusters);
     aws_calls(out, clusters);
@@ -252,7 +252,7 @@ fn job_waits(out: &mut String, clusters: &[Arc<Cluster>]) {
         for (elastic, phase, h) in c.job_waits().all() {
             let labels = [
                 ("cluster", profile.cluster_name.as_str()),
-                ("cluster_profile", c.key.as_str()),
+                ("cluster_profile", c.key().as_str()),
                 ("region", region.as_str()),
                 ("elastic_profile", elastic),
                 ("phase", phase.label()),

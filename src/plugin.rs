@@ -18,6 +18,7 @@ use crate::cluster::identity::{cluster_key, cluster_key_of_agent, settings_finge
 use crate::cluster::Retirement;
 use crate::cluster::{Cluster, EngineOptions, Gocd};
 use crate::error::{PluginError, Result};
+use crate::ids::{ClusterKey, SettingsFingerprint};
 use crate::protocol::host_calls::ServerInfo;
 use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, FieldError, Properties};
@@ -37,7 +38,7 @@ pub struct ProfileSnapshot {
     /// The profile parsed from the request's properties.
     pub profile: ClusterProfile,
     /// Their [`settings_fingerprint`]: which team's profile the request's agents count against.
-    pub settings: String,
+    pub settings: SettingsFingerprint,
 }
 
 /// Shared by every request handler.
@@ -46,7 +47,7 @@ pub struct Plugin {
     gocd: Arc<dyn Gocd>,
     server: OnceCell<ServerInfo>,
     accounts: Accounts,
-    clusters: Mutex<HashMap<String, Arc<Cluster>>>,
+    clusters: Mutex<HashMap<ClusterKey, Arc<Cluster>>>,
     metrics: Arc<crate::metrics::Metrics>,
     engine: EngineOptions,
     /// The event queues read for the serving profiles (`EventQueueUrl`).
@@ -125,10 +126,8 @@ impl Plugin {
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
         let key = self.key_of(&profile, &aws)?;
         if let Some(cluster) = self.clusters().get(&key).cloned() {
-            if !Arc::ptr_eq(&cluster.aws(), &aws) {
-                cluster.set_aws(aws); // the same account through new credentials
-            }
-            cluster.set_profile(profile.clone());
+            // The same account, perhaps through new credentials.
+            cluster.reconfigure(aws, profile.clone());
             cluster.serve_again(&settings);
             return Ok((cluster, ProfileSnapshot { profile, settings }));
         }
@@ -163,7 +162,7 @@ impl Plugin {
 
     /// The key of a profile whose clients are `aws`: where it acts (`docs/design.md`, "Where the
     /// truth lives").
-    fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<String> {
+    fn key_of(&self, profile: &ClusterProfile, aws: &AwsClients) -> Result<ClusterKey> {
         let Some(account) = aws.account_id.as_deref() else {
             // Not cached: the next request asks STS again.
             self.accounts.forget(profile);
@@ -199,7 +198,7 @@ impl Plugin {
     /// Every cluster known to this process.
     pub fn known_clusters(&self) -> Vec<Arc<Cluster>> {
         let mut all: Vec<_> = self.clusters().values().cloned().collect();
-        all.sort_by(|a, b| a.key.cmp(&b.key));
+        all.sort_by(|a, b| a.key().cmp(b.key()));
         all
     }
 
@@ -247,7 +246,7 @@ impl Plugin {
             let drained = c.is_drained();
             if drained {
                 tracing::info!(cluster = %c.profile().cluster_name, "a retired cluster profile has drained");
-                c.ec2.stop();
+                c.ec2().stop();
             }
             !drained
         });
@@ -288,10 +287,10 @@ impl Plugin {
     /// Stops background work at shutdown (the EC2 capacity loops, the event queue pollers).
     pub fn shutdown(&self) {
         self.event_queues.stop();
-        self.known_clusters().iter().for_each(|c| c.ec2.stop());
+        self.known_clusters().iter().for_each(|c| c.ec2().stop());
     }
 
-    fn clusters(&self) -> MutexGuard<'_, HashMap<String, Arc<Cluster>>> {
+    fn clusters(&self) -> MutexGuard<'_, HashMap<ClusterKey, Arc<Cluster>>> {
         self.clusters.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

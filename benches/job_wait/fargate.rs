@@ -201,7 +201,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     .enumerate()
                     .filter_map(|(i, a)| match a.state {
                         State::Idle { since } if a.pool == p => {
-                            Some(IdleAgent { id: i.to_string(), idle_since: at(since) })
+                            Some(IdleAgent { id: i.to_string().into(), idle_since: at(since) })
                         }
                         _ => None,
                     })

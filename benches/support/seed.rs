@@ -40,7 +40,7 @@ pub struct Owner {
     /// GoCD's server id.
     pub server_id: String,
     /// The cluster profile's key (`identity::cluster_key`).
-    pub cluster_key: String,
+    pub cluster_key: ecs_elastic_agent::ids::ClusterKey,
     /// The ECS cluster.
     pub cluster: String,
 }

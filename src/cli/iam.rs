@@ -201,7 +201,7 @@ impl Scope {
             key: region
                 .as_deref()
                 .zip(account.as_deref())
-                .map(|(r, a)| cluster_key(a, r, &cluster.cluster_name, role_arn)),
+                .map(|(r, a)| cluster_key(a, r, &cluster.cluster_name, role_arn).into_string()),
             region: region.unwrap_or_else(|| "*".into()),
             account: account.unwrap_or_else(|| "*".into()),
             cluster: cluster.cluster_short_name().to_string(),

@@ -13,12 +13,13 @@ use std::time::SystemTime;
 use super::gocd::console_line;
 use super::job_wait::{measure, StartPoints};
 use super::Cluster;
+use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
 
 /// One agent that took its job, to be announced.
 #[derive(Debug, Clone)]
 pub struct Took {
-    agent_id: String,
+    agent_id: AgentId,
     job: JobIdentifier,
     at: SystemTime,
     reused: bool,
@@ -32,15 +33,15 @@ impl Cluster {
     /// queued meanwhile too).
     pub(super) fn took_job(
         self: &Arc<Self>,
-        agent_id: &str,
+        agent_id: &AgentId,
         job: &JobIdentifier,
         at: SystemTime,
         reused: bool,
         console: bool,
     ) {
-        let took = Took { agent_id: agent_id.to_string(), job: job.clone(), at, reused, console };
+        let took = Took { agent_id: agent_id.clone(), job: job.clone(), at, reused, console };
         let start = {
-            let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = self.state.took.lock().unwrap_or_else(PoisonError::into_inner);
             pending.push(took);
             pending.len() == 1
         };
@@ -54,7 +55,7 @@ impl Cluster {
     /// is left.
     async fn announce_pending(self: Arc<Self>) {
         loop {
-            let batch: Vec<Took> = self.took.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            let batch: Vec<Took> = self.state.took.lock().unwrap_or_else(PoisonError::into_inner).clone();
             if batch.is_empty() {
                 return;
             }
@@ -62,7 +63,7 @@ impl Cluster {
             for took in &batch {
                 self.announce(took).await;
             }
-            let mut pending = self.took.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut pending = self.state.took.lock().unwrap_or_else(PoisonError::into_inner);
             pending.drain(..batch.len());
             if pending.is_empty() {
                 return;
@@ -79,7 +80,7 @@ impl Cluster {
                 .filter(|t| !t.reused)
                 .filter_map(|t| registry.get(&t.agent_id))
                 .filter(|a| a.task.as_ref().is_none_or(|t| t.pull_stopped_at.is_none() || t.started_at.is_none()))
-                .filter_map(|a| a.task_arn.clone())
+                .filter_map(|a| a.task_arn.as_deref().map(str::to_string))
                 .collect()
         };
         if missing.is_empty() {
@@ -88,7 +89,8 @@ impl Cluster {
         let profile = self.profile();
         let suffix = super::cluster_arn_suffix(&profile.cluster_name);
         let aws = self.aws();
-        match super::tasks::describe(&aws, &profile.cluster_name, &suffix, &missing, &self.server_id, &self.key).await {
+        match super::tasks::describe(&aws, &profile.cluster_name, &suffix, &missing, self.server_id(), self.key()).await
+        {
             Ok(tasks) => {
                 let mut registry = self.registry();
                 for task in &tasks {

@@ -9,6 +9,7 @@ use super::registry::JobDone;
 use super::Cluster;
 use crate::aws::ecs::Stopped;
 use crate::aws::AwsError;
+use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 
@@ -31,7 +32,7 @@ impl Cluster {
     /// recorded nothing here fails the request: what could not be done is told in server health
     /// and retried by server-ping (a Stopping agent's task is stopped again; a running agent of
     /// a finished job is stopped once adoption finds it).
-    pub async fn complete(&self, agent_id: &str, job: &JobIdentifier) -> Completed {
+    pub async fn complete(&self, agent_id: &AgentId, job: &JobIdentifier) -> Completed {
         // First, so that a create-agent for this job arriving late never starts another agent.
         self.registry().job_finished(job.job_id, SystemTime::now());
         match self.finish(agent_id, job).await {
@@ -47,16 +48,19 @@ impl Cluster {
         }
     }
 
-    async fn finish(&self, agent_id: &str, job: &JobIdentifier) -> Result<Completed, EngineError> {
+    async fn finish(&self, agent_id: &AgentId, job: &JobIdentifier) -> Result<Completed, EngineError> {
         self.ensure_adopted().await?;
         let done = self.registry().job_done(agent_id, job.job_id, SystemTime::now());
         match done {
             JobDone::NotOurs => {
-                tracing::warn!(agent_id, "job completed on an agent this plugin did not start; leaving it alone");
+                tracing::warn!(
+                    agent_id = agent_id.as_str(),
+                    "job completed on an agent this plugin did not start; leaving it alone"
+                );
                 return Ok(Completed::NotOurs);
             }
             JobDone::Earlier => {
-                tracing::info!(agent_id, job = %job.locator(), "a repeated job-completion for an earlier job of a reused agent");
+                tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), "a repeated job-completion for an earlier job of a reused agent");
                 return Ok(Completed::Kept);
             }
             JobDone::Keep { jobs, max_jobs } => {
@@ -64,7 +68,7 @@ impl Cluster {
                     "agent {agent_id} stays for the next job of this elastic profile ({jobs} of at most {max_jobs} jobs run)"
                 );
                 let _ = self.gocd.console_log(job, console_line(line)).await;
-                tracing::info!(agent_id, job = %job.locator(), jobs, "job completed: agent kept for the next job");
+                tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "job completed: agent kept for the next job");
                 return Ok(Completed::Kept);
             }
             JobDone::Stop => {}
@@ -72,14 +76,14 @@ impl Cluster {
         let Some(task_arn) = self.registry().stopping(agent_id) else {
             return Ok(Completed::NotOurs);
         };
-        let ids = [agent_id.to_string()];
+        let ids = [agent_id.clone()];
         self.gocd.disable_agents(&ids).await?;
         if let Some(arn) = &task_arn {
             self.stop_task(arn, &format!("GoCD job {} completed", job.locator())).await?;
         }
         self.gocd.delete_agents(&ids).await?;
         self.registry().stopped(agent_id, "job completed", SystemTime::now());
-        tracing::info!(agent_id, job = %job.locator(), "job completed: agent stopped and deleted");
+        tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), "job completed: agent stopped and deleted");
         Ok(Completed::Stopped)
     }
 

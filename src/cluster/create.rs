@@ -29,6 +29,7 @@ use super::launch::{run_task, run_task_on_demand, Capacity};
 use super::registry::{NewAgent, Reservation};
 use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
 use super::Cluster;
+use crate::ids::{AgentId, SettingsFingerprint};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::secret::Secret;
@@ -44,7 +45,7 @@ pub struct AgentRequest {
     /// cluster says meanwhile.
     pub profile: Arc<ClusterProfile>,
     /// Its settings fingerprint (`identity::settings_fingerprint`).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// The job that needs an agent.
     pub job: JobIdentifier,
     /// The pipeline's environment.
@@ -97,7 +98,7 @@ impl Cluster {
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
-        let kinds = match self.providers.get(&self.aws(), &profile).await {
+        let kinds = match self.state.providers.get(&self.aws(), &profile).await {
             Ok(kinds) => kinds,
             Err(e) => return Err(self.could_not_start(&request.job, e.into()).await),
         };
@@ -109,7 +110,7 @@ impl Cluster {
         }
         // The request's snapshot: the family is computed here, once, from its own profiles.
         let snapshot = Arc::new(RequestSnapshot::new(
-            &self.key,
+            self.key(),
             &self.aws().region,
             profile.clone(),
             request.settings.clone(),
@@ -130,9 +131,9 @@ impl Cluster {
             elastic_profile: snapshot.elastic.hash.clone(),
             settings: snapshot.settings.clone(),
             image: snapshot.elastic.image.clone(),
-            reuse: super::warm_pools::reuse_of(&snapshot),
+            reuse: snapshot.reuse(),
         };
-        let agent_id = new_agent_id(&self.key, &request.job);
+        let agent_id = new_agent_id(self.key(), &request.job);
         let reserved =
             self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, SystemTime::now());
         // A warm profile's pool: a new job counts as an arrival; a job that needed no new agent
@@ -168,7 +169,7 @@ impl Cluster {
         self: &Arc<Self>,
         snapshot: &RequestSnapshot,
         request: &AgentRequest,
-        agent_id: String,
+        agent_id: AgentId,
         attempt: u32,
         server_url: String,
     ) -> Result<(String, Created), EngineError> {
@@ -216,7 +217,7 @@ impl Cluster {
         let launched = if on_demand {
             run_task_on_demand(&self.aws(), &spec).await
         } else {
-            run_task(&self.aws(), &self.provider_launches, &spec).await
+            run_task(&self.aws(), &self.state.provider_launches, &spec).await
         };
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
@@ -243,16 +244,16 @@ impl Cluster {
         let job = &request.job;
         match reserved {
             Reservation::Existing(agent_id) => {
-                tracing::info!(job = %job.locator(), agent_id, "an agent already serves this job; nothing to start");
+                tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), "an agent already serves this job; nothing to start");
                 if profile.launch_type == LaunchType::Ec2 {
                     // Still waiting for room? It registers with the newest key GoCD sent.
-                    self.ec2.renew(&agent_id, &request.auto_register_key, SystemTime::now());
+                    self.ec2().renew(&agent_id, &request.auto_register_key, SystemTime::now());
                 }
                 Created::Existing
             }
             Reservation::Reused { agent_id, jobs, max_jobs } => {
                 let line = reused_line(&agent_id, jobs, max_jobs);
-                tracing::info!(job = %job.locator(), agent_id, jobs, "reused a kept agent");
+                tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), jobs, "reused a kept agent");
                 let _ = self.gocd.console_log(job, console_line(line)).await;
                 Created::Reused
             }

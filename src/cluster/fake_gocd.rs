@@ -45,13 +45,13 @@ impl Gocd for FakeGocd {
         ready(())
     }
 
-    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
-        self.disabled.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
+    fn disable_agents<'a>(&'a self, agent_ids: &'a [crate::ids::AgentId]) -> GocdFuture<'a, ()> {
+        self.disabled.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().map(ToString::to_string));
         ready(())
     }
 
-    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
-        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().cloned());
+    fn delete_agents<'a>(&'a self, agent_ids: &'a [crate::ids::AgentId]) -> GocdFuture<'a, ()> {
+        self.deleted.lock().unwrap_or_else(PoisonError::into_inner).extend(agent_ids.iter().map(ToString::to_string));
         ready(())
     }
 

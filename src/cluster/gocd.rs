@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::ids::AgentId;
 use crate::protocol::host_calls::{HealthMessage, ServerInfo};
 use crate::protocol::types::{AgentMetadata, JobIdentifier};
 
@@ -19,9 +20,9 @@ pub trait Gocd: Send + Sync + Debug {
     /// Appends `text` to the job's console.
     fn console_log<'a>(&'a self, job: &'a JobIdentifier, text: String) -> GocdFuture<'a, ()>;
     /// Disables agents (GoCD assigns them no more work).
-    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()>;
+    fn disable_agents<'a>(&'a self, agent_ids: &'a [AgentId]) -> GocdFuture<'a, ()>;
     /// Deletes disabled agents.
-    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()>;
+    fn delete_agents<'a>(&'a self, agent_ids: &'a [AgentId]) -> GocdFuture<'a, ()>;
     /// Every agent GoCD has registered for this plugin.
     fn list_agents(&self) -> GocdFuture<'_, Vec<AgentMetadata>>;
     /// GoCD's server id and URLs.

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
+use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
 use crate::protocol::types::JobIdentifier;
 
 pub use crate::aws::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -44,21 +45,21 @@ pub fn short_hash(parts: &[&str]) -> String {
 /// the base credentials'), region, cluster (its name; an ARN means the same cluster) and role —
 /// not of every property, so that editing `MaxAgents` orphans nothing, while two accounts with
 /// a cluster of the same name never share a key.
-pub fn cluster_key(account: &str, region: &str, cluster: &str, role_arn: Option<&str>) -> String {
+pub fn cluster_key(account: &str, region: &str, cluster: &str, role_arn: Option<&str>) -> ClusterKey {
     let name = cluster.rsplit_once(":cluster/").map_or(cluster, |(_, name)| name);
-    short_hash(&[account, region, name, role_arn.unwrap_or("")])
+    short_hash(&[account, region, name, role_arn.unwrap_or("")]).into()
 }
 
 /// `startedBy` of our tasks (at most 36 chars): this server and this cluster profile.
-pub fn started_by(server_id: &str, cluster_key: &str) -> String {
+pub fn started_by(server_id: &str, cluster_key: &ClusterKey) -> String {
     format!("gocd-{}-{}", &short_hash(&[server_id])[..10], cluster_key)
 }
 
 /// A fresh agent id for a job: `ea-<cluster key>-<job id>-<random>`. The cluster key in it
 /// tells, from GoCD's agent list alone, which cluster profile an agent belongs to.
-pub fn new_agent_id(cluster_key: &str, job: &JobIdentifier) -> String {
+pub fn new_agent_id(cluster_key: &ClusterKey, job: &JobIdentifier) -> AgentId {
     let random = uuid::Uuid::new_v4().simple().to_string();
-    format!("ea-{cluster_key}-{}-{}", job.job_id, &random[..8])
+    format!("ea-{cluster_key}-{}-{}", job.job_id, &random[..8]).into()
 }
 
 /// The cluster key an agent id of ours names, if it is one.
@@ -66,6 +67,25 @@ pub fn cluster_key_of_agent(agent_id: &str) -> Option<&str> {
     let rest = agent_id.strip_prefix("ea-")?;
     let key = rest.get(..12)?;
     (key.bytes().all(|b| b.is_ascii_hexdigit()) && rest[12..].starts_with('-')).then_some(key)
+}
+
+/// Who one cluster profile's engine is, fixed for its life: what its tags, `startedBy` and agent
+/// ids name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Hash of (account, region, cluster, role): tags and agent ids carry it ([`cluster_key`]).
+    pub key: ClusterKey,
+    /// GoCD's server id.
+    pub server_id: String,
+    /// Our `startedBy` in this cluster ([`started_by`]).
+    pub started_by: String,
+}
+
+impl Identity {
+    /// The identity of the engine of `key` under GoCD server `server_id`.
+    pub fn new(key: ClusterKey, server_id: String) -> Self {
+        Identity { started_by: started_by(&server_id, &key), key, server_id }
+    }
 }
 
 /// What one task is, for its tags.
@@ -99,10 +119,10 @@ pub const TAG_CLUSTER_SETTINGS: &str = "gocd:cluster-settings";
 
 /// A short hash of every property of a cluster profile, in key order: which team's profile an
 /// agent was started under, where several share one cluster, account and role.
-pub fn settings_fingerprint(props: &crate::protocol::profiles::Properties) -> String {
+pub fn settings_fingerprint(props: &crate::protocol::profiles::Properties) -> SettingsFingerprint {
     let lines: Vec<String> = props.iter().map(|(k, v)| format!("{k}={}", v.as_deref().unwrap_or(""))).collect();
     let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
-    short_hash(&refs)
+    short_hash(&refs).into()
 }
 
 /// The tags of one task as one map: the profiles' tags in order, a later one replacing an
@@ -245,7 +265,7 @@ mod tests {
 
     #[test]
     fn agent_ids_name_their_cluster() {
-        let id = new_agent_id("0123456789ab", &job());
+        let id = new_agent_id(&"0123456789ab".into(), &job());
         assert!(id.starts_with("ea-0123456789ab-4242-"), "{id}");
         assert_eq!(cluster_key_of_agent(&id), Some("0123456789ab"));
         assert_eq!(cluster_key_of_agent("i-283432d4"), None);

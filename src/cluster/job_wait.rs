@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::tasks::TaskView;
+use crate::ids::AgentId;
 
 /// One phase of a job's wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -132,7 +133,7 @@ pub fn measure(p: &StartPoints) -> JobWait {
 impl JobWait {
     /// The job console's line: `agent X ready in 41 s: 2 s queued, 18 s provisioning, 14 s
     /// image pull, 7 s agent start`.
-    pub fn console_text(&self, agent_id: &str) -> String {
+    pub fn console_text(&self, agent_id: &AgentId) -> String {
         if self.reused {
             return format!(
                 "agent {agent_id} took this job {} after it was asked for: kept after its previous job, no new task",
@@ -245,7 +246,7 @@ mod tests {
         let sum: Duration = wait.phases.iter().map(|(_, d)| *d).sum();
         assert_eq!(sum, wait.total);
         assert_eq!(
-            wait.console_text("ea-1"),
+            wait.console_text(&"ea-1".into()),
             "agent ea-1 ready in 41 s: 2 s queued, 18 s provisioning, 14 s image pull, 7 s agent start"
         );
         assert_eq!(wait.phase(WaitPhase::ImagePull), Some(Duration::from_secs(14)));
@@ -255,7 +256,7 @@ mod tests {
     fn a_boundary_ecs_did_not_report_folds_into_the_next_phase() {
         let wait = measure(&points(Some(2), None, 40));
         assert_eq!(
-            wait.console_text("ea-1"),
+            wait.console_text(&"ea-1".into()),
             "agent ea-1 ready in 40 s: 2 s queued, 38 s provisioning through agent start"
         );
         assert_eq!(wait.phase(WaitPhase::ImagePull), None, "not measured on its own");
@@ -283,7 +284,7 @@ mod tests {
         let wait = measure(&p);
         assert!(wait.phases.is_empty());
         assert_eq!(
-            wait.console_text("ea-2"),
+            wait.console_text(&"ea-2".into()),
             "agent ea-2 took this job 0.4 s after it was asked for: kept after its previous job, no new task"
         );
     }

@@ -13,6 +13,12 @@
 //! What the engine removes beyond a job's own agent (orphans, strays, leftovers, unused task
 //! definitions) is decided and removed in [`cleanup`].
 //!
+//! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
+//! life), its configuration (the account's clients and the cluster profile, replaced together
+//! when GoCD sends an edit, and the port to GoCD), and its changing state (`state.rs`: agents,
+//! task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass locks).
+//! The agents' lifecycle, every state and transition, is on one page: `registry/lifecycle.rs`.
+//!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
 
@@ -42,6 +48,7 @@ mod reconcile;
 pub mod registry;
 mod retirement;
 mod snapshot;
+mod state;
 pub mod task_definition;
 pub mod tasks;
 #[cfg(test)]
@@ -55,18 +62,18 @@ pub use gocd::{Gocd, HostCallError};
 pub use retirement::Retirement;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
-use tokio::sync::OnceCell;
-
 use self::events::Events;
+use self::identity::Identity;
 use self::registry::{Assignment, Offer, Registry};
 use self::snapshot::RequestSnapshot;
 use self::task_definition::TaskDefinitionRef;
 use self::tasks::TaskView;
 use crate::aws::network::{self, Network};
 use crate::aws::{AwsClients, AwsError};
+use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, ElasticProfile};
@@ -82,7 +89,7 @@ pub struct Refresh {
     /// Tasks of records that no longer run, described one more time for their stop reason.
     pub described: Vec<TaskView>,
     /// Task ARNs of records that ECS no longer knows at all.
-    pub missing: Vec<String>,
+    pub missing: Vec<TaskArn>,
 }
 
 /// Knobs of the engine (`serve`'s options).
@@ -99,57 +106,36 @@ impl Default for EngineOptions {
     }
 }
 
-/// One cluster profile's state.
+/// One cluster profile's engine, in three parts: who it is (fixed for its life), how it is
+/// configured (the account's clients and the cluster profile, replaced together when GoCD sends
+/// an edit; the port to GoCD), and what changes as it works ([`state::State`]).
 #[derive(Debug)]
 pub struct Cluster {
-    /// Hash of (region, cluster, role): tags and agent ids carry it.
-    pub key: String,
-    /// GoCD's server id.
-    pub server_id: String,
-    /// Our `startedBy` in this cluster.
-    pub started_by: String,
-    /// The account's clients (replaced when an edit changes the credentials, not the key).
-    aws: RwLock<Arc<AwsClients>>,
-    profile: RwLock<Arc<ClusterProfile>>,
-    registry: Mutex<Registry>,
-    task_definitions: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
-    task_definition_sweep: cleanup::task_definitions::SweepState,
-    networks: Mutex<HashMap<NetworkKey, Arc<OnceCell<Network>>>>,
-    adopted: OnceCell<()>,
-    events: Mutex<Events>,
-    /// Orphan tasks stopped by the sweep so far.
-    pub swept_orphans: std::sync::atomic::AtomicU64,
-    /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
-    pub orphan_marks: Mutex<std::collections::HashSet<String>>,
-    /// Held while server-ping reconciles this profile: never twice at once.
-    ping_lock: tokio::sync::Mutex<()>,
-    /// Agents that took their jobs, to be announced (`assigned.rs`).
-    took: Mutex<Vec<assigned::Took>>,
-    /// How long jobs waited for their agents, by elastic profile and phase.
-    job_waits: Mutex<job_wait::WaitHistograms>,
-    /// Warm pools: unused keys and arrivals (`warm_pools.rs`).
-    warm: Mutex<warm_pools::WarmPools>,
-    /// Held for one warm-pool pass: passes never overlap.
-    warm_pass: tokio::sync::Mutex<()>,
-    /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
-    pub ec2: ec2::Pool,
-    /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
-    pub provider_launches: launch::ProviderLaunches,
-    /// The kinds of the strategy's capacity providers (Fargate, Auto Scaling group, ECS Managed
-    /// Instances), learned once.
-    pub providers: providers::ProviderCache,
-    /// What this profile knows of its event queue (`EventQueueUrl`).
-    queue: Mutex<event_queue::QueueStatus>,
+    /// Who it is: its key, GoCD's server id, its `startedBy`. Never changes.
+    identity: Identity,
+    /// The account's clients and the profile as last sent, replaced whole (an edit may change
+    /// the credentials, never the key).
+    config: RwLock<Arc<Config>>,
     /// The port to GoCD (console lines, agent deletes).
     gocd: Arc<dyn Gocd>,
-    /// Whether the profile was deleted or moved, and which teams' profiles were deleted.
-    retirement: retirement::RetirementState,
+    /// What changes: agents, what it resolved and launched in AWS, what happened lately.
+    state: state::State,
+}
+
+/// How one cluster profile's engine is configured, as one value: a request reads the clients
+/// and the profile of one configuration, never half of an edit.
+#[derive(Debug)]
+struct Config {
+    /// The account's clients.
+    aws: Arc<AwsClients>,
+    /// The profile as last sent by GoCD.
+    profile: Arc<ClusterProfile>,
 }
 
 impl Cluster {
-    /// A cluster profile's state, empty until [`Cluster::ensure_adopted`].
+    /// A cluster profile's engine, empty until [`Cluster::ensure_adopted`].
     pub fn new(
-        key: String,
+        key: ClusterKey,
         server_id: String,
         aws: Arc<AwsClients>,
         profile: ClusterProfile,
@@ -157,45 +143,58 @@ impl Cluster {
         options: &EngineOptions,
     ) -> Self {
         Cluster {
+            identity: Identity::new(key, server_id),
+            config: RwLock::new(Arc::new(Config { aws, profile: Arc::new(profile) })),
             gocd,
-            retirement: retirement::RetirementState::default(),
-            started_by: identity::started_by(&server_id, &key),
-            key,
-            server_id,
-            aws: RwLock::new(aws),
-            profile: RwLock::new(Arc::new(profile)),
-            registry: Mutex::new(Registry::default()),
-            task_definitions: Mutex::new(HashMap::new()),
-            task_definition_sweep: cleanup::task_definitions::SweepState::new(
-                SystemTime::now(),
-                options.task_definition_sweep_after,
-            ),
-            networks: Mutex::new(HashMap::new()),
-            adopted: OnceCell::new(),
-            events: Mutex::new(Events::default()),
-            orphan_marks: Mutex::new(std::collections::HashSet::new()),
-            swept_orphans: std::sync::atomic::AtomicU64::new(0),
-            ping_lock: tokio::sync::Mutex::new(()),
-            took: Mutex::new(Vec::new()),
-            job_waits: Mutex::new(job_wait::WaitHistograms::default()),
-            warm: Mutex::new(warm_pools::WarmPools::default()),
-            warm_pass: tokio::sync::Mutex::new(()),
-            ec2: ec2::Pool::default(),
-            provider_launches: launch::ProviderLaunches::default(),
-            providers: providers::ProviderCache::default(),
-            queue: Mutex::new(event_queue::QueueStatus::default()),
+            state: state::State::new(options),
         }
+    }
+
+    /// Who this engine is: fixed for its life.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Hash of (region, cluster, role): tags and agent ids carry it.
+    pub fn key(&self) -> &ClusterKey {
+        &self.identity.key
+    }
+
+    /// GoCD's server id.
+    pub fn server_id(&self) -> &str {
+        &self.identity.server_id
+    }
+
+    /// Our `startedBy` in this cluster.
+    pub fn started_by(&self) -> &str {
+        &self.identity.started_by
+    }
+
+    fn config(&self) -> Arc<Config> {
+        self.config.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The account's clients.
     pub fn aws(&self) -> Arc<AwsClients> {
-        self.aws.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.config().aws.clone()
     }
 
-    /// Takes new clients for the same account (credentials rotated, another external id or
-    /// session name): the next calls use them.
-    pub fn set_aws(&self, aws: Arc<AwsClients>) {
-        *self.aws.write().unwrap_or_else(PoisonError::into_inner) = aws;
+    /// Takes GoCD's newest profile and the clients it resolves to (the same account, perhaps
+    /// through new credentials, another external id or session name), together: the next
+    /// calls use them.
+    pub fn reconfigure(&self, aws: Arc<AwsClients>, profile: ClusterProfile) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) =
+            Arc::new(Config { aws, profile: Arc::new(profile) });
+    }
+
+    /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
+    pub fn ec2(&self) -> &ec2::Pool {
+        &self.state.ec2
+    }
+
+    /// Orphan tasks stopped by the sweep so far.
+    pub fn swept_orphans(&self) -> u64 {
+        self.state.swept_orphans.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The port to GoCD.
@@ -207,7 +206,12 @@ impl Cluster {
     /// this job, or it waits for its next job (warm starts) and `offer` — asked only then —
     /// matches what it runs: it is then bound to this job, and the job's console says so.
     /// Memory only: GoCD asks under a global lock (the console line is sent in the background).
-    pub fn should_assign(self: &Arc<Self>, agent_id: &str, job: &JobIdentifier, offer: impl FnOnce() -> Offer) -> bool {
+    pub fn should_assign(
+        self: &Arc<Self>,
+        agent_id: &AgentId,
+        job: &JobIdentifier,
+        offer: impl FnOnce() -> Offer,
+    ) -> bool {
         let now = SystemTime::now();
         // One lock: the answer, and whether it is the agent taking its job (its wait announced
         // once; not for an agent adopted after a restart) and whether it was kept before.
@@ -232,7 +236,7 @@ impl Cluster {
                 true
             }
             Assignment::Reused { jobs, max_jobs } => {
-                tracing::info!(agent_id, job = %job.locator(), jobs, "reused a kept agent");
+                tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "reused a kept agent");
                 let line = create::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, owned) = (self.gocd.clone(), job.clone());
                 tokio::spawn(async move {
@@ -249,28 +253,29 @@ impl Cluster {
 
     /// How long jobs waited for their agents, by elastic profile and phase, locked.
     pub fn job_waits(&self) -> MutexGuard<'_, job_wait::WaitHistograms> {
-        self.job_waits.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.job_waits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The profile as last sent by GoCD.
     pub fn profile(&self) -> Arc<ClusterProfile> {
-        self.profile.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.config().profile.clone()
     }
 
-    /// Takes the newest properties (e.g. an edited `MaxAgents`).
+    /// Takes the newest properties (e.g. an edited `MaxAgents`) with the same clients.
     pub fn set_profile(&self, profile: ClusterProfile) {
-        *self.profile.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(profile);
+        let mut config = self.config.write().unwrap_or_else(PoisonError::into_inner);
+        *config = Arc::new(Config { aws: config.aws.clone(), profile: Arc::new(profile) });
     }
 
     /// The agents, locked, to read (changes go through the registry's transitions). Never hold
     /// it across an `.await`.
     pub fn registry(&self) -> MutexGuard<'_, Registry> {
-        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.registry.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Recent events, locked.
     pub fn events(&self) -> MutexGuard<'_, Events> {
-        self.events.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.events.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records an event for reports and server health.
@@ -295,7 +300,7 @@ impl Cluster {
     /// The failed refresh; the next call tries again.
     pub async fn adopt(&self) -> Result<Option<Refresh>, AwsError> {
         let mut fresh = None;
-        self.adopted
+        self.state.adopted
             .get_or_try_init(|| async {
                 let refresh = self.refresh().await?;
                 {
@@ -304,7 +309,7 @@ impl Cluster {
                 }
                 // Turn-taking survives a restart: the strategy's split goes on from the running tasks.
                 if self.profile().capacity_providers.is_some() {
-                    self.provider_launches.adopt(refresh.running.iter().map(|t| t.capacity.as_str()));
+                    self.state.provider_launches.adopt(refresh.running.iter().map(|t| t.capacity.as_str()));
                 }
                 tracing::info!(cluster = %self.profile().cluster_name, tasks = refresh.running.len(), "adopted running tasks");
                 fresh = Some(refresh);
@@ -323,20 +328,20 @@ impl Cluster {
         let profile = self.profile();
         let cluster = profile.cluster_name.as_str();
         let suffix = cluster_arn_suffix(cluster);
-        let arns = tasks::list_running(&self.aws(), cluster, &self.started_by).await?;
+        let arns = tasks::list_running(&self.aws(), cluster, self.started_by()).await?;
         // Tasks already tracked need none of our own tags back (their records hold them): dropped
         // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
         // "Performance"). Still one DescribeTasks per 100 ARNs.
-        let known: std::collections::HashSet<String> =
+        let known: std::collections::HashSet<TaskArn> =
             self.registry().all().filter_map(|a| a.task_arn.clone()).collect();
         let mut running = Vec::with_capacity(arns.len());
         for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
-            let views = tasks::describe(&self.aws(), cluster, &suffix, chunk, &self.server_id, &self.key).await?;
+            let views = tasks::describe(&self.aws(), cluster, &suffix, chunk, self.server_id(), self.key()).await?;
             // Listed tasks whose desired status is STOPPED are stopping: AWS does not list them
             // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
             // is described below as fallen out of the list.
             let views = views.into_iter().filter(|t| t.desired_status != "STOPPED");
-            running.extend(views.map(|t| if known.contains(&t.arn) { t.without_own_tags() } else { t }));
+            running.extend(views.map(|t| if known.contains(t.arn.as_str()) { t.without_own_tags() } else { t }));
         }
         drop(known);
         let running_arns: std::collections::HashSet<&str> = running.iter().map(|t| t.arn.as_str()).collect();
@@ -344,15 +349,15 @@ impl Cluster {
             .registry()
             .all()
             .filter(|a| a.phase == registry::Phase::Running || a.phase == registry::Phase::Stopping)
-            .filter_map(|a| a.task_arn.clone())
+            .filter_map(|a| a.task_arn.as_deref().map(str::to_string))
             .filter(|arn| !running_arns.contains(arn.as_str()))
             .collect();
         let mut described = Vec::new();
         let mut missing = Vec::new();
         if !fallen.is_empty() {
-            described = tasks::describe(&self.aws(), cluster, &suffix, &fallen, &self.server_id, &self.key).await?;
+            described = tasks::describe(&self.aws(), cluster, &suffix, &fallen, self.server_id(), self.key()).await?;
             let seen: std::collections::HashSet<&str> = described.iter().map(|t| t.arn.as_str()).collect();
-            missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).cloned().collect();
+            missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).map(TaskArn::from).collect();
             // Still listed as running elsewhere? Then it is only a task ECS described as running.
             described.retain(|t| t.is_stopping() || !running_arns.contains(t.arn.as_str()));
         }
@@ -366,8 +371,9 @@ impl Cluster {
     /// The failed lookup or registration; the next launch tries again.
     pub async fn task_definition(&self, snapshot: &RequestSnapshot) -> Result<TaskDefinitionRef, AwsError> {
         let (profile, elastic, family) = (&snapshot.profile, &snapshot.elastic, &snapshot.family);
-        self.task_definition_sweep.saw(family, SystemTime::now());
+        self.state.task_definition_sweep.saw(family, SystemTime::now());
         let cell = self
+            .state
             .task_definitions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -387,8 +393,8 @@ impl Cluster {
                             profile,
                             snapshot.kinds.as_deref(),
                             elastic,
-                            &self.server_id,
-                            &self.key,
+                            self.server_id(),
+                            self.key(),
                         )
                         .await
                     }
@@ -400,7 +406,7 @@ impl Cluster {
 
     /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
     pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<providers::ProviderKinds>> {
-        self.providers.current(profile)
+        self.state.providers.current(profile)
     }
 
     /// Subnets and groups for a launch: the elastic profile's, else the cluster profile's,
@@ -417,6 +423,7 @@ impl Cluster {
             elastic.security_group_ids.clone()
         };
         let cell = self
+            .state
             .networks
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

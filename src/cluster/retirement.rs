@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::Cluster;
+use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
 
 /// Why a cluster profile's engine no longer serves new work.
@@ -32,9 +33,9 @@ struct Teams {
     retired: Option<Retirement>,
     /// Settings fingerprints GoCD sent for this engine since the process started, less the
     /// deleted ones.
-    served: BTreeSet<String>,
+    served: BTreeSet<SettingsFingerprint>,
     /// Settings fingerprints whose profile GoCD deleted: their agents are stopped.
-    deleted: BTreeSet<String>,
+    deleted: BTreeSet<SettingsFingerprint>,
 }
 
 impl RetirementState {
@@ -47,7 +48,7 @@ impl Cluster {
     /// The profile was deleted or moved: drain (see [`Retirement`]).
     pub fn retire(&self, why: Retirement) {
         {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             // Deleted outranks moved.
             if teams.retired != Some(Retirement::Deleted) {
                 teams.retired = Some(why);
@@ -58,27 +59,27 @@ impl Cluster {
             Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
         };
         self.event(HealthKind::Warning, what);
-        self.ec2.wake();
+        self.ec2().wake();
     }
 
     /// GoCD sent the profile whose settings fingerprint is `settings`: the engine serves.
-    pub fn serve_again(&self, settings: &str) {
-        let mut teams = self.retirement.lock();
+    pub fn serve_again(&self, settings: &SettingsFingerprint) {
+        let mut teams = self.state.retirement.lock();
         teams.retired = None;
         teams.deleted.remove(settings);
         if !teams.served.contains(settings) {
-            teams.served.insert(settings.to_string());
+            teams.served.insert(settings.clone());
         }
     }
 
     /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other
     /// team's profile is served by this engine, the engine retires ([`Retirement::Deleted`]);
     /// otherwise only that team's agents are stopped, at the next server-ping.
-    pub fn profile_deleted(&self, settings: &str) {
+    pub fn profile_deleted(&self, settings: &SettingsFingerprint) {
         let others_left = {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             teams.served.remove(settings);
-            teams.deleted.insert(settings.to_string());
+            teams.deleted.insert(settings.clone());
             !teams.served.is_empty()
         };
         if others_left {
@@ -91,29 +92,29 @@ impl Cluster {
     }
 
     /// A team's profile was edited in place: its agents count under the new settings.
-    pub fn settings_edited(&self, old: &str, new: &str) {
+    pub fn settings_edited(&self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
         {
-            let mut teams = self.retirement.lock();
+            let mut teams = self.state.retirement.lock();
             teams.served.remove(old);
-            teams.served.insert(new.to_string());
+            teams.served.insert(new.clone());
         }
         self.registry().settings_changed(old, new);
     }
 
     /// Whether agents started under `settings` belong to a deleted profile.
-    pub fn is_deleted_settings(&self, settings: &str) -> bool {
-        self.retirement.lock().deleted.contains(settings)
+    pub fn is_deleted_settings(&self, settings: &SettingsFingerprint) -> bool {
+        self.state.retirement.lock().deleted.contains(settings)
     }
 
     /// Why the engine drains, if it does.
     pub fn retired(&self) -> Option<Retirement> {
-        self.retirement.lock().retired
+        self.state.retirement.lock().retired
     }
 
     /// A retired engine with no agent that may still run and no instance left.
     pub fn is_drained(&self) -> bool {
         self.retired().is_some()
             && !self.registry().all().any(|a| a.phase.occupies_capacity())
-            && self.ec2.state().instances.is_empty()
+            && self.ec2().state().instances.is_empty()
     }
 }

@@ -8,15 +8,23 @@
 //! it).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::identity::{client_token, task_tags, TaskLabels};
 use super::providers::ProviderKinds;
 use super::task_definition::{self, TaskDefinitionRef};
 use crate::aws::network::Network;
+use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, ElasticProfile};
+use crate::settings::{ClusterProfile, ElasticProfile, Reuse};
+
+/// How long an agent of a warm profile may wait for a job when the profile sets no
+/// `ReuseIdleMinutes`: the pool's pass retires the surplus long before.
+pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
+/// Jobs one agent of a warm profile runs when the profile sets no `ReuseMaxJobs`.
+pub const WARM_MAX_JOBS: u32 = 10;
 
 /// What one create-agent works on, computed once.
 #[derive(Debug, Clone)]
@@ -24,7 +32,7 @@ pub struct RequestSnapshot {
     /// The cluster profile GoCD sent with the request.
     pub profile: Arc<ClusterProfile>,
     /// Its settings fingerprint (`identity::settings_fingerprint`).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
     /// The elastic profile, parsed and checked against `profile`.
     pub elastic: Arc<ElasticProfile>,
     /// The kinds of `profile`'s capacity providers, when it has a strategy.
@@ -41,7 +49,7 @@ impl RequestSnapshot {
         cluster_key: &str,
         region: &str,
         profile: Arc<ClusterProfile>,
-        settings: String,
+        settings: SettingsFingerprint,
         elastic: Arc<ElasticProfile>,
         kinds: Option<Arc<ProviderKinds>>,
     ) -> Self {
@@ -57,6 +65,15 @@ impl RequestSnapshot {
     pub fn registers_its_own(&self) -> bool {
         self.elastic.task_definition_arn.is_none()
     }
+
+    /// The `Reuse` of an agent of this elastic profile: its own, else the warm pool's.
+    pub fn reuse(&self) -> Option<Reuse> {
+        match (self.elastic.reuse, self.elastic.warm.is_on()) {
+            (Some(reuse), _) => Some(reuse),
+            (None, true) => Some(Reuse { idle: WARM_IDLE, max_jobs: WARM_MAX_JOBS }),
+            (None, false) => None,
+        }
+    }
 }
 
 /// One agent to start, as create-agent decided it: everything Fargate's RunTask and EC2's
@@ -64,7 +81,7 @@ impl RequestSnapshot {
 #[derive(Debug, Clone)]
 pub struct Work {
     /// The reserved agent id (`GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID`).
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Which launch for the job (1 for the first).
     pub attempt: u32,
     /// The job it is for.
@@ -80,7 +97,7 @@ pub struct Work {
     /// `GO_EA_AUTO_REGISTER_KEY` (ephemeral, single use; GoCD sends a new one with each create-agent).
     pub auto_register_key: Secret<String>,
     /// The cluster profile's settings fingerprint (tagged, for `MaxAgents` after a restart).
-    pub settings: String,
+    pub settings: SettingsFingerprint,
 }
 
 /// Everything one RunTask or StartTask sends, built once per create-agent by
@@ -100,7 +117,7 @@ pub struct LaunchSpec {
     /// GoCD's server id.
     pub server_id: String,
     /// The cluster profile's key.
-    pub cluster_key: String,
+    pub cluster_key: ClusterKey,
     /// Every tag: ours, then the profiles' (`docs/protocol.md`, "What a task carries").
     pub tags: Vec<(String, String)>,
     /// Idempotency token for this job and attempt.
@@ -113,8 +130,8 @@ impl LaunchSpec {
         let mut user_tags = profile.tags.clone();
         user_tags.extend(work.elastic.tags.iter().cloned());
         let labels = TaskLabels {
-            server_id: &cluster.server_id,
-            cluster_key: &cluster.key,
+            server_id: cluster.server_id(),
+            cluster_key: cluster.key(),
             agent_id: &work.agent_id,
             job: &work.job,
             environment: work.environment.as_deref(),
@@ -123,14 +140,14 @@ impl LaunchSpec {
             settings: &work.settings,
         };
         let tags = task_tags(&labels, &user_tags);
-        let client_token = client_token(&cluster.server_id, &work.agent_id, "");
+        let client_token = client_token(cluster.server_id(), &work.agent_id, "");
         LaunchSpec {
             profile,
             work,
             network,
-            started_by: cluster.started_by.clone(),
-            server_id: cluster.server_id.clone(),
-            cluster_key: cluster.key.clone(),
+            started_by: cluster.started_by().to_string(),
+            server_id: cluster.server_id().to_string(),
+            cluster_key: cluster.key().clone(),
             tags,
             client_token,
         }

@@ -72,7 +72,7 @@ impl World {
         }
     }
 
-    fn agent_of(&self, job_id: i64) -> String {
+    fn agent_of(&self, job_id: i64) -> crate::ids::AgentId {
         let registry = self.cluster.registry();
         registry.live_for_job(job_id).map(|a| a.agent_id.clone()).expect("a live agent for the job")
     }
@@ -83,7 +83,7 @@ fn no_offer() -> super::registry::Offer {
     panic!("asked for an offer: no agent here waits for a next job")
 }
 
-fn listed(agent_id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
+fn listed(agent_id: &str, state: AgentState, build: BuildState) -> (crate::ids::AgentId, AgentMetadata) {
     let agent = AgentMetadata {
         agent_id: agent_id.into(),
         agent_state: state,
@@ -102,9 +102,9 @@ async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line()
     assert_eq!(tasks.len(), 1);
     let task = &tasks[0];
     let agent_id = w.agent_of(7);
-    assert_eq!(task.tags.get(TAG_AGENT_ID), Some(&agent_id));
+    assert_eq!(task.tags.get(TAG_AGENT_ID).map(String::as_str), Some(agent_id.as_str()));
     assert_eq!(task.tags.get(identity::TAG_SERVER_ID).map(String::as_str), Some(SERVER));
-    assert_eq!(task.started_by, w.cluster.started_by);
+    assert_eq!(task.started_by, w.cluster.started_by());
     assert_eq!(task.environment.get("GO_EA_AUTO_REGISTER_KEY").map(String::as_str), Some("key-1"));
     assert_eq!(task.environment.get("GO_EA_SERVER_URL").map(String::as_str), Some("https://gocd.example:8154/go"));
     let calls = ["ListTasks", "DescribeTaskDefinition", "RegisterTaskDefinition", "RunTask"];
@@ -220,7 +220,7 @@ async fn a_ping_stops_a_task_whose_agent_never_registered() {
     // A task adopted from before a restart, two hours old, whose agent GoCD never listed.
     let old_job = job(9);
     let tags = our_tags(&w.cluster, "ea-old", &old_job);
-    let stale = w.aws.seed_task(&w.cluster.started_by, &tags, SystemTime::now() - Duration::from_secs(7200));
+    let stale = w.aws.seed_task(w.cluster.started_by(), &tags, SystemTime::now() - Duration::from_secs(7200));
     let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
     w.cluster.ping(gocd).await.expect("pinged");
     let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
@@ -269,8 +269,8 @@ fn cluster_arn_suffix_from_name_or_arn() {
 
 fn our_tags(cluster: &Cluster, agent_id: &str, job: &JobIdentifier) -> Vec<(String, String)> {
     let labels = TaskLabels {
-        server_id: &cluster.server_id,
-        cluster_key: &cluster.key,
+        server_id: cluster.server_id(),
+        cluster_key: cluster.key(),
         agent_id,
         job,
         environment: None,
@@ -317,7 +317,7 @@ async fn an_edit_that_keeps_the_key_keeps_the_count_under_the_new_settings() {
     for id in 1..=2 {
         w.cluster.create_agent(w.request(id, "k")).await.expect("launched");
     }
-    w.cluster.registry().settings_changed("team-a", "team-a-edited");
+    w.cluster.registry().settings_changed(&"team-a".into(), &"team-a-edited".into());
     let mut edited = w.request(3, "k");
     edited.settings = "team-a-edited".into();
     assert_eq!(w.cluster.create_agent(edited).await.expect("answered"), Created::Full, "the two still count");
@@ -345,20 +345,20 @@ async fn deleting_one_teams_profile_stops_only_its_agents_and_the_engine_serves_
         request.settings = settings.into();
         request
     };
-    w.cluster.serve_again("team-a");
-    w.cluster.serve_again("team-b");
+    w.cluster.serve_again(&"team-a".into());
+    w.cluster.serve_again(&"team-b".into());
     for id in 1..=2 {
         w.cluster.create_agent(team(id, "team-a")).await.expect("launched");
         w.cluster.create_agent(team(10 + id, "team-b")).await.expect("launched");
     }
-    w.cluster.profile_deleted("team-a");
+    w.cluster.profile_deleted(&"team-a".into());
     assert_eq!(w.cluster.retired(), None, "team B's profile still uses the engine");
     w.cluster.ping(Default::default()).await.expect("pinged");
     let running: Vec<_> = w.aws.running().iter().map(|t| t.tags["gocd:cluster-settings"].clone()).collect();
     assert_eq!(running, ["team-b", "team-b"], "team A's two tasks stopped, team B's run on");
     assert!(matches!(w.cluster.create_agent(team(13, "team-b")).await, Ok(Created::Started(_))));
 
-    w.cluster.profile_deleted("team-b");
+    w.cluster.profile_deleted(&"team-b".into());
     assert_eq!(w.cluster.retired(), Some(super::Retirement::Deleted), "no team left");
     w.cluster.ping(Default::default()).await.expect("pinged");
     assert!(w.aws.running().is_empty());
@@ -407,15 +407,16 @@ async fn strays_of_a_vanished_profile_key_are_stopped_and_nothing_else() {
             *v = "000000000000".into();
         }
     }
-    let stray = w.aws.seed_task(&identity::started_by(SERVER, "000000000000"), &labels_tags, SystemTime::now());
+    let stray = w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &labels_tags, SystemTime::now());
     let mut foreign_tags = labels_tags.clone();
     for (k, v) in foreign_tags.iter_mut() {
         if k == identity::TAG_SERVER_ID {
             *v = "another-server".into();
         }
     }
-    let foreign = w.aws.seed_task(&identity::started_by(SERVER, "000000000000"), &foreign_tags, SystemTime::now());
-    assert_eq!(w.cluster.stop_strays("000000000000").await.expect("looked"), 1);
+    let foreign =
+        w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &foreign_tags, SystemTime::now());
+    assert_eq!(w.cluster.stop_strays(&"000000000000".into()).await.expect("looked"), 1);
     let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
     assert!(!running.contains(&stray), "the stray is stopped");
     assert!(running.contains(&foreign), "another server's task is never touched");
@@ -441,7 +442,7 @@ async fn the_leftover_sweep_stops_by_tag_what_no_agent_names_and_nothing_else() 
     let leftover = w.aws.seed_task("an-older-plugin", &with_key(SERVER, "000000000000"), SystemTime::now());
     let foreign = w.aws.seed_task("an-older-plugin", &with_key("another-server", "000000000000"), SystemTime::now());
     let untagged = w.aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
-    let live = [w.cluster.key.clone()].into();
+    let live = [w.cluster.key().clone()].into();
     let reads = || (w.aws.count("ListTasks"), w.aws.count("DescribeTasks"));
     let before = reads();
     assert_eq!(w.cluster.stop_leftover_tasks(&live).await.expect("looked"), 1);
@@ -472,7 +473,7 @@ fn offer_of(request: &AgentRequest) -> impl FnOnce() -> super::registry::Offer {
 }
 
 /// Starts job 1's agent and lets a ping see it registered; returns its id.
-async fn registered_agent(w: &World, request: AgentRequest) -> String {
+async fn registered_agent(w: &World, request: AgentRequest) -> crate::ids::AgentId {
     let job_id = request.job.job_id;
     w.cluster.create_agent(request).await.expect("launched");
     let agent_id = w.agent_of(job_id);
@@ -601,7 +602,7 @@ async fn a_strategy_sends_one_provider_a_task_following_base_and_weights() {
     // The base first; then the one furthest behind its weight's share, the first listed on a tie.
     assert_eq!(providers, ["my-asg", "FARGATE", "my-asg", "FARGATE", "FARGATE", "my-asg", "FARGATE"]);
     assert_eq!(
-        w.cluster.provider_launches.counts(),
+        w.cluster.state.provider_launches.counts(),
         [("FARGATE".to_string(), 4), ("my-asg".to_string(), 3)].into_iter().collect()
     );
 }
@@ -611,7 +612,7 @@ async fn a_failed_launch_through_a_provider_does_not_count_for_it() {
     let w = World::with_profile(FakeAws::default(), through_providers("FARGATE:1:1\nFARGATE_SPOT:1"));
     w.aws.fail_next("RunTask", 400, "InvalidParameterException", "no such capacity provider");
     assert!(w.cluster.create_agent(w.request(1, "key-1")).await.is_err());
-    assert!(w.cluster.provider_launches.counts().values().all(|n| *n == 0));
+    assert!(w.cluster.state.provider_launches.counts().values().all(|n| *n == 0));
     w.cluster.create_agent(w.request(2, "key-2")).await.expect("launched");
     let last = w.aws.run_requests().last().cloned().expect("a RunTask");
     assert_eq!(last["capacityProviderStrategy"][0]["capacityProvider"], "FARGATE", "the base is still owed");
@@ -679,7 +680,7 @@ async fn after_a_restart_the_split_goes_on_from_the_running_tasks() {
     // As one process would have gone on (2 base, then 1:3); a restarted base would start FARGATE, FARGATE.
     assert_eq!(next, ["FARGATE_SPOT", "FARGATE", "FARGATE_SPOT"], "the split goes on; the base is not owed again");
     assert_eq!(
-        after.cluster.provider_launches.counts(),
+        after.cluster.state.provider_launches.counts(),
         [("FARGATE".to_string(), 3), ("FARGATE_SPOT".to_string(), 3)].into_iter().collect()
     );
 }
@@ -812,7 +813,7 @@ async fn a_server_ping_during_a_job_completion_leaves_the_agent_to_it() {
     // The completion has begun: the agent is being disabled, its task stopped, the agent deleted.
     assert!(w.cluster.registry().stopping(&agent_id).is_some());
     let stops = w.aws.count("StopTask");
-    let gocd: std::collections::HashMap<String, AgentMetadata> =
+    let gocd: std::collections::HashMap<crate::ids::AgentId, AgentMetadata> =
         [listed(&agent_id, AgentState::Idle, BuildState::Idle)].into_iter().collect();
     w.cluster.ping(gocd.clone()).await.expect("pinged");
     assert_eq!(w.aws.count("StopTask"), stops, "the ping leaves the stop to the completion");

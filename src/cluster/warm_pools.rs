@@ -22,14 +22,10 @@ use super::registry::NewAgent;
 use super::snapshot::RequestSnapshot;
 use super::warm::{self, IdleAgent, PoolView, UnusedKey};
 use super::Cluster;
+use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
-use crate::settings::{LaunchType, Reuse};
+use crate::settings::LaunchType;
 
-/// How long an agent of a warm profile may wait for a job when the profile sets no
-/// `ReuseIdleMinutes`: the pool's pass retires the surplus long before.
-pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
-/// Jobs one agent of a warm profile runs when the profile sets no `ReuseMaxJobs`.
-pub const WARM_MAX_JOBS: u32 = 10;
 /// The cold start `auto` sizes a pool for.
 const COLD_START: Duration = Duration::from_secs(60);
 /// The most unused keys a pool holds (GoCD re-sends create-agent for every waiting job each
@@ -40,7 +36,7 @@ const MAX_KEYS_PER_POOL: usize = 100;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PoolId {
     elastic_profile: String,
-    settings: String,
+    settings: SettingsFingerprint,
     environment: Option<String>,
 }
 
@@ -116,16 +112,6 @@ impl WarmPools {
     }
 }
 
-/// The `Reuse` of an agent of this elastic profile: its own, else the warm pool's.
-pub fn reuse_of(snapshot: &RequestSnapshot) -> Option<Reuse> {
-    let elastic = &snapshot.elastic;
-    match (elastic.reuse, elastic.warm.is_on()) {
-        (Some(reuse), _) => Some(reuse),
-        (None, true) => Some(Reuse { idle: WARM_IDLE, max_jobs: WARM_MAX_JOBS }),
-        (None, false) => None,
-    }
-}
-
 /// One pool as the cluster status report shows it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PoolStatus {
@@ -178,7 +164,7 @@ impl Cluster {
 
     /// The warm pools, locked. Never hold across an `.await`.
     fn warm_pools(&self) -> std::sync::MutexGuard<'_, WarmPools> {
-        self.warm.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.warm.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// create-agent of a warm profile: counts the arrival of a new job, holds the key when its
@@ -216,7 +202,7 @@ impl Cluster {
 
     /// One pass over every warm pool: start, retire, forget keys ([`warm::plan`]).
     pub async fn tend_warm_pools(self: &Arc<Self>) {
-        let _one_at_a_time = self.warm_pass.lock().await;
+        let _one_at_a_time = self.state.warm_pass.lock().await;
         let ids: Vec<PoolId> = self.warm_pools().pools.keys().cloned().collect();
         for id in ids {
             self.tend(&id).await;
@@ -290,20 +276,20 @@ impl Cluster {
     /// agent (its task carries the lending job's tags; its job comes from GoCD).
     async fn start_warm(self: &Arc<Self>, snapshot: &Arc<RequestSnapshot>, key: HeldKey) {
         let request = key.request;
-        let agent_id = new_agent_id(&self.key, &request.job);
+        let agent_id = new_agent_id(self.key(), &request.job);
         let new = NewAgent {
             environment: request.environment.clone(),
             elastic_profile: snapshot.elastic.hash.clone(),
             settings: snapshot.settings.clone(),
             image: snapshot.elastic.image.clone(),
-            reuse: reuse_of(snapshot),
+            reuse: snapshot.reuse(),
         };
         let max_agents = snapshot.profile.max_agents as usize;
         if !self.registry().reserve_warm(&request.job, agent_id.clone(), max_agents, new, SystemTime::now()) {
             return;
         }
         match self.start(snapshot, &request, agent_id.clone(), 1, key.server_url).await {
-            Ok((line, _)) => tracing::info!(agent_id, "warm agent started: {line}"),
+            Ok((line, _)) => tracing::info!(agent_id = agent_id.as_str(), "warm agent started: {line}"),
             Err(e) => {
                 self.registry().launch_failed(&agent_id, format!("launch failed: {e}"), SystemTime::now());
                 self.event(HealthKind::Warning, format!("could not start a warm agent: {e}"));

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::ids::AgentId;
 use crate::plugin::Plugin;
 use crate::protocol::requests::JobCompletionParams;
 
@@ -14,7 +15,9 @@ pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) ->
     let agent_id = params.elastic_agent_id.as_str();
     match plugin.cluster_for_agent(agent_id, &params.cluster_profile_properties).await {
         Ok(Some(cluster)) => {
-            if cluster.complete(agent_id, &params.job_identifier).await == crate::cluster::complete::Completed::Kept {
+            if cluster.complete(&AgentId::from(agent_id), &params.job_identifier).await
+                == crate::cluster::complete::Completed::Kept
+            {
                 // A kept agent may fill its warm pool, or be one too many.
                 tokio::spawn(async move { cluster.tend_warm_pools().await });
             }

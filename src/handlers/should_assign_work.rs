@@ -11,6 +11,7 @@ use std::sync::Arc;
 use crate::cluster::identity::{cluster_key_of_agent, settings_fingerprint};
 use crate::cluster::registry::Offer;
 use crate::error::Result;
+use crate::ids::AgentId;
 use crate::plugin::Plugin;
 use crate::protocol::requests::ShouldAssignWorkParams;
 use crate::settings::profile_hash;
@@ -19,7 +20,7 @@ use crate::settings::profile_hash;
 pub async fn should_assign_work(plugin: Arc<Plugin>, params: ShouldAssignWorkParams) -> Result<bool> {
     let agent_id = params.agent.agent_id.as_str();
     match plugin.cluster_of_agent(agent_id) {
-        Some(cluster) => Ok(cluster.should_assign(agent_id, &params.job_identifier, || Offer {
+        Some(cluster) => Ok(cluster.should_assign(&AgentId::from(agent_id), &params.job_identifier, || Offer {
             environment: params.environment.clone(),
             elastic_profile: profile_hash(&params.elastic_agent_profile_properties),
             settings: settings_fingerprint(&params.cluster_profile_properties),

@@ -11,6 +11,7 @@ use std::time::Instant;
 use super::Plugin;
 use crate::cluster::cleanup::LEFTOVER_SWEEP_EVERY;
 use crate::cluster::Cluster;
+use crate::ids::ClusterKey;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::LaunchType;
 
@@ -34,7 +35,7 @@ impl Plugin {
             sweep.last = Some(Instant::now());
         }
         // Every key this process serves or drains: the rest of this server's tags are leftovers.
-        let live: HashSet<String> = self.known_clusters().iter().map(|c| c.key.clone()).collect();
+        let live: HashSet<ClusterKey> = self.known_clusters().iter().map(|c| c.key().clone()).collect();
         let serving = || clusters.iter().filter(|c| c.retired().is_none());
         let mut swept_clusters = HashSet::new();
         for cluster in serving() {

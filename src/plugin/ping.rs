@@ -14,6 +14,7 @@ use crate::cluster::ec2::driver::ensure_running;
 use crate::cluster::identity::cluster_key_of_agent;
 use crate::cluster::{Cluster, Retirement};
 use crate::error::Result;
+use crate::ids::{AgentId, ClusterKey};
 use crate::protocol::host_calls::{HealthKind, HealthMessage};
 use crate::protocol::types::AgentMetadata;
 use crate::settings::{LaunchType, Properties};
@@ -44,11 +45,11 @@ impl Plugin {
             }
         }
         // Two teams' profiles on one cluster, account and role share one engine: one pass each.
-        clusters.sort_by(|a, b| a.key.cmp(&b.key));
-        clusters.dedup_by(|a, b| a.key == b.key);
+        clusters.sort_by(|a, b| a.key().cmp(b.key()));
+        clusters.dedup_by(|a, b| a.key() == b.key());
         let agents = self.gocd().list_agents().await?;
-        let sent: HashSet<String> = clusters.iter().map(|c| c.key.clone()).collect();
-        for cluster in self.known_clusters().into_iter().filter(|c| !sent.contains(&c.key)) {
+        let sent: HashSet<ClusterKey> = clusters.iter().map(|c| c.key().clone()).collect();
+        for cluster in self.known_clusters().into_iter().filter(|c| !sent.contains(c.key())) {
             // GoCD no longer sends this profile (deleted, or edited into another key without
             // our hearing of it): it drains. Its pings go on until it has.
             if all_resolved && cluster.retired().is_none() {
@@ -61,7 +62,7 @@ impl Plugin {
         let mut by_cluster = group_by_cluster(&agents);
         let mut pings = JoinSet::new();
         for cluster in &clusters {
-            let gocd = by_cluster.remove(cluster.key.as_str()).unwrap_or_default();
+            let gocd = by_cluster.remove(cluster.key().as_str()).unwrap_or_default();
             pings.spawn(self.ping_one(cluster.clone(), gocd));
         }
         while pings.join_next().await.is_some() {}
@@ -84,7 +85,7 @@ impl Plugin {
     fn ping_one(
         &self,
         cluster: Arc<Cluster>,
-        gocd: HashMap<String, AgentMetadata>,
+        gocd: HashMap<AgentId, AgentMetadata>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let metrics = self.metrics().clone();
         if cluster.profile().launch_type == LaunchType::Ec2 {
@@ -114,16 +115,17 @@ impl Plugin {
     /// in the clusters we can reach are stopped ([`Cluster::stop_strays`]), then the agents are
     /// removed.
     async fn remove_agents_of_unknown_profiles(&self, clusters: &[Arc<Cluster>], agents: &[AgentMetadata]) {
-        let keys: HashSet<&str> = clusters.iter().map(|c| c.key.as_str()).collect();
-        let orphans: Vec<String> = agents
+        let keys: HashSet<&str> = clusters.iter().map(|c| c.key().as_str()).collect();
+        let orphans: Vec<AgentId> = agents
             .iter()
             .filter(|a| cluster_key_of_agent(&a.agent_id).is_some_and(|k| !keys.contains(k)))
-            .map(|a| a.agent_id.clone())
+            .map(|a| AgentId::from(a.agent_id.as_str()))
             .collect();
         if orphans.is_empty() {
             return;
         }
-        let gone: std::collections::BTreeSet<&str> = orphans.iter().filter_map(|a| cluster_key_of_agent(a)).collect();
+        let gone: std::collections::BTreeSet<ClusterKey> =
+            orphans.iter().filter_map(|a| cluster_key_of_agent(a)).map(ClusterKey::from).collect();
         // One look per AWS cluster (several profiles may act in one), per vanished key.
         let mut seen = HashSet::new();
         for cluster in clusters {
@@ -134,7 +136,7 @@ impl Plugin {
             }
             for key in &gone {
                 if let Err(e) = cluster.stop_strays(key).await {
-                    tracing::warn!(key, error = %e, "could not look for tasks of a cluster profile that no longer exists");
+                    tracing::warn!(key = key.as_str(), error = %e, "could not look for tasks of a cluster profile that no longer exists");
                 }
             }
         }
@@ -145,11 +147,11 @@ impl Plugin {
     }
 }
 
-fn group_by_cluster(agents: &[AgentMetadata]) -> HashMap<&str, HashMap<String, AgentMetadata>> {
-    let mut by_cluster: HashMap<&str, HashMap<String, AgentMetadata>> = HashMap::new();
+fn group_by_cluster(agents: &[AgentMetadata]) -> HashMap<&str, HashMap<AgentId, AgentMetadata>> {
+    let mut by_cluster: HashMap<&str, HashMap<AgentId, AgentMetadata>> = HashMap::new();
     for agent in agents {
         if let Some(key) = cluster_key_of_agent(&agent.agent_id) {
-            by_cluster.entry(key).or_default().insert(agent.agent_id.clone(), agent.clone());
+            by_cluster.entry(key).or_default().insert(agent.agent_id.as_str().into(), agent.clone());
         }
     }
     by_cluster

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::connection::{CallFailure, Connection};
 use crate::cluster::gocd::{Gocd, GocdFuture, HostCallError};
+use crate::ids::AgentId;
 use crate::protocol::host_calls::{
     AddServerHealthMessages, AgentRef, AppendConsoleLog, ConsoleLogLine, DeleteAgents, DisableAgents, GetServerInfo,
     HealthMessage, HostCall, ListAgents, ServerInfo,
@@ -67,7 +68,7 @@ impl HostClient {
     ///
     /// # Errors
     /// As [`HostClient::call`].
-    pub async fn disable_agents(&self, agent_ids: &[String]) -> Result<(), HostCallError> {
+    pub async fn disable_agents(&self, agent_ids: &[AgentId]) -> Result<(), HostCallError> {
         if agent_ids.is_empty() {
             return Ok(());
         }
@@ -78,7 +79,7 @@ impl HostClient {
     ///
     /// # Errors
     /// As [`HostClient::call`].
-    pub async fn delete_agents(&self, agent_ids: &[String]) -> Result<(), HostCallError> {
+    pub async fn delete_agents(&self, agent_ids: &[AgentId]) -> Result<(), HostCallError> {
         if agent_ids.is_empty() {
             return Ok(());
         }
@@ -116,11 +117,11 @@ impl Gocd for HostClient {
         Box::pin(HostClient::console_log(self, job, text))
     }
 
-    fn disable_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+    fn disable_agents<'a>(&'a self, agent_ids: &'a [AgentId]) -> GocdFuture<'a, ()> {
         Box::pin(HostClient::disable_agents(self, agent_ids))
     }
 
-    fn delete_agents<'a>(&'a self, agent_ids: &'a [String]) -> GocdFuture<'a, ()> {
+    fn delete_agents<'a>(&'a self, agent_ids: &'a [AgentId]) -> GocdFuture<'a, ()> {
         Box::pin(HostClient::delete_agents(self, agent_ids))
     }
 
@@ -137,8 +138,8 @@ impl Gocd for HostClient {
     }
 }
 
-fn refs(agent_ids: &[String]) -> Vec<AgentRef> {
-    agent_ids.iter().map(|id| AgentRef { agent_id: id.clone() }).collect()
+fn refs(agent_ids: &[AgentId]) -> Vec<AgentRef> {
+    agent_ids.iter().map(|id| AgentRef { agent_id: id.to_string() }).collect()
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::cluster::events::Event;
 use crate::cluster::registry::{AgentRecord, Phase};
 use crate::cluster::tasks::ContainerView;
 use crate::cluster::Cluster;
+use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::ClusterProfile;
 
@@ -33,7 +34,7 @@ pub struct ClusterSnapshot {
     /// Cluster name or ARN.
     pub cluster_name: String,
     /// Profile key.
-    pub key: String,
+    pub key: ClusterKey,
     /// Region.
     pub region: String,
     /// FARGATE, FARGATE_SPOT or EC2, or the `CapacityProviderStrategy` in words.
@@ -138,7 +139,7 @@ pub struct JobView {
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentRow {
     /// Agent id.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// Its job.
     pub job: JobView,
     /// State for people: launching, starting, idle, building, stopping, stopped.
@@ -160,7 +161,7 @@ pub struct AgentRow {
     /// Task id (last ARN segment).
     pub task_id: Option<String>,
     /// Task ARN.
-    pub task_arn: Option<String>,
+    pub task_arn: Option<TaskArn>,
     /// ECS console link to the task.
     pub task_url: Option<String>,
     /// Why it stopped.
@@ -261,7 +262,7 @@ pub struct ClusterFacts<'a> {
 pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     let profile = cluster.profile();
     let facts = ClusterFacts {
-        key: &cluster.key,
+        key: cluster.key(),
         profile: &profile,
         region: &cluster.aws().region,
         agents: cluster.registry().all().cloned().collect(),
@@ -270,7 +271,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         role_expires: cluster.aws().role.expires(),
         role_error: cluster.aws().role.last_error(),
         assume_role_calls: cluster.aws().role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
-        swept_orphans: cluster.swept_orphans.load(std::sync::atomic::Ordering::Relaxed),
+        swept_orphans: cluster.swept_orphans(),
     };
     let now = SystemTime::now();
     let mut snapshot = build_snapshot(&facts, now);
@@ -278,7 +279,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         // Each provider's kind and status, as learned at the first create-agent.
         snapshot.launch_type = format!("{} ({})", snapshot.launch_type, kinds.describe());
     }
-    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2.snapshot(cfg, |t| When::at(t, now)));
+    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2().snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
     snapshot.warm_pools = cluster.warm_pool_status(now);
@@ -314,7 +315,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
     let sum = |f: fn(&OpCounts) -> u64| calls.iter().map(|c| f(&c.counts)).sum::<u64>();
     let max = profile.max_agents.max(1) as usize;
     ClusterSnapshot {
-        key: facts.key.to_string(),
+        key: facts.key.into(),
         launch_type: match &profile.capacity_providers {
             Some(strategy) => strategy.to_string(),
             None => profile.launch_type.as_str().to_string(),

@@ -109,7 +109,7 @@ fn registry() -> Agents {
     for (id, agent, name) in &jobs {
         let reserved = r.reserve(
             &job(*id, name),
-            agent.to_string(),
+            agent.to_string().into(),
             10,
             NewAgent {
                 image: format!("gocd/gocd-agent-alpine-3.19:v24.1.0{SCRIPT}"),

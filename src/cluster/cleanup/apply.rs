@@ -14,7 +14,7 @@ use crate::protocol::host_calls::HealthKind;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Removed {
     /// Tasks ECS accepted to stop (or no longer knew).
-    pub stopped_tasks: Vec<String>,
+    pub stopped_tasks: Vec<crate::ids::TaskArn>,
     /// Instances terminated.
     pub terminated_instances: Vec<String>,
     /// Container instances deregistered.
@@ -37,7 +37,7 @@ impl Cluster {
         for (task_arn, reason) in &plan.stop_tasks {
             if self.stop_task(task_arn, reason).await.is_ok() {
                 if plan.kind == Kind::Orphans {
-                    self.swept_orphans.fetch_add(1, Ordering::Relaxed);
+                    self.state.swept_orphans.fetch_add(1, Ordering::Relaxed);
                     self.event(HealthKind::Warning, format!("stopped task {task_arn}: {reason}"));
                 }
                 removed.stopped_tasks.push(task_arn.clone());
@@ -61,7 +61,7 @@ impl Cluster {
         for arn in plan.deregister_task_definitions {
             self.aws().deregister_task_definition(&arn).await?;
             // A later launch of this family registers it afresh instead of using a cached revision.
-            self.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).remove(family_of(&arn));
+            self.state.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).remove(family_of(&arn));
             removed.deregistered_task_definitions.push(arn);
         }
         self.report(&plan.kind, &removed);

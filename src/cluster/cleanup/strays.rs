@@ -23,6 +23,7 @@ use super::plan;
 use crate::aws::{ec2, AwsError};
 use crate::cluster::identity::started_by;
 use crate::cluster::{cluster_arn_suffix, tasks, Cluster};
+use crate::ids::ClusterKey;
 
 /// How often the leftover sweep runs after its first pass.
 pub const LEFTOVER_SWEEP_EVERY: Duration = Duration::from_secs(30 * 60);
@@ -33,16 +34,16 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed ListTasks or DescribeTasks: nothing is taken as gone.
-    pub async fn stop_strays(&self, key: &str) -> Result<usize, AwsError> {
+    pub async fn stop_strays(&self, key: &ClusterKey) -> Result<usize, AwsError> {
         let (profile, aws) = (self.profile(), self.aws());
         let cluster = profile.cluster_name.as_str();
-        let arns = tasks::list_running(&aws, cluster, &started_by(&self.server_id, key)).await?;
+        let arns = tasks::list_running(&aws, cluster, &started_by(self.server_id(), key)).await?;
         if arns.is_empty() {
             return Ok(0);
         }
         let suffix = cluster_arn_suffix(cluster);
-        let described = tasks::describe(&aws, cluster, &suffix, &arns, &self.server_id, key).await?;
-        let removed = self.clean_up(plan::strays(&described, &suffix, &self.server_id, key)).await?;
+        let described = tasks::describe(&aws, cluster, &suffix, &arns, self.server_id(), key).await?;
+        let removed = self.clean_up(plan::strays(&described, &suffix, self.server_id(), key)).await?;
         Ok(removed.stopped_tasks.len())
     }
 
@@ -52,12 +53,12 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed ListTasks or DescribeTasks: nothing is taken as gone.
-    pub async fn stop_leftover_tasks(&self, live: &HashSet<String>) -> Result<usize, AwsError> {
+    pub async fn stop_leftover_tasks(&self, live: &HashSet<ClusterKey>) -> Result<usize, AwsError> {
         let (profile, aws) = (self.profile(), self.aws());
         let cluster = profile.cluster_name.as_str();
         let arns = tasks::list_all_running(&aws, cluster).await?;
         let suffix = cluster_arn_suffix(cluster);
-        let server = self.server_id.as_str();
+        let server = self.server_id();
         let described =
             tasks::describe_where(&aws, cluster, &arns, |t| plan::is_leftover_task(t, &suffix, server, live)).await?;
         let removed = self.clean_up(plan::leftover_tasks(&described, &suffix, server, live)).await?;
@@ -69,8 +70,8 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed DescribeInstances or TerminateInstances.
-    pub async fn terminate_leftover_instances(&self, live: &HashSet<String>) -> Result<usize, AwsError> {
-        let of_server = ec2::of_server(&self.aws(), &self.server_id).await?;
+    pub async fn terminate_leftover_instances(&self, live: &HashSet<ClusterKey>) -> Result<usize, AwsError> {
+        let of_server = ec2::of_server(&self.aws(), self.server_id()).await?;
         let removed = self.clean_up(plan::leftover_instances(of_server, live)).await?;
         Ok(removed.terminated_instances.len())
     }

@@ -83,13 +83,13 @@ impl Cluster {
     /// snapshot (not of the profile stored meanwhile) stays registered.
     pub fn saw_elastic_profile(&self, snapshot: &RequestSnapshot) {
         if snapshot.registers_its_own() {
-            self.task_definition_sweep.saw(&snapshot.family, SystemTime::now());
+            self.state.task_definition_sweep.saw(&snapshot.family, SystemTime::now());
         }
     }
 
     /// The families no agent of this process that may still run uses, and none seen lately.
     fn families_in_use(&self, now: SystemTime) -> BTreeSet<String> {
-        let mut used = self.task_definition_sweep.recent(now);
+        let mut used = self.state.task_definition_sweep.recent(now);
         used.extend(
             self.registry()
                 .all()
@@ -103,7 +103,7 @@ impl Cluster {
 
 /// Runs a pass if one is due; failures are logged (the next pass, an hour later, tries again).
 pub async fn run(cluster: &Cluster) {
-    if !cluster.task_definition_sweep.claim(SystemTime::now()) {
+    if !cluster.state.task_definition_sweep.claim(SystemTime::now()) {
         return;
     }
     if let Err(e) = sweep(cluster).await {
@@ -118,7 +118,7 @@ pub async fn run(cluster: &Cluster) {
 /// The first failed call; what was deregistered before it stays deregistered.
 pub async fn sweep(cluster: &Cluster) -> Result<Vec<String>, AwsError> {
     let read = read(cluster).await?;
-    let plan = plan::task_definitions(&read.revisions, &read.in_use, &cluster.server_id, &cluster.key, read.kept);
+    let plan = plan::task_definitions(&read.revisions, &read.in_use, cluster.server_id(), cluster.key(), read.kept);
     Ok(cluster.clean_up(plan).await?.deregistered_task_definitions)
 }
 
@@ -140,7 +140,7 @@ struct Read {
 /// per revision.
 async fn read(cluster: &Cluster) -> Result<Read, AwsError> {
     let aws = &cluster.aws();
-    let prefix = format!("gocd-{}-", cluster.key);
+    let prefix = format!("gocd-{}-", cluster.key());
     let mut families = aws.list_families(&prefix).await?;
     families.retain(|f| f.starts_with(&prefix));
     let in_use = cluster.families_in_use(SystemTime::now());
@@ -161,7 +161,7 @@ async fn read(cluster: &Cluster) -> Result<Read, AwsError> {
                 continue; // moto answers by prefix; AWS by family
             }
             let tags = aws.task_definition_tags(&arn).await?;
-            budget.described(is_ours(&tags, &cluster.server_id, &cluster.key));
+            budget.described(is_ours(&tags, cluster.server_id(), cluster.key()));
             revisions.push(Revision { arn, tags });
         }
     }

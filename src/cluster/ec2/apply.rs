@@ -20,7 +20,7 @@ use crate::settings::{ClusterProfile, Ec2Capacity};
 /// arrived) is set ACTIVE again and kept.
 pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Retirement) {
     let (container, parked) = {
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         let Some(record) = st.instances.get_mut(&r.instance) else {
             return;
         };
@@ -37,7 +37,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             if !parked {
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
-            if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
+            if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
                 record.retiring = None;
             }
             return;
@@ -45,7 +45,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
     }
     match api::terminate(&cluster.aws(), std::slice::from_ref(&r.instance)).await {
         Ok(()) => {
-            let mut st = cluster.ec2.state();
+            let mut st = cluster.ec2().state();
             st.counters.terminated += 1;
             st.gone.insert(r.instance.clone(), SystemTime::now());
             if let Some(record) = st.instances.get_mut(&r.instance) {
@@ -66,7 +66,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         Err(e) => {
             cluster.event(HealthKind::Warning, format!("could not terminate EC2 instance {}: {e}", r.instance));
             // Deregistered already: the next passes see it unregistered and retry.
-            if let Some(record) = cluster.ec2.state().instances.get_mut(&r.instance) {
+            if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
                 record.retiring = None;
                 record.container = None;
             }
@@ -81,7 +81,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
 /// instance running: the next pass decides anew.
 pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) {
     let container = {
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         let Some(record) = st.instances.get_mut(id) else {
             return;
         };
@@ -98,7 +98,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
     let now = SystemTime::now();
     match outcome {
         Ok(()) => {
-            let mut st = cluster.ec2.state();
+            let mut st = cluster.ec2().state();
             st.counters.stopped += 1;
             if let Some(record) = st.instances.get_mut(id) {
                 record.retiring = None;
@@ -121,7 +121,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
             if let Some(arn) = &container {
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
-            if let Some(record) = cluster.ec2.state().instances.get_mut(id) {
+            if let Some(record) = cluster.ec2().state().instances.get_mut(id) {
                 record.retiring = None;
             }
         }
@@ -135,7 +135,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
     match api::start(&cluster.aws(), id).await {
         Ok(()) => {
             let container = {
-                let mut st = cluster.ec2.state();
+                let mut st = cluster.ec2().state();
                 st.counters.restarted += 1;
                 let Some(record) = st.instances.get_mut(id) else {
                     return true;
@@ -175,7 +175,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
 pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: &str, arn: &str) {
     match cluster.aws().set_instance_status(&profile.cluster_name, arn, InstanceStatus::Active).await {
         Ok(()) => {
-            if let Some(c) = cluster.ec2.state().instances.get_mut(id).and_then(|r| r.container.as_mut()) {
+            if let Some(c) = cluster.ec2().state().instances.get_mut(id).and_then(|r| r.container.as_mut()) {
                 c.status = "ACTIVE".into();
             }
         }
@@ -188,7 +188,7 @@ pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: 
 /// Starts one waiting task on its instance.
 pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     let (waiting, container) = {
-        let st = cluster.ec2.state();
+        let st = cluster.ec2().state();
         let work = st.waiting.iter().find(|w| w.spec.work.agent_id == p.demand).cloned();
         let container = st.instances.get(&p.instance).and_then(|r| r.container.as_ref()).map(|c| c.arn.clone());
         match (work, container) {
@@ -198,7 +198,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     };
     let work = &waiting.spec.work;
     if !cluster.registry().get(&work.agent_id).is_some_and(|a| a.phase == Phase::Launching) {
-        cluster.ec2.state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
+        cluster.ec2().state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
         return;
     }
     // The launch its create-agent built, with that request's profile.
@@ -208,7 +208,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     match outcome {
         Ok(Some(task)) => {
             let arn = task.arn.clone();
-            cluster.ec2.state().placed(instance, agent_id, waiting.need, now);
+            cluster.ec2().state().placed(instance, agent_id, waiting.need, now);
             cluster.registry().started_on_instance(agent_id, task, now);
             tracing::info!(agent_id, instance, task = %arn, "started agent task on an EC2 container instance");
             let line = console_line(format!("started agent {agent_id} as ECS task {arn} on EC2 instance {instance}"));
@@ -223,7 +223,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {
-            cluster.ec2.state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
+            cluster.ec2().state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
             cluster.registry().stopped(&work.agent_id, format!("launch failed: {e}"), now);
             let message = format!("could not start an agent for job {}: {e}", work.job.locator());
             cluster.event(HealthKind::Error, message.clone());
@@ -240,7 +240,7 @@ pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
             continue;
         };
         let offers: Vec<String> = cluster
-            .ec2
+            .ec2()
             .state()
             .offers(cfg)
             .into_iter()
@@ -276,7 +276,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
 
 /// Takes a waiting task off the queue.
 fn take(cluster: &Cluster, id: &str) -> Option<WaitingTask> {
-    let mut st = cluster.ec2.state();
+    let mut st = cluster.ec2().state();
     let work = st.waiting.iter().find(|w| w.spec.work.agent_id == id).cloned();
     st.waiting.retain(|w| w.spec.work.agent_id != id);
     work

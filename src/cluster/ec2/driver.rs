@@ -24,6 +24,7 @@ use crate::cluster::error::EngineError;
 use crate::cluster::registry::Phase;
 use crate::cluster::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
+use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, Ec2Capacity};
 
@@ -53,7 +54,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
     let work = &spec.work;
     let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
     let arch = Arch::of_ecs(&work.elastic.cpu_architecture);
-    let offers: Vec<TypeOffer> = cluster.ec2.state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
+    let offers: Vec<TypeOffer> = cluster.ec2().state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
     if offers.is_empty() {
         return Err(EngineError::Config(catalog::no_type_message(&cfg, arch)));
     }
@@ -77,7 +78,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
     let on_demand = cfg.spot && cluster.registry().was_interrupted(&work.job);
     let agent_id = work.agent_id.clone();
     {
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         // Pulled at boot by the instances launched from now on (user_data.rs): only what
         // Docker pulls without the task's credentials.
         if work.elastic.repository_credentials_arn.is_none() && super::user_data::prepullable(&work.elastic.image) {
@@ -88,7 +89,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
-    cluster.ec2.wake();
+    cluster.ec2().wake();
     tracing::info!(
         need_cpu = need.cpu,
         need_memory = need.memory,
@@ -115,7 +116,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
 /// goes to server health once per read.
 async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
     let now = SystemTime::now();
-    let current = cluster.ec2.state().catalog.clone();
+    let current = cluster.ec2().state().catalog.clone();
     if current.as_ref().is_some_and(|c| c.types_key() == Catalog::key_of(cfg) && !c.stale(now)) {
         return;
     }
@@ -127,17 +128,17 @@ async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
         cluster.event(HealthKind::Error, problem.clone());
     }
     tracing::info!(types = ?catalog.types, amis = ?catalog.amis, "described the EC2 instance types and AMIs");
-    cluster.ec2.state().catalog = Some(Arc::new(catalog));
+    cluster.ec2().state().catalog = Some(Arc::new(catalog));
 }
 
 /// Starts the cluster's background loop unless it runs.
 pub fn ensure_running(cluster: &Arc<Cluster>) {
-    let mut task = cluster.ec2.task.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut task = cluster.ec2().task.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if task.as_ref().is_some_and(|t| !t.is_finished()) {
         return;
     }
     let weak = Arc::downgrade(cluster);
-    let wake = cluster.ec2.wake.clone();
+    let wake = cluster.ec2().wake.clone();
     *task = Some(tokio::spawn(run(weak, wake)));
 }
 
@@ -157,7 +158,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
             if let Some(e) = &error {
                 cluster.event(HealthKind::Error, format!("EC2 capacity could not be managed: {e}"));
             }
-            cluster.ec2.state().last_pass = Some((now, error));
+            cluster.ec2().state().last_pass = Some((now, error));
             pause
         };
         tokio::select! {
@@ -169,13 +170,13 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
 
 /// One pass: observe, plan, apply. Returns the pause before the next.
 pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
-    let _one_at_a_time = cluster.ec2.pass_lock.lock().await;
+    let _one_at_a_time = cluster.ec2().pass_lock.lock().await;
     let profile = cluster.profile();
     let cfg = match profile.ec2.clone() {
         Some(_) if cluster.retired().is_some() => {
             // A deleted or moved profile: no new work, and its instances go as they empty.
             drop_waiting(cluster, "the cluster profile is retired");
-            if cluster.ec2.state().instances.is_empty() {
+            if cluster.ec2().state().instances.is_empty() {
                 return Ok(QUIET);
             }
             wind_down()
@@ -184,7 +185,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         None => {
             // The profile left EC2: no new work, and our instances go as they empty.
             drop_waiting(cluster, "the cluster profile's LaunchType is no longer EC2");
-            if cluster.ec2.state().instances.is_empty() {
+            if cluster.ec2().state().instances.is_empty() {
                 return Ok(QUIET);
             }
             wind_down()
@@ -193,20 +194,20 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     expire_waiting(cluster, &profile, SystemTime::now());
 
     let described_at = SystemTime::now();
-    let instances = api::describe_ours(&cluster.aws(), &cluster.server_id, &cluster.key).await?;
+    let instances = api::describe_ours(&cluster.aws(), cluster.server_id(), cluster.key()).await?;
     let containers = api::container_instances(&cluster.aws(), &profile.cluster_name).await?;
     let now = SystemTime::now();
-    let observed = cluster.ec2.state().observe(instances, containers, described_at, now);
+    let observed = cluster.ec2().state().observe(instances, containers, described_at, now);
     let ours = if observed.unknown.is_empty() {
         Vec::new()
     } else {
         let ids: Vec<String> = observed.unknown.iter().map(|(id, _)| id.clone()).collect();
-        api::states_of_ours(&cluster.aws(), &ids, &cluster.server_id, &cluster.key).await?
+        api::states_of_ours(&cluster.aws(), &ids, cluster.server_id(), cluster.key()).await?
     };
     let (leftovers, learned) =
         cleanup::plan::leftover_container_instances(observed.deregister, observed.unknown, &ours);
     {
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         for id in learned.gone {
             st.gone.insert(id, SystemTime::now());
         }
@@ -219,7 +220,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
         ensure_catalog(cluster, &cfg).await;
     }
     let (mut decided, reuse): (Plan, Reuse) = {
-        let st = cluster.ec2.state();
+        let st = cluster.ec2().state();
         let (slots, policy) = (st.slots(), st.policy(&cfg));
         let mut decided = plan::plan(&slots, &st.demands(), &policy, now);
         let catalog = st.catalog.clone();
@@ -245,7 +246,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     for p in &decided.start {
         apply::start(cluster, p).await;
     }
-    if cluster.ec2.state().launch_backoff.is_none_or(|(until, _)| SystemTime::now() >= until) {
+    if cluster.ec2().state().launch_backoff.is_none_or(|(until, _)| SystemTime::now() >= until) {
         // A stopped instance EC2 will not start now is replaced by the launch it stood for.
         for r in reuse.start {
             if !apply::restart(cluster, &profile, &r.instance).await {
@@ -260,11 +261,11 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     }
     if !decided.launch.is_empty() {
         if cfg.spot {
-            cluster.ec2.state().spot_turn += decided.launch.len();
+            cluster.ec2().state().spot_turn += decided.launch.len();
         }
         launch::launch(cluster, &profile, &cfg, &decided.launch).await;
     }
-    let st = cluster.ec2.state();
+    let st = cluster.ec2().state();
     let beat = if st.busy() {
         BUSY
     } else if st.instances.values().all(|r| r.parked()) {
@@ -281,7 +282,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
 /// call after StartInstances failed).
 async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
     let due: Vec<(String, String)> = cluster
-        .ec2
+        .ec2()
         .state()
         .instances
         .values()
@@ -297,9 +298,9 @@ async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
 /// work whose reservation is no longer live.
 fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) {
     let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60).max(WAITING_EXPIRES_AFTER);
-    let expired: Vec<String> = {
+    let expired: Vec<AgentId> = {
         let registry = cluster.registry();
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         let mut expired = Vec::new();
         st.waiting.retain(|w| {
             let live = registry.get(&w.spec.work.agent_id).is_some_and(|a| a.phase == Phase::Launching);
@@ -343,7 +344,7 @@ fn wind_down() -> Ec2Capacity {
 }
 
 fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<String> = cluster.ec2.state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
+    let dropped: Vec<AgentId> = cluster.ec2().state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
         registry.stopped(&id, why, SystemTime::now());

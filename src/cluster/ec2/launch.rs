@@ -29,10 +29,10 @@ const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration:
 /// next subnet (another zone) when on-demand capacity is refused too.
 pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, launches: &[Launch]) {
     let now = SystemTime::now();
-    if cluster.ec2.state().launch_backoff.is_some_and(|(until, _)| now < until) {
+    if cluster.ec2().state().launch_backoff.is_some_and(|(until, _)| now < until) {
         return;
     }
-    let Some(catalog) = cluster.ec2.state().catalog.clone() else {
+    let Some(catalog) = cluster.ec2().state().catalog.clone() else {
         return;
     };
     let network = match instance_network(cluster, profile).await {
@@ -65,7 +65,7 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
                 let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
                 let instance_type = instances.first().map(|i| i.instance_type.as_str()).unwrap_or_default();
                 tracing::info!(?ids, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
-                let mut st = cluster.ec2.state();
+                let mut st = cluster.ec2().state();
                 st.launched(&instances, SystemTime::now());
                 st.counters.launched += instances.len() as u64;
                 if fell_back {
@@ -89,22 +89,22 @@ async fn launch_some(
 ) -> Result<(Vec<Ec2Instance>, bool), LaunchFailed> {
     let os = launch.os;
     let n = network.subnets.len().max(1);
-    let first = cluster.ec2.state().next_subnet % n;
+    let first = cluster.ec2().state().next_subnet % n;
     let subnets: Vec<(usize, &String)> =
         network.subnets.iter().enumerate().cycle().skip(first).take(network.subnets.len()).collect();
-    let images = cluster.ec2.state().images.clone();
+    let images = cluster.ec2().state().images.clone();
     let join = Join { images: &images, ..join(cluster, profile, cfg) };
     let mut tags: Vec<(String, String)> =
         profile.tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && k != "Name").cloned().collect();
-    tags.push((TAG_SERVER_ID.into(), cluster.server_id.clone()));
-    tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key.clone()));
+    tags.push((TAG_SERVER_ID.into(), cluster.server_id().to_string()));
+    tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key().to_string()));
     tags.push((TAG_OS.into(), os.as_str().into()));
     tags.push((TAG_LAUNCH_SPEC.into(), spec.to_string()));
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<(String, Refusal)> = Vec::new();
     let markets: &[bool] = if cfg.spot { &[true, false] } else { &[false] };
     for (index, subnet) in subnets {
-        cluster.ec2.state().next_subnet = (index + 1) % n;
+        cluster.ec2().state().next_subnet = (index + 1) % n;
         // Each type in the plan's order, spot first; on-demand only once every type's spot
         // capacity was refused.
         for &spot in markets {
@@ -123,7 +123,7 @@ async fn launch_some(
                     tags: tags.clone(),
                     count,
                     spot,
-                    client_token: format!("gocd-{}-{}", cluster.key, uuid::Uuid::new_v4().simple()),
+                    client_token: format!("gocd-{}-{}", cluster.key(), uuid::Uuid::new_v4().simple()),
                 };
                 match api::run_instances(&cluster.aws(), &request).await {
                     Ok(Ok(instances)) if !instances.is_empty() => {
@@ -162,8 +162,8 @@ async fn launch_some(
 fn join<'a>(cluster: &'a Cluster, profile: &'a ClusterProfile, cfg: &'a Ec2Capacity) -> Join<'a> {
     Join {
         cluster: profile.cluster_short_name(),
-        server_id: &cluster.server_id,
-        cluster_key: &cluster.key,
+        server_id: &cluster.server_id(),
+        cluster_key: &cluster.key(),
         extra: cfg.user_data.as_deref(),
         images: &[],
     }
@@ -234,7 +234,7 @@ pub(super) enum LaunchFailed {
 fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
     let now = SystemTime::now();
     let backoff = {
-        let mut st = cluster.ec2.state();
+        let mut st = cluster.ec2().state();
         let next = st.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
         st.launch_backoff = Some((now + next, next));
         next
@@ -248,7 +248,7 @@ fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.
 async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result<Network, AwsError> {
     let key = (profile.subnet_ids.clone(), profile.security_group_ids.clone());
-    let mut cached = cluster.ec2.network.lock().await;
+    let mut cached = cluster.ec2().network.lock().await;
     if let Some((k, n)) = cached.as_ref() {
         if *k == key {
             return Ok(n.clone());

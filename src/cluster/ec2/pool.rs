@@ -18,6 +18,7 @@ use super::{capacity, Arch, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
 use crate::cluster::snapshot::LaunchSpec;
+use crate::ids::AgentId;
 use crate::secret::Secret;
 use crate::settings::Ec2Capacity;
 
@@ -215,8 +216,8 @@ impl Pool {
     }
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
-    pub fn renew(&self, agent_id: &str, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.spec.work.agent_id == agent_id) {
+    pub fn renew(&self, agent_id: &AgentId, key: &Secret<String>, now: SystemTime) {
+        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.spec.work.agent_id == *agent_id) {
             w.spec.work.auto_register_key = key.clone();
             w.last_asked = now;
         }
@@ -466,7 +467,7 @@ impl PoolState {
         self.waiting
             .iter()
             .map(|w| Demand {
-                id: w.spec.work.agent_id.clone(),
+                id: w.spec.work.agent_id.to_string(),
                 need: w.need,
                 os: w.os,
                 arch: w.arch,

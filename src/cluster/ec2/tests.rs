@@ -46,7 +46,7 @@ impl World {
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let cluster =
             Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &EngineOptions::default()));
-        cluster.ec2.hold_loop_for_test();
+        cluster.ec2().hold_loop_for_test();
         World { aws, gocd, cluster }
     }
 
@@ -182,7 +182,7 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
         .answers(launched(&["i-0000000000000001"]));
     driver::pass(&w.cluster).await.expect("pass 1");
     {
-        let st = w.cluster.ec2.state();
+        let st = w.cluster.ec2().state();
         assert_eq!(st.counters.launched, 1);
         assert!(st.instances.contains_key("i-0000000000000001"), "{:?}", st.instances.keys());
         assert_eq!(st.waiting.len(), 1, "the work waits for the instance to register");
@@ -207,7 +207,7 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
         );
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    assert!(w.cluster.ec2.state().waiting.is_empty(), "started");
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "started");
     let console = w.gocd.console_of(7);
     assert!(console.iter().any(|l| l.contains("task/ci/t1") && l.contains("i-0000000000000001")), "{console:?}");
 }
@@ -248,7 +248,7 @@ async fn spot_refused_falls_back_to_on_demand_in_the_same_subnet_and_says_so() {
         .answers(launched(&["i-0000000000000002"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2.state().counters.spot_fallbacks, 1);
+    assert_eq!(w.cluster.ec2().state().counters.spot_fallbacks, 1);
     let health = health(&w);
     assert!(
         health.contains("EC2 spot capacity was refused (m5.large: InsufficientInstanceCapacity")
@@ -275,7 +275,7 @@ async fn capacity_refused_in_one_zone_launches_in_the_next_subnet() {
         .answers(launched(&["i-0000000000000003"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!((st.counters.launched, st.launch_backoff), (1, None));
     assert_eq!(st.next_subnet, 0, "the next launch starts past the subnet that launched");
 }
@@ -298,7 +298,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
     expect_containers(&w.aws, &[]);
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!(st.waiting.len(), 1, "the work still waits");
     assert_eq!(st.launch_backoff.map(|(_, b)| b.as_secs()), Some(10));
 }
@@ -306,7 +306,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
 /// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
 fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time::Duration) {
     let now = std::time::SystemTime::now();
-    let mut st = w.cluster.ec2.state();
+    let mut st = w.cluster.ec2().state();
     let instance = super::pool::Ec2Instance {
         id: id.into(),
         instance_type: "m5.large".into(),
@@ -339,7 +339,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
     // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[instance_xml("i-0000000000000004", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -360,7 +360,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
         .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!(st.counters.terminated, 1);
     assert!(st.gone.contains_key("i-0000000000000004"));
 }
@@ -387,7 +387,7 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
         super::plan::Retirement { instance: "i-0000000000000005".into(), reason: super::plan::RetireReason::Idle };
     super::apply::retire(&w.cluster, &profile, &retire).await;
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     let record = &st.instances["i-0000000000000005"];
     assert_eq!((record.retiring, st.counters.terminated), (None, 0), "kept, not terminated");
 }
@@ -400,7 +400,7 @@ async fn queued_beside_an_empty_instance(w: &World, n: &str) -> String {
     let container = format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/000{n}");
     let id = format!("i-000000000000000{n}");
     registered_instance(w, &id, &container, std::time::Duration::ZERO);
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[instance_xml(&id, "running")]);
     expect_containers(&w.aws, &[(&container, &id, 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -418,7 +418,7 @@ async fn start_task_refused_releases_the_agent_and_tells_the_job() {
     );
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert!(w.cluster.ec2.state().waiting.is_empty(), "no longer waits");
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "no longer waits");
     let console = w.gocd.console_of(7).join("\n");
     assert!(console.contains("could not start an agent for job") && console.contains("ecs:StartTask"), "{console}");
     assert!(health(&w).contains("could not start an agent for job"), "{}", health(&w));
@@ -433,7 +433,7 @@ async fn start_task_that_places_nothing_leaves_the_work_waiting() {
         .answers(json!({ "tasks": [], "failures": [{ "arn": container, "reason": "RESOURCE:MEMORY" }] }).to_string());
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2.state().waiting.len(), 1, "the work waits for room");
+    assert_eq!(w.cluster.ec2().state().waiting.len(), 1, "the work waits for room");
     assert!(w.gocd.console_of(7).iter().all(|l| !l.contains("could not start")));
 }
 
@@ -442,7 +442,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
     let w = World::new(&[]);
     let ours = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0008";
     let foreign = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0009";
-    w.cluster.ec2.state().catalog = None;
+    w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[]);
     expect_containers(
         &w.aws,
@@ -457,7 +457,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
         .answers(json!({ "containerInstance": { "containerInstanceArn": ours } }).to_string());
     expect_catalog(&w.aws);
     driver::pass(&w.cluster).await.expect("pass 1");
-    assert!(w.cluster.ec2.state().foreign.contains("i-0000000000000009"), "remembered as not ours");
+    assert!(w.cluster.ec2().state().foreign.contains("i-0000000000000009"), "remembered as not ours");
     // The next pass asks nothing about the foreign instance again.
     expect_described(&w.aws, &[]);
     expect_containers(&w.aws, &[(foreign, "i-0000000000000009", 2048, 7680, 1)]);
@@ -515,7 +515,7 @@ fn catalog_read(w: &World) -> String {
         super::Arch::X86_64,
     )
     .expect("an AMI of the architecture");
-    w.cluster.ec2.state().catalog = Some(Arc::new(catalog));
+    w.cluster.ec2().state().catalog = Some(Arc::new(catalog));
     spec
 }
 
@@ -563,7 +563,7 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
         .answers(ec2_answer("StopInstances", "<instancesSet/>"));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!((st.counters.stopped, st.counters.terminated), (1, 0));
     let record = &st.instances["i-0000000000000010"];
     assert!(record.parked() && record.retiring.is_none(), "{record:?}");
@@ -593,7 +593,7 @@ async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
         .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!((st.counters.stopped, st.counters.terminated), (0, 1));
     assert!(st.instances["i-0000000000000012"].parked(), "the one stopped already is kept");
 }
@@ -621,7 +621,7 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
         .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
     driver::pass(&w.cluster).await.expect("pass 1");
     {
-        let st = w.cluster.ec2.state();
+        let st = w.cluster.ec2().state();
         assert_eq!((st.counters.restarted, st.counters.launched), (1, 0));
         let slots = st.slots();
         assert!(slots.len() == 1 && slots[0].registered.is_none(), "starting until its agent is back: {slots:?}");
@@ -641,7 +641,7 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
         );
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert!(st.waiting.is_empty(), "started");
     assert!(!st.instances["i-0000000000000013"].restarting(), "registered like any other now");
 }
@@ -690,7 +690,7 @@ async fn a_start_refused_for_capacity_launches_a_new_instance_instead() {
         .answers(launched(&["i-0000000000000016"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    let st = w.cluster.ec2.state();
+    let st = w.cluster.ec2().state();
     assert_eq!((st.counters.restarted, st.counters.launched), (0, 1));
     assert!(st.instances["i-0000000000000015"].parked(), "still stopped, started another time");
 }
@@ -713,7 +713,7 @@ async fn stopped_instances_are_adopted_after_a_restart_and_the_surplus_terminate
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let cfg = w.cluster.profile().ec2.clone().expect("EC2 settings");
-    let report = w.cluster.ec2.snapshot(&cfg, |t| t);
+    let report = w.cluster.ec2().snapshot(&cfg, |t| t);
     assert_eq!((report.stopped, report.counted, report.stopped_instances), (1, 0, 1));
     assert_eq!(report.stopped_ebs_month, "2.40 USD a month", "30 GiB of gp3");
     let row = report.instances.iter().find(|r| r.id == "i-0000000000000018").expect("listed");

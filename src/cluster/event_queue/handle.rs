@@ -37,18 +37,18 @@ impl Cluster {
     pub async fn on_event(&self, event: &QueueEvent) -> Result<Handled, EngineError> {
         match event {
             QueueEvent::Task { task, started_by } => {
-                if started_by.as_deref() != Some(self.started_by.as_str()) || !self.in_this_cluster(task) {
+                if started_by.as_deref() != Some(self.started_by()) || !self.in_this_cluster(task) {
                     return Ok(Handled::NotOurs);
                 }
                 self.on_task_event(task).await
             }
             QueueEvent::SpotWarning { instance_id, .. } => Ok(self.on_spot_warning(instance_id).await),
             QueueEvent::InstanceState { instance_id, state } => {
-                if !self.ec2.state().instances.contains_key(instance_id) {
+                if !self.ec2().state().instances.contains_key(instance_id) {
                     return Ok(Handled::NotOurs);
                 }
                 tracing::info!(instance = %instance_id, %state, "an instance of ours changed state");
-                self.ec2.wake(); // its loop observes the change now rather than at its next beat
+                self.ec2().wake(); // its loop observes the change now rather than at its next beat
                 Ok(Handled::Updated)
             }
             QueueEvent::Other { .. } => Ok(Handled::NotOurs),
@@ -61,7 +61,7 @@ impl Cluster {
     /// step 3), and each job on it is told.
     async fn on_spot_warning(&self, instance_id: &str) -> Handled {
         let (container, newly_warned) = {
-            let mut st = self.ec2.state();
+            let mut st = self.ec2().state();
             let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
             let newly_warned = record.spot_warned_at.is_none().then(SystemTime::now);
             record.spot_warned_at = record.spot_warned_at.or(newly_warned);
@@ -77,7 +77,8 @@ impl Cluster {
             let cluster = self.profile().cluster_name.clone();
             match self.aws().set_instance_status(&cluster, arn, InstanceStatus::Draining).await {
                 Ok(()) => {
-                    if let Some(c) = self.ec2.state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
+                    if let Some(c) =
+                        self.ec2().state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
                     {
                         c.status = "DRAINING".into();
                     }
@@ -95,7 +96,7 @@ impl Cluster {
         if let Some(arn) = &container {
             self.tell_jobs_on(instance_id, arn).await;
         }
-        self.ec2.wake();
+        self.ec2().wake();
         Handled::Drained
     }
 
@@ -112,7 +113,7 @@ impl Cluster {
             }
         };
         let now = SystemTime::now();
-        let jobs: Vec<(String, crate::protocol::types::JobIdentifier)> = {
+        let jobs: Vec<(crate::ids::AgentId, crate::protocol::types::JobIdentifier)> = {
             let mut registry = self.registry();
             let found: Vec<_> = arns
                 .iter()
@@ -139,7 +140,7 @@ impl Cluster {
 
     async fn on_task_event(&self, task: &TaskView) -> Result<Handled, EngineError> {
         // Never beside a server-ping pass: one of the two would tell the job twice.
-        let _one_at_a_time = self.ping_lock.lock().await;
+        let _one_at_a_time = self.state.ping_lock.lock().await;
         let Some(change) = self.registry().task_event(task) else {
             return Ok(Handled::NotOurs);
         };
@@ -159,7 +160,7 @@ impl Cluster {
         let finished = self.registry().is_finished(record.job.job_id);
         let listed = self.gocd.list_agents().await?.iter().any(|a| a.agent_id == agent_id);
         let steps = on_stopped(&record, finished, listed);
-        tracing::info!(agent_id, task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
+        tracing::info!(agent_id = agent_id.as_str(), task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
         if steps.is_empty() {
             // Stopped as asked (the job completed): the record follows.
             self.registry().stopped(&agent_id, "job completed", SystemTime::now());

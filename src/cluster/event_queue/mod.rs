@@ -80,7 +80,7 @@ impl QueueStatus {
 impl Cluster {
     /// The profile's event queue status, locked.
     pub fn queue_status(&self) -> MutexGuard<'_, QueueStatus> {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+        self.state.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Server-ping reports the agent's task stopped: unless an event told of it, or the queue

@@ -57,12 +57,12 @@ impl World {
         self.cluster.create_agent(request).await.expect("launched");
         let agent = self.cluster.registry().live_for_job(job_id).cloned().expect("a live agent");
         self.gocd.agents.lock().unwrap().push(AgentMetadata {
-            agent_id: agent.agent_id.clone(),
+            agent_id: agent.agent_id.to_string(),
             agent_state: AgentState::Building,
             build_state: BuildState::Building,
             config_state: ConfigState::Enabled,
         });
-        (agent.agent_id, agent.task_arn.expect("a task"))
+        (agent.agent_id.into(), agent.task_arn.expect("a task").into())
     }
 
     async fn poll(&self) -> Option<std::time::Duration> {
@@ -104,10 +104,10 @@ async fn a_stopped_task_has_its_agent_removed_on_the_event_with_its_stop_code_an
     let (agent, arn) = w.running_agent(7).await;
     w.aws.stop_by_ecs(&arn, "OutOfMemoryError: container killed");
     let reads_before = w.aws.count("DescribeTasks") + w.aws.count("ListTasks");
-    let started_by = w.cluster.started_by.clone();
+    let started_by = w.cluster.started_by();
     w.aws.send_event(&task_event(
         &arn,
-        &started_by,
+        started_by,
         "ci",
         "STOPPED",
         Some(("EssentialContainerExited", "OutOfMemoryError: container killed")),
@@ -142,11 +142,11 @@ async fn a_stopped_task_has_its_agent_removed_on_the_event_with_its_stop_code_an
 async fn events_of_tasks_that_are_not_ours_change_nothing() {
     let w = World::new("FARGATE");
     let (agent, arn) = w.running_agent(7).await;
-    let ours = w.cluster.started_by.clone();
+    let ours = w.cluster.started_by();
     let foreign = [
         task_event(&arn, "gocd-another-server-000000", "ci", "STOPPED", None), // another server's startedBy
-        task_event(&arn, &ours, "other-cluster", "STOPPED", None),            // another cluster
-        task_event("arn:aws:ecs:us-east-1:123456789012:task/ci/unknown", &ours, "ci", "STOPPED", None),
+        task_event(&arn, ours, "other-cluster", "STOPPED", None),            // another cluster
+        task_event("arn:aws:ecs:us-east-1:123456789012:task/ci/unknown", ours, "ci", "STOPPED", None),
         r#"{"detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","detail":{"instance-id":"i-0123456789abcdef0","instance-action":"terminate"}}"#.to_string(),
         r#"{"detail-type":"ECS Deployment State Change","source":"aws.ecs","detail":{}}"#.to_string(),
         "not an event".to_string(),
@@ -172,9 +172,9 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     let w = World::new("FARGATE_SPOT");
     let (agent, arn) = w.running_agent(7).await;
     assert!(w.aws.run_requests()[0]["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE_SPOT");
-    let started_by = w.cluster.started_by.clone();
+    let started_by = w.cluster.started_by();
     let interrupted = Some(("SpotInterruption", "Your Spot Task was interrupted."));
-    w.aws.send_event(&task_event(&arn, &started_by, "ci", "STOPPED", interrupted));
+    w.aws.send_event(&task_event(&arn, started_by, "ci", "STOPPED", interrupted));
     w.poll().await;
     assert_eq!(w.gocd.deleted(), vec![agent]);
     let console = w.gocd.console_of(7).join("\n");
@@ -225,7 +225,7 @@ async fn an_unreadable_queue_is_told_in_health_and_polling_carries_on() {
     // server-ping still removes the agent of a stopped task.
     w.aws.stop_by_ecs(&arn, "Task stopped by hand");
     let gocd: std::collections::HashMap<_, _> =
-        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.clone(), a.clone())).collect();
+        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.as_str().into(), a.clone())).collect();
     w.cluster.ping(gocd).await.expect("ping");
     assert_eq!(w.gocd.deleted(), vec![agent]);
     // A read that works again clears the error.
@@ -242,12 +242,12 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
     w.aws.stop_by_ecs(&arn, "Task stopped by hand");
     w.aws.stop_by_ecs(&late_arn, "Task stopped by hand");
     let gocd: std::collections::HashMap<_, _> =
-        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.clone(), a.clone())).collect();
+        w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.as_str().into(), a.clone())).collect();
     w.cluster.ping(gocd).await.expect("ping");
     assert!(w.gocd.deleted().contains(&agent), "server-ping removed it");
     // The second stop's event comes, late: that one was not missed.
-    let started_by = w.cluster.started_by.clone();
-    w.aws.send_event(&task_event(&late_arn, &started_by, "ci", "STOPPED", None));
+    let started_by = w.cluster.started_by();
+    w.aws.send_event(&task_event(&late_arn, started_by, "ci", "STOPPED", None));
     w.poll().await;
     let now = std::time::SystemTime::now();
     w.cluster.queue_settle(now);
@@ -267,10 +267,10 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
     queues.sync(std::slice::from_ref(&w.cluster));
     assert_eq!(queues.urls(), vec![QUEUE.to_string()]);
     // The background poller hands the event to the engine and deletes it.
-    let started_by = w.cluster.started_by.clone();
+    let started_by = w.cluster.started_by();
     w.aws.send_event(&task_event(
         &arn,
-        &started_by,
+        started_by,
         "ci",
         "STOPPED",
         Some(("TaskFailedToStart", "CannotPullContainerError")),
@@ -287,7 +287,7 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
     w.cluster.retire(crate::cluster::Retirement::Replaced);
     queues.sync(std::slice::from_ref(&w.cluster));
     assert!(queues.urls().is_empty());
-    w.aws.send_event(&task_event(&arn, &started_by, "ci", "STOPPED", None));
+    w.aws.send_event(&task_event(&arn, started_by, "ci", "STOPPED", None));
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert_eq!(w.aws.queued(), 1, "nobody reads the queue any more");
 }
@@ -320,17 +320,17 @@ async fn two_profiles_sharing_a_queue_each_act_on_their_own_tasks_only() {
             &EngineOptions::default(),
         )),
     };
-    assert_ne!(a.cluster.started_by, b.cluster.started_by);
+    assert_ne!(a.cluster.started_by(), b.cluster.started_by());
     let (agent_a, arn_a) = a.running_agent(7).await;
     let (agent_b, arn_b) = b.running_agent(8).await;
     let both = [a.cluster.clone(), b.cluster.clone()];
-    a.aws.send_event(&task_event(&arn_b, &b.cluster.started_by, "ci", "STOPPED", None));
+    a.aws.send_event(&task_event(&arn_b, b.cluster.started_by(), "ci", "STOPPED", None));
     poll_once(QUEUE, &a.cluster, &both).await;
     assert_eq!(b.gocd.deleted(), vec![agent_b], "B's agent removed by B's engine");
     assert!(a.gocd.deleted().is_empty(), "A's engine acted on nothing");
     assert_eq!(a.cluster.registry().get(&agent_a).map(|r| r.phase), Some(Phase::Running));
     // And A's own stop, read through the same poller.
-    a.aws.send_event(&task_event(&arn_a, &a.cluster.started_by, "ci", "STOPPED", None));
+    a.aws.send_event(&task_event(&arn_a, a.cluster.started_by(), "ci", "STOPPED", None));
     poll_once(QUEUE, &a.cluster, &both).await;
     assert_eq!(a.gocd.deleted(), vec![agent_a]);
     assert_eq!(b.gocd.deleted().len(), 1);

@@ -21,7 +21,7 @@ impl Cluster {
         for step in steps {
             match step {
                 Step::StopTask { agent_id, task_arn, reason, job } => {
-                    tracing::info!(agent_id, task = %task_arn, %reason, "stopping task");
+                    tracing::info!(agent_id = agent_id.as_str(), task = %task_arn, %reason, "stopping task");
                     if self.stop_task(&task_arn, &reason).await.is_ok() {
                         self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
                         if let Some(job) = job {
@@ -53,7 +53,7 @@ impl Cluster {
                     let _ = self.gocd.console_log(&job, console_line(message)).await;
                 }
                 Step::RemoveAgent { agent_id, reason } => {
-                    tracing::info!(agent_id, %reason, "removing agent from GoCD");
+                    tracing::info!(agent_id = agent_id.as_str(), %reason, "removing agent from GoCD");
                     remove.push(agent_id);
                 }
             }

@@ -29,8 +29,8 @@ impl Cluster {
     ///
     /// # Errors
     /// The failed refresh (nothing was decided), or a failed call to GoCD while applying.
-    pub async fn ping(&self, gocd: HashMap<String, AgentMetadata>) -> Result<PingReport, EngineError> {
-        let _one_at_a_time = self.ping_lock.lock().await;
+    pub async fn ping(&self, gocd: HashMap<crate::ids::AgentId, AgentMetadata>) -> Result<PingReport, EngineError> {
+        let _one_at_a_time = self.state.ping_lock.lock().await;
         let refreshed_at = SystemTime::now();
         // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.
         let refresh = match self.adopt().await? {
@@ -43,7 +43,7 @@ impl Cluster {
             let mut registry = self.registry();
             let registered = registry.observe(&refresh.running, &refresh.described, &refresh.missing, &gocd, now);
             registry.settle_unknown_launches(refreshed_at);
-            let mut marks = self.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut marks = self.state.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let swept = cleanup::plan::orphans(&registry, &refresh.running, &marks);
             *marks = swept.marks;
             let mut steps = plan::plan(&registry, &gocd, timeout, now);

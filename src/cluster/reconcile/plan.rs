@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cluster::registry::{AgentRecord, Phase, Registry};
 use crate::cluster::tasks::TaskView;
+use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::{AgentMetadata, JobIdentifier};
 
 /// One thing server-ping should do.
@@ -16,9 +17,9 @@ pub enum Step {
     /// Stop a task that should not run any more.
     StopTask {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Its task.
-        task_arn: String,
+        task_arn: TaskArn,
         /// Why, for the stop reason, the log and the job console.
         reason: String,
         /// The job to tell, when it is still waiting.
@@ -27,14 +28,14 @@ pub enum Step {
     /// Disable and delete a GoCD agent (its task is gone or going).
     RemoveAgent {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// Why.
         reason: String,
     },
     /// Tell operators and the job that a task stopped before its job completed.
     ReportUnexpectedStop {
         /// The agent.
-        agent_id: String,
+        agent_id: AgentId,
         /// The job it ran.
         job: JobIdentifier,
         /// ECS's stop reason and exit codes.
@@ -47,7 +48,7 @@ pub enum Step {
 /// `gocd` holds GoCD's agents of this cluster profile only.
 pub fn plan(
     registry: &Registry,
-    gocd: &HashMap<String, AgentMetadata>,
+    gocd: &HashMap<AgentId, AgentMetadata>,
     register_timeout: Duration,
     now: SystemTime,
 ) -> Vec<Step> {
@@ -188,7 +189,7 @@ pub fn plan(
 /// profile's engine does (its steps come after [`plan`]'s; the applier stops a task once).
 pub fn stop_all(
     registry: &Registry,
-    gocd: &HashMap<String, AgentMetadata>,
+    gocd: &HashMap<AgentId, AgentMetadata>,
     reason: &str,
     which: impl Fn(&AgentRecord) -> bool,
 ) -> Vec<Step> {
@@ -228,7 +229,7 @@ mod tests {
         fixtures::task(arn, fixtures::tags(agent, job_id), status)
     }
 
-    fn agent(id: &str, state: AgentState, build: BuildState) -> (String, AgentMetadata) {
+    fn agent(id: &str, state: AgentState, build: BuildState) -> (AgentId, AgentMetadata) {
         (
             id.into(),
             AgentMetadata {
@@ -355,7 +356,7 @@ mod tests {
         // Stopping, and ECS says the task stopped: Stopped, and it no longer counts.
         let mut reg = Registry::default();
         launched(&mut reg, "c", 3, "t3");
-        assert_eq!(reg.stopping("c"), Some(Some("t3".to_string())));
+        assert_eq!(reg.stopping("c"), Some(Some("t3".into())));
         reg.observe(&[], &[task("t3", "c", 3, "STOPPED")], &[], &HashMap::new(), T0);
         assert_eq!(reg.get("c").map(|a| a.phase), Some(Phase::Stopped));
     }
@@ -364,7 +365,7 @@ mod tests {
     fn tasks_ecs_forgot_count_as_stopped() {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
-        reg.observe(&[], &[], &["t1".to_string()], &HashMap::new(), T0);
+        reg.observe(&[], &[], &["t1".into()], &HashMap::new(), T0);
         let steps = plan(&reg, &HashMap::new(), TIMEOUT, T0);
         assert!(
             matches!(&steps[..], [Step::ReportUnexpectedStop { reason, .. }] if reason.contains("no longer knows"))

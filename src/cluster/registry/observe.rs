@@ -9,6 +9,7 @@ use super::{AgentRecord, Phase, Registry};
 use crate::cluster::identity::job_from_tags;
 use crate::cluster::launch::Capacity;
 use crate::cluster::tasks::TaskView;
+use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState};
 
 impl Registry {
@@ -22,20 +23,20 @@ impl Registry {
         &mut self,
         running: &[TaskView],
         described: &[TaskView],
-        missing: &[String],
-        gocd: &HashMap<String, AgentMetadata>,
+        missing: &[TaskArn],
+        gocd: &HashMap<AgentId, AgentMetadata>,
         now: SystemTime,
     ) -> Vec<Duration> {
         let mut registered = Vec::new();
         for task in running.iter().chain(described) {
             let known = self.agent_of(task).map(|a| a.agent_id.clone());
-            let agent_id = match known.or_else(|| task.agent_id().map(str::to_string)) {
+            let agent_id = match known.or_else(|| task.agent_id().map(AgentId::from)) {
                 Some(id) => id,
                 None => continue,
             };
             if self.get(&agent_id).is_none() {
                 if let Some(record) = adopted_record(task, &agent_id, now) {
-                    tracing::info!(agent_id, task = %task.arn, "adopted a task started before this process");
+                    tracing::info!(agent_id = agent_id.as_str(), task = %task.arn, "adopted a task started before this process");
                     self.adopt(record);
                 } else {
                     continue;
@@ -45,15 +46,13 @@ impl Registry {
                 if record.task_arn.as_deref().is_some_and(|own| own != task.arn) {
                     continue; // a duplicate task of this agent: the orphan sweep deals with it
                 }
-                record.task_arn.get_or_insert_with(|| task.arn.clone());
+                record.task_arn.get_or_insert_with(|| task.arn.as_str().into());
                 // Unchanged (the common case): keep the copy we have rather than allocate a new one
                 // for every agent on every ping.
                 if !record.task.as_ref().is_some_and(|kept| kept.unchanged_by(task)) {
                     record.task = Some(task.kept_copy());
                 }
-                if record.phase == Phase::Launching {
-                    record.phase = Phase::Running;
-                }
+                record.task_found();
             }
         }
         for arn in missing {
@@ -92,10 +91,8 @@ impl Registry {
             }
             // Asked to stop, and ECS says it has: the agent is done (and no longer counts).
             let task_gone = record.task.as_ref().is_some_and(TaskView::is_stopping) || record.task_arn.is_none();
-            if record.phase == Phase::Stopping && task_gone {
-                record.phase = Phase::Stopped;
-                record.stopped_at.get_or_insert(now);
-                record.stop_reason.get_or_insert_with(|| "job completed".into());
+            if task_gone {
+                record.stop_seen(now);
             }
         }
         registered
@@ -107,15 +104,15 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
     let job_id = job.job_id;
     let stopped = task.is_stopping();
     Some(AgentRecord {
-        agent_id: agent_id.to_string(),
+        agent_id: agent_id.into(),
         job,
         environment: task.tags.get(crate::cluster::identity::TAG_ENVIRONMENT).cloned(),
         elastic_profile: task.tags.get(crate::cluster::identity::TAG_ELASTIC_PROFILE).cloned().unwrap_or_default(),
-        settings: task.tags.get(crate::cluster::identity::TAG_CLUSTER_SETTINGS).cloned().unwrap_or_default(),
+        settings: task.tags.get(crate::cluster::identity::TAG_CLUSTER_SETTINGS).cloned().unwrap_or_default().into(),
         image: task.containers.first().and_then(|c| c.image.clone()).unwrap_or_default(),
         attempt: task.tags.get(crate::cluster::identity::TAG_ATTEMPT).and_then(|a| a.parse().ok()).unwrap_or(1),
         phase: if stopped { Phase::Stopped } else { Phase::Running },
-        task_arn: Some(task.arn.clone()),
+        task_arn: Some(task.arn.as_str().into()),
         capacity: Capacity::from_ecs(&task.capacity),
         created_at: task.created_at.unwrap_or(now),
         job_requested_at: None,

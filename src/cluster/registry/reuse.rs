@@ -10,7 +10,8 @@
 
 use std::time::SystemTime;
 
-use super::{Phase, Registry};
+use super::{NewAgent, Phase, Registry};
+use crate::ids::SettingsFingerprint;
 use crate::protocol::types::JobIdentifier;
 
 /// What a job asks of an agent, to be given a kept one.
@@ -21,7 +22,7 @@ pub struct Offer {
     /// Hash of the job's elastic profile (`settings::profile_hash`).
     pub elastic_profile: String,
     /// The cluster profile's settings fingerprint.
-    pub settings: String,
+    pub settings: SettingsFingerprint,
 }
 
 /// should-assign-work's answer.
@@ -41,23 +42,15 @@ pub enum Assignment {
     },
 }
 
-/// What job-completion does with the agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobDone {
-    /// Kept for the next job (warm starts): it has run `jobs` of at most `max_jobs`.
-    Keep {
-        /// Jobs run so far.
-        jobs: usize,
-        /// `ReuseMaxJobs`.
-        max_jobs: u32,
-    },
-    /// A job the agent ran before its current one (a late or repeated job-completion): nothing
-    /// to do.
-    Earlier,
-    /// Stop it (one job per agent, its jobs used up, or its task is going anyway).
-    Stop,
-    /// Not an agent of ours.
-    NotOurs,
+impl NewAgent {
+    /// What a job of this new agent's request asks of a kept agent.
+    pub(super) fn offer(&self) -> Offer {
+        Offer {
+            environment: self.environment.clone(),
+            elastic_profile: self.elastic_profile.clone(),
+            settings: self.settings.clone(),
+        }
+    }
 }
 
 impl Registry {
@@ -96,7 +89,7 @@ impl Registry {
         job: &JobIdentifier,
         offer: &Offer,
         now: SystemTime,
-    ) -> Option<(String, usize)> {
+    ) -> Option<(crate::ids::AgentId, usize)> {
         let ready = |a: &super::AgentRecord| !a.served_jobs.is_empty() || a.registered_at.is_some();
         let agent_id = self
             .all()
@@ -105,38 +98,6 @@ impl Registry {
             .map(|a| a.agent_id.clone())?;
         let jobs = self.bind(&agent_id, job, now);
         Some((agent_id, jobs))
-    }
-
-    fn bind(&mut self, agent_id: &str, job: &JobIdentifier, now: SystemTime) -> usize {
-        self.reuse_hits += 1;
-        let Some(a) = self.get_mut(agent_id) else { return 0 };
-        a.job = job.clone();
-        a.job_requested_at = Some(now);
-        a.waiting_since = None;
-        a.idle_since = None;
-        a.assigned_at = None;
-        a.served_jobs.push(job.job_id);
-        a.served_jobs.len()
-    }
-
-    /// job-completion for `job_id` on `agent_id`: keep the agent for its next job when its
-    /// elastic profile reuses agents and it has jobs left, else stop it.
-    pub fn job_done(&mut self, agent_id: &str, job_id: i64, now: SystemTime) -> JobDone {
-        let Some(a) = self.get_mut(agent_id) else { return JobDone::NotOurs };
-        if a.job.job_id != job_id && a.served_jobs.contains(&job_id) {
-            return JobDone::Earlier;
-        }
-        let Some(reuse) = a.reuse else { return JobDone::Stop };
-        let task_going = a.task.as_ref().is_some_and(super::TaskView::is_stopping);
-        let jobs = a.served_jobs.len();
-        // GoCD asks should-assign-work of registered agents only: an assigned agent registered,
-        // even if no server-ping saw it listed yet (short jobs).
-        let registered = a.registered_at.is_some() || a.assigned_at.is_some();
-        if a.phase != Phase::Running || task_going || !registered || jobs >= reuse.max_jobs as usize {
-            return JobDone::Stop;
-        }
-        a.waiting_since = Some(now);
-        JobDone::Keep { jobs, max_jobs: reuse.max_jobs }
     }
 
     /// Warm starts so far: (jobs given to a kept agent, jobs of a reuse-enabled profile that

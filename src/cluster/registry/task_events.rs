@@ -4,8 +4,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::{Phase, Registry};
+use super::Registry;
 use crate::cluster::tasks::TaskView;
+use crate::ids::{AgentId, JobKey};
 use crate::protocol::types::JobIdentifier;
 
 /// How long a job's interruption is remembered: GoCD reschedules at once, or after a rerun.
@@ -15,14 +16,14 @@ pub const REMEMBER_INTERRUPTIONS: Duration = Duration::from_secs(24 * 3600);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskEvent {
     /// The agent whose task it is.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// The task stopped (or is stopping) and the record had not known it.
     pub newly_stopped: bool,
 }
 
 /// A job as it survives a reschedule (GoCD gives the rescheduled job a new id) or a stage rerun.
-fn job_key(job: &JobIdentifier) -> String {
-    format!("{}/{}/{}/{}", job.pipeline_name, job.pipeline_counter, job.stage_name, job.job_name)
+fn job_key(job: &JobIdentifier) -> JobKey {
+    format!("{}/{}/{}/{}", job.pipeline_name, job.pipeline_counter, job.stage_name, job.job_name).into()
 }
 
 impl Registry {
@@ -58,9 +59,7 @@ impl Registry {
         if !task.containers.is_empty() {
             kept.containers.clone_from(&task.containers);
         }
-        if record.phase == Phase::Launching {
-            record.phase = Phase::Running;
-        }
+        record.task_found();
         Some(TaskEvent { agent_id, newly_stopped: !was_stopping && task.is_stopping() })
     }
 
@@ -69,7 +68,7 @@ impl Registry {
     pub fn interrupted(&mut self, agent_id: &str, now: SystemTime) {
         let Some(record) = self.get(agent_id) else { return };
         let key = job_key(&record.job);
-        if self.interrupted_agents.insert(agent_id.to_string()) {
+        if self.interrupted_agents.insert(agent_id.into()) {
             self.interruptions += 1;
         }
         self.interrupted_jobs.insert(key, now);

@@ -44,7 +44,7 @@ fn ec2_profile_with(extra: &[(&str, &str)]) -> ClusterProfile {
 /// The family of the request's profiles, as its snapshot computes it.
 fn family_of_request(w: &World, request: &crate::cluster::AgentRequest) -> String {
     let elastic = ElasticProfile::parse(&request.elastic_profile).expect("valid");
-    family(&w.cluster.key, &request.profile, &elastic, REGION, None)
+    family(w.cluster.key(), &request.profile, &elastic, REGION, None)
 }
 
 #[tokio::test]
@@ -56,7 +56,7 @@ async fn run_task_uses_the_family_of_the_requests_profile_though_the_stored_one_
     w.cluster.set_profile(theirs.clone());
     let ours = family_of_request(&w, &request);
     let elastic = ElasticProfile::parse(&request.elastic_profile).expect("valid");
-    let stored = family(&w.cluster.key, &theirs, &elastic, REGION, None);
+    let stored = family(w.cluster.key(), &theirs, &elastic, REGION, None);
     assert_ne!(ours, stored, "another shared environment, another family");
 
     let created = w.cluster.create_agent(request).await.expect("launched");
@@ -65,7 +65,7 @@ async fn run_task_uses_the_family_of_the_requests_profile_though_the_stored_one_
     assert_eq!(runs.len(), 1);
     let task_definition = runs[0]["taskDefinition"].as_str().expect("a task definition");
     assert_eq!(family_of(task_definition), ours, "RunTask runs the request's family");
-    let seen = w.cluster.task_definition_sweep.recent(SystemTime::now());
+    let seen = w.cluster.state.task_definition_sweep.recent(SystemTime::now());
     assert!(seen.contains(&ours), "the request's family stays registered: {seen:?}");
     assert!(!seen.contains(&stored), "the stored profile's family was never asked for: {seen:?}");
 }
@@ -76,10 +76,10 @@ async fn saw_elastic_profile_records_the_family_of_the_requests_snapshot() {
     let request = w.request(7, "key-1");
     let mine = Arc::new(profile_with(&[("EnvironmentVariables", "TEAM=a")]));
     let elastic = Arc::new(ElasticProfile::parse(&request.elastic_profile).expect("valid"));
-    let snapshot = RequestSnapshot::new(&w.cluster.key, REGION, mine, "team-a".into(), elastic.clone(), None);
+    let snapshot = RequestSnapshot::new(w.cluster.key(), REGION, mine, "team-a".into(), elastic.clone(), None);
     w.cluster.saw_elastic_profile(&snapshot);
-    let stored = family(&w.cluster.key, &w.cluster.profile(), &elastic, REGION, None);
-    let seen = w.cluster.task_definition_sweep.recent(SystemTime::now());
+    let stored = family(w.cluster.key(), &w.cluster.profile(), &elastic, REGION, None);
+    let seen = w.cluster.state.task_definition_sweep.recent(SystemTime::now());
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![snapshot.family.clone()]);
     assert_ne!(snapshot.family, stored);
 }
@@ -95,7 +95,7 @@ async fn queued_ec2_work_keeps_the_launch_its_request_built() {
     let created = w.cluster.create_agent(request).await.expect("queued");
     assert_eq!(created, Created::Queued);
     let spec = {
-        let st = w.cluster.ec2.state();
+        let st = w.cluster.ec2().state();
         assert_eq!(st.waiting.len(), 1);
         st.waiting[0].spec.clone()
     };
@@ -108,7 +108,7 @@ async fn queued_ec2_work_keeps_the_launch_its_request_built() {
     // GoCD asks again with a new key: the waiting launch is the same, with the newest key.
     let again = w.request(7, "key-2");
     assert_eq!(w.cluster.create_agent(again).await.expect("answered"), Created::Existing);
-    let renewed = w.cluster.ec2.state().waiting[0].spec.clone();
+    let renewed = w.cluster.ec2().state().waiting[0].spec.clone();
     assert_eq!((&renewed.tags, &renewed.client_token), (&spec.tags, &spec.client_token));
     let env = override_environment(&renewed);
     assert!(env.contains(&("GO_EA_AUTO_REGISTER_KEY".to_string(), "key-2".to_string())), "{env:?}");

@@ -34,7 +34,7 @@ fn keys_run(w: &World) -> Vec<String> {
 }
 
 /// Job `job_id` runs on its agent and completes; returns the agent.
-async fn run_job(w: &World, job_id: i64) -> String {
+async fn run_job(w: &World, job_id: i64) -> crate::ids::AgentId {
     let agent_id = w.agent_of(job_id);
     assert!(w.cluster.should_assign(&agent_id, &job(job_id), super::no_offer));
     w.cluster.complete(&agent_id, &job(job_id)).await;
@@ -84,7 +84,7 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     let a = registry.get(&kept).expect("record");
     assert_ne!(a.phase, crate::cluster::registry::Phase::Running, "retired: the schedule is closed");
     drop(registry);
-    assert!(w.gocd.deleted().contains(&kept), "and removed from GoCD");
+    assert!(w.gocd.deleted().contains(&kept.to_string()), "and removed from GoCD");
 }
 
 /// The UTC weekday two days from now, as `WarmSchedule` names it.

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use crate::ids::AgentId;
+
 /// How long GoCD accepts an ephemeral auto-register key after making it
 /// (`gocd.ephemeral.auto.register.key.expiry.millis`, 30 minutes by default).
 pub const KEY_LIFETIME: Duration = Duration::from_secs(30 * 60);
@@ -16,7 +18,7 @@ pub const KEY_MAX_AGE: Duration = Duration::from_secs(20 * 60);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdleAgent {
     /// The elastic agent id.
-    pub id: String,
+    pub id: AgentId,
     /// Since when it has had no job.
     pub idle_since: SystemTime,
 }
@@ -50,7 +52,7 @@ pub struct WarmPlan {
     /// Keys to start one warm agent each with, oldest first.
     pub start: Vec<String>,
     /// Idle agents to stop, idle longest first.
-    pub retire: Vec<String>,
+    pub retire: Vec<AgentId>,
     /// Keys too old to start an agent with: forget them.
     pub drop_keys: Vec<String>,
 }
@@ -102,7 +104,7 @@ mod tests {
     /// A pool: idle agents (id, seconds idle), starting, keys (id, age in seconds), headroom.
     fn pool(idle: &[(&str, u64)], starting: u32, keys: &[(&str, u64)], headroom: u32) -> PoolView {
         PoolView {
-            idle: idle.iter().map(|(id, s)| IdleAgent { id: id.to_string(), idle_since: at(NOW - s) }).collect(),
+            idle: idle.iter().map(|(id, s)| IdleAgent { id: (*id).into(), idle_since: at(NOW - s) }).collect(),
             starting,
             keys: keys.iter().map(|(id, s)| UnusedKey { id: id.to_string(), received_at: at(NOW - s) }).collect(),
             headroom,
@@ -190,7 +192,15 @@ mod tests {
         ];
         for (what, pool, target, start, retire, drop) in cases {
             let got = plan(&pool, target, at(NOW));
-            assert_eq!(got, WarmPlan { start: ids(start), retire: ids(retire), drop_keys: ids(drop) }, "{what}");
+            assert_eq!(
+                got,
+                WarmPlan {
+                    start: ids(start),
+                    retire: ids(retire).into_iter().map(AgentId::from).collect(),
+                    drop_keys: ids(drop)
+                },
+                "{what}"
+            );
         }
     }
 

@@ -11,29 +11,35 @@ use std::collections::HashSet;
 use super::{CleanupPlan, Kind};
 use crate::cluster::identity::{is_ours, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::cluster::tasks::TaskView;
+use crate::ids::ClusterKey;
 
 /// What ECS shows as the stop reason of a stray or leftover task.
 pub const GONE: &str = "its cluster profile no longer exists in GoCD";
 
 /// Strays: of `tasks` (described in one cluster), those of this server and the vanished key
 /// `key`, in the cluster whose task ARNs end with `cluster_arn_suffix`, not stopping yet.
-pub fn strays(tasks: &[TaskView], cluster_arn_suffix: &str, server_id: &str, key: &str) -> CleanupPlan {
-    let mut plan = CleanupPlan::new(Kind::Strays { key: key.to_string() });
+pub fn strays(tasks: &[TaskView], cluster_arn_suffix: &str, server_id: &str, key: &ClusterKey) -> CleanupPlan {
+    let mut plan = CleanupPlan::new(Kind::Strays { key: key.clone() });
     plan.stop_tasks = tasks
         .iter()
         .filter(|t| t.cluster_arn.ends_with(cluster_arn_suffix) && is_ours(&t.tags, server_id, key))
         .filter(|t| !t.is_stopping())
-        .map(|t| (t.arn.clone(), GONE.to_string()))
+        .map(|t| (t.arn.as_str().into(), GONE.to_string()))
         .collect();
     plan
 }
 
 /// Whether a task is a leftover: in the cluster whose ARNs end with `cluster_arn_suffix`, of
 /// this server, under a cluster-profile key not in `live`. The read keeps only these.
-pub fn is_leftover_task(task: &TaskView, cluster_arn_suffix: &str, server_id: &str, live: &HashSet<String>) -> bool {
+pub fn is_leftover_task(
+    task: &TaskView,
+    cluster_arn_suffix: &str,
+    server_id: &str,
+    live: &HashSet<ClusterKey>,
+) -> bool {
     task.cluster_arn.ends_with(cluster_arn_suffix)
         && task.tags.get(TAG_SERVER_ID).map(String::as_str) == Some(server_id)
-        && task.tags.get(TAG_CLUSTER_PROFILE).is_some_and(|key| !live.contains(key))
+        && task.tags.get(TAG_CLUSTER_PROFILE).is_some_and(|key| !live.contains(key.as_str()))
 }
 
 /// Leftover tasks: of `tasks`, the leftovers ([`is_leftover_task`]) not stopping yet.
@@ -41,14 +47,14 @@ pub fn leftover_tasks(
     tasks: &[TaskView],
     cluster_arn_suffix: &str,
     server_id: &str,
-    live: &HashSet<String>,
+    live: &HashSet<ClusterKey>,
 ) -> CleanupPlan {
     let mut plan = CleanupPlan::new(Kind::Leftovers);
     plan.stop_tasks = tasks
         .iter()
         .filter(|t| is_leftover_task(t, cluster_arn_suffix, server_id, live))
         .filter(|t| !t.is_stopping())
-        .map(|t| (t.arn.clone(), GONE.to_string()))
+        .map(|t| (t.arn.as_str().into(), GONE.to_string()))
         .collect();
     plan
 }
@@ -56,9 +62,10 @@ pub fn leftover_tasks(
 /// Leftover instances: of this server's instances in an account and region, as (id,
 /// `gocd:cluster-profile` key) — the read asks EC2 for this server's tag only — those whose key
 /// is not in `live`. Their tasks end with them.
-pub fn leftover_instances(of_server: Vec<(String, String)>, live: &HashSet<String>) -> CleanupPlan {
+pub fn leftover_instances(of_server: Vec<(String, String)>, live: &HashSet<ClusterKey>) -> CleanupPlan {
     let mut plan = CleanupPlan::new(Kind::Leftovers);
-    plan.terminate_instances = of_server.into_iter().filter(|(_, key)| !live.contains(key)).map(|(id, _)| id).collect();
+    plan.terminate_instances =
+        of_server.into_iter().filter(|(_, key)| !live.contains(key.as_str())).map(|(id, _)| id).collect();
     plan
 }
 
@@ -121,16 +128,16 @@ mod tests {
             tagged("t-live-key", "sid", "live", "RUNNING"),
             tagged("t-other-server", "another", "old", "RUNNING"),
         ];
-        let plan = strays(&tasks, SUFFIX, "sid", "old");
+        let plan = strays(&tasks, SUFFIX, "sid", &"old".into());
         assert_eq!(plan.kind, Kind::Strays { key: "old".into() });
         assert_eq!(arns(&plan), ["t-stray"]);
         assert_eq!(plan.stop_tasks[0].1, GONE);
-        assert!(strays(&tasks, ":cluster/elsewhere", "sid", "old").is_empty(), "another cluster's task");
+        assert!(strays(&tasks, ":cluster/elsewhere", "sid", &"old".into()).is_empty(), "another cluster's task");
     }
 
     #[test]
     fn leftover_tasks_carry_this_server_and_a_key_no_live_profile_has() {
-        let live: HashSet<String> = ["live".to_string()].into();
+        let live: HashSet<ClusterKey> = [ClusterKey::from("live")].into();
         let untagged = task("t-untagged", vec![(TAG_SERVER_ID.into(), "sid".into())], "RUNNING");
         let tasks = [
             tagged("t-left", "sid", "gone", "RUNNING"),
@@ -149,7 +156,7 @@ mod tests {
 
     #[test]
     fn leftover_instances_are_those_of_keys_no_live_profile_has() {
-        let live: HashSet<String> = ["live".to_string()].into();
+        let live: HashSet<ClusterKey> = [ClusterKey::from("live")].into();
         let of_server = vec![("i-1".to_string(), "gone".to_string()), ("i-2".to_string(), "live".to_string())];
         let plan = leftover_instances(of_server, &live);
         assert_eq!(plan.terminate_instances, ["i-1"]);

@@ -2,6 +2,8 @@
 //! returning a [`CleanupPlan`]. No I/O and no clock here; the reads happen before (reconcile's
 //! refresh, `strays.rs`, `task_definitions.rs`, the EC2 driver), the calls after (`apply.rs`).
 
+use crate::ids::{ClusterKey, TaskArn};
+
 mod leftovers;
 mod orphans;
 mod task_definitions;
@@ -22,7 +24,7 @@ pub enum Kind {
     /// Tasks of a cluster-profile key that no longer exists, found through GoCD's agents.
     Strays {
         /// The vanished key.
-        key: String,
+        key: ClusterKey,
     },
     /// Tasks, instances and container instances of ours no live profile owns, found by tag.
     Leftovers,
@@ -39,7 +41,7 @@ pub struct CleanupPlan {
     /// Which kind, for the report.
     pub kind: Kind,
     /// Task ARNs to stop, each with the reason ECS shows and the log says.
-    pub stop_tasks: Vec<(String, String)>,
+    pub stop_tasks: Vec<(TaskArn, String)>,
     /// EC2 instance ids to terminate (one call).
     pub terminate_instances: Vec<String>,
     /// Container instance ARNs to deregister.

@@ -14,6 +14,7 @@ use super::{CleanupPlan, Kind};
 use crate::cluster::identity::job_from_tags;
 use crate::cluster::registry::{Phase, Registry};
 use crate::cluster::tasks::TaskView;
+use crate::ids::TaskArn;
 
 /// What one orphan pass decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,18 +22,18 @@ pub struct Orphans {
     /// Tasks to stop now (unexplained on two passes in a row), with the reason.
     pub plan: CleanupPlan,
     /// The marks to keep for the next pass.
-    pub marks: HashSet<String>,
+    pub marks: HashSet<TaskArn>,
 }
 
 /// Finds unexplained tasks among `running` (our running tasks, as refreshed).
-pub fn orphans(registry: &Registry, running: &[TaskView], previous_marks: &HashSet<String>) -> Orphans {
+pub fn orphans(registry: &Registry, running: &[TaskView], previous_marks: &HashSet<TaskArn>) -> Orphans {
     let mut out = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
     for task in running.iter().filter(|t| !t.is_stopping()) {
         let Some(reason) = unexplained(registry, task) else { continue };
-        if previous_marks.contains(&task.arn) {
-            out.plan.stop_tasks.push((task.arn.clone(), reason));
+        if previous_marks.contains(task.arn.as_str()) {
+            out.plan.stop_tasks.push((task.arn.as_str().into(), reason));
         } else {
-            out.marks.insert(task.arn.clone());
+            out.marks.insert(task.arn.as_str().into());
         }
     }
     out
@@ -86,7 +87,7 @@ mod tests {
         registry.reserve(&job(7), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
         let t = running("t1", tags("a", 7));
         registry.launched("a", t.clone(), crate::cluster::launch::Capacity::Fargate);
-        let marks: HashSet<String> = ["t1".to_string(), "t2".to_string()].into();
+        let marks: HashSet<TaskArn> = ["t1".into(), "t2".into()].into();
         let nothing = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
         assert_eq!(orphans(&registry, std::slice::from_ref(&t), &marks), nothing);
         let adoptable = running("t2", tags("b", 8));
