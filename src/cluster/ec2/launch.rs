@@ -162,8 +162,8 @@ async fn launch_some(
 fn join<'a>(cluster: &'a Cluster, profile: &'a ClusterProfile, cfg: &'a Ec2Capacity) -> Join<'a> {
     Join {
         cluster: profile.cluster_short_name(),
-        server_id: &cluster.server_id(),
-        cluster_key: &cluster.key(),
+        server_id: cluster.server_id(),
+        cluster_key: cluster.key(),
         extra: cfg.user_data.as_deref(),
         images: &[],
     }
