@@ -36,6 +36,11 @@ fn main() -> ExitCode {
         Command::Serve(args) => return with_runtime(|rt| rt.block_on(on_a_worker(run_server(args)))),
         Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
         Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
+        Command::Profile(args) => {
+            return with_runtime(|rt| {
+                exit_code(rt.block_on(cli::profile::run(&args, &mut stdout.lock(), &mut stderr.lock())))
+            });
+        }
         Command::Doctor(args) => {
             return with_runtime(|rt| exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock()))));
         }

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod budget;
 pub mod calls;
 pub mod capacity_providers;
+pub mod cloudformation;
 pub mod doctor;
 pub mod doctor_reads;
 pub mod doctor_routes;

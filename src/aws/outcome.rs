@@ -113,6 +113,8 @@ fn not_found(operation: &str, code: &str, message: &str) -> bool {
         // A family without a revision ("Unable to describe task definition."), or a name ECS
         // cannot parse.
         ("DescribeTaskDefinition", "ClientException" | "InvalidParameterException") => true,
+        // CloudFormation says "Stack with id NAME does not exist" as a ValidationError.
+        ("DescribeStacks", "ValidationError") => message.contains("does not exist"),
         _ => {
             code.ends_with("NotFound")
                 || code.ends_with("NotFoundException")
@@ -258,6 +260,14 @@ mod tests {
         let parse = "Invalid revision number";
         let code = Some("InvalidParameterException");
         assert_eq!(classify("DescribeTaskDefinition", code, parse, Some(400)), Failure::NotFound);
+    }
+
+    #[test]
+    fn a_stack_that_does_not_exist_is_not_found() {
+        let missing = "Stack with id gocd-ci does not exist";
+        assert_eq!(classify("DescribeStacks", Some("ValidationError"), missing, Some(400)), Failure::NotFound);
+        let other = "1 validation error detected: Value 'a b' at 'stackName' failed to satisfy constraint";
+        assert_eq!(classify("DescribeStacks", Some("ValidationError"), other, Some(400)), Failure::Refused);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod doctor;
 pub mod files;
 pub mod iam;
 pub mod prices;
+pub mod profile;
 pub mod validate;
 
 use std::net::SocketAddr;
@@ -24,6 +25,7 @@ Examples:
   ecs-elastic-agent iam-policy --cluster-profile profiles/cluster-fargate.json --elastic-profile profiles/elastic-small.json
   ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
   ecs-elastic-agent prices --refresh --out prices.json
+  ecs-elastic-agent profile --from-stack gocd-agents --region eu-west-1 > cluster.json
 
 Exit codes: 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
 
@@ -82,6 +84,16 @@ Output: the price table as JSON (its date, source and notes say where each figur
 credentials): Fargate in every region AWS lists, gp3, and the EC2 types of the table plus those
 named, Linux on demand; it writes FILE, which a cluster profile's PriceTable can name.
 Exit code 0 when the table was printed or written, 1 otherwise.";
+const PROFILE_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent profile --from-stack gocd-agents --region eu-west-1 > cluster.json
+  ecs-elastic-agent profile --from-stack gocd-agents --from-stack gocd-role > cluster.json   # a member account: the cluster stack, then the role's
+
+Output: the cluster profile (a JSON object of key to string, as `validate` takes it) made of the
+stacks' outputs named after cluster profile keys (packaging/cloudformation/). The outputs named
+after elastic profile keys (ExecutionRoleArn, TaskRoleArn) are noted on stderr. The SDK's default
+credentials and region (AWS_PROFILE, AWS_REGION, ...) read the stacks. Exit code 0 when the
+profile was printed and is valid, 1 otherwise.";
 
 /// GoCD elastic agents on AWS ECS (Fargate and EC2).
 ///
@@ -131,6 +143,9 @@ pub enum Command {
     /// Check a cluster profile against AWS: credentials, role, cluster, networking, capacity.
     #[command(after_help = DOCTOR_EXAMPLES)]
     Doctor(DoctorArgs),
+    /// Print the cluster profile a CloudFormation stack of packaging/cloudformation/ made.
+    #[command(after_help = PROFILE_EXAMPLES)]
+    Profile(ProfileArgs),
     /// Print the price table cost figures use, or refresh it from the AWS Price List.
     #[command(after_help = PRICES_EXAMPLES)]
     Prices(PricesArgs),
@@ -228,6 +243,21 @@ pub struct DoctorArgs {
     #[arg(long = "elastic-profile", value_name = "FILE")]
     pub elastic_profiles: Vec<PathBuf>,
     /// Seconds each check may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
+}
+
+/// Options of `profile`.
+#[derive(Debug, Clone, Args)]
+pub struct ProfileArgs {
+    /// A stack whose outputs fill the profile (repeat for several: a cluster stack and a
+    /// member account's role stack).
+    #[arg(long = "from-stack", value_name = "NAME", required = true)]
+    pub from_stacks: Vec<String>,
+    /// The stacks' region. Default: the SDK's default region (AWS_REGION, the AWS config file).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// Seconds each DescribeStacks may take.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub timeout: u64,
 }

@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
-const SUBCOMMANDS: [&str; 4] = ["serve", "validate", "iam-policy", "doctor"];
+const SUBCOMMANDS: [&str; 5] = ["serve", "validate", "iam-policy", "doctor", "profile"];
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "off").output().expect("run the binary")
@@ -50,6 +50,8 @@ fn help_everywhere_with_examples() {
     assert!(validate.contains("--cluster-profile <FILE>") && validate.contains("--elastic-profile <FILE>"));
     let doctor = stdout(&run(&["doctor", "--help"]));
     assert!(doctor.contains("--server-id <ID>") && doctor.contains("FAIL"));
+    let profile = stdout(&run(&["profile", "--help"]));
+    assert!(profile.contains("--from-stack <NAME>") && profile.contains("--region <REGION>"));
     let serve = stdout(&run(&["serve", "--help"]));
     assert!(serve.contains("--metrics-addr <ADDR>"));
 }
@@ -60,6 +62,7 @@ fn bad_arguments_exit_2() {
         &["validate"][..],
         &["iam-policy", "--elastic-profile", "x.json"],
         &["doctor", "--nope"],
+        &["profile"],
         &["fly"],
         &["serve", "--metrics-addr", "not-an-address"],
     ] {
