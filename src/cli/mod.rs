@@ -12,6 +12,9 @@ pub mod prices;
 pub mod profile;
 pub mod validate;
 
+#[cfg(test)]
+mod cloudformation_tests;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
