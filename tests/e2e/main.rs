@@ -18,6 +18,7 @@ mod aws_rules;
 mod bench_counts;
 mod capacity;
 mod cli_doctor;
+mod cloudformation;
 mod crash;
 mod ec2;
 mod events;

@@ -1,0 +1,311 @@
+//! The cluster stack (`packaging/cloudformation/cluster.yaml`) deployed into moto's
+//! CloudFormation: what the stack should have made exists (moto skips resource types it does
+//! not support without a word), `profile --from-stack` makes a cluster profile of its outputs
+//! that `validate` accepts, the policy CloudFormation made is `iam-policy`'s for that profile,
+//! and one job runs through the plugin with it, in the stack's subnets, security group, log
+//! group and roles.
+//!
+//! What moto does not make (the queue policy) and what it does not check (IAM capabilities,
+//! `Rules`, role names' length) only real CloudFormation exercises:
+//! `packaging/cloudformation/README.md`, "What the tests cover".
+//!
+//! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use serde_json::Value;
+
+use crate::world::http::{self, HttpRequest};
+use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::profiles::elastic_props;
+use crate::world::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
+const STACK: &str = "gocd-ci";
+const CLUSTER: &str = "gocd-agents";
+
+fn template() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/cloudformation/cluster.yaml");
+    std::fs::read_to_string(path).expect("read cluster.yaml")
+}
+
+/// Creates the stack with its defaults and returns its outputs. moto takes a CommaDelimitedList
+/// parameter's default as one string (a real stack splits it), so the subnet ranges are given.
+async fn deploy(cfg: &SdkConfig) -> BTreeMap<String, String> {
+    use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus};
+    let cfn = aws_sdk_cloudformation::Client::new(cfg);
+    let parameter = |k: &str, v: &str| Parameter::builder().parameter_key(k).parameter_value(v).build();
+    cfn.create_stack()
+        .stack_name(STACK)
+        .template_body(template())
+        .capabilities(Capability::CapabilityNamedIam)
+        .parameters(parameter("PublicSubnetCidrs", "10.0.0.0/24,10.0.1.0/24"))
+        .parameters(parameter("PrivateSubnetCidrs", "10.0.16.0/20,10.0.32.0/20"))
+        .send()
+        .await
+        .expect("CreateStack");
+    let mut status = None;
+    for _ in 0..60 {
+        let out = cfn.describe_stacks().stack_name(STACK).send().await.expect("DescribeStacks");
+        let stack = out.stacks()[0].clone();
+        status = stack.stack_status().cloned();
+        if status == Some(StackStatus::CreateComplete) {
+            return stack
+                .outputs()
+                .iter()
+                .map(|o| (o.output_key().unwrap().to_string(), o.output_value().unwrap_or("").to_string()))
+                .collect();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("the stack is {status:?}, not CREATE_COMPLETE");
+}
+
+/// Runs the binary with the test keys and moto as AWS, like an operator with credentials.
+async fn run(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(args);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-cfn/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-cfn/credentials");
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.expect("in time").expect("run");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+fn write_temp(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ecs-ea-cfn-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// IAM sends a policy document URL-encoded.
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// The log groups moto has (CloudWatch Logs is not among the plugin's SDK crates: one JSON call).
+async fn log_groups(moto: &Moto) -> Vec<String> {
+    let request = HttpRequest {
+        method: "POST".into(),
+        target: "/".into(),
+        version: "HTTP/1.1".into(),
+        headers: vec![
+            ("Host".into(), moto.addr().to_string()),
+            ("Content-Type".into(), "application/x-amz-json-1.1".into()),
+            ("X-Amz-Target".into(), "Logs_20140328.DescribeLogGroups".into()),
+            (
+                "Authorization".into(),
+                format!("AWS4-HMAC-SHA256 Credential={TEST_ACCESS_KEY_ID}/20260101/{REGION}/logs/aws4_request, SignedHeaders=host, Signature=0"),
+            ),
+        ],
+        body: b"{}".to_vec(),
+    };
+    let response = http::send(moto.addr(), &request).await.expect("DescribeLogGroups");
+    assert_eq!(response.status, 200, "DescribeLogGroups: {}", response.text());
+    let body: Value = serde_json::from_str(&response.text()).expect("JSON");
+    body["logGroups"].as_array().unwrap().iter().map(|g| g["logGroupName"].as_str().unwrap().to_string()).collect()
+}
+
+/// What the stack should have made, checked in moto itself (not in the stack's own account of it).
+async fn assert_made(w: &Scenario, outputs: &BTreeMap<String, String>) {
+    let cfg = &w.base;
+    let ecs = aws_sdk_ecs::Client::new(cfg);
+    let clusters = ecs.describe_clusters().clusters(CLUSTER).send().await.expect("DescribeClusters");
+    assert_eq!(clusters.clusters().len(), 1, "the cluster: {clusters:?}");
+    assert_eq!(clusters.clusters()[0].status(), Some("ACTIVE"));
+
+    let iam = aws_sdk_iam::Client::new(cfg);
+    for role in [format!("{STACK}-execution"), format!("{STACK}-task")] {
+        let got = iam.get_role().role_name(&role).send().await.unwrap_or_else(|e| panic!("role {role}: {e:?}"));
+        let trust = percent_decoded(got.role().unwrap().assume_role_policy_document().unwrap_or_default());
+        assert!(trust.contains("ecs-tasks.amazonaws.com"), "{role} trusts ECS tasks: {trust}");
+    }
+    let attached =
+        iam.list_attached_role_policies().role_name(format!("{STACK}-execution")).send().await.expect("attached");
+    // moto ignores a role's ManagedPolicyArns: only real CloudFormation attaches it.
+    let names: Vec<&str> = attached.attached_policies().iter().filter_map(|p| p.policy_name()).collect();
+    assert!(names.is_empty() || names == ["AmazonECSTaskExecutionRolePolicy"], "{names:?}");
+    if names.is_empty() {
+        eprintln!(
+            "moto attached no AmazonECSTaskExecutionRolePolicy (ManagedPolicyArns): only real CloudFormation does"
+        );
+    }
+
+    let ec2 = aws_sdk_ec2::Client::new(cfg);
+    let subnets: Vec<String> = outputs["SubnetIds"].split(',').map(str::to_string).collect();
+    let found = ec2.describe_subnets().set_subnet_ids(Some(subnets.clone())).send().await.expect("DescribeSubnets");
+    assert_eq!(found.subnets().len(), 2, "the private subnets: {found:?}");
+    let vpc = found.subnets()[0].vpc_id().unwrap().to_string();
+    let nat = ec2
+        .describe_nat_gateways()
+        .filter(aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(&vpc).build())
+        .send()
+        .await
+        .expect("DescribeNatGateways");
+    assert_eq!(nat.nat_gateways().len(), 1, "the NAT gateway of the private subnets");
+    // moto ignores the VPC's EnableDnsHostnames (and then fails RunTask in that VPC): set it as
+    // real CloudFormation does.
+    let hostnames = ec2
+        .describe_vpc_attribute()
+        .vpc_id(&vpc)
+        .attribute(aws_sdk_ec2::types::VpcAttributeName::EnableDnsHostnames)
+        .send()
+        .await
+        .expect("DescribeVpcAttribute");
+    if hostnames.enable_dns_hostnames().and_then(|a| a.value()) != Some(true) {
+        eprintln!("moto did not set the VPC's EnableDnsHostnames: only real CloudFormation does; set here");
+        let on = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(true).build();
+        ec2.modify_vpc_attribute().vpc_id(&vpc).enable_dns_hostnames(on).send().await.expect("ModifyVpcAttribute");
+    }
+    let group = outputs["SecurityGroupIds"].clone();
+    let groups = ec2.describe_security_groups().group_ids(&group).send().await.expect("DescribeSecurityGroups");
+    let sg = &groups.security_groups()[0];
+    assert_eq!(sg.vpc_id(), Some(vpc.as_str()));
+    let ports: Vec<(Option<i32>, Option<i32>)> =
+        sg.ip_permissions_egress().iter().map(|p| (p.from_port(), p.to_port())).collect();
+    // moto ignores a group's SecurityGroupEgress and keeps the default rule (all traffic out):
+    // only real CloudFormation replaces it with these two.
+    if ports == [(None, None)] {
+        eprintln!(
+            "moto kept the default egress rule (SecurityGroupEgress): only real CloudFormation sets 443 and 8154"
+        );
+    } else {
+        for port in [443, 8154] {
+            assert!(ports.contains(&(Some(port), Some(port))), "egress to {port}: {ports:?}");
+        }
+    }
+    assert!(sg.ip_permissions().is_empty(), "nothing in: {:?}", sg.ip_permissions());
+
+    let groups = log_groups(&w.moto).await;
+    assert!(groups.contains(&outputs["LogGroup"]), "the log group {} in {groups:?}", outputs["LogGroup"]);
+
+    let sqs = aws_sdk_sqs::Client::new(cfg);
+    let queue = sqs
+        .get_queue_attributes()
+        .queue_url(&outputs["EventQueueUrl"])
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+        .expect("the event queue");
+    let attributes = queue.attributes().cloned().unwrap_or_default();
+    let queue_arn = attributes[&aws_sdk_sqs::types::QueueAttributeName::QueueArn].clone();
+    if !attributes.contains_key(&aws_sdk_sqs::types::QueueAttributeName::Policy) {
+        eprintln!("moto made no queue policy (AWS::SQS::QueuePolicy): only real CloudFormation does");
+    }
+    let events = aws_sdk_eventbridge::Client::new(cfg);
+    let rule = format!("gocd-ecs-events-{CLUSTER}");
+    let targets = events.list_targets_by_rule().rule(&rule).send().await.expect("the rule's targets");
+    assert_eq!(targets.targets().iter().map(|t| t.arn()).collect::<Vec<_>>(), [queue_arn.as_str()]);
+    let by_target = events.list_rule_names_by_target().target_arn(&queue_arn).send().await.expect("rules");
+    assert_eq!(by_target.rule_names(), [rule], "doctor finds the rule by the queue");
+}
+
+/// The stack deployed into moto makes a cluster profile (`profile --from-stack`) that
+/// `validate` accepts, whose `iam-policy` is the policy CloudFormation made, and a job runs
+/// through the plugin with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
+    let mut w = Scenario::new("cloudformation_cluster_stack").await;
+    let outputs = deploy(&w.base).await;
+    assert_made(&w, &outputs).await;
+
+    // The cluster profile, from the stack's outputs.
+    let endpoint = w.moto.endpoint();
+    let (code, profile, stderr) = run(&endpoint, &["profile", "--from-stack", STACK, "--region", REGION]).await;
+    assert_eq!(code, Some(0), "profile --from-stack: {stderr}");
+    let execution_role = outputs["ExecutionRoleArn"].clone();
+    assert!(stderr.contains(&format!("ExecutionRoleArn = {execution_role}")), "{stderr}");
+    let cluster: BTreeMap<String, String> = serde_json::from_str(&profile).expect("a JSON object of strings");
+    for key in ["ClusterName", "Region", "SubnetIds", "SecurityGroupIds", "LogGroup", "EventQueueUrl"] {
+        assert_eq!(cluster.get(key), outputs.get(key), "{key} in {profile}");
+    }
+    let path = write_temp("cluster.json", &profile);
+    let (code, out, _) = run(&endpoint, &["validate", "--cluster-profile", path.to_str().unwrap()]).await;
+    assert_eq!(code, Some(0), "validate accepts it: {out}");
+
+    // The policy CloudFormation made is iam-policy's for that profile.
+    let (code, want, stderr) = run(&endpoint, &["iam-policy", "--cluster-profile", path.to_str().unwrap()]).await;
+    assert_eq!(code, Some(0), "iam-policy: {stderr}");
+    let want: Value = serde_json::from_str(&want).unwrap();
+    let iam = aws_sdk_iam::Client::new(&w.base);
+    let policy = iam.get_policy().policy_arn(&outputs["PluginPolicyArn"]).send().await.expect("GetPolicy");
+    let version = policy.policy().and_then(|p| p.default_version_id()).unwrap_or("v1").to_string();
+    let document = iam
+        .get_policy_version()
+        .policy_arn(&outputs["PluginPolicyArn"])
+        .version_id(version)
+        .send()
+        .await
+        .expect("GetPolicyVersion");
+    let document = percent_decoded(document.policy_version().unwrap().document().unwrap());
+    let got: Value = serde_json::from_str(&document).expect("the policy as JSON");
+    assert_eq!(got, want, "the stack's policy is iam-policy's for the stack's profile");
+
+    // One job through the plugin with that profile.
+    w.fleets.push(Fleet::new("stack", &w.base, CLUSTER));
+    let mut elastic = elastic_props();
+    elastic.insert("ExecutionRoleArn".into(), execution_role.clone());
+    elastic.insert("TaskRoleArn".into(), outputs["TaskRoleArn"].clone());
+    let cfg = w.host_config().cluster_profile("stack", cluster).elastic_profile("small", "stack", elastic);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
+    host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
+    host.wait_until("the job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("its agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let codes: Vec<Option<i64>> = host.with_state(|s| s.jobs.iter().map(|j| j.completion_code).collect());
+    assert_eq!(codes, [Some(200)]);
+
+    // It ran where the stack says, as the stack's roles, logging to its log group.
+    let log = w.proxy.log();
+    let body = |key: &str| {
+        log.iter().find(|r| r.key() == key).and_then(|r| r.json.clone()).unwrap_or_else(|| panic!("no {key}"))
+    };
+    let run_task = body("ecs:RunTask");
+    let network = &run_task["networkConfiguration"]["awsvpcConfiguration"];
+    let subnets: Vec<&str> = network["subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(subnets.join(","), outputs["SubnetIds"], "{run_task}");
+    assert_eq!(network["securityGroups"][0], outputs["SecurityGroupIds"].as_str());
+    let definition = body("ecs:RegisterTaskDefinition");
+    assert_eq!(definition["executionRoleArn"], execution_role.as_str());
+    assert_eq!(definition["taskRoleArn"], outputs["TaskRoleArn"].as_str());
+    let logs = &definition["containerDefinitions"][0]["logConfiguration"]["options"]["awslogs-group"];
+    assert_eq!(logs, outputs["LogGroup"].as_str(), "{definition}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while w.proxy.count("sqs:ReceiveMessage") == 0 {
+        assert!(std::time::Instant::now() < deadline, "the plugin never read the stack's event queue");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    w.assert_no_live_tasks(Duration::from_secs(60)).await;
+    drop(sim);
+    host.shutdown().await;
+}
