@@ -53,7 +53,7 @@ pub fn from_outputs(outputs: &[(String, String, String)]) -> Result<FromOutputs,
         } else if ProfileKind::Elastic.spec(key).is_some() {
             &mut made.elastic
         } else {
-            made.left_out.push(format!("{key} (of stack {stack}): not a profile key"));
+            made.left_out.push(format!("{key} (of stack {stack}): fills no profile key"));
             continue;
         };
         // An empty output is a key left to its default.
@@ -123,7 +123,7 @@ pub async fn run(args: &ProfileArgs, out: &mut dyn Write, err: &mut dyn Write) -
         writeln!(err, "note: for the elastic profiles: {key} = {value}")?;
     }
     for why in &made.left_out {
-        writeln!(err, "note: left out {why}")?;
+        writeln!(err, "note: not in the profile: {why}")?;
     }
     Ok(true)
 }
