@@ -281,6 +281,11 @@ async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
     host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
     host.wait_until("the job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("its agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    // The plugin deletes the agent while it handles job-completion, before its answer arrives.
+    host.wait_until("job-completion answered", Duration::from_secs(30), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
+    })
+    .await;
     let codes: Vec<Option<i64>> = host.with_state(|s| s.jobs.iter().map(|j| j.completion_code).collect());
     assert_eq!(codes, [Some(200)]);
 
