@@ -12,22 +12,8 @@ CFN_LINT_VERSION="1.58.0"
 venv="${ECS_EA_CFN_LINT_VENV:-/var/tmp/ecs-elastic-agent-cfn-lint-venv}"
 lint="$venv/bin/cfn-lint"
 
-installed_version() {
-  "$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("cfn-lint"))' 2>/dev/null || true
-}
-
-if [ ! -x "$lint" ] || [ "$(installed_version)" != "$CFN_LINT_VERSION" ]; then
-  mkdir -p "$(dirname "$venv")"
-  # One installer at a time (parallel test runs share the venv).
-  exec 9>"$venv.lock"
-  if command -v flock >/dev/null 2>&1; then flock 9; fi
-  if [ ! -x "$lint" ] || [ "$(installed_version)" != "$CFN_LINT_VERSION" ]; then
-    echo "installing cfn-lint==$CFN_LINT_VERSION into $venv" >&2
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv" >&2
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "cfn-lint==$CFN_LINT_VERSION" >&2
-  fi
-fi
-[ -x "$lint" ] || { echo "cfn-lint not found at $lint after install" >&2; exit 1; }
+. scripts/pinned-venv.sh
+pinned_venv cfn-lint "$CFN_LINT_VERSION" cfn-lint "$venv" "$lint"
 
 if [ $# -eq 0 ]; then
   set -- packaging/cloudformation/*.yaml
