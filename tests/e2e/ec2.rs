@@ -42,6 +42,9 @@ fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
         ("Ec2IdleMinutes", "1"),
         ("Ec2MaxInstances", "10"),
         ("MaxAgents", "40"),
+        // These tests follow an instance's whole life to its termination; the stopped pool
+        // (five by default) has its own test, which sets it.
+        ("Ec2StoppedInstances", "0"),
     ]);
     p.extend(props(extra));
     p

@@ -335,7 +335,8 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
 
 #[tokio::test]
 async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminated() {
-    let w = World::new(&[("Ec2IdleMinutes", "10")]);
+    // No stopped pool (the default keeps five): an idle instance is terminated.
+    let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "0")]);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
     // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));
