@@ -956,3 +956,55 @@ async fn an_idle_instance_is_stopped_and_the_next_job_starts_it_instead_of_launc
     let extra = format!("second_job_s={}", took.as_secs());
     w.finish_ec2(host, sim, ec2, &extra).await;
 }
+
+/// Warm agents on EC2 (issue 33): with `WarmAgents` 2, the agent kept after the first job takes
+/// the second, whose unused key starts a second warm agent by StartTask on the instance; the third job
+/// finds an idle agent whose task was there before it (no StartTask in its path), and a
+/// replacement starts on a job's key. No registration is refused; taking `WarmAgents` out
+/// retires the pool and the instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_warm_agent_on_ec2_takes_a_job_with_no_task_started_for_it() {
+    use crate::warm::{run_one, started_before};
+    let mut w = Scenario::new("ec2_warm").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let mut warm = quarter_props();
+    warm.extend(props(&[("WarmAgents", "2")]));
+    let cfg = w.host_config().cluster_profile("ec2", ec2_props("gocd-ec2", &[])).elastic_profile("warm", "ec2", warm);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_secs(2), ..SimPolicy::default() });
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    run_one(&host, "warm").await;
+    let (second, _) = run_one(&host, "warm").await;
+    assert!(started_before(&host, &sim, second), "the kept agent took the second job");
+    sim.wait_until("a warm agent registered beside the kept one", Duration::from_secs(60), |s| {
+        s.tasks.values().filter(|t| !t.stopped && matches!(t.registration, Some(Ok(())))).count() >= 2
+    })
+    .await;
+    host.wait_until("the pool settled at its idle agents", Duration::from_secs(60), |s| {
+        !s.agents.is_empty() && s.agents.iter().all(|a| a.agent_state == "Idle")
+    })
+    .await;
+
+    let start_tasks = w.proxy.count("ecs:StartTask");
+    let (third, third_wait) = run_one(&host, "warm").await;
+    assert!(started_before(&host, &sim, third), "an idle agent took the third job, not a task started for it");
+    let added = host.with_state(|s| s.job(third).added_at);
+    let keys: Vec<String> = host.with_state(|s| s.jobs.iter().flat_map(|j| j.keys.clone()).collect());
+    sim.wait_until("a replacement started after the third job, on a job's key", Duration::from_secs(60), |s| {
+        s.tasks.values().any(|t| t.first_seen > added && t.auto_register_key.as_ref().is_some_and(|k| keys.contains(k)))
+    })
+    .await;
+    assert!(w.proxy.count("ecs:StartTask") > start_tasks, "the replacement's StartTask");
+    assert_eq!(w.proxy.count("ecs:RunTask"), 0, "EC2 agents start by StartTask only");
+
+    // WarmAgents taken out: the next job's request carries it, and the pool retires.
+    host.edit_elastic_profile("warm", quarter_props());
+    run_one(&host, "warm").await;
+    host.wait_until("every agent retired", Duration::from_secs(90), |s| s.agents.is_empty()).await;
+    let rejections = host.rejections();
+    assert!(rejections.is_empty(), "no agent registered with a used or expired key: {rejections:?}");
+    let extra = format!("third_wait_ms={}", third_wait.as_millis());
+    w.finish_ec2(host, sim, ec2, &extra).await;
+}
