@@ -3,6 +3,9 @@
 //! each pipeline with that cost, `ecs_ea_job_cost_usd_total` grows by the same amount after
 //! each job, and the log has one `job cost` line per job with its pipeline, stage and job.
 //!
+//! With `STATUS_REPORTS_DIR=DIR` the cluster report is also written there, as
+//! `cost-cluster.html`, to look at (`scripts/screenshots` photographs such pages).
+//!
 //! Needs `MOTO_SERVER`; never skips.
 
 use std::net::SocketAddr;
@@ -87,6 +90,10 @@ async fn each_jobs_cost_is_in_its_console_the_report_the_metric_and_the_log() {
         assert!(page.contains(&row), "the report lists {pipeline} at ${usd:.4}:\n{page}");
     }
     assert!(page.contains("Kept in memory only"), "the report says the history is lost on restart");
+    if let Some(dir) = std::env::var_os("STATUS_REPORTS_DIR") {
+        let html = format!("<!doctype html><html><head><meta charset=\"utf-8\"></head><body style=\"margin:0\"><div style=\"padding:20px 28px\">{page}</div></body></html>\n");
+        std::fs::write(std::path::Path::new(&dir).join("cost-cluster.html"), html).expect("write the page");
+    }
 
     let stderr = host.stderr_text();
     let logged: Vec<&str> = stderr.lines().filter(|l| l.contains("job cost")).collect();
