@@ -45,7 +45,8 @@ pub struct CostState {
     basis: HashMap<String, Basis>,
     /// The price table, with the `PriceTable` path it was read for.
     table: Option<(Option<String>, Arc<PriceTable>)>,
-    /// What jobs paid of each EC2 instance so far (by instance id).
+    /// What jobs paid of each EC2 instance so far (by instance id; gone instances are forgotten
+    /// once there are many).
     ec2_paid: HashMap<String, f64>,
 }
 
@@ -56,14 +57,8 @@ enum Rate {
     Ec2 { hourly: f64, fraction: f64, instance: String, instance_type: String, launched_at: SystemTime },
 }
 
-/// One job's cost, worked out.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobCost {
-    /// USD.
-    pub usd: f64,
-    /// The console line.
-    pub line: String,
-}
+/// USD by elastic profile hash.
+pub type CostByProfile = Vec<(String, f64)>;
 
 impl Cluster {
     /// Remembers the size of a request's elastic profile (for its agents' cost).
@@ -88,7 +83,7 @@ impl Cluster {
     }
 
     /// Jobs' and pools' cost by elastic profile since the process started, for the metrics.
-    pub fn cost_totals(&self) -> (Vec<(String, f64)>, Vec<(String, f64)>) {
+    pub fn cost_totals(&self) -> (CostByProfile, CostByProfile) {
         let cost = self.cost();
         let list = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| (k.clone(), *v)).collect();
         (list(cost.ledger.jobs_total()), list(cost.ledger.pools_total()))
@@ -120,6 +115,7 @@ impl Cluster {
             cost.charged_until.remove(agent_id);
         } else {
             cost.charged_until.insert(agent_id.clone(), end);
+            self.forget_gone_agents(&mut cost);
         }
         let (usd_total, line) = match priced {
             Err(why) => (None, format!("{}: cost not known: {why}", ran_on(&record, &ran, given_at.is_some()))),
@@ -141,9 +137,11 @@ impl Cluster {
                         let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
                         let others = self.others_on_instance(&record, *hourly, now, &cost);
                         let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
-                        if cost.ec2_paid.len() < 10_000 || cost.ec2_paid.contains_key(instance) {
-                            *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
+                        if cost.ec2_paid.len() > 256 {
+                            let st = self.ec2().state();
+                            cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
                         }
+                        *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
                         let what = format!(
                             "EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it; {} its share, {} of the instance's boot and idle time",
                             fraction * 100.0,
@@ -291,6 +289,15 @@ impl Cluster {
                 f * per_second(hourly, Span::new(from, now), 0)
             })
             .sum()
+    }
+
+    /// Keeps the charge marks of live agents only, once they are many (an agent that stopped
+    /// another way than job-completion or retirement leaves its mark behind).
+    fn forget_gone_agents(&self, cost: &mut CostState) {
+        if cost.charged_until.len() > 256 {
+            let registry = self.registry();
+            cost.charged_until.retain(|id, _| registry.get(id).is_some_and(|a| a.phase.is_live()));
+        }
     }
 
     /// The price table of the profile as configured now (read once per `PriceTable` path).
