@@ -19,7 +19,9 @@ use super::launch::Capacity;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
 use super::Cluster;
-use crate::cost::job::{duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span};
+use crate::cost::job::{
+    duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
+};
 use crate::cost::ledger::{Ledger, Summary};
 use crate::cost::{fargate_billing_start, fargate_hourly, Arch, Capacity as Market, Os, PriceTable, TaskSize};
 use crate::ids::AgentId;
@@ -120,37 +122,7 @@ impl Cluster {
         let (usd_total, line) = match priced {
             Err(why) => (None, format!("{}: cost not known: {why}", ran_on(&record, &ran, given_at.is_some()))),
             Ok(rate) => {
-                let (job_usd, detail) = match &rate {
-                    Rate::Fargate { hourly, minimum, size } => {
-                        let minimum = if parts.minimum { *minimum } else { 0 };
-                        let below = parts.job.billed_seconds() < minimum;
-                        let what = fargate_words(size, &region);
-                        let note = if below {
-                            format!(" (AWS bills {} at least)", duration_words(std::time::Duration::from_secs(minimum)))
-                        } else {
-                            String::new()
-                        };
-                        (per_second(*hourly, parts.job, minimum), format!("{what}{note}"))
-                    }
-                    Rate::Ec2 { hourly, fraction, instance, instance_type, launched_at } => {
-                        let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
-                        let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
-                        let others = self.others_on_instance(&record, *hourly, now, &cost);
-                        let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
-                        if cost.ec2_paid.len() > 256 {
-                            let st = self.ec2().state();
-                            cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
-                        }
-                        *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
-                        let what = format!(
-                            "EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it; {} its share, {} of the instance's boot and idle time",
-                            fraction * 100.0,
-                            usd(share.reserved),
-                            usd(share.boot_and_idle)
-                        );
-                        (share.total(), what)
-                    }
-                };
+                let (job_usd, detail, after) = self.price_job(&rate, &parts, &record, &region, now, &mut cost);
                 if let Some(idle) = parts.pool_idle {
                     let idle_usd = idle_usd(&rate, idle);
                     cost.ledger.pool_idle(now, &record.elastic_profile, idle_usd);
@@ -163,7 +135,7 @@ impl Cluster {
                     )
                 });
                 let head = ran_on(&record, &ran, given_at.is_some());
-                (Some(job_usd), format!("{head} on {detail}: {}{idle_note}", usd(job_usd)))
+                (Some(job_usd), format!("{head} on {detail}: {}{after}{idle_note}", usd(job_usd)))
             }
         };
         drop(cost);
@@ -181,6 +153,55 @@ impl Cluster {
             "job cost"
         );
         Some(line)
+    }
+
+    /// A job's cost at `rate`, with the line's words for where it ran and what follows the
+    /// amount; an EC2 job's payment is added to its instance's.
+    fn price_job(
+        &self,
+        rate: &Rate,
+        parts: &Split,
+        record: &AgentRecord,
+        region: &str,
+        now: SystemTime,
+        cost: &mut CostState,
+    ) -> (f64, String, String) {
+        match rate {
+            Rate::Fargate { hourly, minimum, size } => {
+                let minimum = if parts.minimum { *minimum } else { 0 };
+                let note = if parts.job.billed_seconds() < minimum {
+                    format!(" (AWS bills {} at least)", duration_words(std::time::Duration::from_secs(minimum)))
+                } else {
+                    String::new()
+                };
+                (
+                    per_second(*hourly, parts.job, minimum),
+                    format!("{}{note}", fargate_words(size, region)),
+                    String::new(),
+                )
+            }
+            Rate::Ec2 { hourly, fraction, instance, instance_type, launched_at } => {
+                let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
+                let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
+                let others = self.others_on_instance(record, *hourly, now, cost);
+                let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
+                if cost.ec2_paid.len() > 256 {
+                    let st = self.ec2().state();
+                    cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
+                }
+                *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
+                let what = format!(
+                    "EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it",
+                    fraction * 100.0
+                );
+                let after = format!(
+                    " ({} for its reservation, {} its share of the instance's boot and idle time)",
+                    usd(share.reserved),
+                    usd(share.boot_and_idle)
+                );
+                (share.total(), what, after)
+            }
+        }
     }
 
     /// A warm or kept agent was stopped while it waited for a job: its idle time since its last
