@@ -139,19 +139,7 @@ impl Cluster {
             }
         };
         drop(cost);
-        tracing::info!(
-            pipeline = %job.pipeline_name,
-            pipeline_counter = job.pipeline_counter,
-            stage = %job.stage_name,
-            stage_counter = %job.stage_counter,
-            job = %job.job_name,
-            job_id = job.job_id,
-            agent_id = agent_id.as_str(),
-            elastic_profile = %record.elastic_profile,
-            seconds = parts.job.billed_seconds(),
-            cost_usd = usd_total.unwrap_or(f64::NAN),
-            "job cost"
-        );
+        log_job_cost(job, agent_id, &record.elastic_profile, parts.job.billed_seconds(), usd_total);
         Some(line)
     }
 
@@ -340,6 +328,32 @@ impl Cluster {
 
     fn cost(&self) -> MutexGuard<'_, CostState> {
         self.state.cost.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The job's `job cost` log line (one JSON object with `--log-format json`); `cost_usd` is
+/// `unknown` when the job could not be priced.
+fn log_job_cost(job: &JobIdentifier, agent_id: &AgentId, elastic_profile: &str, seconds: u64, usd: Option<f64>) {
+    macro_rules! line {
+        ($cost:expr) => {
+            tracing::info!(
+                pipeline = %job.pipeline_name,
+                pipeline_counter = job.pipeline_counter,
+                stage = %job.stage_name,
+                stage_counter = %job.stage_counter,
+                job = %job.job_name,
+                job_id = job.job_id,
+                agent_id = agent_id.as_str(),
+                elastic_profile,
+                seconds,
+                cost_usd = $cost,
+                "job cost"
+            )
+        };
+    }
+    match usd {
+        Some(usd) => line!(usd),
+        None => line!("unknown"),
     }
 }
 
