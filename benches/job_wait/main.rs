@@ -65,6 +65,8 @@ struct Row {
     /// Jobs that waited longer than the Fargate p95 goal, by hour of the day of their arrival.
     slow_by_hour: Vec<usize>,
     notes: String,
+    /// Fargate rows: each job's cost by the plugin's cost-per-job rules, and the pools' idle cost.
+    per_job: Option<(Vec<f64>, f64)>,
 }
 
 /// The command line.
@@ -133,6 +135,7 @@ fn main() {
         return;
     }
     print_table(&jobs, &args, &rows);
+    print_pipelines(&jobs, &rows);
     print_goals(&rows);
 }
 
@@ -181,6 +184,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
                 out.keys_dropped,
                 out.overhead_hours,
             ),
+            per_job: Some((out.job_usd, out.pool_idle_usd)),
         });
     }
     let bound = ec2::lower_bound_hours(jobs);
@@ -237,6 +241,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
                 out.restarts,
                 out.ebs_usd,
             ),
+            per_job: None,
         });
     }
     rows
@@ -268,6 +273,45 @@ fn print_table(jobs: &[Job], args: &Args, rows: &[Row]) {
             r.setup, r.launch_type, r.p50, r.p95, r.max, r.cost_usd, r.ratio, r.against, r.notes
         );
     }
+    println!();
+}
+
+/// Cost per pipeline on the day, by the plugin's cost-per-job rules (`cost::job`: a job pays its
+/// agent's task when the agent was started for it, else its own time on a warm or kept agent;
+/// idle time is its pool's), for every Fargate setup. Pipelines come from [`trace::pipeline`].
+fn print_pipelines(jobs: &[Job], rows: &[Row]) {
+    let fargate: Vec<&Row> = rows.iter().filter(|r| r.per_job.is_some() && r.setup != "cold").collect();
+    let mut names: Vec<String> = jobs.iter().map(trace::pipeline).collect();
+    names.sort();
+    names.dedup();
+    println!(
+        "Cost per pipeline, USD, by the plugin's cost-per-job rules (README \"Cost per job\"). The trace has no pipeline \
+         column: each of its commits fans out into jobs of one size, so one pipeline per size stands for them."
+    );
+    println!();
+    let heads: Vec<&str> = fargate.iter().map(|r| r.setup.as_str()).collect();
+    println!("| pipeline | jobs | {} |", heads.join(" | "));
+    println!("|---|---:|{}", "---:|".repeat(heads.len()));
+    for name in &names {
+        let n = jobs.iter().filter(|j| trace::pipeline(j) == *name).count();
+        let cells: Vec<String> = fargate
+            .iter()
+            .map(|r| {
+                let (per_job, _) = r.per_job.as_ref().expect("a Fargate row");
+                let usd: f64 =
+                    jobs.iter().zip(per_job).filter(|(j, _)| trace::pipeline(j) == *name).map(|(_, c)| c).sum();
+                format!("{usd:.2}")
+            })
+            .collect();
+        println!("| {name} | {n} | {} |", cells.join(" | "));
+    }
+    let line = |label: &str, f: &dyn Fn(&Row) -> f64| {
+        let cells: Vec<String> = fargate.iter().map(|r| format!("{:.2}", f(r))).collect();
+        println!("| {label} | | {} |", cells.join(" | "));
+    };
+    line("warm pools, idle", &|r| r.per_job.as_ref().map_or(0.0, |p| p.1));
+    line("jobs and pools", &|r| r.per_job.as_ref().map_or(0.0, |p| p.0.iter().sum::<f64>() + p.1));
+    line("billed (the setup's cost)", &|r| r.cost_usd);
     println!();
 }
 

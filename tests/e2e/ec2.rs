@@ -204,6 +204,18 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
         assert!(view.contains(&i.id), "instance {} missing from the cluster report", i.id);
     }
     assert!(view.contains("(min 0, max 10)"), "counts against min and max");
+    // Each job paid its share of its instance (README "Cost per job").
+    let handles = host.with_state(|s| s.jobs.iter().map(|j| j.handle).collect::<Vec<_>>());
+    for h in handles {
+        let console = host.console_log(h);
+        assert!(
+            console.iter().any(|l| l.contains("on EC2 instance i-")
+                && l.contains("(c5.xlarge, us-east-1), reserving 25 % of it: $")
+                && l.contains("its share of the instance's boot and idle time")),
+            "no cost line: {console:#?}"
+        );
+    }
+    assert!(view.contains("30 jobs"), "the report counts the 30 jobs' cost");
 
     ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
     let retired_after = all_done_at.elapsed();

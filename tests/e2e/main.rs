@@ -19,6 +19,7 @@ mod bench_counts;
 mod capacity;
 mod cli_doctor;
 mod cloudformation;
+mod cost;
 mod crash;
 mod ec2;
 mod events;
