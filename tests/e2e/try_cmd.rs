@@ -2,7 +2,10 @@
 //! started for real, watched until RUNNING, then stopped, with its task definition deregistered
 //! and deleted and no log group made; and, for each failure the strict world produces, the exit
 //! status of its class and the sentence that names the cause: a launch AWS refuses for a
-//! missing `ExecutionRoleArn` (awslogs on Fargate), no capacity, invalid profiles.
+//! missing `ExecutionRoleArn` (awslogs on Fargate), no capacity, RunTask throttled past every
+//! retry (a quota), invalid profiles, and tasks that stop before RUNNING for ECS's documented
+//! reasons (image not found, execution role denied, no route to the registry; moto pulls
+//! nothing, so the proxy answers DescribeTasks as ECS does for them).
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -215,4 +218,84 @@ async fn try_says_no_capacity_and_bad_profiles_with_their_own_statuses() {
     assert_eq!(t.code, Some(3), "{}", t.stdout);
     assert!(t.stdout.contains("FAIL profile: ") && t.stdout.contains("MaxAgents"), "{}", t.stdout);
     assert_eq!(w.proxy.total(), before, "an invalid profile reaches no AWS");
+}
+
+/// RunTask throttled past every retry: the quota class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_says_quota_when_run_task_stays_throttled() {
+    let w = Rig::new().await;
+    w.proxy.add_rule("run task throttled", |call: &Call| {
+        if call.is("ecs", "RunTask") {
+            Verdict::ecs_error(400, "ThrottlingException", "Rate exceeded")
+        } else {
+            Verdict::Forward
+        }
+    });
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+    assert_eq!(t.code, Some(9), "{}", t.stdout);
+    assert!(t.stdout.contains("FAIL quota: "), "{}", t.stdout);
+    assert!(w.proxy.count("ecs:RunTask") > 1, "retried first: {:?}", w.proxy.counts());
+    w.assert_nothing_left().await;
+}
+
+/// Tasks that stop before RUNNING, as ECS describes them: each cause its class and fix, and the
+/// task is stopped and its task definition removed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_names_why_a_task_stopped_before_it_ran() {
+    let w = Rig::new().await;
+    let cases = [
+        (
+            "CannotPullContainerError: pull image manifest has been retried 1 time(s): failed to resolve ref docker.io/gocd/nope:v1: not found",
+            5,
+            "FAIL image: ",
+        ),
+        (
+            "ResourceInitializationError: unable to pull secrets or registry auth: execution resource retrieval failed: unable to retrieve ecr registry auth: AccessDeniedException: User is not authorized to perform: ecr:GetAuthorizationToken",
+            6,
+            "FAIL execution role: ",
+        ),
+        (
+            "CannotPullContainerError: pull image manifest has been retried 5 time(s): failed to resolve ref docker.io/gocd/agent:v1: failed to do request: Head \"https://registry-1.docker.io/v2/\": dial tcp 54.1.2.3:443: i/o timeout",
+            7,
+            "FAIL no route: ",
+        ),
+    ];
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    for (reason, status, fail) in cases {
+        w.proxy.add_rule("stopped before running", move |call: &Call| stopped_answer(call, reason));
+        let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+        w.proxy.remove_rule("stopped before running");
+        assert_eq!(t.code, Some(status), "{reason}: {}", t.stdout);
+        assert!(t.stdout.contains(fail) && t.stdout.contains("; fix: "), "{}", t.stdout);
+        assert!(t.stdout.contains("cleanup: stopped task "), "{}", t.stdout);
+        w.assert_nothing_left().await;
+    }
+}
+
+/// DescribeTasks answered as ECS answers it for a task that failed to start with `reason`.
+fn stopped_answer(call: &Call, reason: &str) -> Verdict {
+    if !call.is("ecs", "DescribeTasks") {
+        return Verdict::Forward;
+    }
+    let asked = call.json().unwrap_or_default();
+    let tasks: Vec<serde_json::Value> = asked["tasks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|arn| {
+            serde_json::json!({
+                "taskArn": arn,
+                "clusterArn": format!("arn:aws:ecs:{REGION}:123456789012:cluster/{CLUSTER}"),
+                "lastStatus": "STOPPED",
+                "desiredStatus": "STOPPED",
+                "launchType": "FARGATE",
+                "stopCode": "TaskFailedToStart",
+                "stoppedReason": reason,
+                "containers": [{"name": "gocd-agent", "image": "gocd/gocd-agent-alpine-3.19:v24.1.0", "lastStatus": "STOPPED"}]
+            })
+        })
+        .collect();
+    Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"tasks": tasks, "failures": []})))
 }
