@@ -128,7 +128,7 @@ Exit status:
     9  quota           an account quota or rate of AWS
    10  timeout         not RUNNING within --timeout
    11  leftover        the task ran, but something try created could not be removed (LEFT lines say what)
-  130  interrupted     SIGINT or SIGTERM while waiting; what try created was removed first";
+  130  interrupted     SIGINT or SIGTERM; what try knows it created was removed first";
 
 /// GoCD elastic agents on AWS ECS (Fargate and EC2).
 ///

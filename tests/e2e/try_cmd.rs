@@ -299,3 +299,68 @@ fn stopped_answer(call: &Call, reason: &str) -> Verdict {
         .collect();
     Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"tasks": tasks, "failures": []})))
 }
+
+/// Ctrl-C while the task is still provisioning: try stops it, removes its task definition and
+/// exits 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_try_removes_what_it_created() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let w = Rig::new().await;
+    // The task does not get past PROVISIONING (as a slow capacity provider keeps it) until it
+    // is stopped.
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen_stop = stopped.clone();
+    w.proxy.add_rule("provisioning", move |call: &Call| {
+        if call.is("ecs", "StopTask") {
+            seen_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        if !call.is("ecs", "DescribeTasks") || seen_stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Verdict::Forward;
+        }
+        let arns = call.json().unwrap_or_default()["tasks"].clone();
+        let tasks: Vec<serde_json::Value> = arns
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|arn| serde_json::json!({"taskArn": arn, "lastStatus": "PROVISIONING", "desiredStatus": "RUNNING"}))
+            .collect();
+        Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"tasks": tasks, "failures": []})))
+    });
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let (cluster, elastic) = (file("cluster.json", &cluster_profile()), file("elastic.json", &elastic));
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
+    cmd.args(["--timeout", "5"]).stdout(std::process::Stdio::piped());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", w.proxy.endpoint())
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let mut child = cmd.spawn().expect("run try");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.unwrap().unwrap() {
+        let provisioning = line.starts_with("status: PROVISIONING");
+        seen.push(line);
+        if provisioning {
+            let pid = child.id().unwrap().to_string();
+            std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
+        }
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.unwrap().unwrap();
+    let out = seen.join("\n");
+    eprintln!("try:\n{out}");
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("FAIL interrupted: "), "{out}");
+    assert!(stopped.load(std::sync::atomic::Ordering::SeqCst), "StopTask was sent");
+    assert!(out.contains("cleanup: stopped task "), "{out}");
+    assert!(out.contains("cleanup: deregistered and deleted task definition "), "{out}");
+    w.proxy.remove_rule("provisioning");
+    w.assert_nothing_left().await;
+}

@@ -50,7 +50,22 @@ const NO_SERVER_URL: &str = "https://gocd.invalid/go";
 pub async fn run(args: &TryArgs, out: &mut dyn Write) -> io::Result<Class> {
     let mut report = Report { out };
     let mut run = Run { created: Created::default(), aws: None };
-    let ended = run.go(args, &mut report).await;
+    // SIGINT or SIGTERM ends the run where it is; what it created is removed all the same.
+    let ended = tokio::select! {
+        ended = run.go(args, &mut report) => Some(ended),
+        () = watch::interrupted() => None,
+    };
+    let ended = ended.unwrap_or_else(|| {
+        let caveat = match run.created.task {
+            Some(_) => "",
+            None => " (a RunTask in flight may still start its task: look for the tag gocd:try=true)",
+        };
+        Err(Failed::new(
+            Class::Interrupted,
+            format!("interrupted{caveat}"),
+            "nothing: try removes what it knows it created",
+        ))
+    });
     let leftovers = run.clean_up(args, &mut report).await?;
     let class = match ended {
         Ok(()) if leftovers == 0 => {
@@ -172,9 +187,15 @@ impl Run {
             .map_err(write_failed)?;
         let asked = SystemTime::now();
         let started = Instant::now();
-        let launched = run_task(&aws, &ProviderLaunches::default(), &spec)
-            .await
-            .map_err(|e| class::of_aws(&e.error, &cluster, &elastic))?;
+        let launched = run_task(&aws, &ProviderLaunches::default(), &spec).await.map_err(|e| {
+            let mut failed = class::of_aws(&e.error, &cluster, &elastic);
+            if e.outcome_unknown {
+                failed
+                    .finding
+                    .push_str(" (RunTask's answer was lost: a task may have started; look for the tag gocd:try=true)");
+            }
+            failed
+        })?;
         let task = launched.task;
         self.created.task = Some((cluster.cluster_name.clone(), task.arn.clone()));
         r.line(
@@ -223,7 +244,16 @@ impl Run {
         if let Some((cluster, arn)) = self.created.task.take() {
             let timeout = Duration::from_secs(args.timeout.max(1));
             match watch::stop(&aws, &cluster, &arn, timeout).await {
-                Ok(took) => r.line("cleanup", format!("stopped task {arn} ({})", watch::secs(took)))?,
+                Ok(watch::Stop::Stopped(took)) => {
+                    r.line("cleanup", format!("stopped task {arn} ({})", watch::secs(took)))?
+                }
+                Ok(watch::Stop::Stopping(took)) => r.line(
+                    "cleanup",
+                    format!(
+                        "task {arn} is stopping (ECS took the StopTask; not STOPPED yet after {})",
+                        watch::secs(took)
+                    ),
+                )?,
                 Err(e) => {
                     left += 1;
                     r.line("LEFT", format!("task {arn} could not be stopped: {e}; stop it: aws ecs stop-task --cluster {cluster} --task {arn} --region {}", aws.region))?;

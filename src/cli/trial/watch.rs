@@ -61,12 +61,7 @@ pub(super) async fn until_running(
                 "a large image takes long to pull: give a longer --timeout; else look at the task in the ECS console",
             ));
         }
-        tokio::select! {
-            () = tokio::time::sleep(POLL) => {}
-            () = interrupted() => {
-                return Err(Failed::new(Class::Interrupted, "interrupted while waiting for the task", "nothing: try removed what it created"));
-            }
-        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -90,7 +85,7 @@ fn stopped(task: &TaskView, elastic: &ElasticProfile) -> Failed {
 }
 
 /// SIGINT or SIGTERM.
-async fn interrupted() {
+pub(super) async fn interrupted() {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         return std::future::pending().await;
@@ -161,21 +156,31 @@ pub(super) fn logs(
     }
 }
 
-/// Stops the task and waits (up to `timeout`) until ECS says STOPPED; how long it took.
+/// What became of a StopTask.
+pub(super) enum Stop {
+    /// ECS says STOPPED, after this long.
+    Stopped(Duration),
+    /// ECS took the StopTask (desired STOPPED) but the task was not STOPPED within the wait.
+    Stopping(Duration),
+}
+
+/// Stops the task and waits (up to `timeout`) until ECS says STOPPED.
 ///
 /// # Errors
-/// The failed StopTask or DescribeTasks call, or a task still not STOPPED.
-pub(super) async fn stop(aws: &AwsClients, cluster: &str, arn: &str, timeout: Duration) -> Result<Duration, String> {
+/// The failed StopTask call: the task may still run.
+pub(super) async fn stop(aws: &AwsClients, cluster: &str, arn: &str, timeout: Duration) -> Result<Stop, String> {
     let started = Instant::now();
     aws.stop_task(cluster, arn, "ecs-elastic-agent try: done").await.map_err(|e| e.to_string())?;
     loop {
         match describe(aws, cluster, arn).await {
             Ok(Some(task)) if task.last_status != "STOPPED" => {}
-            Ok(_) => return Ok(started.elapsed()),
-            Err(e) => return Err(e.to_string()),
+            // Gone from ECS's answers, or STOPPED.
+            Ok(_) => return Ok(Stop::Stopped(started.elapsed())),
+            // The StopTask was taken: the task stops whether or not we can watch it.
+            Err(_) => return Ok(Stop::Stopping(started.elapsed())),
         }
         if started.elapsed() >= timeout {
-            return Err(format!("still not STOPPED after {} (it is stopping)", secs(timeout)));
+            return Ok(Stop::Stopping(started.elapsed()));
         }
         tokio::time::sleep(POLL).await;
     }
