@@ -111,7 +111,7 @@ networking and RunTask), waits until it is RUNNING, prints each status and the p
 where its output is, then stops it and removes the task definition it registered. No GoCD server is
 involved: the agent gets a fake registration key and does not register. The task carries the tags
 gocd:server-id=try (no GoCD server's, so no plugin's cleanup takes it for its agent) and gocd:try=true;
-its task definition is a family of its own, gocd-try-<cluster key>-<hash>. try creates no log group.
+its task definition is a family of its own, gocd-<cluster key>-try-<hash>. try creates no log group.
 --server-id is only the external id's (RoleArn without ExternalId): the tags still say try.
 
 On failure, one line: `FAIL <class>: what happened; fix: what to do (exit status N)`.

@@ -41,16 +41,15 @@ impl Rig {
         Rig { _moto: moto, proxy, direct }
     }
 
-    /// Revisions of try's families that are still ACTIVE.
+    /// Revisions of try's families (`gocd-<key>-try-<hash>`) that are still ACTIVE.
     async fn active_try_task_definitions(&self) -> Vec<String> {
         let out = aws_sdk_ecs::Client::new(&self.direct)
             .list_task_definitions()
-            .family_prefix("gocd-try-")
             .status(TaskDefinitionStatus::Active)
             .send()
             .await
             .expect("ListTaskDefinitions");
-        out.task_definition_arns().to_vec()
+        out.task_definition_arns().iter().filter(|arn| arn.contains("-try-")).cloned().collect()
     }
 
     /// Checks that nothing of try's is left: no live task, no ACTIVE revision of its family, no
@@ -143,6 +142,9 @@ async fn try_runs_one_task_and_leaves_nothing_behind() {
     let key = moto::task_override_env(&all[0], "GO_EA_AUTO_REGISTER_KEY").unwrap_or_default();
     assert!(key.starts_with("not-a-key"), "{key}");
     assert_eq!(w.proxy.count("ecs:DeleteTaskDefinitions"), 1, "{:?}", w.proxy.counts());
+    let key = moto::task_tag(&all[0], "gocd:cluster-profile").unwrap();
+    let td = all[0].task_definition_arn().unwrap();
+    assert!(td.contains(&format!(":task-definition/gocd-{key}-try-")), "inside the policy's gocd-<key>-*: {td}");
 }
 
 /// Fargate with `LogGroup` and no execution role: the strict world refuses the task definition

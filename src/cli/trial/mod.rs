@@ -6,7 +6,7 @@
 //!
 //! What marks a try task: the server id tag is `try` (no GoCD server's: a server id is a
 //! UUID), so no plugin's cleanup ever takes it for one of its agents, and the `gocd:try` tag
-//! says what it is. Its task definition is a family of its own (`gocd-try-<key>-<hash>`),
+//! says what it is. Its task definition is a family of its own (`gocd-<key>-try-<hash>`),
 //! registered for the run, then deregistered and deleted. `try` creates no log group (the
 //! awslogs driver writes to the `LogGroup` that exists).
 //!
@@ -228,7 +228,7 @@ impl Run {
                 .map_err(write_failed)?;
             return Ok(td);
         }
-        let family = try_family(&task_definition::family(&who.key, cluster, elastic, &aws.region, kinds));
+        let family = try_family(&who.key, &task_definition::family(&who.key, cluster, elastic, &aws.region, kinds));
         let td = task_definition::register(aws, &family, cluster, kinds, elastic, &who.server_id, &who.key)
             .await
             .map_err(|e| class::of_aws(&e, cluster, elastic))?;
@@ -374,9 +374,15 @@ async fn network(
     crate::aws::network::resolve(aws, subnets, groups).await.map_err(|e| class::of_aws(&e, cluster, elastic))
 }
 
-/// try's family beside the engine's: `gocd-try-<key>-<hash>`, which no engine's sweep lists.
-fn try_family(engine_family: &str) -> String {
-    format!("gocd-try-{}", engine_family.strip_prefix("gocd-").unwrap_or(engine_family))
+/// try's family beside the engine's `gocd-<key>-<hash>`: `gocd-<key>-try-<hash>`, inside the
+/// `gocd-<key>-*` task definitions the plugin's policy allows (`iam-policy`); the engine's sweep
+/// leaves its revisions alone (their server id tag is not its own).
+fn try_family(key: &str, engine_family: &str) -> String {
+    let prefix = format!("gocd-{key}-");
+    match engine_family.strip_prefix(&prefix) {
+        Some(hash) => format!("{prefix}try-{hash}"),
+        None => format!("{engine_family}-try"),
+    }
 }
 
 /// The job a try task's tags name: none of GoCD's.
@@ -396,8 +402,23 @@ fn try_job() -> JobIdentifier {
 mod tests {
     use super::*;
 
+    fn props(pairs: &[(&str, &str)]) -> crate::settings::Properties {
+        pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect()
+    }
+
+    fn cluster() -> ClusterProfile {
+        ClusterProfile::parse(&props(&[("ClusterName", "ci")])).expect("valid")
+    }
+
+    fn elastic() -> ElasticProfile {
+        ElasticProfile::parse(&props(&[("Image", "gocd/agent:v1")])).expect("valid")
+    }
+
     #[test]
     fn try_has_a_family_of_its_own() {
-        assert_eq!(try_family("gocd-0123456789ab-cdef01234567"), "gocd-try-0123456789ab-cdef01234567");
+        let engine = task_definition::family("0123456789ab", &cluster(), &elastic(), "us-east-1", None);
+        let ours = try_family("0123456789ab", &engine);
+        assert_eq!(ours, engine.replace("gocd-0123456789ab-", "gocd-0123456789ab-try-"));
+        assert!(ours.starts_with("gocd-0123456789ab-try-"), "within the policy's gocd-<key>-*: {ours}");
     }
 }
