@@ -30,6 +30,8 @@ pub const TAG_ENVIRONMENT: &str = "gocd:environment";
 pub const TAG_ELASTIC_PROFILE: &str = "gocd:elastic-profile";
 /// Tag: which launch of the job this is (1, 2, ...).
 pub const TAG_ATTEMPT: &str = "gocd:attempt";
+/// Tag: a task `ecs-elastic-agent try` started (its server id tag is `try`, no GoCD server's).
+pub const TAG_TRY: &str = "gocd:try";
 
 /// 12 hex chars of SHA-256 over the parts, joined by NUL.
 pub fn short_hash(parts: &[&str]) -> String {

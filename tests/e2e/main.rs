@@ -31,5 +31,6 @@ mod metrics;
 mod reuse;
 mod task_contents;
 mod tenancy;
+mod try_cmd;
 mod warm;
 mod world_checks;
