@@ -267,8 +267,13 @@ mod tests {
         let size = TaskSize::linux(1024, 2048);
         let e = fargate_task_cost(&table, &size, "xx-nowhere-1", at(0.0), at(60.0)).expect_err("no region");
         assert_eq!(e.to_string(), "the price table has no Fargate price for xx-nowhere-1");
-        let e = fargate_task_cost(&table, &size, "eu-central-1", at(0.0), at(60.0)).expect_err("no x86 there");
-        assert_eq!(e.to_string(), "the price table has no Fargate Linux/x86 price for eu-central-1");
+        let arm_only = PriceTable::parse(
+            r#"{"date": "x", "source": "y",
+                "fargate": {"xx-armonly-1": {"arm64": {"vcpu_hour": 0.03725, "gb_hour": 0.00409}}}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let e = fargate_task_cost(&arm_only, &size, "xx-armonly-1", at(0.0), at(60.0)).expect_err("no x86 there");
+        assert_eq!(e.to_string(), "the price table has no Fargate Linux/x86 price for xx-armonly-1");
     }
 
     #[test]

@@ -12,12 +12,12 @@
 //! - [`ledger`]: the last eight days of cost per pipeline, stage and warm pool, in memory.
 //!
 //! # Which embedded figures were checked
-//! `prices.json` says it in its notes, which `prices` prints: Fargate us-east-1 and us-east-2
-//! (Linux x86 and ARM64, Windows, ephemeral storage) against transcriptions of the Price List;
-//! eu-central-1 (ARM64 only), ap-southeast-2 and sa-east-1 (Linux) from one transcription of
-//! AWS's page each; EC2 us-east-1 for the 49 listed types from a file generated from the Price
-//! List (2026-07-20); gp3 us-east-1. Nothing else is filled in by guess: other regions come
-//! from `prices --refresh` and a cluster profile's `PriceTable`.
+//! `prices.json` says it in its notes, which `prices` prints: each group of figures with the
+//! public transcription of the AWS Price List or pricing page it was read from, and the date.
+//! Fargate Linux x86 in 20 regions (ARM64, Windows and ephemeral storage where a transcription
+//! was found); EC2 for the 49 listed types in us-east-1, us-east-2, us-west-2, eu-west-1,
+//! eu-central-1, ap-southeast-1 and ap-northeast-1; gp3 in six regions. Nothing is filled in by
+//! guess: what is absent comes from `prices --refresh` and a cluster profile's `PriceTable`.
 
 pub mod bill;
 pub mod job;
