@@ -1,5 +1,6 @@
 //! An agent took its job: the job's wait is measured phase by phase ([`super::job_wait`]),
-//! written as one line in the job's console, logged, and counted in the wait histograms.
+//! written as one line in the job's console, logged, counted in the wait histograms, and, with
+//! traces on, recorded as the phase spans of the job's trace (`telemetry::jobs`).
 //!
 //! should-assign-work answers from memory under GoCD's lock, so the rest happens in the
 //! background. The task's pull and start times come from its record when a refresh or an event
@@ -104,14 +105,15 @@ impl Cluster {
 
     /// Measures one start and says it: the job's console, the log, the histograms.
     async fn announce(&self, took: &Took) {
-        let (wait, elastic_profile) = {
+        let (wait, elastic_profile, requested) = {
             let registry = self.registry();
             let Some(a) = registry.get(&took.agent_id) else { return };
             let Some(requested) = a.job_requested_at else { return };
             let points = StartPoints::of_task(requested, a.task.as_ref(), took.at, took.reused);
-            (measure(&points), a.elastic_profile.clone())
+            (measure(&points), a.elastic_profile.clone(), requested)
         };
         self.job_waits().observe(&elastic_profile, &wait);
+        crate::telemetry::jobs::assigned(&took.job, &wait.intervals(requested), took.reused);
         let phases: Vec<String> = wait
             .phases
             .iter()

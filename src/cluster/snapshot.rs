@@ -218,6 +218,10 @@ pub(super) fn override_environment(spec: &LaunchSpec) -> Vec<(String, String)> {
     }
     set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", &work.agent_id);
     set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
+    // The job's trace, so that a build can continue it (only while traces are on).
+    if let Some(traceparent) = crate::telemetry::jobs::traceparent(&work.job) {
+        set("TRACEPARENT", &traceparent);
+    }
     env
 }
 
