@@ -30,5 +30,6 @@ mod metrics;
 mod reuse;
 mod task_contents;
 mod tenancy;
+mod traces;
 mod warm;
 mod world_checks;
