@@ -13,8 +13,7 @@
 //! ("38 s provisioning through agent start"), so the phases always add up to the whole wait. A job
 //! given to an agent kept after an earlier job (warm starts) waits only for its assignment.
 //!
-//! Pure: [`measure`] takes the points, [`JobWait::intervals`] places the phases in time (the
-//! spans of the job's trace), [`WaitHistograms`] keeps the Prometheus histograms per
+//! Pure: [`measure`] takes the points, [`WaitHistograms`] keeps the Prometheus histograms per
 //! elastic profile and phase that the metrics endpoint renders.
 
 use std::collections::BTreeMap;
@@ -144,24 +143,16 @@ impl JobWait {
         let parts: Vec<String> = self
             .phases
             .iter()
-            .map(|(steps, d)| format!("{} {}", seconds(*d), named(steps)))
+            .map(|(steps, d)| {
+                let named = match steps.as_slice() {
+                    [one] => one.words().to_string(),
+                    [first, .., last] => format!("{} through {}", first.words(), last.words()),
+                    [] => String::new(),
+                };
+                format!("{} {named}", seconds(*d))
+            })
             .collect();
         format!("agent {agent_id} ready in {}: {}", seconds(self.total), parts.join(", "))
-    }
-
-    /// The phases as (name, start, end) from `requested` on, named as the console line names
-    /// them ("provisioning through agent start" where ECS did not report a boundary): the
-    /// spans of the job's trace.
-    pub fn intervals(&self, requested: SystemTime) -> Vec<(String, SystemTime, SystemTime)> {
-        let mut from = requested;
-        self.phases
-            .iter()
-            .map(|(steps, d)| {
-                let start = from;
-                from += *d;
-                (named(steps), start, from)
-            })
-            .collect()
     }
 
     /// The length of `phase` when it was measured on its own.
@@ -170,16 +161,6 @@ impl JobWait {
             return Some(self.total);
         }
         self.phases.iter().find(|(steps, _)| steps.as_slice() == [phase]).map(|(_, d)| *d)
-    }
-}
-
-/// A phase in words: `image pull`, or `provisioning through agent start` for steps measured
-/// together.
-fn named(steps: &[WaitPhase]) -> String {
-    match steps {
-        [one] => one.words().to_string(),
-        [first, .., last] => format!("{} through {}", first.words(), last.words()),
-        [] => String::new(),
     }
 }
 
@@ -269,19 +250,6 @@ mod tests {
             "agent ea-1 ready in 41 s: 2 s queued, 18 s provisioning, 14 s image pull, 7 s agent start"
         );
         assert_eq!(wait.phase(WaitPhase::ImagePull), Some(Duration::from_secs(14)));
-    }
-
-    #[test]
-    fn the_phases_as_intervals_follow_each_other_from_the_request() {
-        let wait = measure(&points(Some(2), None, 40));
-        let spans = wait.intervals(at(0));
-        assert_eq!(
-            spans,
-            vec![
-                ("queued".to_string(), at(0), at(2)),
-                ("provisioning through agent start".to_string(), at(2), at(40)),
-            ]
-        );
     }
 
     #[test]

@@ -6,15 +6,17 @@
 //! job pipeline/1/stage/1/job                      create-agent received → job-completion
 //! ├── create-agent                                each one GoCD sent for the job
 //! │   └── RunTask (aws.request_id ...)            the AWS calls it made (`calls`)
-//! ├── queued, provisioning, image pull, agent start   the wait's phases, at ECS's times
+//! ├── queued                                      create-agent received → task accepted
+//! ├── provisioning, image pull, container start   ECS: PROVISIONING, PENDING → RUNNING
+//! ├── agent registration, assignment              RUNNING → registered → job assigned
 //! ├── build                                       the agent took the job → job-completion
 //! └── job-completion
 //!     └── StopTask
 //! ```
 //!
 //! The phases are recorded when the agent takes the job, with the start and end times measured
-//! then (ECS's `createdAt`, `pullStartedAt`, ...; `cluster::job_wait`). The agent's task gets
-//! the job's trace context as `TRACEPARENT` ([`traceparent`]), so a build can continue the
+//! then (ECS's `createdAt`, `pullStartedAt`, ...; `cluster::start_phases`). The agent's task
+//! gets the job's trace context as `TRACEPARENT` ([`traceparent`]), so a build can continue the
 //! trace. A job whose completion never comes is ended when the process stops, or when more
 //! than [`MAX_OPEN`] jobs are open (the oldest first). Everything here does nothing while
 //! traces are off.
@@ -32,6 +34,22 @@ use crate::protocol::types::JobIdentifier;
 
 /// Jobs whose trace is open at most; past it the oldest is ended.
 pub const MAX_OPEN: usize = 10_000;
+
+/// One phase of a job's start, as a span of its trace (`cluster::start_phases` measures them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PhaseSpan {
+    /// The span's name: `image pull`, or `provisioning through container start` for steps
+    /// whose boundary was not reported.
+    pub name: String,
+    /// When it started.
+    pub start: SystemTime,
+    /// When it ended.
+    pub end: SystemTime,
+    /// The point it ends at, in words (`task accepted`, `agent registered`, `job assigned`).
+    pub to: &'static str,
+    /// The task's ECS status during the span, when it had one status throughout.
+    pub ecs_status: Option<&'static str>,
+}
 
 /// One job's open trace.
 #[derive(Debug)]
@@ -52,10 +70,12 @@ fn open() -> MutexGuard<'static, Option<HashMap<String, JobTrace>>> {
 /// Runs create-agent's work for `job` within a `create-agent` span of the job's trace, which
 /// it opens on the job's first create-agent.
 pub async fn create_agent<F: Future>(job: &JobIdentifier, work: F) -> F::Output {
-    match request_context(job, "create-agent", true) {
-        Some(cx) => work.with_context(cx).await,
-        None => work.await,
-    }
+    let Some(cx) = request_context(job, "create-agent", true) else {
+        return work.await;
+    };
+    let out = work.with_context(cx.clone()).await;
+    cx.span().end();
+    out
 }
 
 /// Runs job-completion's work for `job` within a `job-completion` span of the job's trace, then
@@ -70,34 +90,46 @@ pub async fn job_completion<F: Future>(job: &JobIdentifier, work: F) -> F::Outpu
     out
 }
 
-/// The agent took `job`: its wait's phases (name, start, end) as spans of the job's trace.
-/// `reused`: a kept agent took it (no task was started).
-pub fn assigned(job: &JobIdentifier, phases: &[(String, SystemTime, SystemTime)], reused: bool) {
+/// The agent took `job`: its start's phases as spans of the job's trace. `reused`: a kept
+/// agent took it (no task was started, no phases).
+pub fn assigned(job: &JobIdentifier, phases: &[PhaseSpan], reused: bool) {
     let Some(tracer) = super::tracer() else { return };
     let now = SystemTime::now();
     let mut guard = open();
     let Some(trace) = guard.as_mut().and_then(|o| o.get_mut(&job.locator())) else { return };
-    trace.assigned = Some(phases.last().map_or(now, |p| p.2));
+    trace.assigned = Some(phases.last().map_or(now, |p| p.end));
     trace.root.span().set_attribute(KeyValue::new("gocd.agent_reused", reused));
-    for (name, start, end) in phases {
+    for phase in phases {
+        let mut attributes = vec![KeyValue::new("gocd.phase.until", phase.to)];
+        if let Some(status) = phase.ecs_status {
+            attributes.push(KeyValue::new("aws.ecs.task.last_status", status));
+        }
         let mut span = tracer
-            .span_builder(name.clone())
+            .span_builder(phase.name.clone())
             .with_kind(SpanKind::Internal)
-            .with_start_time(*start)
+            .with_start_time(phase.start)
+            .with_attributes(attributes)
             .start_with_context(tracer, &trace.root);
-        span.end_with_timestamp(*end);
+        span.end_with_timestamp(phase.end);
     }
 }
 
-/// The W3C trace context of `job`'s trace, for the agent task's `TRACEPARENT`:
-/// `00-<trace id>-<span id of the job's span>-<flags>`. `None` while traces are off or the job
-/// has no open trace.
+/// The W3C trace context of `job`'s trace, for the `TRACEPARENT` of the agent task started for
+/// it: `00-<trace id>-<span id of the job's span>-<flags>`. Only within the job's own trace (a
+/// request GoCD sent for the job): `None` while traces are off, when the job has no open trace,
+/// or for a task started outside it (a warm agent that only borrows the job's key).
 pub fn traceparent(job: &JobIdentifier) -> Option<String> {
+    let current = Context::current();
+    if !current.has_active_span() {
+        return None;
+    }
     let guard = open();
     let trace = guard.as_ref()?.get(&job.locator())?;
     let span = trace.root.span();
     let sc = span.span_context();
-    sc.is_valid().then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
+    let within = current.span().span_context().trace_id() == sc.trace_id();
+    (within && sc.is_valid())
+        .then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
 }
 
 /// How many jobs have an open trace.

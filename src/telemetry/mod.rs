@@ -80,7 +80,7 @@ impl Telemetry {
             .map_err(|e| format!("traces are off: the OTLP exporter could not be set up from OTEL_*: {e}"))?;
         let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
         let mut resource = Resource::builder();
-        if var("OTEL_SERVICE_NAME").is_none_or(|s| s.trim().is_empty()) {
+        if !service_named(&var) {
             resource = resource.with_service_name(SERVICE_NAME);
         }
         let resource = resource
@@ -122,6 +122,15 @@ fn wanted(var: &impl Fn(&str) -> Option<String>) -> bool {
     endpoint && !disabled && !exporter_none
 }
 
+/// Whether the variables name the service (`OTEL_SERVICE_NAME`, or `service.name` among
+/// `OTEL_RESOURCE_ATTRIBUTES`); else it is [`SERVICE_NAME`].
+fn service_named(var: &impl Fn(&str) -> Option<String>) -> bool {
+    let named = var("OTEL_SERVICE_NAME").is_some_and(|s| !s.trim().is_empty());
+    let in_attributes = var("OTEL_RESOURCE_ATTRIBUTES")
+        .is_some_and(|a| a.split(',').any(|kv| kv.split('=').next().is_some_and(|k| k.trim() == "service.name")));
+    named || in_attributes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,7 +149,9 @@ mod tests {
         // Every entry point is then a no-op.
         let job = jobs::tests::job("p", 1);
         assert_eq!(jobs::traceparent(&job), None);
-        jobs::assigned(&job, &[("queued".into(), std::time::SystemTime::now(), std::time::SystemTime::now())], false);
+        let now = std::time::SystemTime::now();
+        let phase = jobs::PhaseSpan { name: "queued".into(), start: now, end: now, to: "task accepted", ecs_status: None };
+        jobs::assigned(&job, &[phase], false);
         assert_eq!(jobs::open_count(), 0);
         assert!(calls::span("RunTask", 1).is_disabled());
     }
@@ -153,5 +164,13 @@ mod tests {
         assert!(!wanted(&vars(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), ("OTEL_SDK_DISABLED", "true")])));
         assert!(!wanted(&vars(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"), ("OTEL_TRACES_EXPORTER", "none")])));
         assert!(!wanted(&vars(&[])));
+    }
+
+    #[test]
+    fn the_service_is_ecs_elastic_agent_unless_the_variables_name_it() {
+        assert!(!service_named(&vars(&[])));
+        assert!(!service_named(&vars(&[("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci")])));
+        assert!(service_named(&vars(&[("OTEL_SERVICE_NAME", "gocd-plugin")])));
+        assert!(service_named(&vars(&[("OTEL_RESOURCE_ATTRIBUTES", "team=ci, service.name=gocd-plugin")])));
     }
 }

@@ -1,9 +1,11 @@
 //! Traces (issue 34): with the standard `OTEL_*` variables set, the plugin sends one trace per
 //! job to a real Jaeger (all-in-one, in-memory storage, on free loopback ports) over OTLP, once
 //! over `http/protobuf` and once over `grpc`; the test reads them back through Jaeger's query
-//! API: the job's span, its wait's phases, each create-agent GoCD sent (re-sent ones in the same
-//! trace), the RunTask with AWS's request id, the build and the job-completion; and the task's
-//! `TRACEPARENT` (its RunTask overrides, read back from moto) names the same trace.
+//! API: the job's span, its start's phases end to end (create-agent → ... → job assigned), each
+//! create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
+//! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
+//! from moto) names the same trace; no registration key nor AWS key is in a span. Without the
+//! variables, no exporter is set up and the task gets no `TRACEPARENT`.
 //!
 //! Needs `JAEGER_BIN` (scripts/test builds Jaeger once, outside the clone: `scripts/jaeger.sh`)
 //! and `MOTO_SERVER`; without them the tests panic, never skip.
@@ -167,6 +169,11 @@ struct Trace {
 struct SpanView {
     id: String,
     name: String,
+    /// The span it is a child of.
+    parent: Option<String>,
+    /// Start and length, in microseconds (Jaeger's unit).
+    start_us: u64,
+    duration_us: u64,
     tags: BTreeMap<String, String>,
 }
 
@@ -180,6 +187,14 @@ impl Trace {
                     .map(|s| SpanView {
                         id: s["spanID"].as_str().unwrap_or_default().to_string(),
                         name: s["operationName"].as_str().unwrap_or_default().to_string(),
+                        parent: s["references"].as_array().and_then(|refs| {
+                            refs.iter()
+                                .find(|r| r["refType"] == "CHILD_OF")
+                                .and_then(|r| r["spanID"].as_str())
+                                .map(str::to_string)
+                        }),
+                        start_us: s["startTime"].as_u64().unwrap_or_default(),
+                        duration_us: s["duration"].as_u64().unwrap_or_default(),
                         tags: s["tags"]
                             .as_array()
                             .map(|tags| {
@@ -208,6 +223,13 @@ impl Trace {
     fn names(&self) -> Vec<&str> {
         self.spans.iter().map(|s| s.name.as_str()).collect()
     }
+
+    /// The start's phase spans, in time order.
+    fn phases(&self) -> Vec<&SpanView> {
+        let mut phases: Vec<&SpanView> = self.spans.iter().filter(|s| s.tags.contains_key("gocd.phase.until")).collect();
+        phases.sort_by_key(|s| s.start_us);
+        phases
+    }
 }
 
 /// One job's trace is complete once its root (sent at job-completion) is in.
@@ -229,6 +251,7 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         elastic_props(),
     );
     cfg.env.extend(jaeger.plugin_env(protocol));
+    let aws_keys = [cfg.access_key_id.clone(), cfg.secret_access_key.clone()];
     // GoCD re-sends create-agent for a job still waiting: the agents take a while to register, so
     // each job gets a few, all in its one trace.
     cfg.starvation_interval = Duration::from_secs(1);
@@ -266,12 +289,28 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         let trace = mine[0];
         let names = trace.names();
         assert_eq!(trace.named(root).len(), 1, "{root}: one job span: {names:?}");
-        assert!(names.contains(&"queued"), "{root}: the queued phase: {names:?}");
-        let phases = ["provisioning", "image pull", "agent start", "provisioning through agent start"];
-        assert!(
-            names.iter().any(|n| phases.contains(n) || n.ends_with("through agent start")),
-            "{root}: the phases up to the agent's start: {names:?}"
-        );
+        let root_span = trace.named(root)[0];
+
+        // The start's phases follow each other from create-agent to the assignment, as children
+        // of the job's span (phases whose boundary ECS did not report are named together).
+        let phases = trace.phases();
+        let phase_names: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
+        assert!(phases.len() >= 2, "{root}: the start's phases: {names:?}");
+        assert_eq!(phases[0].name, "queued", "{root}: create-agent → task accepted first: {phase_names:?}");
+        let last = phases[phases.len() - 1];
+        assert_eq!(last.tags["gocd.phase.until"], "job assigned", "{root}: up to the assignment: {phase_names:?}");
+        const STEPS: [&str; 6] =
+            ["queued", "provisioning", "image pull", "container start", "agent registration", "assignment"];
+        for p in &phases {
+            assert_eq!(p.parent.as_deref(), Some(root_span.id.as_str()), "{root}: {} is a child of the job", p.name);
+            let first = p.name.split(" through ").next().unwrap_or_default();
+            assert!(STEPS.contains(&first), "{root}: an unknown phase {:?}", p.name);
+        }
+        for pair in phases.windows(2) {
+            let end = pair[0].start_us + pair[0].duration_us;
+            assert!(end.abs_diff(pair[1].start_us) <= 1, "{root}: {} ends where {} starts", pair[0].name, pair[1].name);
+        }
+        assert!(phases[0].start_us >= root_span.start_us, "{root}: the phases start with the job's span");
         assert_eq!(trace.named("build").len(), 1, "{root}: {names:?}");
         assert_eq!(trace.named("job-completion").len(), 1, "{root}: {names:?}");
         let create_agents = trace.named("create-agent").len() as u32;
@@ -282,6 +321,9 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         assert_eq!(run_tasks.len(), 1, "{root}: one RunTask: {names:?}");
         let request_id = run_tasks[0].tags.get("aws.request_id").cloned().unwrap_or_default();
         assert!(!request_id.is_empty(), "{root}: RunTask's request id: {:?}", run_tasks[0].tags);
+        // Within the create-agent that made it.
+        let run_task_parent = trace.spans.iter().find(|s| Some(&s.id) == run_tasks[0].parent.as_ref());
+        assert_eq!(run_task_parent.map(|s| s.name.as_str()), Some("create-agent"), "{root}: RunTask's parent");
         assert!(!trace.named("StopTask").is_empty(), "{root}: the StopTask of job-completion: {names:?}");
 
         // The task carries the job's trace context.
@@ -292,7 +334,6 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
             .unwrap_or_else(|| panic!("{root}: no task tagged with job id {job_id}"));
         let traceparent = moto::task_override_env(task, "TRACEPARENT")
             .unwrap_or_else(|| panic!("{root}: no TRACEPARENT in the task's overrides"));
-        let root_span = trace.named(root)[0];
         assert_eq!(
             traceparent,
             format!("00-{}-{}-01", trace.id, root_span.id),
@@ -306,15 +347,21 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         for key in &keys {
             assert!(!t.raw.contains(key.as_str()), "an auto-register key is in trace {}", t.id);
         }
+        for key in &aws_keys {
+            assert!(!t.raw.contains(key.as_str()), "an AWS key is in trace {}", t.id);
+        }
     }
+    assert!(!keys.is_empty(), "GoCD issued registration keys");
     let spans: usize = traces.iter().map(|t| t.spans.len()).sum();
+    let example: Vec<&str> = traces.first().map(|t| t.phases().iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
     eprintln!(
-        "FIGURES: test={name} protocol={protocol} jobs={jobs} traces={} spans={spans} secs={}",
+        "FIGURES: test={name} protocol={protocol} jobs={jobs} traces={} spans={spans} secs={} phases={example:?}",
         traces.len(),
         w.started.elapsed().as_secs()
     );
     drop(sim);
     host.shutdown().await;
+    assert!(host.stderr_text().contains("sending traces over OTLP"), "the plugin said it sends traces");
 }
 
 fn locator(j: &crate::world::host::JobIdentifier) -> String {
@@ -331,4 +378,32 @@ async fn one_trace_per_job_over_http_protobuf() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_grpc() {
     one_trace_per_job("traces_grpc", "grpc", 1).await;
+}
+
+/// Without the `OTEL_*` variables nothing is set up: no exporter (its log line is missing), and
+/// the agent's task gets no `TRACEPARENT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_variables_no_exporter_and_no_traceparent() {
+    let mut w = Scenario::new("traces_off").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
+    assert!(!cfg.env.iter().any(|(k, _)| k.starts_with("OTEL_")), "the test world sets no OTEL_* variable");
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(1)), 1).await;
+    host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed()).await;
+    let tasks = moto::all_tasks(&base, "gocd-a").await;
+    assert_eq!(tasks.len(), 1, "one task");
+    assert!(moto::task_override_env(&tasks[0], "GO_EA_AUTO_REGISTER_KEY").is_some(), "the overrides were read back");
+    assert_eq!(moto::task_override_env(&tasks[0], "TRACEPARENT"), None, "no trace context without traces");
+    drop(sim);
+    host.shutdown().await;
+    let log = host.stderr_text();
+    assert!(log.contains("--- plugin process"), "the plugin's log was read");
+    assert!(!log.contains("sending traces over OTLP"), "no exporter was set up");
 }
