@@ -139,7 +139,8 @@ impl CallStats {
             self.budget.acquire(*bucket).await;
         }
         let span = crate::telemetry::calls::span(operation, attempt);
-        let answer = send.instrument(span.clone()).await;
+        // Boxed: an SDK call's future is large in debug builds, and this one is in every call.
+        let answer = Box::pin(send.instrument(span.clone())).await;
         let request_id = answer.request_id().map(str::to_string);
         let result = answer.map_err(|e| AwsError::from_sdk(operation, &e));
         let code = result.as_ref().err().map(|e| e.code.clone().unwrap_or_else(|| format!("{:?}", e.failure)));

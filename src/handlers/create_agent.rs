@@ -14,7 +14,7 @@ use crate::protocol::requests::CreateAgentParams;
 /// Starts an agent for the job unless one already serves it.
 pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
     let job = params.job_identifier.clone();
-    crate::telemetry::jobs::create_agent(&job, start_agent(plugin, params)).await
+    crate::telemetry::jobs::create_agent(&job, Box::pin(start_agent(plugin, params))).await
 }
 
 async fn start_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {

@@ -14,7 +14,7 @@ use crate::protocol::requests::JobCompletionParams;
 /// Disables the agent, stops its task and deletes the agent.
 pub async fn job_completion(plugin: Arc<Plugin>, params: JobCompletionParams) -> Result<()> {
     let job = params.job_identifier.clone();
-    crate::telemetry::jobs::job_completion(&job, complete(plugin, params)).await
+    crate::telemetry::jobs::job_completion(&job, Box::pin(complete(plugin, params))).await
 }
 
 async fn complete(plugin: Arc<Plugin>, params: JobCompletionParams) -> Result<()> {

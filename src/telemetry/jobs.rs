@@ -23,6 +23,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
@@ -67,26 +68,30 @@ fn open() -> MutexGuard<'static, Option<HashMap<String, JobTrace>>> {
     OPEN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A request's work, boxed: the handlers' futures are large in debug builds, and a wrapper
+/// holding one inline would add its size to every frame that polls it (a worker's stack).
+pub type Work<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// Runs create-agent's work for `job` within a `create-agent` span of the job's trace, which
 /// it opens on the job's first create-agent.
-pub async fn create_agent<F: Future>(job: &JobIdentifier, work: F) -> F::Output {
-    let Some(cx) = request_context(job, "create-agent", true) else {
-        return work.await;
-    };
-    let out = work.with_context(cx.clone()).await;
-    cx.span().end();
+pub async fn create_agent<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
+    let cx = request_context(job, "create-agent", true);
+    let out = work.with_context(cx.clone().unwrap_or_default()).await;
+    if let Some(cx) = cx {
+        cx.span().end();
+    }
     out
 }
 
 /// Runs job-completion's work for `job` within a `job-completion` span of the job's trace, then
 /// ends the trace: the build span (the agent took the job → now) and the job's root span.
-pub async fn job_completion<F: Future>(job: &JobIdentifier, work: F) -> F::Output {
-    let Some(cx) = request_context(job, "job-completion", false) else {
-        return work.await;
-    };
-    let out = work.with_context(cx.clone()).await;
-    cx.span().end();
-    end(job, None);
+pub async fn job_completion<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
+    let cx = request_context(job, "job-completion", false);
+    let out = work.with_context(cx.clone().unwrap_or_default()).await;
+    if let Some(cx) = cx {
+        cx.span().end();
+        end(job, None);
+    }
     out
 }
 
@@ -240,8 +245,8 @@ pub(super) mod tests {
     #[tokio::test]
     async fn with_traces_off_the_requests_run_as_they_are() {
         let j = job("p", 2);
-        assert_eq!(create_agent(&j, async { 7 }).await, 7);
-        assert_eq!(job_completion(&j, async { 8 }).await, 8);
+        assert_eq!(create_agent(&j, Box::pin(async { 7 })).await, 7);
+        assert_eq!(job_completion(&j, Box::pin(async { 8 })).await, 8);
         assert_eq!(traceparent(&j), None);
         assert_eq!(open_count(), 0);
     }

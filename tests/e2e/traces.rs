@@ -75,6 +75,8 @@ impl Jaeger {
       level: warn
 extensions:
   jaeger_query:
+    # Jaeger would otherwise trace itself to the default OTLP port.
+    enable_tracing: false
     storage:
       traces: memstore
     http:
@@ -292,11 +294,15 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         let root_span = trace.named(root)[0];
 
         // The start's phases follow each other from create-agent to the assignment, as children
-        // of the job's span (phases whose boundary ECS did not report are named together).
+        // of the job's span. Phases whose boundary ECS did not report are named together: moto
+        // gives a task no createdAt, pull or start times, so here the first phase runs from
+        // create-agent to the agent's registration (`cluster::start_phases`'s unit tests have
+        // all six).
         let phases = trace.phases();
         let phase_names: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
         assert!(phases.len() >= 2, "{root}: the start's phases: {names:?}");
-        assert_eq!(phases[0].name, "queued", "{root}: create-agent → task accepted first: {phase_names:?}");
+        assert!(phases[0].name.starts_with("queued"), "{root}: create-agent's phase first: {phase_names:?}");
+        assert!(phase_names.contains(&"assignment"), "{root}: registered → assigned: {phase_names:?}");
         let last = phases[phases.len() - 1];
         assert_eq!(last.tags["gocd.phase.until"], "job assigned", "{root}: up to the assignment: {phase_names:?}");
         const STEPS: [&str; 6] =
