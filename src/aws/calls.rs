@@ -249,7 +249,8 @@ mod tests {
     use aws_smithy_types::error::ErrorMetadata;
 
     /// What ECS answers DescribeTaskDefinition for a family it does not have.
-    async fn client_exception() -> Result<DescribeTaskDefinitionOutput, SdkError<DescribeTaskDefinitionError, Response>> {
+    async fn client_exception() -> Result<DescribeTaskDefinitionOutput, SdkError<DescribeTaskDefinitionError, Response>>
+    {
         let meta = ErrorMetadata::builder().code("ClientException").message("Unable to describe task definition.");
         let status = StatusCode::try_from(400).expect("a status code");
         Err(SdkError::service_error(

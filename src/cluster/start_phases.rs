@@ -87,7 +87,12 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + s)
     }
 
-    fn points(accepted: Option<u64>, pull: Option<(u64, u64)>, running: Option<u64>, registered: Option<u64>) -> TracePoints {
+    fn points(
+        accepted: Option<u64>,
+        pull: Option<(u64, u64)>,
+        running: Option<u64>,
+        registered: Option<u64>,
+    ) -> TracePoints {
         TracePoints {
             wait: StartPoints {
                 requested: at(0),

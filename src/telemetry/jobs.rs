@@ -133,8 +133,7 @@ pub fn traceparent(job: &JobIdentifier) -> Option<String> {
     let span = trace.root.span();
     let sc = span.span_context();
     let within = current.span().span_context().trace_id() == sc.trace_id();
-    (within && sc.is_valid())
-        .then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
+    (within && sc.is_valid()).then(|| format!("00-{}-{}-{:02x}", sc.trace_id(), sc.span_id(), sc.trace_flags().to_u8()))
 }
 
 /// How many jobs have an open trace.

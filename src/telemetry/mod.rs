@@ -83,9 +83,8 @@ impl Telemetry {
         if !service_named(&var) {
             resource = resource.with_service_name(SERVICE_NAME);
         }
-        let resource = resource
-            .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
-            .build();
+        let resource =
+            resource.with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))).build();
         let provider = SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
         let tracer = provider.tracer(SERVICE_NAME);
         TRACER.set(tracer).map_err(|_| "traces were set up twice".to_string())?;
@@ -150,7 +149,8 @@ mod tests {
         let job = jobs::tests::job("p", 1);
         assert_eq!(jobs::traceparent(&job), None);
         let now = std::time::SystemTime::now();
-        let phase = jobs::PhaseSpan { name: "queued".into(), start: now, end: now, to: "task accepted", ecs_status: None };
+        let phase =
+            jobs::PhaseSpan { name: "queued".into(), start: now, end: now, to: "task accepted", ecs_status: None };
         jobs::assigned(&job, &[phase], false);
         assert_eq!(jobs::open_count(), 0);
         assert!(calls::span("RunTask", 1).is_disabled());

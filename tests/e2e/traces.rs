@@ -47,7 +47,9 @@ mod tempfile_path {
 
 fn jaeger_binary() -> PathBuf {
     let Some(path) = std::env::var_os("JAEGER_BIN").filter(|p| !p.is_empty()) else {
-        panic!("JAEGER_BIN is not set: run scripts/test, which builds Jaeger (or: export JAEGER_BIN=$(scripts/jaeger.sh))");
+        panic!(
+            "JAEGER_BIN is not set: run scripts/test, which builds Jaeger (or: export JAEGER_BIN=$(scripts/jaeger.sh))"
+        );
     };
     let path = PathBuf::from(path);
     assert!(path.is_file(), "JAEGER_BIN={} does not exist: run scripts/jaeger.sh", path.display());
@@ -228,7 +230,8 @@ impl Trace {
 
     /// The start's phase spans, in time order.
     fn phases(&self) -> Vec<&SpanView> {
-        let mut phases: Vec<&SpanView> = self.spans.iter().filter(|s| s.tags.contains_key("gocd.phase.until")).collect();
+        let mut phases: Vec<&SpanView> =
+            self.spans.iter().filter(|s| s.tags.contains_key("gocd.phase.until")).collect();
         phases.sort_by_key(|s| s.start_us);
         phases
     }
@@ -265,8 +268,7 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
         s.jobs.iter().all(|j| j.completion_code.is_some())
     })
     .await;
-    let roots: Vec<String> =
-        handles.iter().map(|h| format!("job {}", locator(&host.job_identifier(*h)))).collect();
+    let roots: Vec<String> = handles.iter().map(|h| format!("job {}", locator(&host.job_identifier(*h)))).collect();
 
     // The jobs' traces leave within the batch delay; the rest at the plugin's shutdown.
     let started = Instant::now();
@@ -359,7 +361,8 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
     }
     assert!(!keys.is_empty(), "GoCD issued registration keys");
     let spans: usize = traces.iter().map(|t| t.spans.len()).sum();
-    let example: Vec<&str> = traces.first().map(|t| t.phases().iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
+    let example: Vec<&str> =
+        traces.first().map(|t| t.phases().iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
     eprintln!(
         "FIGURES: test={name} protocol={protocol} jobs={jobs} traces={} spans={spans} secs={} phases={example:?}",
         traces.len(),
