@@ -16,6 +16,8 @@
 //! - [`settings`]: profiles parsed and validated.
 //! - [`cli`]: the operators' tools beside `serve` (validate, iam-policy, doctor, prices).
 //! - [`metrics`]: Prometheus counters, served by `serve --metrics-addr`.
+//! - [`telemetry`]: traces over OTLP when the standard `OTEL_*` variables ask for them: one
+//!   trace per job start, with the wait's phases and the AWS calls.
 //! - [`ids`]: the ids that cross modules (agent id, cluster key, settings fingerprint, task ARN,
 //!   job key), each its own type.
 //!
@@ -41,3 +43,4 @@ pub mod secret;
 pub mod server;
 pub mod settings;
 pub mod status;
+pub mod telemetry;

@@ -1,4 +1,5 @@
-//! The process shell: argv → logging on stderr → `server::serve(stdin, stdout)` or one of the
+//! The process shell: argv → logging on stderr (and traces, when asked) →
+//! `server::serve(stdin, stdout)` or one of the
 //! operators' tools (`cli`). Exit codes live here only: 0 success, 1 a problem found or a failure,
 //! 2 bad arguments (clap); `try` exits with the status of its class of failure
 //! (`cli::trial::class::Class::status`).
@@ -14,6 +15,7 @@ use ecs_elastic_agent::cluster::EngineOptions;
 use ecs_elastic_agent::metrics::{self, Metrics};
 use ecs_elastic_agent::plugin::PluginOptions;
 use ecs_elastic_agent::server::{serve, ServeOptions};
+use ecs_elastic_agent::telemetry::{self, Telemetry};
 use tokio::io::BufReader;
 
 /// mimalloc rather than glibc's malloc: with tokio's worker threads freeing what others
@@ -30,11 +32,14 @@ fn main() -> ExitCode {
     // The tools answer on stdout; their logs stay quiet unless RUST_LOG asks. The SDK's own
     // credential-chain warnings (a raw provider error for each source it tried) would repeat,
     // unreadably, what `doctor`'s credentials line already says with its fix.
-    init_logging(cli.log_format, if matches!(command, Command::Serve(_)) { "info" } else { "warn,aws_config=error" });
+    // `serve` sets its logging up with its traces.
+    if !matches!(command, Command::Serve(_)) {
+        init_logging(cli.log_format, "warn,aws_config=error", None);
+    }
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
     let result = match command {
-        Command::Serve(args) => return with_runtime(|rt| rt.block_on(on_a_worker(run_server(args)))),
+        Command::Serve(args) => return with_runtime(|rt| serve_with_traces(rt, cli.log_format, args)),
         Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
         Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
         Command::Profile(args) => {
@@ -84,6 +89,33 @@ fn with_runtime(run: impl FnOnce(&tokio::runtime::Runtime) -> ExitCode) -> ExitC
             ExitCode::FAILURE
         }
     }
+}
+
+/// `serve`, with traces when the `OTEL_*` variables ask for them (`telemetry`): the exporter is
+/// set up on the runtime before the logs (whose OpenTelemetry layer turns the AWS calls' spans
+/// into spans of the jobs' traces), and sends what it still holds before the process exits.
+fn serve_with_traces(rt: &tokio::runtime::Runtime, format: LogFormat, args: ServeArgs) -> ExitCode {
+    let telemetry = {
+        let _in_runtime = rt.enter();
+        Telemetry::from_env()
+    };
+    let tracer = telemetry.as_ref().ok().and_then(|t| t.as_ref().map(Telemetry::tracer));
+    init_logging(format, "info", tracer);
+    let telemetry = match telemetry {
+        Ok(telemetry) => telemetry,
+        Err(e) => {
+            tracing::warn!(error = %e, "running without traces");
+            None
+        }
+    };
+    if telemetry.is_some() {
+        tracing::info!("sending traces over OTLP (OTEL_EXPORTER_OTLP_*)");
+    }
+    let code = rt.block_on(on_a_worker(run_server(args)));
+    if let Some(telemetry) = telemetry {
+        rt.block_on(telemetry.shutdown());
+    }
+    code
 }
 
 /// Runs `serve` as a task on a runtime worker rather than on the thread that called `block_on`:
@@ -161,20 +193,34 @@ async fn shutdown_signal() {
     }
 }
 
-fn init_logging(format: LogFormat, default_level: &str) {
+/// Logs on stderr at `RUST_LOG`'s levels (else `default_level`), and, given a tracer, the spans
+/// of target [`telemetry::SPAN_TARGET`] to OpenTelemetry whatever `RUST_LOG` says (each output
+/// has its own filter; the cap on the SDK's and HTTP stack's verbosity, [`allowed`], holds for
+/// both).
+fn init_logging(format: LogFormat, default_level: &str, tracer: Option<opentelemetry_sdk::trace::SdkTracer>) {
+    use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
-    use tracing_subscriber::{fmt, EnvFilter};
+    use tracing_subscriber::{fmt, EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     // Colours only on a terminal: a host keeps the plugin's stderr in a log file.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let registry = tracing_subscriber::registry().with(filter).with(tracing_subscriber::filter::filter_fn(allowed));
-    match format {
-        LogFormat::Text => registry.with(fmt::layer().with_writer(std::io::stderr).with_ansi(ansi)).init(),
-        LogFormat::Json => registry
-            .with(fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).with_ansi(ansi))
-            .init(),
-    }
+    let logs = match format {
+        LogFormat::Text => fmt::layer().with_writer(std::io::stderr).with_ansi(ansi).boxed(),
+        LogFormat::Json => {
+            fmt::layer().json().with_current_span(true).with_writer(std::io::stderr).with_ansi(ansi).boxed()
+        }
+    };
+    let traces = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            .with_filter(Targets::new().with_target(telemetry::SPAN_TARGET, tracing::Level::INFO))
+    });
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::filter_fn(allowed))
+        .with(logs.with_filter(filter))
+        .with(traces)
+        .init();
 }
 
 /// Targets of the SDK, the HTTP stack and TLS, and the most verbose level they may log whatever
@@ -191,6 +237,9 @@ const CAPPED: &[(&str, tracing::Level)] = &[
     ("rustls", tracing::Level::DEBUG),
     ("tower", tracing::Level::DEBUG),
     ("http", tracing::Level::DEBUG),
+    // The OTLP exporter's own logs: at debug they may show its configuration (headers).
+    ("opentelemetry", tracing::Level::INFO),
+    ("tonic", tracing::Level::DEBUG),
 ];
 
 fn allowed(meta: &tracing::Metadata<'_>) -> bool {

@@ -3,6 +3,7 @@
 //! jittered exponential backoff (the SDK's own retries are off, so each attempt is counted and
 //! paced), pauses the whole category while AWS throttles, and counts calls, throttles and
 //! retries by operation for the status report. A retried RunTask carries the same client token.
+//! Within a job's trace each attempt is a span with AWS's request id (`telemetry::calls`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,9 +11,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use aws_sdk_ecs::error::ProvideErrorMetadata;
+use aws_sdk_ecs::operation::RequestId;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_runtime_api::http::Response;
 use serde::Serialize;
+use tracing::Instrument;
 
 use super::budget::{Budget, Category};
 use super::AwsError;
@@ -59,6 +62,7 @@ impl CallStats {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, Response>>>,
+        T: RequestId,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         self.call_unless(operation, |_| false, send).await
@@ -79,6 +83,7 @@ impl CallStats {
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, SdkError<E, Response>>>,
+        T: RequestId,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         let mut attempt = 0;
@@ -106,6 +111,7 @@ impl CallStats {
     pub async fn attempt<T, E, Fut>(&self, operation: &'static str, attempt: u32, send: Fut) -> Result<T, AwsError>
     where
         Fut: Future<Output = Result<T, SdkError<E, Response>>>,
+        T: RequestId,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         self.attempt_in(&[Category::of(operation)], operation, attempt, send).await
@@ -126,12 +132,19 @@ impl CallStats {
     ) -> Result<T, AwsError>
     where
         Fut: Future<Output = Result<T, SdkError<E, Response>>>,
+        T: RequestId,
         E: ProvideErrorMetadata + std::error::Error + 'static,
     {
         for bucket in buckets {
             self.budget.acquire(*bucket).await;
         }
-        let result = send.await.map_err(|e| AwsError::from_sdk(operation, &e));
+        let span = crate::telemetry::calls::span(operation, attempt);
+        // Boxed: an SDK call's future is large in debug builds, and this one is in every call.
+        let answer = Box::pin(send.instrument(span.clone())).await;
+        let request_id = answer.request_id().map(str::to_string);
+        let result = answer.map_err(|e| AwsError::from_sdk(operation, &e));
+        let code = result.as_ref().err().map(|e| e.code.clone().unwrap_or_else(|| format!("{:?}", e.failure)));
+        crate::telemetry::calls::answered(&span, request_id.as_deref(), code.as_deref());
         self.count(operation, &result, attempt > 1);
         result
     }
@@ -230,13 +243,14 @@ fn backoff(attempt: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aws_sdk_ecs::operation::describe_task_definition::DescribeTaskDefinitionError;
+    use aws_sdk_ecs::operation::describe_task_definition::{DescribeTaskDefinitionError, DescribeTaskDefinitionOutput};
     use aws_smithy_runtime_api::http::StatusCode;
     use aws_smithy_types::body::SdkBody;
     use aws_smithy_types::error::ErrorMetadata;
 
     /// What ECS answers DescribeTaskDefinition for a family it does not have.
-    async fn client_exception() -> Result<(), SdkError<DescribeTaskDefinitionError, Response>> {
+    async fn client_exception() -> Result<DescribeTaskDefinitionOutput, SdkError<DescribeTaskDefinitionError, Response>>
+    {
         let meta = ErrorMetadata::builder().code("ClientException").message("Unable to describe task definition.");
         let status = StatusCode::try_from(400).expect("a status code");
         Err(SdkError::service_error(

@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use aws_sdk_ec2::error::ProvideErrorMetadata;
+use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
@@ -37,6 +38,15 @@ pub struct Refusal {
     pub code: String,
     /// EC2's message.
     pub message: String,
+    /// AWS's request id of the refused call.
+    pub request_id: Option<String>,
+}
+
+/// The refused call's request id is the attempt's (its span in a job's trace carries it).
+impl RequestId for Refusal {
+    fn request_id(&self) -> Option<&str> {
+        self.request_id.as_deref()
+    }
 }
 
 /// One RunInstances.
@@ -453,6 +463,7 @@ pub async fn run_instances(
                         Failure::NoCapacity => Ok(Err(Refusal {
                             code: e.code().unwrap_or_default().to_string(),
                             message: e.message().unwrap_or_default().to_string(),
+                            request_id: e.request_id().map(str::to_string),
                         })),
                         _ => Err(e),
                     },

@@ -1,5 +1,6 @@
 //! An agent took its job: the job's wait is measured phase by phase ([`super::job_wait`]),
-//! written as one line in the job's console, logged, and counted in the wait histograms.
+//! written as one line in the job's console, logged, counted in the wait histograms, and, with
+//! traces on, recorded as the phase spans of the job's trace (`telemetry::jobs`).
 //!
 //! should-assign-work answers from memory under GoCD's lock, so the rest happens in the
 //! background. The task's pull and start times come from its record when a refresh or an event
@@ -12,6 +13,7 @@ use std::time::SystemTime;
 
 use super::gocd::console_line;
 use super::job_wait::{measure, StartPoints};
+use super::start_phases::{phase_spans, TracePoints};
 use super::Cluster;
 use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
@@ -104,14 +106,21 @@ impl Cluster {
 
     /// Measures one start and says it: the job's console, the log, the histograms.
     async fn announce(&self, took: &Took) {
-        let (wait, elastic_profile) = {
+        let (wait, elastic_profile, trace) = {
             let registry = self.registry();
             let Some(a) = registry.get(&took.agent_id) else { return };
             let Some(requested) = a.job_requested_at else { return };
             let points = StartPoints::of_task(requested, a.task.as_ref(), took.at, took.reused);
-            (measure(&points), a.elastic_profile.clone())
+            let registered = match (a.registered_at, a.asked_for_work_at) {
+                (Some(listed), Some(asked)) => Some(listed.min(asked)),
+                (listed, asked) => listed.or(asked),
+            };
+            let running = a.task.as_ref().and_then(|t| t.started_at);
+            let trace = TracePoints { wait: points.clone(), running, registered };
+            (measure(&points), a.elastic_profile.clone(), trace)
         };
         self.job_waits().observe(&elastic_profile, &wait);
+        crate::telemetry::jobs::assigned(&took.job, &phase_spans(&trace), took.reused);
         let phases: Vec<String> = wait
             .phases
             .iter()

@@ -198,6 +198,9 @@ impl Cluster {
         if let Some(kinds) = &snapshot.kinds {
             super::guardrails::check_providers(kinds, &task_definition)?;
         }
+        // The job's trace goes to an agent started for the job, not to a warm one borrowing its key.
+        let warm = self.registry().get(&agent_id).is_some_and(|a| a.warm);
+        let traceparent = if warm { None } else { crate::telemetry::jobs::traceparent(&request.job) };
         let work = Work {
             agent_id,
             attempt,
@@ -208,6 +211,7 @@ impl Cluster {
             server_url,
             auto_register_key: request.auto_register_key.clone(),
             settings: snapshot.settings.clone(),
+            traceparent,
         };
         // The launch, built once: RunTask sends it now, or StartTask once an instance has room.
         let spec = LaunchSpec::new(self, profile.clone(), work, network);

@@ -49,6 +49,7 @@ mod reconcile;
 pub mod registry;
 mod retirement;
 mod snapshot;
+pub mod start_phases;
 mod state;
 pub mod task_definition;
 pub mod tasks;

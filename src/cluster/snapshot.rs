@@ -98,6 +98,9 @@ pub struct Work {
     pub auto_register_key: Secret<String>,
     /// The cluster profile's settings fingerprint (tagged, for `MaxAgents` after a restart).
     pub settings: SettingsFingerprint,
+    /// The job's trace context (`TRACEPARENT`), when traces are on and a request of the job
+    /// started the agent (`telemetry::jobs::traceparent`); kept for an EC2 StartTask made later.
+    pub traceparent: Option<String>,
 }
 
 /// Everything one RunTask or StartTask sends, built once per create-agent by
@@ -228,6 +231,10 @@ pub(super) fn override_environment(spec: &LaunchSpec) -> Vec<(String, String)> {
     }
     set("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", &work.agent_id);
     set("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID);
+    // The job's trace, so that a build can continue it (only while traces are on).
+    if let Some(traceparent) = &work.traceparent {
+        set("TRACEPARENT", traceparent);
+    }
     env
 }
 
@@ -269,6 +276,7 @@ mod tests {
             server_url: "https://gocd.example:8154/go".into(),
             auto_register_key: Secret::new("key".into()),
             settings: snapshot.settings.clone(),
+            traceparent: None,
         };
         LaunchSpec {
             profile: snapshot.profile.clone(),

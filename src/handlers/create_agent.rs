@@ -1,6 +1,7 @@
 //! `create-agent`: the job's cluster profile → its engine ([`crate::cluster::Cluster`]), which
 //! reserves, launches (RunTask) or queues (EC2) and answers without waiting for the task
-//! (`cluster/create.rs`); the outcome is counted here.
+//! (`cluster/create.rs`); the outcome is counted here. With traces on, it is a span of the job's
+//! trace (`telemetry::jobs`).
 
 use std::sync::Arc;
 
@@ -12,6 +13,11 @@ use crate::protocol::requests::CreateAgentParams;
 
 /// Starts an agent for the job unless one already serves it.
 pub async fn create_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
+    let job = params.job_identifier.clone();
+    crate::telemetry::jobs::create_agent(&job, Box::pin(start_agent(plugin, params))).await
+}
+
+async fn start_agent(plugin: Arc<Plugin>, params: CreateAgentParams) -> Result<()> {
     let found = plugin.cluster_for_job(&params.cluster_profile_properties, &params.job_identifier).await;
     let (cluster, snapshot) = found.inspect_err(|_| plugin.metrics().launch(LaunchResult::Failed))?;
     let site_url = plugin.server_info().await?.agent_url().map(str::to_string);

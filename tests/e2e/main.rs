@@ -31,6 +31,7 @@ mod metrics;
 mod reuse;
 mod task_contents;
 mod tenancy;
+mod traces;
 mod try_cmd;
 mod warm;
 mod world_checks;

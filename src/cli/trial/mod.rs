@@ -179,6 +179,7 @@ impl Run {
             server_url: cluster.go_server_url.clone().unwrap_or_else(|| NO_SERVER_URL.to_string()),
             auto_register_key: Secret::new(FAKE_REGISTER_KEY.to_string()),
             settings: settings_fingerprint(&properties),
+            traceparent: None,
         };
         let mut spec = LaunchSpec::for_identity(&who, cluster.clone(), work, Some(network));
         spec.tags.push((TAG_TRY.to_string(), "true".to_string()));

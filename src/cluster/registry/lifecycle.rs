@@ -121,6 +121,7 @@ impl AgentRecord {
             created_at: now,
             job_requested_at: Some(now),
             registered_at: None,
+            asked_for_work_at: None,
             idle_since: None,
             last_listed: None,
             unhealthy_since: None,
@@ -286,9 +287,10 @@ impl Registry {
     }
 
     /// should-assign-work: whether the agent is live and was started for `job_id`; when it is,
-    /// notes when GoCD first assigned it.
+    /// notes when GoCD first assigned it. Notes when GoCD first asked at all (it registered).
     pub fn assigned(&mut self, agent_id: &str, job_id: i64, now: SystemTime) -> bool {
         let Some(a) = self.get_mut(agent_id) else { return false };
+        a.asked_for_work_at.get_or_insert(now);
         let yes = a.job.job_id == job_id && a.phase.is_live() && a.waiting_since.is_none();
         if yes {
             a.assigned_at.get_or_insert(now);

@@ -60,6 +60,10 @@ pub struct AgentRecord {
     pub job_requested_at: Option<SystemTime>,
     /// When GoCD first listed the agent.
     pub registered_at: Option<SystemTime>,
+    /// When GoCD first asked should-assign-work of it (it asks registered agents only): with
+    /// `registered_at`, when it registered, for its job's trace (`start_phases`).
+    #[serde(skip)]
+    pub asked_for_work_at: Option<SystemTime>,
     /// Since when GoCD has listed it idle without work.
     pub idle_since: Option<SystemTime>,
     /// When GoCD last listed it.

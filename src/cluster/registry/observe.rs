@@ -117,6 +117,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         created_at: task.created_at.unwrap_or(now),
         job_requested_at: None,
         registered_at: None,
+        asked_for_work_at: None,
         idle_since: None,
         last_listed: None,
         unhealthy_since: None,

@@ -1,0 +1,418 @@
+//! Traces (issue 34): with the standard `OTEL_*` variables set, the plugin sends one trace per
+//! job to a real Jaeger (all-in-one, in-memory storage, on free loopback ports) over OTLP, once
+//! over `http/protobuf` and once over `grpc`; the test reads them back through Jaeger's query
+//! API: the job's span, its start's phases end to end (create-agent → ... → job assigned), each
+//! create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
+//! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
+//! from moto) names the same trace; no registration key nor AWS key is in a span. Without the
+//! variables, no exporter is set up and the task gets no `TRACEPARENT`.
+//!
+//! Needs `JAEGER_BIN` (scripts/test builds Jaeger once, outside the clone: `scripts/jaeger.sh`)
+//! and `MOTO_SERVER`; without them the tests panic, never skip.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::process::{Child, Command};
+
+use crate::world::moto::{self, free_port};
+use crate::world::profiles::{cluster_props, elastic_props};
+use crate::world::*;
+
+/// The service name the plugin reports by default.
+const SERVICE: &str = "ecs-elastic-agent";
+
+/// A Jaeger all-in-one on free loopback ports, killed when dropped.
+struct Jaeger {
+    _child: Child,
+    otlp_grpc: u16,
+    otlp_http: u16,
+    query: SocketAddr,
+    _config: tempfile_path::TempFile,
+}
+
+/// A file removed when dropped (Jaeger's config).
+mod tempfile_path {
+    pub struct TempFile(pub std::path::PathBuf);
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+fn jaeger_binary() -> PathBuf {
+    let Some(path) = std::env::var_os("JAEGER_BIN").filter(|p| !p.is_empty()) else {
+        panic!(
+            "JAEGER_BIN is not set: run scripts/test, which builds Jaeger (or: export JAEGER_BIN=$(scripts/jaeger.sh))"
+        );
+    };
+    let path = PathBuf::from(path);
+    assert!(path.is_file(), "JAEGER_BIN={} does not exist: run scripts/jaeger.sh", path.display());
+    path
+}
+
+impl Jaeger {
+    /// Starts Jaeger with OTLP receivers and the query API on free ports, and waits until its
+    /// query API answers.
+    async fn start() -> Jaeger {
+        let binary = jaeger_binary();
+        let (otlp_grpc, otlp_http, query_http, query_grpc) = (free_port(), free_port(), free_port(), free_port());
+        let config = format!(
+            r#"service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  jaeger_query:
+    # Jaeger would otherwise trace itself to the default OTLP port.
+    enable_tracing: false
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:{query_http}
+    grpc:
+      endpoint: 127.0.0.1:{query_grpc}
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 1000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc}
+      http:
+        endpoint: 127.0.0.1:{otlp_http}
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+"#
+        );
+        let path = std::env::temp_dir().join(format!("ecs-ea-jaeger-{}-{otlp_http}.yaml", std::process::id()));
+        std::fs::write(&path, config).expect("write Jaeger's config");
+        let child = Command::new(&binary)
+            .arg("--config")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let jaeger = Jaeger {
+            _child: child,
+            otlp_grpc,
+            otlp_http,
+            query: SocketAddr::from(([127, 0, 0, 1], query_http)),
+            _config: tempfile_path::TempFile(path),
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(r) = http::simple(jaeger.query, "GET", "/api/services", None).await {
+                if r.status == 200 {
+                    return jaeger;
+                }
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "Jaeger's query API did not answer within 30 s");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The plugin's environment for sending traces here over `protocol`.
+    fn plugin_env(&self, protocol: &str) -> Vec<(String, String)> {
+        let endpoint = match protocol {
+            "grpc" => format!("http://127.0.0.1:{}", self.otlp_grpc),
+            _ => format!("http://127.0.0.1:{}", self.otlp_http),
+        };
+        vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), protocol.into()),
+            // Spans leave within a fifth of a second rather than five (the SDK's default).
+            ("OTEL_BSP_SCHEDULE_DELAY".into(), "200".into()),
+        ]
+    }
+
+    /// The traces of the plugin's service Jaeger holds (its v1 JSON API).
+    async fn traces(&self) -> Vec<Trace> {
+        let path = format!("/api/traces?service={SERVICE}&limit=1000&lookback=1h");
+        let Ok(r) = http::simple(self.query, "GET", &path, None).await else { return Vec::new() };
+        if r.status != 200 {
+            return Vec::new();
+        }
+        let body: Value = serde_json::from_slice(&r.body).expect("Jaeger's answer is JSON");
+        body["data"].as_array().map(|d| d.iter().map(Trace::of).collect()).unwrap_or_default()
+    }
+}
+
+/// One trace as Jaeger returns it.
+#[derive(Debug, Clone)]
+struct Trace {
+    id: String,
+    spans: Vec<SpanView>,
+    raw: String,
+}
+
+#[derive(Debug, Clone)]
+struct SpanView {
+    id: String,
+    name: String,
+    /// The span it is a child of.
+    parent: Option<String>,
+    /// Start and length, in microseconds (Jaeger's unit).
+    start_us: u64,
+    duration_us: u64,
+    tags: BTreeMap<String, String>,
+}
+
+impl Trace {
+    fn of(v: &Value) -> Trace {
+        let spans = v["spans"]
+            .as_array()
+            .map(|spans| {
+                spans
+                    .iter()
+                    .map(|s| SpanView {
+                        id: s["spanID"].as_str().unwrap_or_default().to_string(),
+                        name: s["operationName"].as_str().unwrap_or_default().to_string(),
+                        parent: s["references"].as_array().and_then(|refs| {
+                            refs.iter()
+                                .find(|r| r["refType"] == "CHILD_OF")
+                                .and_then(|r| r["spanID"].as_str())
+                                .map(str::to_string)
+                        }),
+                        start_us: s["startTime"].as_u64().unwrap_or_default(),
+                        duration_us: s["duration"].as_u64().unwrap_or_default(),
+                        tags: s["tags"]
+                            .as_array()
+                            .map(|tags| {
+                                tags.iter()
+                                    .map(|t| {
+                                        let value = match &t["value"] {
+                                            Value::String(s) => s.clone(),
+                                            other => other.to_string(),
+                                        };
+                                        (t["key"].as_str().unwrap_or_default().to_string(), value)
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Trace { id: v["traceID"].as_str().unwrap_or_default().to_string(), spans, raw: v.to_string() }
+    }
+
+    fn named(&self, name: &str) -> Vec<&SpanView> {
+        self.spans.iter().filter(|s| s.name == name).collect()
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.spans.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// The start's phase spans, in time order.
+    fn phases(&self) -> Vec<&SpanView> {
+        let mut phases: Vec<&SpanView> =
+            self.spans.iter().filter(|s| s.tags.contains_key("gocd.phase.until")).collect();
+        phases.sort_by_key(|s| s.start_us);
+        phases
+    }
+}
+
+/// One job's trace is complete once its root (sent at job-completion) is in.
+fn complete(traces: &[Trace], root: &str) -> bool {
+    traces.iter().any(|t| !t.named(root).is_empty() && !t.named("job-completion").is_empty())
+}
+
+/// `jobs` jobs with traces sent over `protocol`: each job has exactly one trace, with its phases,
+/// its create-agents, the RunTask and its request id, the build and the job-completion; the
+/// task's `TRACEPARENT` names it; no auto-register key is in any span.
+async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
+    let jaeger = Jaeger::start().await;
+    let mut w = Scenario::new(name).await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let mut cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
+    cfg.env.extend(jaeger.plugin_env(protocol));
+    let aws_keys = [cfg.access_key_id.clone(), cfg.secret_access_key.clone()];
+    // GoCD re-sends create-agent for a job still waiting: the agents take a while to register, so
+    // each job gets a few, all in its one trace.
+    cfg.starvation_interval = Duration::from_secs(1);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(2500), ..SimPolicy::default() });
+    let handles = host.add_jobs(JobSpec::new("small", Duration::from_secs(1)), jobs).await;
+    host.wait_until("every job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("every job-completion answered", Duration::from_secs(30), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
+    })
+    .await;
+    let roots: Vec<String> = handles.iter().map(|h| format!("job {}", locator(&host.job_identifier(*h)))).collect();
+
+    // The jobs' traces leave within the batch delay; the rest at the plugin's shutdown.
+    let started = Instant::now();
+    let traces = loop {
+        let traces = jaeger.traces().await;
+        if roots.iter().all(|r| complete(&traces, r)) {
+            break traces;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "Jaeger does not have every job's trace after 30 s: {:?}",
+            traces.iter().map(Trace::names).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+
+    let tasks = moto::all_tasks(&base, "gocd-a").await;
+    assert_eq!(tasks.len(), jobs, "one task per job");
+    for (h, root) in handles.iter().zip(&roots) {
+        let mine: Vec<&Trace> = traces.iter().filter(|t| !t.named(root).is_empty()).collect();
+        assert_eq!(mine.len(), 1, "{root}: one trace, not {}", mine.len());
+        let trace = mine[0];
+        let names = trace.names();
+        assert_eq!(trace.named(root).len(), 1, "{root}: one job span: {names:?}");
+        let root_span = trace.named(root)[0];
+
+        // The start's phases follow each other from create-agent to the assignment, as children
+        // of the job's span. Phases whose boundary ECS did not report are named together: moto
+        // gives a task no createdAt, pull or start times, so here the first phase runs from
+        // create-agent to the agent's registration (`cluster::start_phases`'s unit tests have
+        // all six).
+        let phases = trace.phases();
+        let phase_names: Vec<&str> = phases.iter().map(|p| p.name.as_str()).collect();
+        assert!(phases.len() >= 2, "{root}: the start's phases: {names:?}");
+        assert!(phases[0].name.starts_with("queued"), "{root}: create-agent's phase first: {phase_names:?}");
+        assert!(phase_names.contains(&"assignment"), "{root}: registered → assigned: {phase_names:?}");
+        let last = phases[phases.len() - 1];
+        assert_eq!(last.tags["gocd.phase.until"], "job assigned", "{root}: up to the assignment: {phase_names:?}");
+        const STEPS: [&str; 6] =
+            ["queued", "provisioning", "image pull", "container start", "agent registration", "assignment"];
+        for p in &phases {
+            assert_eq!(p.parent.as_deref(), Some(root_span.id.as_str()), "{root}: {} is a child of the job", p.name);
+            let first = p.name.split(" through ").next().unwrap_or_default();
+            assert!(STEPS.contains(&first), "{root}: an unknown phase {:?}", p.name);
+        }
+        for pair in phases.windows(2) {
+            let end = pair[0].start_us + pair[0].duration_us;
+            assert!(end.abs_diff(pair[1].start_us) <= 1, "{root}: {} ends where {} starts", pair[0].name, pair[1].name);
+        }
+        assert!(phases[0].start_us >= root_span.start_us, "{root}: the phases start with the job's span");
+        assert_eq!(trace.named("build").len(), 1, "{root}: {names:?}");
+        assert_eq!(trace.named("job-completion").len(), 1, "{root}: {names:?}");
+        let create_agents = trace.named("create-agent").len() as u32;
+        let answered = host.create_agent_answered(*h);
+        assert!(answered >= 2, "{root}: GoCD re-sent create-agent while the job waited ({answered})");
+        assert_eq!(create_agents, answered, "{root}: every create-agent GoCD sent is in the job's one trace");
+        let run_tasks = trace.named("RunTask");
+        assert_eq!(run_tasks.len(), 1, "{root}: one RunTask: {names:?}");
+        let request_id = run_tasks[0].tags.get("aws.request_id").cloned().unwrap_or_default();
+        assert!(!request_id.is_empty(), "{root}: RunTask's request id: {:?}", run_tasks[0].tags);
+        // Within the create-agent that made it.
+        let run_task_parent = trace.spans.iter().find(|s| Some(&s.id) == run_tasks[0].parent.as_ref());
+        assert_eq!(run_task_parent.map(|s| s.name.as_str()), Some("create-agent"), "{root}: RunTask's parent");
+        assert!(!trace.named("StopTask").is_empty(), "{root}: the StopTask of job-completion: {names:?}");
+
+        // The task carries the job's trace context.
+        let job_id = host.job_identifier(*h).job_id.to_string();
+        let task = tasks
+            .iter()
+            .find(|t| moto::task_tag(t, "gocd:job-id") == Some(job_id.as_str()))
+            .unwrap_or_else(|| panic!("{root}: no task tagged with job id {job_id}"));
+        let traceparent = moto::task_override_env(task, "TRACEPARENT")
+            .unwrap_or_else(|| panic!("{root}: no TRACEPARENT in the task's overrides"));
+        assert_eq!(
+            traceparent,
+            format!("00-{}-{}-01", trace.id, root_span.id),
+            "{root}: TRACEPARENT names the job's trace and span"
+        );
+    }
+
+    // No registration key (nor anything else secret GoCD sent) is in a trace.
+    let keys: HashSet<String> = host.issued_keys().into_iter().collect();
+    for t in &traces {
+        for key in &keys {
+            assert!(!t.raw.contains(key.as_str()), "an auto-register key is in trace {}", t.id);
+        }
+        for key in &aws_keys {
+            assert!(!t.raw.contains(key.as_str()), "an AWS key is in trace {}", t.id);
+        }
+    }
+    assert!(!keys.is_empty(), "GoCD issued registration keys");
+    let spans: usize = traces.iter().map(|t| t.spans.len()).sum();
+    let example: Vec<&str> =
+        traces.first().map(|t| t.phases().iter().map(|p| p.name.as_str()).collect()).unwrap_or_default();
+    eprintln!(
+        "FIGURES: test={name} protocol={protocol} jobs={jobs} traces={} spans={spans} secs={} phases={example:?}",
+        traces.len(),
+        w.started.elapsed().as_secs()
+    );
+    drop(sim);
+    host.shutdown().await;
+    assert!(host.stderr_text().contains("sending traces over OTLP"), "the plugin said it sends traces");
+}
+
+fn locator(j: &crate::world::host::JobIdentifier) -> String {
+    format!("{}/{}/{}/{}/{}", j.pipeline_name, j.pipeline_counter, j.stage_name, j.stage_counter, j.job_name)
+}
+
+/// Two jobs over OTLP/HTTP (protobuf), the default protocol.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_per_job_over_http_protobuf() {
+    one_trace_per_job("traces_http_protobuf", "http/protobuf", 2).await;
+}
+
+/// One job over OTLP/gRPC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_per_job_over_grpc() {
+    one_trace_per_job("traces_grpc", "grpc", 1).await;
+}
+
+/// Without the `OTEL_*` variables nothing is set up: no exporter (its log line is missing), and
+/// the agent's task gets no `TRACEPARENT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_the_variables_no_exporter_and_no_traceparent() {
+    let mut w = Scenario::new("traces_off").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let cfg = w.host_config().cluster_profile("base", cluster_props("gocd-a", &[])).elastic_profile(
+        "small",
+        "base",
+        elastic_props(),
+    );
+    assert!(!cfg.env.iter().any(|(k, _)| k.starts_with("OTEL_")), "the test world sets no OTEL_* variable");
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(1)), 1).await;
+    host.wait_until("the job completed", Duration::from_secs(60), |s| s.all_completed()).await;
+    let tasks = moto::all_tasks(&base, "gocd-a").await;
+    assert_eq!(tasks.len(), 1, "one task");
+    assert!(moto::task_override_env(&tasks[0], "GO_EA_AUTO_REGISTER_KEY").is_some(), "the overrides were read back");
+    assert_eq!(moto::task_override_env(&tasks[0], "TRACEPARENT"), None, "no trace context without traces");
+    drop(sim);
+    host.shutdown().await;
+    let log = host.stderr_text();
+    assert!(log.contains("--- plugin process"), "the plugin's log was read");
+    assert!(!log.contains("sending traces over OTLP"), "no exporter was set up");
+}
