@@ -627,9 +627,9 @@ pub mod aws_like {
     use std::collections::HashMap;
     use std::net::SocketAddr;
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
-    use serde_json::Value;
+    use serde_json::{json, Value};
 
     use super::{aws_rules, http, Call, HttpRequest, HttpResponse, Verdict};
 
@@ -671,6 +671,58 @@ pub mod aws_like {
                 }
             };
             Verdict::Respond(aws_rules::list_tasks_answer(&body, arns, &kept))
+        }
+    }
+
+    /// The times ECS gives a task and moto does not (`createdAt`, `pullStartedAt`,
+    /// `pullStoppedAt`, `startedAt`), added to moto's DescribeTasks answers so that a task's
+    /// start shows its phases as on AWS. moto runs a task at once; here the start is spread over
+    /// the time between the latest RunTask the proxy saw and the task's first DescribeTasks (at
+    /// most 0.8 s): created at 1/16 of it, the pull from 1/4 to 3/4, started at its end. Each
+    /// task's times are fixed at its first sight, so every later answer agrees, and none is in
+    /// the future.
+    pub fn ecs_task_times(upstream: SocketAddr) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        let last_run_task: Arc<Mutex<Option<std::time::SystemTime>>> = Arc::default();
+        let times: Arc<Mutex<HashMap<String, [f64; 4]>>> = Arc::default();
+        move |call: &Call| {
+            if call.is("ecs", "RunTask") {
+                *last_run_task.lock().unwrap() = Some(std::time::SystemTime::now());
+                return Verdict::Forward;
+            }
+            if !call.is("ecs", "DescribeTasks") {
+                return Verdict::Forward;
+            }
+            let mut answer = match fetch_blocking(upstream, &call.request) {
+                Ok(answer) => answer,
+                Err(e) => return Verdict::Respond(HttpResponse::upstream_failed(&e)),
+            };
+            let Ok(mut body) = serde_json::from_slice::<Value>(&answer.body) else {
+                return Verdict::Respond(answer);
+            };
+            let now = std::time::SystemTime::now();
+            let epoch =
+                |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+            let run = (*last_run_task.lock().unwrap()).unwrap_or(now).min(now);
+            let mut times = times.lock().unwrap();
+            for task in body["tasks"].as_array_mut().into_iter().flatten() {
+                let Some(arn) = task["taskArn"].as_str().map(str::to_string) else { continue };
+                let [created, pull_started, pull_stopped, started] = *times.entry(arn).or_insert_with(|| {
+                    let d = now.duration_since(run).unwrap_or_default().min(Duration::from_millis(800)).as_secs_f64();
+                    let t0 = epoch(run);
+                    [t0 + d / 16.0, t0 + d / 4.0, t0 + d * 3.0 / 4.0, t0 + d]
+                });
+                let Some(fields) = task.as_object_mut() else { continue };
+                for (key, at) in [
+                    ("createdAt", created),
+                    ("pullStartedAt", pull_started),
+                    ("pullStoppedAt", pull_stopped),
+                    ("startedAt", started),
+                ] {
+                    fields.entry(key).or_insert(json!(at));
+                }
+            }
+            answer.body = body.to_string().into_bytes();
+            Verdict::Respond(answer)
         }
     }
 
