@@ -375,6 +375,11 @@ impl GoCdHost {
         self.plugin_running() && self.inner.loaded.load(Ordering::SeqCst)
     }
 
+    /// The process id of the running plugin (for its `/proc/<pid>/status`).
+    pub async fn plugin_pid(&self) -> Option<u32> {
+        self.inner.child.lock().await.as_ref().and_then(Child::id)
+    }
+
     /// SIGKILLs the plugin (kill -9) and waits until it is gone.
     pub async fn kill(&self) {
         if let Some(mut child) = self.inner.child.lock().await.take() {

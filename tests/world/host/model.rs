@@ -305,6 +305,8 @@ pub struct HostState {
     pub stdout: String,
     /// How many plugin processes were started.
     pub generation: u64,
+    /// Every should-assign-work answered: when it was sent and how long the answer took.
+    pub assign_latencies: Vec<(Instant, Duration)>,
 }
 
 impl HostState {

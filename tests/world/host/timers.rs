@@ -161,7 +161,12 @@ impl GoCdHost {
                     Some(body)
                 });
                 let Some(body) = body else { continue };
-                let answer = match self.request("should-assign-work", body).await {
+                let asked = Instant::now();
+                let reply = self.request("should-assign-work", body).await;
+                if reply.is_ok() {
+                    self.state().assign_latencies.push((asked, asked.elapsed()));
+                }
+                let answer = match reply {
                     Ok(r) if r.code == 200 => r.body == json!(true) || r.body == json!("true"),
                     _ => break,
                 };

@@ -1,0 +1,14 @@
+//! The short soak (issue 36): the compressed day of `cargo bench --bench soak` at 1,000 jobs
+//! (`SOAK_JOBS` changes it), with every fault at once, and the same invariants, so a regression
+//! fails CI. The run itself is `benches/soak/driver/`. Needs `MOTO_SERVER`; never skips.
+
+use crate::soak_driver::{self, SoakOptions};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_short_soak_keeps_every_invariant() {
+    let jobs = std::env::var("SOAK_JOBS").ok().and_then(|j| j.parse().ok()).unwrap_or(1_000);
+    let summary = soak_driver::run(&SoakOptions::new(jobs)).await;
+    let text = summary.render();
+    eprintln!("SOAK:\n{text}");
+    assert!(summary.all_held(), "an invariant of the soak failed:\n{text}");
+}
