@@ -262,7 +262,12 @@ impl Inner {
                 .send()
                 .await
             {
-                tasks.extend(out.tasks().iter().filter(|t| t.cluster_arn().is_some_and(|c| c.ends_with(&format!("/{}", fleet.cluster)))).cloned());
+                tasks.extend(
+                    out.tasks()
+                        .iter()
+                        .filter(|t| t.cluster_arn().is_some_and(|c| c.ends_with(&format!("/{}", fleet.cluster))))
+                        .cloned(),
+                );
             }
         }
         tasks

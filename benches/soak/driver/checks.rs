@@ -130,7 +130,29 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
             s.jobs.iter().map(|j| j.create_agent_failed as usize).sum::<usize>(),
         )
     });
-    let doubles = world.sim.with_state(|s| s.duplicate_jobs());
+    // A warm agent carries the tag of the job whose key started it, and any job may take it:
+    // two tasks of one job tag there are a warm agent and the job's own, not two agents for a job.
+    let warm_fleets: Vec<usize> = world
+        .pairs
+        .iter()
+        .zip(&world.fleet_of)
+        .filter(|(p, _)| matches!(p.kept, Kept::Warm(_)))
+        .map(|(_, f)| *f)
+        .collect();
+    let (doubles, warm_surplus): (Vec<(String, usize)>, usize) = world.sim.with_state(|s| {
+        let doubles = s
+            .tasks_per_job
+            .iter()
+            .filter(|(_, arns)| arns.iter().filter(|a| !warm_fleets.contains(&s.tasks[*a].fleet)).count() > 1)
+            .map(|(j, arns)| (j.clone(), arns.len()))
+            .collect();
+        let surplus = s
+            .tasks
+            .values()
+            .filter(|t| t.stopped_reason.as_deref().is_some_and(|r| r.contains("beyond WarmAgents")))
+            .count();
+        (doubles, surplus)
+    });
     let double_detail: Vec<String> = world.sim.with_state(|s| {
         doubles
             .iter()
@@ -154,14 +176,17 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
         "every job got exactly one agent and ran once",
         out.completed && completed == n && rescheduled == 0 && doubles.is_empty() && rejections == 0,
         format!(
-            "{completed}/{n} completed, {rescheduled} rescheduled, {} jobs with two tasks, {rejections} registrations refused",
+            "{completed}/{n} completed, {rescheduled} rescheduled, {} jobs with two tasks, {rejections} registrations refused ({warm_surplus} warm agents started beyond WarmAgents and stopped)",
             doubles.len()
         ),
     );
 
     // 2. No job lost across the restarts.
-    let kills: Vec<String> =
-        out.kills.iter().map(|(at, (w, r, c))| format!("{:.0} s: {w}/{r}/{c}", (*at - out.started).as_secs_f64())).collect();
+    let kills: Vec<String> = out
+        .kills
+        .iter()
+        .map(|(at, (w, r, c))| format!("{:.0} s: {w}/{r}/{c}", (*at - out.started).as_secs_f64()))
+        .collect();
     sum.check(
         "no job lost across the restarts",
         out.completed && completed == n && host.with_state(|s| s.generation) == 1 + out.kills.len() as u64,
@@ -185,9 +210,8 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
         tokio::time::sleep(Duration::from_millis(500)).await;
         depth = eventbridge::queued(&base, &world.queue_url).await;
     }
-    let (events, copies, out_of_order, poison, bridge_errors) = world.bridge.with_state(|s| {
-        (s.total() as u64, s.copies, s.out_of_order, s.poison.clone(), s.errors.len())
-    });
+    let (events, copies, out_of_order, poison, bridge_errors) =
+        world.bridge.with_state(|s| (s.total() as u64, s.copies, s.out_of_order, s.poison.clone(), s.errors.len()));
     let poisoned: u64 = poison.values().sum();
     let counts = world.w.proxy.counts();
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
@@ -347,7 +371,9 @@ async fn settle(world: &SoakWorld) -> (bool, String) {
                 .unwrap_or(usize::MAX);
             definitions.push(format!("{account} {active}/{profiles}"));
             if active > profiles {
-                over.push(format!("account {account}: {active} active task definitions for {profiles} elastic profiles"));
+                over.push(format!(
+                    "account {account}: {active} active task definitions for {profiles} elastic profiles"
+                ));
             }
         }
         let figure = format!(
@@ -370,7 +396,11 @@ async fn settle(world: &SoakWorld) -> (bool, String) {
 /// during the refusal than in as long a stretch before it.
 fn refused_account(world: &SoakWorld, out: &Outcome) -> super::checks::Invariant {
     let Some(Window { from, to }) = out.refused else {
-        return Invariant { name: "a refused account's jobs say why, the others do not slow down", figure: "never refused".into(), held: false };
+        return Invariant {
+            name: "a refused account's jobs say why, the others do not slow down",
+            figure: "never refused".into(),
+            held: false,
+        };
     };
     let before = from - (to - from);
     let (mut told, mut refused_jobs) = (0, 0);
@@ -385,7 +415,9 @@ fn refused_account(world: &SoakWorld, out: &Outcome) -> super::checks::Invariant
                 refused_jobs += 1;
                 let says = s.console.iter().any(|c| {
                     c.job == Some(*h)
-                        && (c.text.contains("security token") || c.text.contains("credentials") || c.text.contains("UnrecognizedClient"))
+                        && (c.text.contains("security token")
+                            || c.text.contains("credentials")
+                            || c.text.contains("UnrecognizedClient"))
                 });
                 told += usize::from(says);
             }

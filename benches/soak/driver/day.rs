@@ -5,9 +5,9 @@
 //! |---|---|
 //! | all day | 10% throttling, 2% 5xx on every plugin call; every event twice, out of order; 1% poison messages |
 //! | 0.12, 0.24, 0.36 (as many as `kills`, spread over 0.1–0.4) | the plugin killed with SIGKILL, a new one started |
-//! | 0.42–0.50 | the event queue deleted, then created again under the same name |
-//! | 0.56–0.64 | the event queue unreachable (every SQS connection dropped) |
-//! | 0.70–0.82 | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
+//! | from 0.42, for 0.08 of the day (25 s at least) | the event queue deleted, then created again under the same name |
+//! | 5 s later, for 0.08 of the day (40 s at least) | the event queue unreachable (every new SQS connection dropped) |
+//! | from 0.70, for 0.12 of the day (20 s at least) | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
 //!
 //! The plugin's resident memory is read from `/proc/<pid>/status` every second.
 
@@ -122,9 +122,15 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
         memory: Vec::new(),
         completed: false,
     };
-    let (delete_at, recreate_at) = (at(0.42), at(0.50));
-    let (unreachable_at, reachable_at) = (at(0.56), at(0.64));
-    let (refuse_at, accept_at) = (at(0.70), at(0.82));
+    // Long enough for the plugin to meet each fault: its long poll waits 20 s and it pauses 15 s
+    // after a failed read; a short day stretches past its last job for them.
+    let lasting = |share: f64, least: u64| Duration::from_secs_f64(day * share).max(Duration::from_secs(least));
+    let delete_at = at(0.42);
+    let recreate_at = delete_at + lasting(0.08, 25);
+    let unreachable_at = recreate_at + Duration::from_secs(5);
+    let reachable_at = unreachable_at + lasting(0.08, 40);
+    let refuse_at = at(0.70);
+    let accept_at = refuse_at + lasting(0.12, 20);
     let mut next_sample = started;
     let mut next_progress = started;
     let mut next = 0;
@@ -134,7 +140,15 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
         let elapsed = (now - started).as_secs_f64();
         while next < times.len() && times[next] <= elapsed {
             let mut pick = (draws.next() * f64::from(total_share)) as u32;
-            let pair = shares.iter().position(|s| pick < *s || { pick -= s; false }).unwrap_or(0);
+            let pair = shares
+                .iter()
+                .position(|s| {
+                    pick < *s || {
+                        pick -= s;
+                        false
+                    }
+                })
+                .unwrap_or(0);
             let duration = Duration::from_millis(500 + (draws.next() * 2500.0) as u64);
             let h = host.add_job(JobSpec::new(world.pairs[pair].id, duration)).await;
             out.jobs.push((h, pair));
@@ -150,7 +164,11 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
             out.kills.push((Instant::now(), states));
             tokio::time::sleep(Duration::from_millis(100 + (draws.next() * 700.0) as u64)).await;
             host.restart().await;
-            eprintln!("soak: SIGKILL {} at {:.0} s (waiting/running/completed {states:?}), restarted", out.kills.len(), elapsed);
+            eprintln!(
+                "soak: SIGKILL {} at {:.0} s (waiting/running/completed {states:?}), restarted",
+                out.kills.len(),
+                elapsed
+            );
         }
         if out.queue_deleted.is_none() && now >= delete_at {
             delete_queue(world).await;
@@ -201,7 +219,8 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
             );
         }
         let done = next == times.len() && host.with_state(|s| s.all_completed());
-        if done && kills_due.is_empty() && out.refused.is_some_and(|w| w.to != w.from) {
+        let closed = |w: Option<Window>| w.is_some_and(|w| w.to != w.from);
+        if done && kills_due.is_empty() && closed(out.refused) && closed(out.queue_unreachable) {
             out.completed = true;
             break;
         }

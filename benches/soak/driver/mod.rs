@@ -36,7 +36,7 @@ pub struct SoakOptions {
 impl SoakOptions {
     /// A run of `jobs` jobs at the default pace.
     pub fn new(jobs: usize) -> SoakOptions {
-        SoakOptions { jobs, jobs_per_sec: 12.0, seed: 0x50a4_0036, kills: 3 }
+        SoakOptions { jobs, jobs_per_sec: 6.0, seed: 0x50a4_0036, kills: 3 }
     }
 
     /// The wall time jobs arrive over (the compressed day).

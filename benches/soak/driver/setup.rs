@@ -151,7 +151,12 @@ impl SoakWorld {
         let mut cfg = w.host_config();
         // Info, not trace: a day of trace lines would be gigabytes in the host's memory.
         cfg.env.push(("RUST_LOG".into(), "info".into()));
-        cfg.starvation_interval = Duration::from_secs(3);
+        // GoCD as it copes with hundreds of waiting jobs: one create-agent per job in its queue,
+        // re-sent every 5 s; each idle agent offered 32 jobs a round, each pair again after 3 s.
+        cfg.starvation_interval = Duration::from_secs(5);
+        cfg.one_create_agent_in_flight = true;
+        cfg.asks_per_agent_round = 32;
+        cfg.reask_interval = Duration::from_secs(3);
         for pair in &pairs {
             let cluster = format!("soak-{}", pair.id);
             let keys: Vec<(&str, &str)> = match pair.account {
@@ -217,7 +222,11 @@ impl SoakWorld {
             let invalid = "The security token included in the request is invalid.";
             match call.service.as_str() {
                 "ecs" => Verdict::ecs_error(400, "UnrecognizedClientException", invalid),
-                "ec2" => Verdict::ec2_error(401, "AuthFailure", "AWS was not able to validate the provided access credentials"),
+                "ec2" => Verdict::ec2_error(
+                    401,
+                    "AuthFailure",
+                    "AWS was not able to validate the provided access credentials",
+                ),
                 "sts" => Verdict::sts_error(403, "InvalidClientTokenId", invalid),
                 _ => Verdict::Forward,
             }

@@ -33,10 +33,14 @@ impl GoCdHost {
                 if !host.plugin_ready() {
                     continue;
                 }
+                let one_in_flight = host.inner.config.one_create_agent_in_flight;
                 let due: Vec<JobHandle> = host.with_state(|s| {
                     s.jobs
                         .iter()
                         .filter(|j| j.state == JobState::Waiting)
+                        .filter(|j| {
+                            !one_in_flight || j.create_agent_posted <= j.create_agent_answered + j.create_agent_failed
+                        })
                         .filter(|j| {
                             j.last_create_posted.is_none_or(|t| t.elapsed() >= host.inner.config.starvation_interval)
                         })
@@ -48,13 +52,22 @@ impl GoCdHost {
                 }
             }
         }));
+        // Jobs finish and agents poll only while the plugin is there to hear about it; a job
+        // finishes on its own clock, however long a round of agents polling takes.
         let host = self.clone();
         loops.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(host.inner.config.assign_interval).await;
-                // Jobs finish and agents poll only while the plugin is there to hear about it.
                 if host.plugin_ready() {
                     host.complete_due_jobs();
+                }
+            }
+        }));
+        let host = self.clone();
+        loops.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(host.inner.config.assign_interval).await;
+                if host.plugin_ready() {
                     host.assign_work().await;
                 }
             }
@@ -133,7 +146,9 @@ impl GoCdHost {
             (agents, jobs)
         });
         let reask = self.inner.config.reask_interval;
+        self.inner.asked.lock().unwrap().retain(|_, t| t.elapsed() < reask);
         for (agent_id, agent_json, envs) in agents {
+            let mut asks = 0;
             for (h, job_id, env) in &jobs {
                 if !env_matches(env.as_deref(), &envs) {
                     continue;
@@ -142,6 +157,10 @@ impl GoCdHost {
                 if self.inner.asked.lock().unwrap().get(&pair).is_some_and(|t| t.elapsed() < reask) {
                     continue;
                 }
+                if asks >= self.inner.config.asks_per_agent_round {
+                    break;
+                }
+                asks += 1;
                 let body = self.with_state(|s| {
                     let job = s.job(*h);
                     if job.state != JobState::Waiting || job.identifier.job_id != *job_id {
