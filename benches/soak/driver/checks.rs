@@ -153,6 +153,20 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
             .count();
         (doubles, surplus)
     });
+    let tasks_per_fleet: Vec<usize> = world
+        .sim
+        .with_state(|s| (0..world.w.fleets.len()).map(|f| s.tasks.values().filter(|t| t.fleet == f).count()).collect());
+    sum.line(format!(
+        "tasks started per pair: {}",
+        world
+            .pairs
+            .iter()
+            .zip(&world.fleet_of)
+            .zip(&per_pair)
+            .map(|((p, f), jobs)| format!("{} {} for {jobs} jobs", p.id, tasks_per_fleet[*f]))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     let double_detail: Vec<String> = world.sim.with_state(|s| {
         doubles
             .iter()
@@ -176,7 +190,7 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
         "every job got exactly one agent and ran once",
         out.completed && completed == n && rescheduled == 0 && doubles.is_empty() && rejections == 0,
         format!(
-            "{completed}/{n} completed, {rescheduled} rescheduled, {} jobs with two tasks, {rejections} registrations refused ({warm_surplus} warm agents started beyond WarmAgents and stopped)",
+            "{completed}/{n} completed, {rescheduled} rescheduled, {} jobs with two tasks, {rejections} registrations refused ({warm_surplus} idle agents retired from the warm pool beyond WarmAgents)",
             doubles.len()
         ),
     );
