@@ -5,8 +5,8 @@
 //! |---|---|
 //! | all day | 10% throttling, 2% 5xx on every plugin call; every event twice, out of order; 1% poison messages |
 //! | 0.12, 0.24, 0.36 (as many as `kills`, spread over 0.1–0.4) | the plugin killed with SIGKILL, a new one started |
-//! | from 0.42, for 0.08 of the day (25 s at least) | the event queue deleted, then created again under the same name |
-//! | 5 s later, for 0.08 of the day (40 s at least) | the event queue unreachable (every new SQS connection dropped) |
+//! | from 0.25, for 0.08 of the day (25 s at least) | the event queue deleted, then created again under the same name |
+//! | 0.05 of the day (35 s at least) later, for 0.08 (40 s at least) | the event queue unreachable (every new SQS connection dropped) |
 //! | from 0.70, for 0.12 of the day (20 s at least) | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
 //!
 //! The plugin's resident memory is read from `/proc/<pid>/status` every second.
@@ -125,9 +125,11 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
     // Long enough for the plugin to meet each fault: its long poll waits 20 s and it pauses 15 s
     // after a failed read; a short day stretches past its last job for them.
     let lasting = |share: f64, least: u64| Duration::from_secs_f64(day * share).max(Duration::from_secs(least));
-    let delete_at = at(0.42);
+    // Between the two queue faults, time for a read to find the queue back (a 15 s pause after
+    // the failed read, then a long poll).
+    let delete_at = at(0.25);
     let recreate_at = delete_at + lasting(0.08, 25);
-    let unreachable_at = recreate_at + Duration::from_secs(5);
+    let unreachable_at = recreate_at + lasting(0.05, 35);
     let reachable_at = unreachable_at + lasting(0.08, 40);
     let refuse_at = at(0.70);
     let accept_at = refuse_at + lasting(0.12, 20);
