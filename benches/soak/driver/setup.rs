@@ -55,11 +55,11 @@ pub enum Kept {
 pub fn pairs() -> Vec<Pair> {
     vec![
         Pair { id: "a-cold", account: moto::BASE_ACCOUNT, share: 25, kept: Kept::Nothing, ec2: false },
-        Pair { id: "a-reuse", account: moto::BASE_ACCOUNT, share: 20, kept: Kept::Reuse(8), ec2: false },
+        Pair { id: "a-reuse", account: moto::BASE_ACCOUNT, share: 20, kept: Kept::Reuse(12), ec2: false },
         Pair { id: "b-warm", account: "222222222222", share: 15, kept: Kept::Warm(2), ec2: false },
         Pair { id: "b-ec2", account: "222222222222", share: 15, kept: Kept::Nothing, ec2: true },
         Pair { id: "c-cold", account: REFUSED_ACCOUNT, share: 15, kept: Kept::Nothing, ec2: false },
-        Pair { id: "c-reuse", account: REFUSED_ACCOUNT, share: 10, kept: Kept::Reuse(8), ec2: false },
+        Pair { id: "c-reuse", account: REFUSED_ACCOUNT, share: 10, kept: Kept::Reuse(12), ec2: false },
     ]
 }
 
@@ -180,16 +180,18 @@ impl SoakWorld {
                         ("Ec2InstanceProfile", INSTANCE_PROFILE),
                         ("Ec2AmiId", AMI),
                         ("Ec2IdleMinutes", "1"),
-                        ("Ec2MaxInstances", "4"),
-                        ("MaxAgents", "16"),
+                        ("Ec2MaxInstances", "8"),
+                        ("MaxAgents", "30"),
                     ]),
                     &common,
                 );
                 (cp, props(&[("Image", IMAGE), ("Cpu", "1024"), ("Memory", "1800")]))
             } else {
+                // Room for the busiest hour: a job holds its agent for about 4 s (launch,
+                // registration, 0.5 to 3 s of build), at noon a cold pair gets 2.5 jobs a second.
                 let max = match pair.kept {
                     Kept::Reuse(n) => n.to_string(),
-                    _ => "12".to_string(),
+                    _ => "30".to_string(),
                 };
                 let mut extra = common.clone();
                 extra.push(("MaxAgents", &max));

@@ -147,9 +147,23 @@ impl GoCdHost {
         });
         let reask = self.inner.config.reask_interval;
         self.inner.asked.lock().unwrap().retain(|_, t| t.elapsed() < reask);
+        let limited = self.inner.config.asks_per_agent_round < usize::MAX;
         for (agent_id, agent_json, envs) in agents {
             let mut asks = 0;
-            for (h, job_id, env) in &jobs {
+            // With a limit, an agent goes on round after round from where it stopped, so every
+            // waiting job is offered to it in turn however long the queue.
+            let start = if limited && !jobs.is_empty() {
+                self.inner.cursors.lock().unwrap().get(&agent_id).copied().unwrap_or(0) % jobs.len()
+            } else {
+                0
+            };
+            let mut walked = 0;
+            for (h, job_id, env) in jobs[start..].iter().chain(&jobs[..start]) {
+                if limited {
+                    // The next round starts after the last job this one looked at.
+                    walked += 1;
+                    self.inner.cursors.lock().unwrap().insert(agent_id.clone(), start + walked);
+                }
                 if !env_matches(env.as_deref(), &envs) {
                     continue;
                 }
@@ -158,6 +172,10 @@ impl GoCdHost {
                     continue;
                 }
                 if asks >= self.inner.config.asks_per_agent_round {
+                    if limited {
+                        // Not looked at after all: the next round offers this one first.
+                        self.inner.cursors.lock().unwrap().insert(agent_id.clone(), start + walked - 1);
+                    }
                     break;
                 }
                 asks += 1;
