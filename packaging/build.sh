@@ -17,6 +17,12 @@
 #   DIST_DIR=/tmp/out packaging/build.sh  # where the archive goes (default dist/)
 #   JAR=0 / JAR=1 packaging/build.sh      # skip / force the GoCD plugin jar (default: only for a
 #                                         # release build without BINARY; needs Java 17 and Maven)
+#   AARCH64=0 / AARCH64=1 packaging/build.sh   # leave out / add the Linux aarch64 binary in the jar
+#                                         # (default: with the jar of a release build without BINARY).
+#                                         # Cross-built with Debian's toolchain (.cargo/config.toml;
+#                                         # apt-get install gcc-aarch64-linux-gnu qemu-user) and its
+#                                         # --version and hello checked under qemu-aarch64
+#   BINARY_AARCH64=/path packaging/build.sh    # put this aarch64 binary in the jar, build none
 #   packaging/build.sh iam                # only regenerate packaging/iam/*.json from profiles/
 # Prints the archive's path on stdout, nothing else.
 set -euo pipefail
@@ -47,9 +53,45 @@ jar_mode="${JAR:-}"
 if [ -z "$jar_mode" ]; then
   if [ -z "${BINARY:-}" ] && [ "$profile" = release ]; then jar_mode=1; else jar_mode=0; fi
 fi
+
+# The Linux aarch64 binary the jar carries beside this one: cross-built, then run under qemu-user
+# (its --version, and the hello line `serve` writes first) before it goes in.
+aarch64_target=aarch64-unknown-linux-gnu
+aarch64_mode="${AARCH64:-}"
+if [ -z "$aarch64_mode" ]; then
+  if [ "$jar_mode" = 1 ] && { [ -n "${BINARY_AARCH64:-}" ] || [ -z "${BINARY:-}" ]; }; then aarch64_mode=1; else aarch64_mode=0; fi
+fi
+binary_aarch64="${BINARY_AARCH64:-}"
+if [ "$aarch64_mode" = 1 ]; then
+  if [ -z "$binary_aarch64" ]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null \
+      || { echo "no aarch64-linux-gnu-gcc: apt-get install gcc-aarch64-linux-gnu (or AARCH64=0)" >&2; exit 1; }
+    if [ "$profile" = release ]; then
+      cargo build --release --locked --target "$aarch64_target" --bin ecs-elastic-agent >&2
+    else
+      cargo build --locked --target "$aarch64_target" --bin ecs-elastic-agent >&2
+    fi
+    binary_aarch64="$CARGO_TARGET_DIR/$aarch64_target/$profile/ecs-elastic-agent"
+  fi
+  [ -x "$binary_aarch64" ] || { echo "no aarch64 binary at $binary_aarch64" >&2; exit 1; }
+  command -v qemu-aarch64 >/dev/null \
+    || { echo "no qemu-aarch64 to check the aarch64 binary: apt-get install qemu-user (or AARCH64=0)" >&2; exit 1; }
+  sysroot="${AARCH64_SYSROOT:-/usr/aarch64-linux-gnu}"
+  said=$(qemu-aarch64 -L "$sysroot" "$binary_aarch64" --version)
+  [ "$said" = "ecs-elastic-agent $version" ] \
+    || { echo "the aarch64 binary says \"$said\" to --version, not \"ecs-elastic-agent $version\"" >&2; exit 1; }
+  hello=$(qemu-aarch64 -L "$sysroot" "$binary_aarch64" serve </dev/null 2>/dev/null | head -1)
+  case "$hello" in
+    '{"type":"hello",'*"\"version\":\"$version\""*) echo "aarch64 binary checked under qemu-aarch64: $said; hello $hello" >&2 ;;
+    *) echo "the aarch64 binary's first line is not the hello: $hello" >&2; exit 1 ;;
+  esac
+fi
+
 jar=""
 if [ "$jar_mode" = 1 ]; then
-  mvn -B -q -f packaging/gocd-plugin/pom.xml package -Dplugin.binary="$(realpath "$binary")" >&2
+  aarch64_arg=()
+  if [ "$aarch64_mode" = 1 ]; then aarch64_arg=(-Dplugin.binary.aarch64="$(realpath "$binary_aarch64")"); fi
+  mvn -B -q -f packaging/gocd-plugin/pom.xml package -Dplugin.binary="$(realpath "$binary")" "${aarch64_arg[@]}" >&2
   jar="packaging/gocd-plugin/target/ecs-elastic-agent-gocd-$version.jar"
   [ -f "$jar" ] || { echo "maven made no $jar" >&2; exit 1; }
 fi

@@ -1,6 +1,7 @@
 //! The process shell: argv → logging on stderr → `server::serve(stdin, stdout)` or one of the
 //! operators' tools (`cli`). Exit codes live here only: 0 success, 1 a problem found or a failure,
-//! 2 bad arguments (clap).
+//! 2 bad arguments (clap); `try` exits with the status of its class of failure
+//! (`cli::trial::class::Class::status`).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -43,6 +44,12 @@ fn main() -> ExitCode {
         }
         Command::Doctor(args) => {
             return with_runtime(|rt| exit_code(rt.block_on(cli::doctor::run(&args, &mut stdout.lock()))));
+        }
+        Command::Try(args) => {
+            return with_runtime(|rt| match rt.block_on(cli::trial::run(&args, &mut stdout.lock())) {
+                Ok(class) => ExitCode::from(class.status()),
+                Err(e) => exit_code(Err(e)),
+            });
         }
         Command::Prices(args) => {
             return with_runtime(|rt| exit_code(rt.block_on(cli::prices::run(&args, &mut stdout.lock()))));

@@ -5,7 +5,8 @@
 //!   requests by name and result;
 //! - computed at scrape from the plugin's clusters: agents by cluster profile, elastic profile and
 //!   state, `MaxAgents`, orphans swept, AWS calls, throttles, retries and failures by operation
-//!   and category (from each account's `CallStats`), AssumeRole calls.
+//!   and category (from each account's `CallStats`), AssumeRole calls, what completed jobs and
+//!   warm pools' idle agents cost (USD counters by cluster profile and elastic profile).
 //!
 //! Metrics never see the plugin itself: the plugin registers as a [`ClusterGauges`] after start
 //! (held weakly), and a scrape asks it for its clusters.
@@ -233,7 +234,48 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
         sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans() as f64);
     }
     job_waits(out, clusters);
+    costs(out, clusters);
     aws_calls(out, clusters);
+}
+
+/// What completed jobs cost, and warm pools' idle agents, in USD since the plugin started, by
+/// cluster profile and elastic profile (no pipeline labels: their number is the users').
+fn costs(out: &mut String, clusters: &[Arc<Cluster>]) {
+    let totals: Vec<_> = clusters.iter().map(|c| (c, c.cost_totals())).collect();
+    let jobs = "ecs_ea_job_cost_usd_total";
+    header(
+        out,
+        jobs,
+        "counter",
+        "What completed jobs cost in USD (their agents' share, by the price table), by cluster profile and elastic profile (hash).",
+    );
+    for (c, (job_totals, _)) in &totals {
+        cost_samples(out, jobs, c, job_totals);
+    }
+    let pools = "ecs_ea_warm_pool_idle_cost_usd_total";
+    header(
+        out,
+        pools,
+        "counter",
+        "What warm and kept agents cost in USD while they waited idle for a job, by cluster profile and elastic profile (hash).",
+    );
+    for (c, (_, pool_totals)) in &totals {
+        cost_samples(out, pools, c, pool_totals);
+    }
+}
+
+fn cost_samples(out: &mut String, name: &str, c: &Cluster, totals: &[(String, f64)]) {
+    let profile = c.profile();
+    let region = c.aws().region.clone();
+    for (elastic, usd) in totals {
+        let labels = [
+            ("cluster", profile.cluster_name.as_str()),
+            ("cluster_profile", c.key().as_str()),
+            ("region", region.as_str()),
+            ("elastic_profile", elastic.as_str()),
+        ];
+        sample(out, name, &labels, *usd);
+    }
 }
 
 /// The job-wait histograms: from create-agent to the agent taking its job, per phase.

@@ -15,6 +15,7 @@
 use std::time::{Duration, SystemTime};
 
 use ecs_elastic_agent::cluster::warm::{self, IdleAgent, PoolView, UnusedKey, WarmAgents, KEY_LIFETIME};
+use ecs_elastic_agent::cost::job::{per_second, split, AgentTimes, Span};
 
 use crate::model;
 use crate::trace::Job;
@@ -49,6 +50,10 @@ pub struct Outcome {
     pub keys_dropped: usize,
     /// Agent-hours billed but running no job: image pulls, agent starts, idle agents.
     pub overhead_hours: f64,
+    /// Each job's cost by the plugin's cost-per-job rules (`cost::job`), by trace order.
+    pub job_usd: Vec<f64>,
+    /// Warm and kept agents' idle time, their pools' cost by the same rules.
+    pub pool_idle_usd: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,6 +71,12 @@ struct Agent {
     billed_from: u64,
     stopped_at: u64,
     jobs: u32,
+    /// Started warm, on an unused key (not for a job).
+    warm: bool,
+    /// The job it runs and when it took it.
+    current: Option<(usize, u64)>,
+    /// Up to when its time was charged to jobs or its pool.
+    charged_until: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -95,7 +106,8 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
     let pool_of = |j: &Job| sizes.iter().position(|s| *s == (j.cpu, j.memory)).expect("a size");
     let mut pools: Vec<Pool> = sizes.iter().map(|_| Pool::default()).collect();
     let mut agents: Vec<Agent> = Vec::new();
-    let mut out = Outcome { waits: vec![u64::MAX; jobs.len()], ..Outcome::default() };
+    let mut out = Outcome { waits: vec![u64::MAX; jobs.len()], job_usd: vec![0.0; jobs.len()], ..Outcome::default() };
+    let hourly: Vec<f64> = sizes.iter().map(|(cpu, memory)| model::fargate_cost(*cpu, *memory, 3600)).collect();
     let cold = model::fargate_cold(setup.image_mb);
     let billing_delay = model::RUNTASK + model::PROVISION;
     let keeps = setup.reuse_idle > 0 || setup.warm != WarmAgents::Off;
@@ -111,6 +123,18 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     due[a.pool] = true;
                 }
                 State::Busy { until } if until <= t => {
+                    // The plugin's split at job-completion: the job's time, and its pool's before it.
+                    let (job, taken) = a.current.take().expect("a busy agent runs a job");
+                    let parts = split(AgentTimes {
+                        billing_start: at(a.billed_from),
+                        charged_until: a.charged_until.map(at),
+                        given_at: (a.warm || a.jobs > 0).then_some(at(taken)),
+                        end: at(t),
+                    });
+                    let rate = hourly[a.pool];
+                    out.job_usd[job] = per_second(rate, parts.job, if parts.minimum { 60 } else { 0 });
+                    out.pool_idle_usd += parts.pool_idle.map_or(0.0, |idle| per_second(rate, idle, 0));
+                    a.charged_until = Some(t);
                     a.jobs += 1;
                     done += 1;
                     due[a.pool] = true;
@@ -153,6 +177,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 let idle_at_arrival = matches!(agents[i].state, State::Idle { since } if since <= job.arrival);
                 out.served_idle += usize::from(idle_at_arrival);
                 agents[i].state = State::Busy { until: taken + job.duration };
+                agents[i].current = Some((w.job, taken));
                 out.waits[w.job] = taken - job.arrival;
                 if !w.launched && setup.warm != WarmAgents::Off {
                     pool.keys.push((w.job, job.arrival));
@@ -187,6 +212,9 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     billed_from: t + billing_delay,
                     stopped_at: 0,
                     jobs: 0,
+                    warm: false,
+                    current: None,
+                    charged_until: None,
                 });
             }
             pool.keys.extend(freed);
@@ -243,6 +271,9 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                             billed_from: t + billing_delay,
                             stopped_at: 0,
                             jobs: 0,
+                            warm: true,
+                            current: None,
+                            charged_until: None,
                         });
                     }
                 }
@@ -268,6 +299,9 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         let seconds = a.stopped_at.saturating_sub(a.billed_from);
         billed += seconds;
         out.cost_usd += model::fargate_cost(cpu, memory, seconds);
+        // Idle until it stopped (waiting for a job that did not come): its pool's.
+        let idle = Span::new(at(a.charged_until.unwrap_or(a.billed_from)), at(a.stopped_at));
+        out.pool_idle_usd += per_second(hourly[a.pool], idle, 0);
     }
     let running: u64 = jobs.iter().map(|j| j.duration).sum();
     out.overhead_hours = billed.saturating_sub(running) as f64 / 3600.0;

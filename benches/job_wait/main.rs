@@ -10,7 +10,8 @@
 //!   `ReuseIdleMinutes`, and `WarmAgents` (`auto`, or a number) through `cluster::warm`'s planner
 //!   with the key rule enforced. Cost: Fargate's per-second price from each task's pull to its
 //!   stop; the ratio is to the `cold` row's cost.
-//! - EC2 ([`ec2`]): `ec2::plan` at the defaults and at other `Ec2ScaleOutWaitSeconds`. Cost:
+//! - EC2 ([`ec2`]): `ec2::plan` at the defaults (`Ec2ScaleOutWaitSeconds` 0, `Ec2StoppedInstances`
+//!   5), the defaults before issue 33 (600 s, none stopped), and other values of the two. Cost:
 //!   c5.xlarge instance-hours at the on-demand price; the ratio is to the EC2 cost bench's lower
 //!   bound (the jobs' CPU- or memory-seconds over one instance, their durations only).
 //!
@@ -26,8 +27,8 @@ mod fargate;
 mod model;
 mod trace;
 
-use ecs_elastic_agent::cluster::ec2::plan::LAUNCH_PATIENCE;
 use ecs_elastic_agent::cluster::warm::WarmAgents;
+use ecs_elastic_agent::settings::{SCALE_OUT_WAIT_SECONDS, STOPPED_INSTANCES_DEFAULT};
 use serde_json::json;
 
 use trace::Job;
@@ -38,7 +39,9 @@ const FARGATE_MAX_AGENTS: u32 = 100;
 const EC2_MAX: u32 = 50;
 const EC2_IDLE_MINUTES: u64 = 10;
 /// The `Ec2StoppedInstances` rows.
-const EC2_STOPPED: [u32; 3] = [2, 5, 10];
+const EC2_STOPPED: [u32; 4] = [0, 2, 3, 10];
+/// The `Ec2ScaleOutWaitSeconds` rows; 600 was the default before issue 33.
+const EC2_PATIENCE: [u64; 4] = [60, 120, 300, 600];
 
 /// Issue 33's goals.
 const FARGATE_P50: u64 = 5;
@@ -62,6 +65,8 @@ struct Row {
     /// Jobs that waited longer than the Fargate p95 goal, by hour of the day of their arrival.
     slow_by_hour: Vec<usize>,
     notes: String,
+    /// Fargate rows: each job's cost by the plugin's cost-per-job rules, and the pools' idle cost.
+    per_job: Option<(Vec<f64>, f64)>,
 }
 
 /// The command line.
@@ -130,6 +135,7 @@ fn main() {
         return;
     }
     print_table(&jobs, &args, &rows);
+    print_pipelines(&jobs, &rows);
     print_goals(&rows);
 }
 
@@ -178,6 +184,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
                 out.keys_dropped,
                 out.overhead_hours,
             ),
+            per_job: Some((out.job_usd, out.pool_idle_usd)),
         });
     }
     let bound = ec2::lower_bound_hours(jobs);
@@ -189,32 +196,26 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
         stopped,
         prepull: true,
     };
-    let patience = LAUNCH_PATIENCE.as_secs();
+    let (wait, stopped) = (u64::from(SCALE_OUT_WAIT_SECONDS), STOPPED_INSTANCES_DEFAULT);
     let mut ec2_setups = vec![
-        ("defaults".to_string(), ec2_setup(patience, 0)),
-        ("defaults, no image pre-pull".to_string(), ec2::Setup { prepull: false, ..ec2_setup(patience, 0) }),
-        ("Ec2ScaleOutWaitSeconds 0".to_string(), ec2_setup(0, 0)),
-        ("Ec2ScaleOutWaitSeconds 60".to_string(), ec2_setup(60, 0)),
-        ("Ec2ScaleOutWaitSeconds 120".to_string(), ec2_setup(120, 0)),
-        ("Ec2ScaleOutWaitSeconds 300".to_string(), ec2_setup(300, 0)),
+        ("defaults".to_string(), ec2_setup(wait, stopped)),
+        ("defaults, no image pre-pull".to_string(), ec2::Setup { prepull: false, ..ec2_setup(wait, stopped) }),
+        ("Ec2ScaleOutWaitSeconds 600, Ec2StoppedInstances 0 (the defaults before)".to_string(), ec2_setup(600, 0)),
     ];
     for n in EC2_STOPPED {
-        ec2_setups.push((format!("Ec2StoppedInstances {n}"), ec2_setup(patience, n)));
+        ec2_setups.push((format!("Ec2StoppedInstances {n}"), ec2_setup(wait, n)));
     }
-    for n in EC2_STOPPED {
-        ec2_setups.push((format!("Ec2StoppedInstances {n}, Ec2ScaleOutWaitSeconds 0"), ec2_setup(0, n)));
+    for w in EC2_PATIENCE {
+        ec2_setups.push((format!("Ec2ScaleOutWaitSeconds {w}"), ec2_setup(w, stopped)));
+    }
+    for w in EC2_PATIENCE {
+        ec2_setups.push((format!("Ec2ScaleOutWaitSeconds {w}, Ec2StoppedInstances 0"), ec2_setup(w, 0)));
     }
     // Whether another Ec2IdleMinutes would serve both wait and cost (a default change is
-    // proposed only if one does), alone and with a stopped pool, which makes idling cheap to undo.
-    for idle in [5, 20] {
+    // proposed only if one does).
+    for idle in [2, 5, 20] {
         ec2_setups
-            .push((format!("Ec2IdleMinutes {idle}"), ec2::Setup { idle_minutes: idle, ..ec2_setup(patience, 0) }));
-    }
-    for idle in [2, 5] {
-        ec2_setups.push((
-            format!("Ec2StoppedInstances 5, Ec2ScaleOutWaitSeconds 0, Ec2IdleMinutes {idle}"),
-            ec2::Setup { idle_minutes: idle, ..ec2_setup(0, 5) },
-        ));
+            .push((format!("Ec2IdleMinutes {idle}"), ec2::Setup { idle_minutes: idle, ..ec2_setup(wait, stopped) }));
     }
     for (name, setup) in ec2_setups {
         let out = ec2::play(jobs, &setup);
@@ -240,6 +241,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
                 out.restarts,
                 out.ebs_usd,
             ),
+            per_job: None,
         });
     }
     rows
@@ -271,6 +273,45 @@ fn print_table(jobs: &[Job], args: &Args, rows: &[Row]) {
             r.setup, r.launch_type, r.p50, r.p95, r.max, r.cost_usd, r.ratio, r.against, r.notes
         );
     }
+    println!();
+}
+
+/// Cost per pipeline on the day, by the plugin's cost-per-job rules (`cost::job`: a job pays its
+/// agent's task when the agent was started for it, else its own time on a warm or kept agent;
+/// idle time is its pool's), for every Fargate setup. Pipelines come from [`trace::pipeline`].
+fn print_pipelines(jobs: &[Job], rows: &[Row]) {
+    let fargate: Vec<&Row> = rows.iter().filter(|r| r.per_job.is_some() && r.setup != "cold").collect();
+    let mut names: Vec<String> = jobs.iter().map(trace::pipeline).collect();
+    names.sort();
+    names.dedup();
+    println!(
+        "Cost per pipeline, USD, by the plugin's cost-per-job rules (README \"Cost per job\"). The trace has no pipeline \
+         column: each of its commits fans out into jobs of one size, so one pipeline per size stands for them."
+    );
+    println!();
+    let heads: Vec<&str> = fargate.iter().map(|r| r.setup.as_str()).collect();
+    println!("| pipeline | jobs | {} |", heads.join(" | "));
+    println!("|---|---:|{}", "---:|".repeat(heads.len()));
+    for name in &names {
+        let n = jobs.iter().filter(|j| trace::pipeline(j) == *name).count();
+        let cells: Vec<String> = fargate
+            .iter()
+            .map(|r| {
+                let (per_job, _) = r.per_job.as_ref().expect("a Fargate row");
+                let usd: f64 =
+                    jobs.iter().zip(per_job).filter(|(j, _)| trace::pipeline(j) == *name).map(|(_, c)| c).sum();
+                format!("{usd:.2}")
+            })
+            .collect();
+        println!("| {name} | {n} | {} |", cells.join(" | "));
+    }
+    let line = |label: &str, f: &dyn Fn(&Row) -> f64| {
+        let cells: Vec<String> = fargate.iter().map(|r| format!("{:.2}", f(r))).collect();
+        println!("| {label} | | {} |", cells.join(" | "));
+    };
+    line("warm pools, idle", &|r| r.per_job.as_ref().map_or(0.0, |p| p.1));
+    line("jobs and pools", &|r| r.per_job.as_ref().map_or(0.0, |p| p.0.iter().sum::<f64>() + p.1));
+    line("billed (the setup's cost)", &|r| r.cost_usd);
     println!();
 }
 

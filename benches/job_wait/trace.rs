@@ -18,6 +18,13 @@ pub struct Job {
 /// The reference day.
 pub const REFERENCE: &str = include_str!("../../tests/data/ec2_trace.csv");
 
+/// The pipeline a job of the trace stands for. The trace has no pipeline column; its jobs were
+/// generated per commit, each commit fanning out into jobs of one size, so the size (elastic
+/// profile) is what tells one kind of pipeline from another: one pipeline per size, named by it.
+pub fn pipeline(job: &Job) -> String {
+    format!("pipeline-{}cpu-{}mib", job.cpu, job.memory)
+}
+
 /// Parses a trace; jobs in arrival order.
 pub fn parse(text: &str) -> Result<Vec<Job>, String> {
     let mut jobs = Vec::new();

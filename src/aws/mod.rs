@@ -19,6 +19,7 @@ pub mod network;
 pub mod outcome;
 pub mod pricing;
 pub mod sqs;
+pub mod stop_cause;
 pub mod tags;
 pub mod task_definition_parts;
 pub mod task_definitions;

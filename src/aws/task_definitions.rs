@@ -306,6 +306,24 @@ impl AwsClients {
         let deregister = self.ecs.deregister_task_definition().task_definition(arn);
         self.calls.call("DeregisterTaskDefinition", || deregister.clone().send()).await.map(|_| ())
     }
+
+    /// Deletes one revision for good (it must be INACTIVE: deregistered first). Only `try`
+    /// deletes: the engine's revisions stay, deregistered, as ECS keeps them.
+    ///
+    /// # Errors
+    /// The failed DeleteTaskDefinitions call, or a `failures` entry for the revision.
+    pub async fn delete_task_definition(&self, arn: &str) -> Result<(), AwsError> {
+        let delete = self.ecs.delete_task_definitions().task_definitions(arn);
+        let out = self.calls.call("DeleteTaskDefinitions", || delete.clone().send()).await?;
+        match out.failures().first() {
+            None => Ok(()),
+            Some(f) => Err(AwsError::new(
+                "DeleteTaskDefinitions",
+                Failure::Refused,
+                format!("{}: {}", f.reason().unwrap_or("refused"), f.detail().unwrap_or("")),
+            )),
+        }
+    }
 }
 
 /// The agent container.

@@ -47,6 +47,8 @@ pub struct TaskView {
     pub cpu: Option<String>,
     /// Task-level memory MiB.
     pub memory: Option<String>,
+    /// The container instance it runs on (EC2 launch type).
+    pub container_instance_arn: Option<String>,
 }
 
 /// One container of a task.
@@ -106,6 +108,7 @@ impl TaskView {
             availability_zone: task.availability_zone().map(str::to_string),
             cpu: task.cpu().map(str::to_string),
             memory: task.memory().map(str::to_string),
+            container_instance_arn: task.container_instance_arn().map(str::to_string),
         }
     }
 }

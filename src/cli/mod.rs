@@ -10,6 +10,7 @@ pub mod files;
 pub mod iam;
 pub mod prices;
 pub mod profile;
+pub mod trial;
 pub mod validate;
 
 #[cfg(test)]
@@ -29,8 +30,9 @@ Examples:
   ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
   ecs-elastic-agent prices --refresh --out prices.json
   ecs-elastic-agent profile --from-stack gocd-agents --region eu-west-1 > cluster.json
+  ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
 
-Exit codes: 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
+Exit codes (`try` has its own, per class of failure: see `try --help`): 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
 
 const SERVE_EXAMPLES: &str = "\
 Examples:
@@ -98,6 +100,36 @@ after elastic profile keys (ExecutionRoleArn, TaskRoleArn) are noted on stderr. 
 credentials and region (AWS_PROFILE, AWS_REGION, ...) read the stacks. Exit code 0 when the
 profile was printed and is valid, 1 otherwise.";
 
+const TRY_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile big.json --timeout 900
+  ecs-elastic-agent try --cluster-profile member.json --elastic-profile small.json --server-id 6f1c2a3e-...
+
+Starts one agent task as the plugin would (the same credentials, role, task definition,
+networking and RunTask), waits until it is RUNNING, prints each status and the phases of its start,
+where its output is, then stops it and removes the task definition it registered. No GoCD server is
+involved: the agent gets a fake registration key and does not register. The task carries the tags
+gocd:server-id=try (no GoCD server's, so no plugin's cleanup takes it for its agent) and gocd:try=true;
+its task definition is a family of its own, gocd-<cluster key>-try-<hash>. try creates no log group.
+--server-id is only the external id's (RoleArn without ExternalId): the tags still say try.
+
+On failure, one line: `FAIL <class>: what happened; fix: what to do (exit status N)`.
+Exit status:
+    0  ran             the task ran; everything try created is removed
+    1  failed          another failure (AWS's text says which)
+    2                  bad arguments
+    3  profile         the profiles are not valid or do not fit (or LaunchType EC2)
+    4  credentials     no region, credentials or role that do not work, a permission of the plugin's identity
+    5  image           the image does not exist, or its registry refused the pull
+    6  execution role  ExecutionRoleArn missing, or the role lacks a permission (ECR, secrets, logs)
+    7  no route        the task could not reach its registry or AWS (routes, NAT, endpoints, security groups)
+    8  no capacity     no capacity for the task now
+    9  quota           an account quota or rate of AWS
+   10  timeout         not RUNNING within --timeout
+   11  leftover        the task ran, but something try created could not be removed (LEFT lines say what)
+  130  interrupted     SIGINT or SIGTERM; what try knows it created was removed first";
+
 /// GoCD elastic agents on AWS ECS (Fargate and EC2).
 ///
 /// A GoCD-compatible server starts this binary as a child process and speaks the elastic-agent
@@ -152,6 +184,27 @@ pub enum Command {
     /// Print the price table cost figures use, or refresh it from the AWS Price List.
     #[command(after_help = PRICES_EXAMPLES)]
     Prices(PricesArgs),
+    /// Start one agent task for real, watch it until it runs, then remove it and what it needed.
+    #[command(after_help = TRY_EXAMPLES)]
+    Try(TryArgs),
+}
+
+/// Options of `try`.
+#[derive(Debug, Clone, Args)]
+pub struct TryArgs {
+    /// The cluster profile: a JSON object of key to string (see profiles/).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_profile: PathBuf,
+    /// The elastic profile whose agent to start.
+    #[arg(long, value_name = "FILE")]
+    pub elastic_profile: PathBuf,
+    /// GoCD's server id, for the external id of RoleArn when the profile sets no ExternalId
+    /// (the task's tags say `try` whatever is given).
+    #[arg(long, value_name = "ID")]
+    pub server_id: Option<String>,
+    /// Seconds to wait for RUNNING (and, after, for STOPPED).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
 }
 
 /// Options of `prices`.

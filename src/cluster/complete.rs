@@ -1,5 +1,6 @@
-//! Job completion: the agent's work is done — disable it in GoCD, stop its task, delete it —
-//! and [`Cluster::stop_task`], the one StopTask of the engine.
+//! Job completion: the agent's work is done — its cost said in the job's console
+//! (`job_cost.rs`), then disable it in GoCD, stop its task, delete it — and
+//! [`Cluster::stop_task`], the one StopTask of the engine.
 
 use std::time::SystemTime;
 
@@ -64,6 +65,7 @@ impl Cluster {
                 return Ok(Completed::Kept);
             }
             JobDone::Keep { jobs, max_jobs } => {
+                self.say_cost(agent_id, job, false).await;
                 let line = format!(
                     "agent {agent_id} stays for the next job of this elastic profile ({jobs} of at most {max_jobs} jobs run)"
                 );
@@ -73,6 +75,7 @@ impl Cluster {
             }
             JobDone::Stop => {}
         }
+        self.say_cost(agent_id, job, true).await;
         let Some(task_arn) = self.registry().stopping(agent_id) else {
             return Ok(Completed::NotOurs);
         };
@@ -85,6 +88,13 @@ impl Cluster {
         self.registry().stopped(agent_id, "job completed", SystemTime::now());
         tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), "job completed: agent stopped and deleted");
         Ok(Completed::Stopped)
+    }
+
+    /// The job's cost ([`super::job_cost`]), in its console.
+    async fn say_cost(&self, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
+        if let Some(line) = self.job_cost(agent_id, job, SystemTime::now(), stops) {
+            let _ = self.gocd.console_log(job, console_line(line)).await;
+        }
     }
 
     /// Stops one task of ours, with a reason ECS shows (at most 255 characters). A task ECS no

@@ -118,6 +118,7 @@ impl Cluster {
             kinds,
         ));
         self.saw_elastic_profile(&snapshot);
+        self.remember_size(&snapshot);
         if let Err(e) = self.ensure_adopted().await {
             return Err(self.could_not_start(&request.job, e.into()).await);
         }
@@ -141,13 +142,18 @@ impl Cluster {
         let (new_job, key_unused) = match &reserved {
             Reservation::Reserved { .. } => (true, false),
             Reservation::Reused { .. } => (true, true),
-            Reservation::Existing(_) | Reservation::Finished => (false, true),
+            // An EC2 agent still waiting for room takes the newest key GoCD sent (it registers
+            // with that one): then the key is not free for a warm agent.
+            Reservation::Existing(agent_id) => {
+                (false, !self.ec2().renew(agent_id, &request.auto_register_key, SystemTime::now()))
+            }
+            Reservation::Finished => (false, true),
             Reservation::Full { .. } => (false, false),
         };
         self.warm_after_request(&snapshot, &request, &server_url, new_job, key_unused);
         let (agent_id, attempt) = match reserved {
             Reservation::Reserved { agent_id, attempt } => (agent_id, attempt),
-            other => return Ok(self.not_started(&profile, &request, other).await),
+            other => return Ok(self.not_started(&request, other).await),
         };
         let span = tracing::info_span!("launch", cluster = %profile.cluster_name, agent_id = %agent_id, job = %request.job.locator());
         let started = self.start(&snapshot, &request, agent_id.clone(), attempt, server_url).instrument(span).await;
@@ -240,15 +246,11 @@ impl Cluster {
     }
 
     /// A reservation that starts nothing: say why where it helps.
-    async fn not_started(&self, profile: &ClusterProfile, request: &AgentRequest, reserved: Reservation) -> Created {
+    async fn not_started(&self, request: &AgentRequest, reserved: Reservation) -> Created {
         let job = &request.job;
         match reserved {
             Reservation::Existing(agent_id) => {
                 tracing::info!(job = %job.locator(), agent_id = agent_id.as_str(), "an agent already serves this job; nothing to start");
-                if profile.launch_type == LaunchType::Ec2 {
-                    // Still waiting for room? It registers with the newest key GoCD sent.
-                    self.ec2().renew(&agent_id, &request.auto_register_key, SystemTime::now());
-                }
                 Created::Existing
             }
             Reservation::Reused { agent_id, jobs, max_jobs } => {

@@ -56,6 +56,7 @@ pub fn task(arn: &str, tags: Vec<(String, String)>, status: &str) -> TaskView {
         availability_zone: None,
         cpu: None,
         memory: None,
+        container_instance_arn: None,
     }
 }
 

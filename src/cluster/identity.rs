@@ -30,6 +30,8 @@ pub const TAG_ENVIRONMENT: &str = "gocd:environment";
 pub const TAG_ELASTIC_PROFILE: &str = "gocd:elastic-profile";
 /// Tag: which launch of the job this is (1, 2, ...).
 pub const TAG_ATTEMPT: &str = "gocd:attempt";
+/// Tag: a task `ecs-elastic-agent try` started (its server id tag is `try`, no GoCD server's).
+pub const TAG_TRY: &str = "gocd:try";
 
 /// 12 hex chars of SHA-256 over the parts, joined by NUL.
 pub fn short_hash(parts: &[&str]) -> String {
@@ -294,5 +296,44 @@ mod tests {
         assert_eq!(map[TAG_ENVIRONMENT], "prod");
         let back = job_from_tags(&map).unwrap();
         assert_eq!((back.job_id, back.locator()), (4242, job.locator()));
+    }
+
+    /// Cost Explorer groups by `gocd:pipeline`, `gocd:stage` and `gocd:job` once they are
+    /// activated as cost-allocation tags: whatever GoCD names a pipeline, each is a tag AWS takes
+    /// (value at most 256 characters of letters, digits, spaces and `_ . : / = + - @`; key at
+    /// most 128, never `aws:`), and a task never has more than 50 tags.
+    #[test]
+    fn cost_allocation_tags_keep_to_aws_rules_whatever_the_names() {
+        let hostile = format!("rm -rf /; <b>\"x\"</b> $(id) `id` é名前\n\t{}", "ü".repeat(300));
+        let job = JobIdentifier {
+            pipeline_name: hostile.clone(),
+            stage_name: "stage#1 & 'quote'".into(),
+            job_name: "a".repeat(1000),
+            ..job()
+        };
+        let labels = TaskLabels {
+            server_id: "sid",
+            cluster_key: "key",
+            agent_id: "agent",
+            job: &job,
+            environment: Some("prod\u{0}"),
+            elastic_profile: "hash",
+            attempt: 1,
+            settings: "",
+        };
+        let user: Vec<(String, String)> = (0..37).map(|i| (format!("t{i}"), "v".into())).collect();
+        let tags = task_tags(&labels, &user);
+        assert!(tags.len() <= 50, "{}", tags.len());
+        let allowed = |c: char| c.is_alphanumeric() || " _.:/=+-@".contains(c);
+        for (k, v) in &tags {
+            assert!(k.chars().count() <= 128 && !k.starts_with("aws:"), "{k}");
+            assert!(v.chars().count() <= 256 && v.chars().all(allowed), "{k}={v:?}");
+        }
+        let map: HashMap<String, String> = tags.into_iter().collect();
+        assert!(map[TAG_PIPELINE].starts_with("rm -rf /_ _b__x__/b_ __id_ _id_ é名前__ü"), "{}", map[TAG_PIPELINE]);
+        assert_eq!(map[TAG_PIPELINE].chars().count(), 256);
+        assert_eq!(map[TAG_STAGE], "stage_1 _ _quote_");
+        assert_eq!(map[TAG_JOB].len(), 256);
+        assert_eq!(map[TAG_ENVIRONMENT], "prod_");
     }
 }

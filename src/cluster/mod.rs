@@ -39,6 +39,7 @@ mod fixtures;
 pub mod gocd;
 pub mod guardrails;
 pub mod identity;
+pub mod job_cost;
 pub mod job_wait;
 pub mod launch;
 #[cfg(test)]
@@ -60,13 +61,14 @@ pub use create::{AgentRequest, Created};
 pub use error::EngineError;
 pub use gocd::{Gocd, HostCallError};
 pub use retirement::Retirement;
+pub use snapshot::{LaunchSpec, Work};
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
 use self::events::Events;
-use self::identity::Identity;
+pub use self::identity::Identity;
 use self::registry::{Assignment, Offer, Registry};
 use self::snapshot::RequestSnapshot;
 use self::task_definition::TaskDefinitionRef;

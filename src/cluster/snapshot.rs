@@ -127,11 +127,21 @@ pub struct LaunchSpec {
 impl LaunchSpec {
     /// The launch of `work` in `cluster`, for the request whose cluster profile is `profile`.
     pub fn new(cluster: &super::Cluster, profile: Arc<ClusterProfile>, work: Work, network: Option<Network>) -> Self {
+        Self::for_identity(cluster.identity(), profile, work, network)
+    }
+
+    /// The launch of `work` under `identity` (a cluster's, or `try`'s own, which no engine runs).
+    pub fn for_identity(
+        identity: &super::Identity,
+        profile: Arc<ClusterProfile>,
+        work: Work,
+        network: Option<Network>,
+    ) -> Self {
         let mut user_tags = profile.tags.clone();
         user_tags.extend(work.elastic.tags.iter().cloned());
         let labels = TaskLabels {
-            server_id: cluster.server_id(),
-            cluster_key: cluster.key(),
+            server_id: &identity.server_id,
+            cluster_key: &identity.key,
             agent_id: &work.agent_id,
             job: &work.job,
             environment: work.environment.as_deref(),
@@ -140,14 +150,14 @@ impl LaunchSpec {
             settings: &work.settings,
         };
         let tags = task_tags(&labels, &user_tags);
-        let client_token = client_token(cluster.server_id(), &work.agent_id, "");
+        let client_token = client_token(&identity.server_id, &work.agent_id, "");
         LaunchSpec {
             profile,
             work,
             network,
-            started_by: cluster.started_by().to_string(),
-            server_id: cluster.server_id().to_string(),
-            cluster_key: cluster.key().clone(),
+            started_by: identity.started_by.clone(),
+            server_id: identity.server_id.clone(),
+            cluster_key: identity.key.clone(),
             tags,
             client_token,
         }

@@ -18,7 +18,8 @@ use super::events::Events;
 use super::registry::Registry;
 use super::task_definition::TaskDefinitionRef;
 use super::{
-    assigned, cleanup, ec2, event_queue, job_wait, launch, providers, retirement, warm_pools, EngineOptions, NetworkKey,
+    assigned, cleanup, ec2, event_queue, job_cost, job_wait, launch, providers, retirement, warm_pools, EngineOptions,
+    NetworkKey,
 };
 use crate::aws::network::Network;
 use crate::ids::TaskArn;
@@ -35,6 +36,8 @@ pub(super) struct State {
     pub(super) job_waits: Mutex<job_wait::WaitHistograms>,
     /// Warm pools: unused keys and arrivals (`warm_pools.rs`).
     pub(super) warm: Mutex<warm_pools::WarmPools>,
+    /// What jobs and warm pools cost lately (`job_cost.rs`).
+    pub(super) cost: Mutex<job_cost::CostState>,
 
     // What it resolved in AWS, or launched there.
     /// Task definitions by family, each registered (or looked up) once.
@@ -80,6 +83,7 @@ impl State {
             took: Mutex::new(Vec::new()),
             job_waits: Mutex::new(job_wait::WaitHistograms::default()),
             warm: Mutex::new(warm_pools::WarmPools::default()),
+            cost: Mutex::new(job_cost::CostState::default()),
             task_definitions: Mutex::new(HashMap::new()),
             task_definition_sweep: cleanup::task_definitions::SweepState::new(
                 SystemTime::now(),

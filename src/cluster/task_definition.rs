@@ -157,7 +157,12 @@ pub async fn describe_given(
     })
 }
 
-async fn register(
+/// Registers a new revision of `family` for the pair of profiles, tagged with `server_id` and
+/// `cluster_key` (`try` registers its own each time, and removes it after).
+///
+/// # Errors
+/// The failed RegisterTaskDefinition call.
+pub async fn register(
     aws: &AwsClients,
     family: &str,
     cluster: &ClusterProfile,

@@ -44,6 +44,7 @@ impl TaskView {
             availability_zone,
             cpu,
             memory,
+            container_instance_arn,
         } = self;
         TaskView {
             arn: arn.clone(),
@@ -64,6 +65,7 @@ impl TaskView {
             availability_zone: availability_zone.clone(),
             cpu: cpu.clone(),
             memory: memory.clone(),
+            container_instance_arn: container_instance_arn.clone(),
         }
     }
 
@@ -89,6 +91,7 @@ impl TaskView {
             availability_zone,
             cpu,
             memory,
+            container_instance_arn,
         } = self;
         *arn == fresh.arn
             && *cluster_arn == fresh.cluster_arn
@@ -107,6 +110,7 @@ impl TaskView {
             && *availability_zone == fresh.availability_zone
             && *cpu == fresh.cpu
             && *memory == fresh.memory
+            && *container_instance_arn == fresh.container_instance_arn
             && tags.len() == fresh.tags.keys().filter(|k| !is_own_tag(k)).count()
             && tags.iter().all(|(k, v)| fresh.tags.get(k) == Some(v))
     }

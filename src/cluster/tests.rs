@@ -16,6 +16,7 @@ use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState,
 use crate::secret::Secret;
 use crate::settings::ClusterProfile;
 
+mod cost;
 mod job_wait;
 mod snapshot;
 mod warm;

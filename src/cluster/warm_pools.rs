@@ -7,9 +7,10 @@
 //! Keys are held here, in memory only, as `Secret`s (inside their requests): never logged, lost at a restart (the
 //! first jobs after one start cold, and the pool forms again from their agents). A pool's pass
 //! runs after a create-agent of a warm profile, after a job-completion and at each server-ping.
-//! Warm agents start on Fargate (and capacity providers); an EC2 profile keeps its agents after
-//! their jobs (which is what fills a pool) but starts none on keys: EC2 work waits for room on
-//! an instance and is dropped when GoCD stops asking for its job.
+//! Warm agents start on every launch type. On EC2 a warm agent's work waits for room like any
+//! other (an instance with room, a stopped one started, or a launch), but no job renews its key,
+//! so it is dropped if not placed within five minutes (`ec2::driver`), while its key still has
+//! time left for the agent to register.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, PoisonError};
@@ -24,7 +25,6 @@ use super::warm::{self, IdleAgent, PoolView, UnusedKey};
 use super::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
-use crate::settings::LaunchType;
 
 /// The cold start `auto` sizes a pool for.
 const COLD_START: Duration = Duration::from_secs(60);
@@ -192,7 +192,7 @@ impl Cluster {
             if new_job && snapshot.elastic.warm.is_on() {
                 pools.arrived(pool.clone(), snapshot, now);
             }
-            if key_unused && snapshot.elastic.warm.is_on() && snapshot.profile.launch_type != LaunchType::Ec2 {
+            if key_unused && snapshot.elastic.warm.is_on() {
                 pools.hold(pool, snapshot, request, server_url, now);
             }
         }

@@ -118,6 +118,16 @@ pub fn fargate_task_cost(
     start: SystemTime,
     stop: SystemTime,
 ) -> Result<f64, CostError> {
+    let (hourly, minimum) = fargate_hourly(table, size, region)?;
+    Ok(hourly * billed_seconds(start, stop, minimum) as f64 / 3600.0)
+}
+
+/// What a Fargate task of `size` in `region` costs an hour, in USD, and the least seconds AWS
+/// bills a task of it (60 on Linux, the table's Windows minimum on Windows).
+///
+/// # Errors
+/// As [`fargate_task_cost`].
+pub fn fargate_hourly(table: &PriceTable, size: &TaskSize, region: &str) -> Result<(f64, u64), CostError> {
     let prices = table.fargate(region)?;
     let missing = |what: &str| NoPrice { what: format!("Fargate {what}"), region: region.into() };
     let (rate, name, minimum) = match (size.os, size.arch) {
@@ -147,9 +157,8 @@ pub fn fargate_task_cost(
         Capacity::Fargate => 1.0,
         Capacity::FargateSpot => 1.0 - table.fargate_spot_discount.ok_or_else(|| missing("Spot discount"))?,
     };
-    let hours = billed_seconds(start, stop, minimum) as f64 / 3600.0;
     let compute = size.vcpu * vcpu_hour + size.memory_gb * gb_hour;
-    Ok(hours * (compute * spot + size.vcpu * license + storage))
+    Ok((compute * spot + size.vcpu * license + storage, minimum))
 }
 
 /// What an EC2 Linux instance of `instance_type` in `region` with `gp3_gb` GB of gp3 volumes

@@ -7,6 +7,9 @@
 //! - [`bill`]: per-second billing with AWS's minimums: a Fargate task's cost, an EC2 instance's.
 //! - [`price_list`]: a table made from the Price List's product documents (what
 //!   `prices --refresh` writes).
+//! - [`job`]: what one job cost and what is its warm pool's (how an agent's billed time is
+//!   split; a job's share of an EC2 instance).
+//! - [`ledger`]: the last eight days of cost per pipeline, stage and warm pool, in memory.
 //!
 //! # Which embedded figures were checked
 //! `prices.json` says it in its notes, which `prices` prints: Fargate us-east-1 and us-east-2
@@ -17,8 +20,13 @@
 //! from `prices --refresh` and a cluster profile's `PriceTable`.
 
 pub mod bill;
+pub mod job;
+pub mod ledger;
 pub mod price_list;
 pub mod prices;
 
-pub use bill::{ec2_instance_cost, fargate_billing_start, fargate_task_cost, Arch, Capacity, CostError, Os, TaskSize};
+pub use bill::{
+    ec2_instance_cost, fargate_billing_start, fargate_hourly, fargate_task_cost, Arch, Capacity, CostError, Os,
+    TaskSize,
+};
 pub use prices::{BadPriceFile, FargateRate, FargateRegion, NoPrice, PriceTable};

@@ -204,14 +204,16 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
          while busy instances have a quarter of an instance free between them, idle ones go at once."),
     spec("Ec2ScaleOutWaitSeconds", EC2, "Scale-out wait (seconds)", Input::Text,
         "How long at most a task that does not fit waits for room to free on a busy instance before an instance is \
-         launched for it, 0 to 1800; 0 launches at once. Default: 600. Tasks wait, oldest first, only while the work \
-         waiting is at most three quarters of the work running on the busy instances; the rest, and a task no busy \
-         instance could take, launch at once."),
+         launched for it, 0 to 1800; 0 launches at once. Default: 0 (a job never waits for room while an instance \
+         could start for it; a wait trades the slowest jobs' waits for fewer instance-hours). With a wait set, tasks \
+         wait, oldest first, only while the work waiting is at most three quarters of the work running on the busy \
+         instances; the rest, and a task no busy instance could take, launch at once."),
     spec("Ec2StoppedInstances", EC2, "Stopped instances kept", Input::Text,
         "How many idle on-demand instances are stopped instead of terminated, 0 to 50; a stopped one of the same \
          launch settings is started again before a new instance is launched, and registers in tens of seconds with \
          the images it pulled. A stopped instance costs its root volume only (gp3, about 0.08 USD per GiB-month: \
-         2.40 USD a month at 30 GiB). Spot instances are always terminated. Default: 0."),
+         2.40 USD a month at 30 GiB). Spot instances are always terminated. Default: 5; 0 terminates every idle \
+         instance."),
     spec("Ec2RegisterTimeoutMinutes", EC2, "Instance register timeout (minutes)", Input::Text,
         "An instance not registered with the cluster by then is terminated, 1 to 60. Default: 5."),
     spec("Ec2Spot", EC2, "Spot instances", Input::Checkbox,

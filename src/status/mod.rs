@@ -6,6 +6,7 @@
 //!
 //! [`ClusterFacts`] is what a snapshot is built from, so tests can build one without AWS.
 
+pub mod cost;
 pub mod links;
 mod render;
 pub mod time;
@@ -101,6 +102,8 @@ pub struct ClusterSnapshot {
     pub warm_pools: Vec<crate::cluster::warm_pools::PoolStatus>,
     /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
     pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
+    /// What jobs and warm pools cost lately (in memory since the plugin started).
+    pub cost: cost::CostView,
 }
 
 /// How many agents are in one state.
@@ -283,6 +286,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     snapshot.spot_interruptions = cluster.registry().interruptions();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
     snapshot.warm_pools = cluster.warm_pool_status(now);
+    snapshot.cost = cost::cost_view(&cluster.cost_summary(now));
     if let Some(url) = &profile.event_queue_url {
         let mut queue = cluster.queue_status().clone();
         queue.url = Some(url.clone());
@@ -350,6 +354,7 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         reuse_misses: 0,
         warm_pools: Vec::new(),
         event_queue: None,
+        cost: cost::CostView::default(),
         region,
         cluster_name: profile.cluster_name.clone(),
     }

@@ -42,6 +42,9 @@ fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
         ("Ec2IdleMinutes", "1"),
         ("Ec2MaxInstances", "10"),
         ("MaxAgents", "40"),
+        // These tests follow an instance's whole life to its termination; the stopped pool
+        // (five by default) has its own test, which sets it.
+        ("Ec2StoppedInstances", "0"),
     ]);
     p.extend(props(extra));
     p
@@ -201,6 +204,18 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
         assert!(view.contains(&i.id), "instance {} missing from the cluster report", i.id);
     }
     assert!(view.contains("(min 0, max 10)"), "counts against min and max");
+    // Each job paid its share of its instance (README "Cost per job").
+    let handles = host.with_state(|s| s.jobs.iter().map(|j| j.handle).collect::<Vec<_>>());
+    for h in handles {
+        let console = host.console_log(h);
+        assert!(
+            console.iter().any(|l| l.contains("on EC2 instance i-")
+                && l.contains("(c5.xlarge, us-east-1), reserving 25 % of it: $")
+                && l.contains("its share of the instance's boot and idle time")),
+            "no cost line: {console:#?}"
+        );
+    }
+    assert!(view.contains("30 jobs"), "the report counts the 30 jobs' cost");
 
     ec2.wait_until("every instance terminated after the idle time", RETIRE_WITHIN, |s| s.alive().is_empty()).await;
     let retired_after = all_done_at.elapsed();
@@ -951,5 +966,57 @@ async fn an_idle_instance_is_stopped_and_the_next_job_starts_it_instead_of_launc
     none.insert("Ec2StoppedInstances".into(), "0".into());
     host.edit_cluster_profile("ec2", none).await.expect("cluster-profile-changed");
     let extra = format!("second_job_s={}", took.as_secs());
+    w.finish_ec2(host, sim, ec2, &extra).await;
+}
+
+/// Warm agents on EC2 (issue 33): with `WarmAgents` 2, the agent kept after the first job takes
+/// the second, whose unused key starts a second warm agent by StartTask on the instance; the third job
+/// finds an idle agent whose task was there before it (no StartTask in its path), and a
+/// replacement starts on a job's key. No registration is refused; taking `WarmAgents` out
+/// retires the pool and the instance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_warm_agent_on_ec2_takes_a_job_with_no_task_started_for_it() {
+    use crate::warm::{run_one, started_before};
+    let mut w = Scenario::new("ec2_warm").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let mut warm = quarter_props();
+    warm.extend(props(&[("WarmAgents", "2")]));
+    let cfg = w.host_config().cluster_profile("ec2", ec2_props("gocd-ec2", &[])).elastic_profile("warm", "ec2", warm);
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_secs(2), ..SimPolicy::default() });
+    let ec2 = w.instances(&host, Ec2Policy::default());
+
+    run_one(&host, "warm").await;
+    let (second, _) = run_one(&host, "warm").await;
+    assert!(started_before(&host, &sim, second), "the kept agent took the second job");
+    sim.wait_until("a warm agent registered beside the kept one", Duration::from_secs(60), |s| {
+        s.tasks.values().filter(|t| !t.stopped && matches!(t.registration, Some(Ok(())))).count() >= 2
+    })
+    .await;
+    host.wait_until("the pool settled at its idle agents", Duration::from_secs(60), |s| {
+        !s.agents.is_empty() && s.agents.iter().all(|a| a.agent_state == "Idle")
+    })
+    .await;
+
+    let start_tasks = w.proxy.count("ecs:StartTask");
+    let (third, third_wait) = run_one(&host, "warm").await;
+    assert!(started_before(&host, &sim, third), "an idle agent took the third job, not a task started for it");
+    let added = host.with_state(|s| s.job(third).added_at);
+    let keys: Vec<String> = host.with_state(|s| s.jobs.iter().flat_map(|j| j.keys.clone()).collect());
+    sim.wait_until("a replacement started after the third job, on a job's key", Duration::from_secs(60), |s| {
+        s.tasks.values().any(|t| t.first_seen > added && t.auto_register_key.as_ref().is_some_and(|k| keys.contains(k)))
+    })
+    .await;
+    assert!(w.proxy.count("ecs:StartTask") > start_tasks, "the replacement's StartTask");
+    assert_eq!(w.proxy.count("ecs:RunTask"), 0, "EC2 agents start by StartTask only");
+
+    // WarmAgents taken out: the next job's request carries it, and the pool retires.
+    host.edit_elastic_profile("warm", quarter_props());
+    run_one(&host, "warm").await;
+    host.wait_until("every agent retired", Duration::from_secs(90), |s| s.agents.is_empty()).await;
+    let rejections = host.rejections();
+    assert!(rejections.is_empty(), "no agent registered with a used or expired key: {rejections:?}");
+    let extra = format!("third_wait_ms={}", third_wait.as_millis());
     w.finish_ec2(host, sim, ec2, &extra).await;
 }

@@ -13,7 +13,7 @@ use crate::world::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// (status line, headers, body) of one HTTP/1.1 exchange; the server closes the connection.
-async fn http_get(addr: SocketAddr, path: &str) -> (String, String, String) {
+pub(crate) async fn http_get(addr: SocketAddr, path: &str) -> (String, String, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect to the metrics port");
     stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: */*\r\n\r\n").as_bytes()).await.unwrap();
     let mut raw = Vec::new();
@@ -25,7 +25,7 @@ async fn http_get(addr: SocketAddr, path: &str) -> (String, String, String) {
 }
 
 /// The value of the first sample whose line starts with `prefix` (name and labels).
-fn value(body: &str, prefix: &str) -> Option<f64> {
+pub(crate) fn value(body: &str, prefix: &str) -> Option<f64> {
     body.lines().find(|l| l.starts_with(prefix)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
 }
 

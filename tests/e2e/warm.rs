@@ -26,8 +26,8 @@ fn warm(extra: &[(&str, &str)]) -> Props {
 }
 
 /// Adds a job and waits until it completed and its job-completion was answered; returns it
-/// and its wait from scheduled to assigned.
-async fn run_one(host: &GoCdHost, profile: &str) -> (JobHandle, Duration) {
+/// and its wait from scheduled to assigned (within a minute: an EC2 instance's launch included).
+pub(crate) async fn run_one(host: &GoCdHost, profile: &str) -> (JobHandle, Duration) {
     let h = host.add_job(JobSpec::new(profile, Duration::from_millis(500))).await;
     host.wait_until("the job completed and job-completion answered", Duration::from_secs(60), |s| {
         matches!(s.job(h).state, JobState::Completed { .. }) && s.job(h).completion_code.is_some()
@@ -38,7 +38,7 @@ async fn run_one(host: &GoCdHost, profile: &str) -> (JobHandle, Duration) {
 }
 
 /// Whether the agent that ran job `h` had its task before the job was scheduled.
-fn started_before(host: &GoCdHost, sim: &AgentSimulator, h: JobHandle) -> bool {
+pub(crate) fn started_before(host: &GoCdHost, sim: &AgentSimulator, h: JobHandle) -> bool {
     let (taker, added) = (agent_of(host, h), host.with_state(|s| s.job(h).added_at));
     sim.with_state(|s| s.tasks.values().any(|t| t.agent_id.as_deref() == Some(taker.as_str()) && t.first_seen < added))
 }

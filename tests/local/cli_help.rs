@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
-const SUBCOMMANDS: [&str; 5] = ["serve", "validate", "iam-policy", "doctor", "profile"];
+const SUBCOMMANDS: [&str; 6] = ["serve", "validate", "iam-policy", "doctor", "profile", "try"];
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "off").output().expect("run the binary")
@@ -54,6 +54,9 @@ fn help_everywhere_with_examples() {
     assert!(profile.contains("--from-stack <NAME>") && profile.contains("--region <REGION>"));
     let serve = stdout(&run(&["serve", "--help"]));
     assert!(serve.contains("--metrics-addr <ADDR>"));
+    let try_help = stdout(&run(&["try", "--help"]));
+    assert!(try_help.contains("--elastic-profile <FILE>") && try_help.contains("Exit status:"), "{try_help}");
+    assert!(try_help.contains("6  execution role"), "the status table: {try_help}");
 }
 
 #[test]
@@ -63,6 +66,7 @@ fn bad_arguments_exit_2() {
         &["iam-policy", "--elastic-profile", "x.json"],
         &["doctor", "--nope"],
         &["profile"],
+        &["try", "--cluster-profile", "cluster.json"],
         &["fly"],
         &["serve", "--metrics-addr", "not-an-address"],
     ] {

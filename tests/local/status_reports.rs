@@ -240,7 +240,12 @@ fn check_safe(name: &str, html: &str) {
 fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     let profile = cluster_profile();
     let registry = registry();
-    let snapshot = status::build_snapshot(&facts(&profile, &registry), at(500));
+    let mut snapshot = status::build_snapshot(&facts(&profile, &registry), at(500));
+    // The cost section shows pipeline and stage names as GoCD sent them, escaped.
+    let mut ledger = ecs_elastic_agent::cost::ledger::Ledger::default();
+    ledger.job(at(400), "build\"><img src=x onerror=alert(1)>", "test'stage<script>", "h<b>", 0.0123);
+    ledger.pool_idle(at(450), "h<b>", 0.001);
+    snapshot.cost = status::cost::cost_view(&ledger.summary(at(500), 10));
     let counts: Vec<(&str, usize)> = snapshot.states.iter().map(|s| (s.label, s.count)).collect();
     assert_eq!(
         counts,
@@ -250,6 +255,7 @@ fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     let html = status::render_cluster(&snapshot);
     check_safe("cluster", &html);
     assert!(html.contains("&lt;script&gt;"), "hostile text is shown escaped");
+    assert!(html.contains("test&#x27;stage&lt;script&gt;") && html.contains("$0.0123"), "the cost rows, escaped");
     assert!(html.contains(&long_value()), "long values are shown whole (CSS wraps them)");
     let cards = html.find("class=\"cards\"").expect("summary cards");
     let agents = html.find("<h3>Agents</h3>").expect("agents table");

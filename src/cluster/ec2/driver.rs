@@ -40,6 +40,10 @@ const AFTER_ERROR: Duration = Duration::from_secs(5);
 const PASS_BUDGET: Duration = Duration::from_secs(90);
 /// Waiting work GoCD has not asked about for this long (at least) is dropped: the job is gone.
 const WAITING_EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
+/// A warm agent's work (no job asks for it, so GoCD never renews its key) waits for room this
+/// long at most: its key was at most `warm::KEY_MAX_AGE` (20 minutes) old when it was queued, so
+/// it is placed with five minutes of the key's 30 left for the agent to register, or dropped.
+const WARM_WAITS_AT_MOST: Duration = Duration::from_secs(5 * 60);
 
 /// Queues an agent of an EC2 cluster profile and wakes its loop; never waits for capacity.
 /// Returns the line for the job's console.
@@ -294,32 +298,37 @@ async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
     }
 }
 
-/// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), and
-/// work whose reservation is no longer live.
+/// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), a warm
+/// agent's work that found no room in time ([`WARM_WAITS_AT_MOST`]), and work whose reservation
+/// is no longer live.
 fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) {
     let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60).max(WAITING_EXPIRES_AFTER);
-    let expired: Vec<AgentId> = {
+    let expired: Vec<(AgentId, String)> = {
         let registry = cluster.registry();
         let mut st = cluster.ec2().state();
         let mut expired = Vec::new();
         st.waiting.retain(|w| {
-            let live = registry.get(&w.spec.work.agent_id).is_some_and(|a| a.phase == Phase::Launching);
-            let asked_lately = now.duration_since(w.last_asked).unwrap_or_default() < limit;
-            if live && !asked_lately {
-                expired.push(w.spec.work.agent_id.clone());
+            let record = registry.get(&w.spec.work.agent_id).filter(|a| a.phase == Phase::Launching);
+            let Some(record) = record else { return false };
+            // A warm agent not yet given a job: nobody renews its key.
+            let (since, most, why) = if record.warm && record.waiting_since.is_some() {
+                (w.since, WARM_WAITS_AT_MOST, "this warm agent found no room in time: its key would expire")
+            } else {
+                (w.last_asked, limit, "GoCD stopped asking for this agent: its job is gone")
+            };
+            let in_time = now.duration_since(since).unwrap_or_default() < most;
+            if !in_time {
+                let why = format!("{why} (waited {} minutes)", most.as_secs() / 60);
+                expired.push((w.spec.work.agent_id.clone(), why));
             }
-            live && asked_lately
+            in_time
         });
         expired
     };
     let mut registry = cluster.registry();
-    for id in expired {
-        tracing::info!(agent_id = %id, "GoCD stopped asking for this waiting agent; dropped");
-        registry.stopped(
-            &id,
-            format!("GoCD did not ask for this agent for {} minutes: its job is gone", limit.as_secs() / 60),
-            now,
-        );
+    for (id, why) in expired {
+        tracing::info!(agent_id = %id, "{why}; dropped");
+        registry.stopped(&id, why, now);
     }
 }
 

@@ -215,12 +215,14 @@ impl Pool {
         self.wake.notify_one();
     }
 
-    /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest.
-    pub fn renew(&self, agent_id: &AgentId, key: &Secret<String>, now: SystemTime) {
-        if let Some(w) = self.state().waiting.iter_mut().find(|w| w.spec.work.agent_id == *agent_id) {
-            w.spec.work.auto_register_key = key.clone();
-            w.last_asked = now;
-        }
+    /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest. Whether
+    /// the agent was waiting (and so took the key); any launch type, as only EC2 work waits.
+    pub fn renew(&self, agent_id: &AgentId, key: &Secret<String>, now: SystemTime) -> bool {
+        let mut st = self.state();
+        let Some(w) = st.waiting.iter_mut().find(|w| w.spec.work.agent_id == *agent_id) else { return false };
+        w.spec.work.auto_register_key = key.clone();
+        w.last_asked = now;
+        true
     }
 }
 

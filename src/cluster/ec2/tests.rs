@@ -226,6 +226,28 @@ fn health(w: &World) -> String {
     w.cluster.events().recent().iter().map(|e| e.message.clone()).collect::<Vec<_>>().join("\n")
 }
 
+/// GoCD re-sends create-agent for a job whose agent still waits for room: the waiting work
+/// takes the newer key (it registers with it), so that key is not held for a warm agent too,
+/// which would register with a key already used.
+#[tokio::test]
+async fn a_re_sent_create_agent_gives_its_key_to_the_waiting_agent_not_to_the_warm_pool() {
+    let w = World::new(&[]);
+    expect_first_create_agent(&w.aws);
+    let warm = |key: &str| {
+        let mut r = w.request(7);
+        r.elastic_profile.insert("WarmAgents".into(), Some("2".into()));
+        r.auto_register_key = Secret::new(key.to_string());
+        r
+    };
+    assert_eq!(w.cluster.create_agent(warm("key-7")).await.expect("queued"), Created::Queued);
+    assert_eq!(w.cluster.create_agent(warm("key-7-again")).await.expect("answered"), Created::Existing);
+    // The warm pool's pass runs in the background after each request: let it run.
+    w.cluster.tend_warm_pools().await;
+    let st = w.cluster.ec2().state();
+    let keys: Vec<&str> = st.waiting.iter().map(|t| t.spec.work.auto_register_key.expose().as_str()).collect();
+    assert_eq!(keys, ["key-7-again"], "one waiting agent, with the newest key; no warm agent on it");
+}
+
 #[tokio::test]
 async fn spot_refused_falls_back_to_on_demand_in_the_same_subnet_and_says_so() {
     let w = World::new(&[("Ec2Spot", "true")]);
@@ -335,7 +357,8 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
 
 #[tokio::test]
 async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminated() {
-    let w = World::new(&[("Ec2IdleMinutes", "10")]);
+    // No stopped pool (the default keeps five): an idle instance is terminated.
+    let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "0")]);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
     // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));

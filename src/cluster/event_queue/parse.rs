@@ -121,6 +121,7 @@ fn task_view(detail: &Value) -> Option<TaskView> {
         availability_zone: text("availabilityZone"),
         cpu: text("cpu"),
         memory: text("memory"),
+        container_instance_arn: text("containerInstanceArn"),
     })
 }
 

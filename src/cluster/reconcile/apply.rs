@@ -23,6 +23,7 @@ impl Cluster {
                 Step::StopTask { agent_id, task_arn, reason, job } => {
                     tracing::info!(agent_id = agent_id.as_str(), task = %task_arn, %reason, "stopping task");
                     if self.stop_task(&task_arn, &reason).await.is_ok() {
+                        self.idle_agent_stopped(&agent_id, SystemTime::now());
                         self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
                         if let Some(job) = job {
                             self.event(

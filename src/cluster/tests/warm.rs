@@ -85,6 +85,8 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     assert_ne!(a.phase, crate::cluster::registry::Phase::Running, "retired: the schedule is closed");
     drop(registry);
     assert!(w.gocd.deleted().contains(&kept.to_string()), "and removed from GoCD");
+    let (_, pools) = w.cluster.cost_totals();
+    assert!(pools.iter().any(|(_, usd)| *usd > 0.0), "its idle time until retired is its pool's cost: {pools:?}");
 }
 
 /// The UTC weekday two days from now, as `WarmSchedule` names it.

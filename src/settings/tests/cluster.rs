@@ -176,7 +176,7 @@ fn ec2_defaults() {
     assert_eq!(cap.instance_types, ["c5.xlarge"]);
     assert_eq!(cap.ami_ids.len(), 1);
     assert_eq!((cap.min_instances, cap.max_instances, cap.idle_minutes, cap.register_timeout_minutes), (0, 5, 10, 5));
-    assert_eq!(cap.scale_out_wait_seconds, 600);
+    assert_eq!((cap.scale_out_wait_seconds, cap.stopped_instances), (0, 5));
     assert_eq!((cap.spot, cap.root_volume_gib), (false, 30));
     assert!(cap.key_pair.is_none() && cap.user_data.is_none());
 }

@@ -6,13 +6,17 @@ const T0: SystemTime = SystemTime::UNIX_EPOCH;
 const BOX: Resources = Resources::new(4096, 7482);
 const JOB: Resources = Resources::new(1024, 1800);
 
+/// The patience the tests of [`Rules::patient_scale_out`] wait (the default is 0, launching at
+/// once; an operator sets a patience to trade waiting for cost).
+const PATIENCE: Duration = Duration::from_secs(600);
+
 fn policy() -> Policy {
     Policy {
         min: 0,
         max: 8,
         idle: Duration::from_secs(600),
         register_timeout: Duration::from_secs(300),
-        launch_patience: LAUNCH_PATIENCE,
+        launch_patience: PATIENCE,
         types: vec![offer("c5.xlarge", BOX, Arch::X86_64)],
         spot: false,
         spot_turn: 0,
@@ -204,7 +208,7 @@ fn placements_use_up_room_within_one_pass() {
 #[test]
 fn patient_scale_out_waits_for_room_on_a_busy_instance_before_launching() {
     let full = vec![registered("i-full", Resources::new(0, 282), 4, None)];
-    let patience = LAUNCH_PATIENCE.as_secs();
+    let patience = PATIENCE.as_secs();
     let p = plan(&full, &demands(1), &policy(), at(patience - 1));
     assert_eq!((p.waiting, p.launch.len()), (1, 0), "a task of i-full may end first: {p:?}");
     let p = plan(&full, &demands(1), &policy(), at(patience));
@@ -270,7 +274,7 @@ fn a_task_needing_a_whole_instance_waits_for_a_busy_one_to_empty() {
     let emptied = [full("i-a"), registered("i-b", BOX, 0, Some(1))];
     let p = plan(&emptied, std::slice::from_ref(&whole), &policy(), at(2));
     assert_eq!(p.start, vec![Placement { demand: "whole".into(), instance: "i-b".into() }]);
-    assert_eq!(plan(&busy, std::slice::from_ref(&whole), &policy(), at(LAUNCH_PATIENCE.as_secs())).launch.len(), 1);
+    assert_eq!(plan(&busy, std::slice::from_ref(&whole), &policy(), at(PATIENCE.as_secs())).launch.len(), 1);
     // One busy instance runs less work than the task needs: launched for at once.
     assert_eq!(plan(&busy[..1], std::slice::from_ref(&whole), &policy(), at(1)).launch.len(), 1);
     // Without the rule such a task launches at once.

@@ -19,7 +19,8 @@ import java.util.stream.Stream;
 /**
  * Finds the ecs-elastic-agent binary to run. An operator's choice wins: the system property
  * {@code ecs.elastic.agent.binary} or the environment variable {@code ECS_ELASTIC_AGENT_BINARY}
- * (another platform, a newer build). Otherwise the Linux x86_64 binary inside the jar is extracted,
+ * (another platform, a newer build). Otherwise the jar's binary for this machine — Linux x86_64
+ * or Linux aarch64, chosen by {@code os.arch} — is extracted,
  * once, executable, to {@code <plugins_work>/ecs-elastic-agent-bin/<version>-<sha256 prefix>/}
  * ({@code plugins_work} is GoCD's {@code plugins.work.path}); a later start finds it there, and
  * a new jar's extraction removes the binaries of earlier ones.
@@ -57,17 +58,39 @@ final class BinaryLocator {
             }
             return p;
         }
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
-        String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
-        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-            throw new IOException("this jar carries a Linux x86_64 binary, and this is " + os + "/" + arch
-                    + ": name a binary built for it with -D" + PROPERTY + "=... or " + ENV);
+        String platform = platform(System.getProperty("os.name", ""), System.getProperty("os.arch", ""));
+        String name = build.getProperty("binary.resource." + platform);
+        if (BinaryLocator.class.getResource(name) == null) {
+            throw new IOException("this jar was built without the Linux " + platform + " binary (" + name
+                    + "): build it with packaging/build.sh, or name a binary with -D" + PROPERTY + "=... or " + ENV);
         }
-        return extract();
+        return extract(name);
     }
 
-    private Path extract() throws IOException {
-        String name = build.getProperty("binary.resource");
+    /**
+     * The binary this machine runs: {@code x86_64} or {@code aarch64} (Java's {@code os.arch} says
+     * {@code amd64} or {@code x86_64}, {@code aarch64} or {@code arm64}), on Linux only.
+     */
+    static String platform(String osName, String osArch) throws IOException {
+        String os = osName.toLowerCase(Locale.ROOT);
+        String arch = osArch.toLowerCase(Locale.ROOT);
+        if (os.contains("linux")) {
+            switch (arch) {
+                case "amd64", "x86_64" -> {
+                    return "x86_64";
+                }
+                case "aarch64", "arm64" -> {
+                    return "aarch64";
+                }
+                default -> { }
+            }
+        }
+        throw new IOException("this jar carries Linux x86_64 and Linux aarch64 binaries, and this is " + os + "/" + arch
+                + ": build one for it (packaging/INSTALL.md, \"Other platforms\") and name it with -D" + PROPERTY
+                + "=... or " + ENV);
+    }
+
+    private Path extract(String name) throws IOException {
         String sha;
         try (InputStream in = resource(name + ".sha256")) {
             sha = new String(in.readAllBytes(), StandardCharsets.US_ASCII).trim().split("\\s+")[0].toLowerCase(Locale.ROOT);

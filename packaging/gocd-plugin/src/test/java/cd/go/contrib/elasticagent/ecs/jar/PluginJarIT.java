@@ -75,6 +75,16 @@ class PluginJarIT {
                 "no plugin API or gson classes outside lib/");
         assertTrue(jar.allEntries.contains("bin/linux-x86_64/ecs-elastic-agent"));
         assertTrue(jar.allEntries.contains("bin/linux-x86_64/ecs-elastic-agent.sha256"));
+        // The aarch64 binary is there when the build gave one (packaging/build.sh's release jar),
+        // always with its checksum; and the jar says where each is.
+        assertEquals(jar.allEntries.contains("bin/linux-aarch64/ecs-elastic-agent"),
+                jar.allEntries.contains("bin/linux-aarch64/ecs-elastic-agent.sha256"));
+        java.util.Properties build = new java.util.Properties();
+        try (InputStream in = jar.loader.getResourceAsStream("ecs-elastic-agent-gocd.properties")) {
+            build.load(in);
+        }
+        assertEquals("/bin/linux-x86_64/ecs-elastic-agent", build.getProperty("binary.resource.x86_64"));
+        assertEquals("/bin/linux-aarch64/ecs-elastic-agent", build.getProperty("binary.resource.aarch64"));
     }
 
     @Test

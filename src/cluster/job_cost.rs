@@ -1,0 +1,410 @@
+//! Cost per job at run time: when a job completes, what it cost by the rules of
+//! [`crate::cost::job`] and the cluster profile's price table (the embedded one, with the
+//! profile's `PriceTable` file laid over it), from what the plugin already knows of its agent's
+//! task (the times and size of its last description; no AWS call is added). The result goes to
+//! the job's console (one line), the log (one line with pipeline, stage, job and cost), and this
+//! profile's [`Ledger`] (the report's cost per pipeline and stage, the metrics' counters).
+//!
+//! The idle time of warm and kept agents is their pool's cost: taken when such an agent is given
+//! a job (the wait before it) and when it is stopped while it waits ([`Cluster::idle_agent_stopped`]).
+//!
+//! When ECS has not said `stoppedAt` by the job's completion (the usual case: StopTask is sent at
+//! that moment), the completion is the end of the agent's billed time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use super::launch::Capacity;
+use super::registry::AgentRecord;
+use super::snapshot::RequestSnapshot;
+use super::Cluster;
+use crate::cost::job::{
+    duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
+};
+use crate::cost::ledger::{Ledger, Summary};
+use crate::cost::{fargate_billing_start, fargate_hourly, Arch, Capacity as Market, Os, PriceTable, TaskSize};
+use crate::ids::AgentId;
+use crate::protocol::types::JobIdentifier;
+
+/// What an elastic profile says of its tasks' size, kept by its hash.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Basis {
+    cpu: u32,
+    memory: u32,
+    arch: Arch,
+    os: Os,
+    ephemeral_gb: f64,
+}
+
+/// The cost part of an engine's state.
+#[derive(Debug, Default)]
+pub struct CostState {
+    ledger: Ledger,
+    /// Up to when each kept or warm agent's time was charged (to a job or its pool).
+    charged_until: HashMap<AgentId, SystemTime>,
+    /// Tasks' sizes by elastic profile hash, from the requests seen since the start.
+    basis: HashMap<String, Basis>,
+    /// The price table, with the `PriceTable` path it was read for.
+    table: Option<(Option<String>, Arc<PriceTable>)>,
+    /// What jobs paid of each EC2 instance so far (by instance id; gone instances are forgotten
+    /// once there are many).
+    ec2_paid: HashMap<String, f64>,
+}
+
+/// How an agent is priced: per second on Fargate, or a share of an EC2 instance.
+#[derive(Debug, Clone)]
+enum Rate {
+    Fargate { hourly: f64, minimum: u64, size: TaskSize },
+    Ec2 { hourly: f64, fraction: f64, instance: String, instance_type: String, launched_at: SystemTime },
+}
+
+/// USD by elastic profile hash.
+pub type CostByProfile = Vec<(String, f64)>;
+
+impl Cluster {
+    /// Remembers the size of a request's elastic profile (for its agents' cost).
+    pub(super) fn remember_size(&self, snapshot: &RequestSnapshot) {
+        let e = &snapshot.elastic;
+        let basis = Basis {
+            cpu: e.cpu,
+            memory: e.memory,
+            arch: if e.cpu_architecture == "ARM64" { Arch::Arm64 } else { Arch::X86 },
+            os: if e.operating_system_family == "LINUX" { Os::Linux } else { Os::Windows },
+            ephemeral_gb: e.ephemeral_storage_gib.map_or(crate::cost::bill::FREE_EPHEMERAL_GB, f64::from),
+        };
+        let mut cost = self.cost();
+        if cost.basis.len() < 1000 || cost.basis.contains_key(&e.hash) {
+            cost.basis.insert(e.hash.clone(), basis);
+        }
+    }
+
+    /// Cost today and over the last seven days, for the report.
+    pub fn cost_summary(&self, now: SystemTime) -> Summary {
+        self.cost().ledger.summary(now, 10)
+    }
+
+    /// Jobs' and pools' cost by elastic profile since the process started, for the metrics.
+    pub fn cost_totals(&self) -> (CostByProfile, CostByProfile) {
+        let cost = self.cost();
+        let list = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        (list(cost.ledger.jobs_total()), list(cost.ledger.pools_total()))
+    }
+
+    /// A job completed on `agent_id` at `now`; `stops` when its agent stops with it. Works out
+    /// and records its cost (and its pool's, for the idle time before it), logs it, and returns
+    /// the console line; `None` when the agent is not known.
+    pub(super) fn job_cost(
+        &self,
+        agent_id: &AgentId,
+        job: &JobIdentifier,
+        now: SystemTime,
+        stops: bool,
+    ) -> Option<String> {
+        let region = self.aws().region.clone();
+        let record = self.registry().get(agent_id).cloned()?;
+        let charged = self.cost().charged_until.get(agent_id).copied();
+        let task = record.task.as_ref();
+        let end = if stops { task.and_then(|t| t.stopped_at).unwrap_or(now).min(now) } else { now };
+        let given_at = (record.warm || record.served_jobs.len() > 1)
+            .then_some(record.job_requested_at.or(record.assigned_at))
+            .flatten();
+        let parts = split(AgentTimes { billing_start: billing_start(&record), charged_until: charged, given_at, end });
+        let ran = duration_words(parts.job.length());
+        let priced = self.rate(&record, &region);
+        let mut cost = self.cost();
+        if stops {
+            cost.charged_until.remove(agent_id);
+        } else {
+            cost.charged_until.insert(agent_id.clone(), end);
+            self.forget_gone_agents(&mut cost);
+        }
+        let (usd_total, line) = match priced {
+            Err(why) => (None, format!("{}: cost not known: {why}", ran_on(&record, &ran, given_at.is_some()))),
+            Ok(rate) => {
+                let (job_usd, detail, after) = self.price_job(&rate, &parts, &record, &region, now, &mut cost);
+                if let Some(idle) = parts.pool_idle {
+                    let idle_usd = idle_usd(&rate, idle);
+                    cost.ledger.pool_idle(now, &record.elastic_profile, idle_usd);
+                }
+                cost.ledger.job(now, &job.pipeline_name, &job.stage_name, &record.elastic_profile, job_usd);
+                let idle_note = parts.pool_idle.map_or(String::new(), |idle| {
+                    format!(
+                        "; the {} it waited idle before the job are its warm pool's cost",
+                        duration_words(idle.length())
+                    )
+                });
+                let head = ran_on(&record, &ran, given_at.is_some());
+                (Some(job_usd), format!("{head} on {detail}: {}{after}{idle_note}", usd(job_usd)))
+            }
+        };
+        drop(cost);
+        log_job_cost(job, agent_id, &record.elastic_profile, parts.job.billed_seconds(), usd_total);
+        Some(line)
+    }
+
+    /// A job's cost at `rate`, with the line's words for where it ran and what follows the
+    /// amount; an EC2 job's payment is added to its instance's.
+    fn price_job(
+        &self,
+        rate: &Rate,
+        parts: &Split,
+        record: &AgentRecord,
+        region: &str,
+        now: SystemTime,
+        cost: &mut CostState,
+    ) -> (f64, String, String) {
+        match rate {
+            Rate::Fargate { hourly, minimum, size } => {
+                let minimum = if parts.minimum { *minimum } else { 0 };
+                let note = if parts.job.billed_seconds() < minimum {
+                    format!(" (AWS bills {} at least)", duration_words(std::time::Duration::from_secs(minimum)))
+                } else {
+                    String::new()
+                };
+                (
+                    per_second(*hourly, parts.job, minimum),
+                    format!("{}{note}", fargate_words(size, region)),
+                    String::new(),
+                )
+            }
+            Rate::Ec2 { hourly, fraction, instance, instance_type, launched_at } => {
+                let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
+                let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
+                let others = self.others_on_instance(record, *hourly, now, cost);
+                let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
+                if cost.ec2_paid.len() > 256 {
+                    let st = self.ec2().state();
+                    cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
+                }
+                *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
+                let what = format!(
+                    "EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it",
+                    fraction * 100.0
+                );
+                let after = format!(
+                    " ({} for its reservation, {} its share of the instance's boot and idle time)",
+                    usd(share.reserved),
+                    usd(share.boot_and_idle)
+                );
+                (share.total(), what, after)
+            }
+        }
+    }
+
+    /// A warm or kept agent was stopped while it waited for a job: its idle time since its last
+    /// charge is its pool's cost.
+    pub(crate) fn idle_agent_stopped(&self, agent_id: &AgentId, now: SystemTime) {
+        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+        if record.waiting_since.is_none() {
+            return;
+        }
+        let region = self.aws().region.clone();
+        let rate = self.rate(&record, &region);
+        let mut cost = self.cost();
+        let from = cost.charged_until.remove(agent_id).unwrap_or_else(|| billing_start(&record));
+        match rate {
+            Ok(rate) => {
+                let usd = idle_usd(&rate, Span::new(from, now));
+                cost.ledger.pool_idle(now, &record.elastic_profile, usd);
+            }
+            Err(why) => tracing::info!(agent_id = agent_id.as_str(), %why, "the idle agent's cost is not known"),
+        }
+    }
+
+    /// How `record`'s agent is priced, or why it cannot be.
+    fn rate(&self, record: &AgentRecord, region: &str) -> Result<Rate, String> {
+        let table = self.price_table()?;
+        let basis = self.cost().basis.get(&record.elastic_profile).copied();
+        let task = record.task.as_ref();
+        let units = |s: Option<&String>| s.and_then(|v| v.parse::<u32>().ok());
+        let cpu = units(task.and_then(|t| t.cpu.as_ref())).or(basis.map(|b| b.cpu));
+        let memory = units(task.and_then(|t| t.memory.as_ref())).or(basis.map(|b| b.memory));
+        let market = match (record.capacity, task.map(|t| t.capacity.as_str())) {
+            (Some(Capacity::Fargate), _) | (Some(Capacity::Provider), Some("FARGATE")) => Market::Fargate,
+            (Some(Capacity::FargateSpot), _) | (Some(Capacity::Provider), Some("FARGATE_SPOT")) => Market::FargateSpot,
+            (Some(Capacity::Ec2), _) => return self.ec2_rate(record, &table, region, cpu, memory),
+            _ => return Err("it ran on a capacity provider's instances, which the plugin does not price".into()),
+        };
+        let (Some(cpu), Some(memory)) = (cpu, memory) else {
+            return Err("its task's size is not known".into());
+        };
+        let b = basis.unwrap_or(Basis { cpu, memory, arch: Arch::X86, os: Os::Linux, ephemeral_gb: 20.0 });
+        let size = TaskSize {
+            capacity: market,
+            arch: b.arch,
+            os: b.os,
+            ephemeral_gb: b.ephemeral_gb,
+            ..TaskSize::linux(cpu, memory)
+        };
+        let (hourly, minimum) = fargate_hourly(&table, &size, region).map_err(|e| price_hint(&e.to_string()))?;
+        Ok(Rate::Fargate { hourly, minimum, size })
+    }
+
+    fn ec2_rate(
+        &self,
+        record: &AgentRecord,
+        table: &PriceTable,
+        region: &str,
+        cpu: Option<u32>,
+        memory: Option<u32>,
+    ) -> Result<Rate, String> {
+        let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.clone());
+        let arn = arn.ok_or("its EC2 instance is not known")?;
+        let st = self.ec2().state();
+        let instance = st
+            .instances
+            .values()
+            .find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn))
+            .ok_or("its EC2 instance is no longer known")?;
+        let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
+        let hourly = table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
+        Ok(Rate::Ec2 {
+            hourly,
+            fraction,
+            instance: instance.id.clone(),
+            instance_type: instance.instance_type.clone(),
+            launched_at: instance.launched_at,
+        })
+    }
+
+    /// What the other live agents on `record`'s instance have run up by reservation, not yet
+    /// paid.
+    fn others_on_instance(&self, record: &AgentRecord, hourly: f64, now: SystemTime, cost: &CostState) -> f64 {
+        let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref()) else { return 0.0 };
+        let others: Vec<AgentRecord> = self
+            .registry()
+            .all()
+            .filter(|a| a.agent_id != record.agent_id && a.phase.is_live())
+            .filter(|a| a.task.as_ref().and_then(|t| t.container_instance_arn.as_deref()) == Some(arn))
+            .cloned()
+            .collect();
+        let st = self.ec2().state();
+        let total = st.instances.values().find_map(|i| i.container.as_ref().filter(|c| c.arn == arn).map(|c| c.total));
+        let total = total.unwrap_or_default();
+        others
+            .iter()
+            .map(|a| {
+                let units = |s: Option<&String>| s.and_then(|v| v.parse::<u32>().ok()).unwrap_or(0);
+                let t = a.task.as_ref();
+                let f = reservation_fraction(
+                    units(t.and_then(|t| t.cpu.as_ref())),
+                    units(t.and_then(|t| t.memory.as_ref())),
+                    total.cpu,
+                    total.memory,
+                );
+                let from = cost.charged_until.get(&a.agent_id).copied().unwrap_or_else(|| billing_start(a));
+                f * per_second(hourly, Span::new(from, now), 0)
+            })
+            .sum()
+    }
+
+    /// Keeps the charge marks of live agents only, once they are many (an agent that stopped
+    /// another way than job-completion or retirement leaves its mark behind).
+    fn forget_gone_agents(&self, cost: &mut CostState) {
+        if cost.charged_until.len() > 256 {
+            let registry = self.registry();
+            cost.charged_until.retain(|id, _| registry.get(id).is_some_and(|a| a.phase.is_live()));
+        }
+    }
+
+    /// The price table of the profile as configured now (read once per `PriceTable` path).
+    fn price_table(&self) -> Result<Arc<PriceTable>, String> {
+        let path = self.profile().price_table.clone();
+        if let Some((p, table)) = &self.cost().table {
+            if *p == path {
+                return Ok(table.clone());
+            }
+        }
+        let table = match &path {
+            None => PriceTable::embedded(),
+            Some(p) => PriceTable::embedded_with(std::path::Path::new(p)).map_err(|e| e.to_string())?,
+        };
+        let table = Arc::new(table);
+        self.cost().table = Some((path, table.clone()));
+        Ok(table)
+    }
+
+    fn cost(&self) -> MutexGuard<'_, CostState> {
+        self.state.cost.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The job's `job cost` log line (one JSON object with `--log-format json`); `cost_usd` is
+/// `unknown` when the job could not be priced.
+fn log_job_cost(job: &JobIdentifier, agent_id: &AgentId, elastic_profile: &str, seconds: u64, usd: Option<f64>) {
+    macro_rules! line {
+        ($cost:expr) => {
+            tracing::info!(
+                pipeline = %job.pipeline_name,
+                pipeline_counter = job.pipeline_counter,
+                stage = %job.stage_name,
+                stage_counter = %job.stage_counter,
+                job = %job.job_name,
+                job_id = job.job_id,
+                agent_id = agent_id.as_str(),
+                elastic_profile,
+                seconds,
+                cost_usd = $cost,
+                "job cost"
+            )
+        };
+    }
+    match usd {
+        Some(usd) => line!(usd),
+        None => line!("unknown"),
+    }
+}
+
+/// When AWS began billing the agent's task: the pull, else its start, else ECS's acceptance,
+/// else the agent's reservation.
+fn billing_start(record: &AgentRecord) -> SystemTime {
+    let task = record.task.as_ref();
+    task.and_then(|t| fargate_billing_start(t.pull_started_at, t.started_at))
+        .or(task.and_then(|t| t.created_at))
+        .unwrap_or(record.created_at)
+}
+
+/// An idle span's cost at an agent's rate (no minimum: the task's was taken with its first job).
+fn idle_usd(rate: &Rate, idle: Span) -> f64 {
+    match rate {
+        Rate::Fargate { hourly, .. } => per_second(*hourly, idle, 0),
+        Rate::Ec2 { hourly, fraction, .. } => fraction * per_second(*hourly, idle, 0),
+    }
+}
+
+/// The start of the console line.
+fn ran_on(record: &AgentRecord, ran: &str, given: bool) -> String {
+    if given {
+        format!("this job ran {ran} on its agent {} (warm or kept)", record.agent_id)
+    } else {
+        format!("this job's agent ran {ran}")
+    }
+}
+
+/// `Fargate, 1 vCPU 2 GB, us-east-1` (Spot, ARM64, Windows and extra storage said when so).
+fn fargate_words(size: &TaskSize, region: &str) -> String {
+    let market = match size.capacity {
+        Market::Fargate => "Fargate",
+        Market::FargateSpot => "Fargate Spot",
+    };
+    let mut what = format!("{market}, {} vCPU {} GB", size.vcpu, size.memory_gb);
+    if size.arch == Arch::Arm64 {
+        what.push_str(" ARM64");
+    }
+    if size.os == Os::Windows {
+        what.push_str(" Windows");
+    }
+    if size.ephemeral_gb > crate::cost::bill::FREE_EPHEMERAL_GB {
+        what.push_str(&format!(" {} GB storage", size.ephemeral_gb));
+    }
+    format!("{what}, {region}")
+}
+
+/// A missing price, with what the operator can do.
+fn price_hint(missing: &str) -> String {
+    format!(
+        "{missing} (write a price file with `ecs-elastic-agent prices --refresh --out prices.json` and name it in the cluster profile's PriceTable)"
+    )
+}

@@ -1,0 +1,368 @@
+//! `try` against moto behind the strict proxy, run as an operator runs it: one agent task
+//! started for real, watched until RUNNING, then stopped, with its task definition deregistered
+//! and deleted and no log group made; and, for each failure the strict world produces, the exit
+//! status of its class and the sentence that names the cause: a launch AWS refuses for a
+//! missing `ExecutionRoleArn` (awslogs on Fargate), no capacity, RunTask throttled past every
+//! retry (a quota), invalid profiles, and tasks that stop before RUNNING for ECS's documented
+//! reasons (image not found, execution role denied, no route to the registry; moto pulls
+//! nothing, so the proxy answers DescribeTasks as ECS does for them).
+//!
+//! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_sdk_ecs::types::TaskDefinitionStatus;
+
+use crate::world::aws_rules::TD_AWSLOGS_NEEDS_EXECUTION_ROLE;
+use crate::world::http::HttpResponse;
+use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::proxy::{Call, Verdict};
+use crate::world::Proxy;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
+const CLUSTER: &str = "ci";
+const EXECUTION_ROLE: &str = "arn:aws:iam::123456789012:role/agent-execution";
+
+/// moto, the strict proxy in front of it, and moto's own config for looking.
+struct Rig {
+    _moto: Moto,
+    proxy: Proxy,
+    direct: SdkConfig,
+}
+
+impl Rig {
+    async fn new() -> Rig {
+        let moto = Moto::start().await;
+        let proxy = Proxy::start(moto.addr()).await;
+        let direct = moto.base_config().await;
+        moto::create_cluster(&direct, CLUSTER).await;
+        Rig { _moto: moto, proxy, direct }
+    }
+
+    /// Revisions of try's families (`gocd-<key>-try-<hash>`) that are still ACTIVE.
+    async fn active_try_task_definitions(&self) -> Vec<String> {
+        let out = aws_sdk_ecs::Client::new(&self.direct)
+            .list_task_definitions()
+            .status(TaskDefinitionStatus::Active)
+            .send()
+            .await
+            .expect("ListTaskDefinitions");
+        out.task_definition_arns().iter().filter(|arn| arn.contains("-try-")).cloned().collect()
+    }
+
+    /// Checks that nothing of try's is left: no live task, no ACTIVE revision of its family, no
+    /// log group made (no CloudWatch Logs call at all went out).
+    async fn assert_nothing_left(&self) {
+        let live = moto::live_tasks(&self.direct, CLUSTER).await;
+        assert!(live.is_empty(), "a task is left: {live:?}");
+        let active = self.active_try_task_definitions().await;
+        assert!(active.is_empty(), "task definitions are left: {active:?}");
+        let logs: Vec<String> = self.proxy.counts().into_keys().filter(|k| k.starts_with("logs")).collect();
+        assert!(logs.is_empty(), "try called CloudWatch Logs: {logs:?}");
+    }
+}
+
+/// What one run said.
+#[derive(Debug)]
+struct Tried {
+    code: Option<i32>,
+    stdout: String,
+}
+
+fn file(name: &str, props: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ecs-ea-try-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let map: serde_json::Map<String, serde_json::Value> =
+        props.iter().map(|(k, v)| (k.to_string(), (*v).into())).collect();
+    std::fs::write(&path, serde_json::Value::Object(map).to_string()).unwrap();
+    path
+}
+
+/// Runs `try` with the test keys and the proxy as AWS.
+async fn try_run(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &str)]) -> Tried {
+    let (cluster, elastic) = (file("cluster.json", cluster), file("elastic.json", elastic));
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
+    cmd.args(["--timeout", "60"]);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-try/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-try/credentials");
+    let out = tokio::time::timeout(Duration::from_secs(150), cmd.output())
+        .await
+        .expect("try finished in time")
+        .expect("run try");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("try:\n{stdout}{stderr}");
+    for secret in [TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY] {
+        assert!(!stdout.contains(secret) && !stderr.contains(secret), "try printed a secret");
+    }
+    Tried { code: out.status.code(), stdout }
+}
+
+fn cluster_profile() -> Vec<(&'static str, &'static str)> {
+    vec![("ClusterName", CLUSTER), ("Region", REGION), ("AssignPublicIp", "true"), ("LogGroup", "/gocd/agents")]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_runs_one_task_and_leaves_nothing_behind() {
+    let w = Rig::new().await;
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+    assert_eq!(t.code, Some(0), "{}", t.stdout);
+    for line in
+        ["task definition: registered ", "status: RUNNING after ", "phases: ", "logs: group /gocd/agents, stream gocd/"]
+    {
+        assert!(t.stdout.contains(line), "no {line:?} in:\n{}", t.stdout);
+    }
+    assert!(t.stdout.contains("cleanup: stopped task "), "{}", t.stdout);
+    assert!(t.stdout.contains("cleanup: deregistered and deleted task definition "), "{}", t.stdout);
+    assert!(t.stdout.contains("will not register"), "{}", t.stdout);
+    assert!(w.proxy.aws_refusals().is_empty(), "{:?}", w.proxy.aws_refusals());
+    w.assert_nothing_left().await;
+    // The one task it started carries the plugin's ownership tags with server id `try`, and
+    // the try tag; its agent got a fake key.
+    let all = moto::all_tasks(&w.direct, CLUSTER).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(moto::task_tag(&all[0], "gocd:server-id"), Some("try"));
+    assert_eq!(moto::task_tag(&all[0], "gocd:try"), Some("true"));
+    assert!(moto::task_tag(&all[0], "gocd:cluster-profile").is_some_and(|k| k.len() == 12));
+    let key = moto::task_override_env(&all[0], "GO_EA_AUTO_REGISTER_KEY").unwrap_or_default();
+    assert!(key.starts_with("not-a-key"), "{key}");
+    assert_eq!(w.proxy.count("ecs:DeleteTaskDefinitions"), 1, "{:?}", w.proxy.counts());
+    let key = moto::task_tag(&all[0], "gocd:cluster-profile").unwrap();
+    let td = all[0].task_definition_arn().unwrap();
+    assert!(td.contains(&format!(":task-definition/gocd-{key}-try-")), "inside the policy's gocd-<key>-*: {td}");
+}
+
+/// Fargate with `LogGroup` and no execution role: the strict world refuses the task definition
+/// (`ecs.register_task_definition.awslogs_needs_execution_role`, as AWS does); the plugin's own
+/// checks know that rule, so try names `ExecutionRoleArn` before it calls AWS at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_names_the_missing_execution_role_arn_that_aws_would_refuse() {
+    let w = Rig::new().await;
+    let t = try_run(&w.proxy, &cluster_profile(), &[("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0")]).await;
+    assert_eq!(t.code, Some(6), "{}", t.stdout);
+    let fail = t.stdout.lines().find(|l| l.starts_with("FAIL ")).expect("a FAIL line");
+    assert!(fail.starts_with("FAIL execution role: "), "{fail}");
+    assert!(fail.contains("ExecutionRoleArn") && fail.contains("; fix: set ExecutionRoleArn"), "{fail}");
+    assert!(fail.ends_with("(exit status 6)"), "{fail}");
+    assert_eq!(w.proxy.total(), 0, "refused before any AWS call: {:?}", w.proxy.counts());
+    w.assert_nothing_left().await;
+
+    // The launch the profiles describe is one the strict world refuses: the same task
+    // definition, registered through it, is refused by the rule that names the execution role.
+    let via = moto::sdk_config_for(&w.proxy.endpoint(), &moto::test_credentials(), REGION).await;
+    let logs = aws_sdk_ecs::types::LogConfiguration::builder()
+        .log_driver(aws_sdk_ecs::types::LogDriver::Awslogs)
+        .options("awslogs-group", "/gocd/agents")
+        .options("awslogs-region", REGION)
+        .options("awslogs-stream-prefix", "gocd")
+        .build()
+        .unwrap();
+    let refused = aws_sdk_ecs::Client::new(&via)
+        .register_task_definition()
+        .family("gocd-try-refused")
+        .requires_compatibilities(aws_sdk_ecs::types::Compatibility::Fargate)
+        .network_mode(aws_sdk_ecs::types::NetworkMode::Awsvpc)
+        .cpu("1024")
+        .memory("2048")
+        .container_definitions(
+            aws_sdk_ecs::types::ContainerDefinition::builder()
+                .name("gocd-agent")
+                .image("gocd/gocd-agent-alpine-3.19:v24.1.0")
+                .log_configuration(logs)
+                .build(),
+        )
+        .send()
+        .await;
+    assert!(refused.is_err(), "the strict world takes awslogs on Fargate without an execution role");
+    let rules: Vec<&str> = w.proxy.aws_refusals().iter().map(|r| r.rule).collect();
+    assert_eq!(rules, [TD_AWSLOGS_NEEDS_EXECUTION_ROLE]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_says_no_capacity_and_bad_profiles_with_their_own_statuses() {
+    let w = Rig::new().await;
+    // Fargate has no room: RunTask answers with AWS's capacity failure, no task.
+    w.proxy.add_rule("no fargate capacity", |call: &Call| {
+        if call.is("ecs", "RunTask") {
+            let reason =
+                "Capacity is unavailable at this time. Please try again later or in a different availability zone";
+            let body = serde_json::json!({"tasks": [], "failures": [{"reason": reason}]});
+            Verdict::Respond(HttpResponse::aws_json(200, &body))
+        } else {
+            Verdict::Forward
+        }
+    });
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+    assert_eq!(t.code, Some(8), "{}", t.stdout);
+    assert!(t.stdout.contains("FAIL no capacity: "), "{}", t.stdout);
+    assert!(t.stdout.contains("cleanup: deregistered and deleted task definition "), "{}", t.stdout);
+    w.assert_nothing_left().await;
+
+    // Profiles that do not validate: nothing is called.
+    let before = w.proxy.total();
+    let t = try_run(&w.proxy, &[("ClusterName", CLUSTER), ("MaxAgents", "lots")], &elastic).await;
+    assert_eq!(t.code, Some(3), "{}", t.stdout);
+    assert!(t.stdout.contains("FAIL profile: ") && t.stdout.contains("MaxAgents"), "{}", t.stdout);
+    assert_eq!(w.proxy.total(), before, "an invalid profile reaches no AWS");
+}
+
+/// RunTask throttled past every retry: the quota class.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_says_quota_when_run_task_stays_throttled() {
+    let w = Rig::new().await;
+    w.proxy.add_rule("run task throttled", |call: &Call| {
+        if call.is("ecs", "RunTask") {
+            Verdict::ecs_error(400, "ThrottlingException", "Rate exceeded")
+        } else {
+            Verdict::Forward
+        }
+    });
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+    assert_eq!(t.code, Some(9), "{}", t.stdout);
+    assert!(t.stdout.contains("FAIL quota: "), "{}", t.stdout);
+    assert!(w.proxy.count("ecs:RunTask") > 1, "retried first: {:?}", w.proxy.counts());
+    w.assert_nothing_left().await;
+}
+
+/// Tasks that stop before RUNNING, as ECS describes them: each cause its class and fix, and the
+/// task is stopped and its task definition removed all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_names_why_a_task_stopped_before_it_ran() {
+    let w = Rig::new().await;
+    let cases = [
+        (
+            "CannotPullContainerError: pull image manifest has been retried 1 time(s): failed to resolve ref docker.io/gocd/nope:v1: not found",
+            5,
+            "FAIL image: ",
+        ),
+        (
+            "ResourceInitializationError: unable to pull secrets or registry auth: execution resource retrieval failed: unable to retrieve ecr registry auth: AccessDeniedException: User is not authorized to perform: ecr:GetAuthorizationToken",
+            6,
+            "FAIL execution role: ",
+        ),
+        (
+            "CannotPullContainerError: pull image manifest has been retried 5 time(s): failed to resolve ref docker.io/gocd/agent:v1: failed to do request: Head \"https://registry-1.docker.io/v2/\": dial tcp 54.1.2.3:443: i/o timeout",
+            7,
+            "FAIL no route: ",
+        ),
+    ];
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    for (reason, status, fail) in cases {
+        w.proxy.add_rule("stopped before running", move |call: &Call| stopped_answer(call, reason));
+        let t = try_run(&w.proxy, &cluster_profile(), &elastic).await;
+        w.proxy.remove_rule("stopped before running");
+        assert_eq!(t.code, Some(status), "{reason}: {}", t.stdout);
+        assert!(t.stdout.contains(fail) && t.stdout.contains("; fix: "), "{}", t.stdout);
+        assert!(t.stdout.contains("cleanup: stopped task "), "{}", t.stdout);
+        w.assert_nothing_left().await;
+    }
+}
+
+/// DescribeTasks answered as ECS answers it for a task that failed to start with `reason`.
+fn stopped_answer(call: &Call, reason: &str) -> Verdict {
+    if !call.is("ecs", "DescribeTasks") {
+        return Verdict::Forward;
+    }
+    let asked = call.json().unwrap_or_default();
+    let tasks: Vec<serde_json::Value> = asked["tasks"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|arn| {
+            serde_json::json!({
+                "taskArn": arn,
+                "clusterArn": format!("arn:aws:ecs:{REGION}:123456789012:cluster/{CLUSTER}"),
+                "lastStatus": "STOPPED",
+                "desiredStatus": "STOPPED",
+                "launchType": "FARGATE",
+                "stopCode": "TaskFailedToStart",
+                "stoppedReason": reason,
+                "containers": [{"name": "gocd-agent", "image": "gocd/gocd-agent-alpine-3.19:v24.1.0", "lastStatus": "STOPPED"}]
+            })
+        })
+        .collect();
+    Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"tasks": tasks, "failures": []})))
+}
+
+/// Ctrl-C while the task is still provisioning: try stops it, removes its task definition and
+/// exits 130.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_try_removes_what_it_created() {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let w = Rig::new().await;
+    // The task does not get past PROVISIONING (as a slow capacity provider keeps it) until it
+    // is stopped.
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen_stop = stopped.clone();
+    w.proxy.add_rule("provisioning", move |call: &Call| {
+        if call.is("ecs", "StopTask") {
+            seen_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        if !call.is("ecs", "DescribeTasks") || seen_stop.load(std::sync::atomic::Ordering::SeqCst) {
+            return Verdict::Forward;
+        }
+        let arns = call.json().unwrap_or_default()["tasks"].clone();
+        let tasks: Vec<serde_json::Value> = arns
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|arn| serde_json::json!({"taskArn": arn, "lastStatus": "PROVISIONING", "desiredStatus": "RUNNING"}))
+            .collect();
+        Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"tasks": tasks, "failures": []})))
+    });
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let (cluster, elastic) = (file("cluster.json", &cluster_profile()), file("elastic.json", &elastic));
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
+    cmd.args(["--timeout", "5"]).stdout(std::process::Stdio::piped());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", w.proxy.endpoint())
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let mut child = cmd.spawn().expect("run try");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await.unwrap().unwrap() {
+        let provisioning = line.starts_with("status: PROVISIONING");
+        seen.push(line);
+        if provisioning {
+            let pid = child.id().unwrap().to_string();
+            std::process::Command::new("kill").args(["-INT", &pid]).status().expect("kill -INT");
+        }
+    }
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait()).await.unwrap().unwrap();
+    let out = seen.join("\n");
+    eprintln!("try:\n{out}");
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("FAIL interrupted: "), "{out}");
+    assert!(stopped.load(std::sync::atomic::Ordering::SeqCst), "StopTask was sent");
+    assert!(out.contains("cleanup: stopped task "), "{out}");
+    assert!(out.contains("cleanup: deregistered and deleted task definition "), "{out}");
+    w.proxy.remove_rule("provisioning");
+    w.assert_nothing_left().await;
+}
