@@ -7,7 +7,7 @@
 //! | 0.12, 0.24, 0.36 (as many as `kills`, spread over 0.1–0.4) | the plugin killed with SIGKILL, a new one started |
 //! | from 0.25, for 0.08 of the day (25 s at least) | the event queue deleted, then created again under the same name |
 //! | 0.05 of the day (35 s at least) later, for 0.08 (40 s at least) | the event queue unreachable (every new SQS connection dropped) |
-//! | from 0.70, for 0.12 of the day (20 s at least) | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
+//! | from 0.80, for 0.04 of the day (20 s at least) | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
 //!
 //! The plugin's resident memory is read from `/proc/<pid>/status` every second.
 
@@ -131,8 +131,11 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
     let recreate_at = delete_at + lasting(0.08, 25);
     let unreachable_at = recreate_at + lasting(0.05, 35);
     let reachable_at = unreachable_at + lasting(0.08, 40);
-    let refuse_at = at(0.70);
-    let accept_at = refuse_at + lasting(0.12, 20);
+    // The refusal is an evening hour: the refused account's jobs pile up at the head of GoCD's
+    // queue, and GoCD asks every idle agent about each older waiting job before its own (README
+    // "Soak": three hours at 0.70 piled 400 and more, past what the serial asks could keep up with).
+    let refuse_at = at(0.80);
+    let accept_at = refuse_at + lasting(0.04, 20);
     let mut next_sample = started;
     let mut next_progress = started;
     let mut next = 0;
