@@ -138,9 +138,18 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn new(category: Category, now: Instant) -> Self {
+    /// A bucket first used at `now`, by a budget made at `born`. Fargate's RunTask bucket starts
+    /// with only what AWS refilled since then: a process started after another was killed (or a
+    /// plugin restart) cannot know how much of AWS's 20 the last second spent, and its backlog of
+    /// waiting jobs would otherwise go out as a burst AWS throttles. Every other bucket is large
+    /// beside what one second of the plugin spends, and starts full.
+    fn new(category: Category, born: Instant, now: Instant) -> Self {
         let (burst, rate) = category.limits();
-        Bucket { tokens: burst, burst, rate, at: now, paused_until: None }
+        let tokens = match category {
+            Category::FargateRunTask => (now.saturating_duration_since(born).as_secs_f64() * rate).min(burst),
+            _ => burst,
+        };
+        Bucket { tokens, burst, rate, at: now, paused_until: None }
     }
 
     /// Takes `amount` tokens now (at most the burst), leaving `reserve` in the bucket, or says
@@ -170,9 +179,17 @@ impl Bucket {
 }
 
 /// Token buckets of one account and region.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Budget {
     buckets: Mutex<HashMap<Category, Bucket>>,
+    /// When this budget (this process's first call to the account) was made.
+    born: Instant,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget { buckets: Mutex::new(HashMap::new()), born: Instant::now() }
+    }
 }
 
 impl Budget {
@@ -190,7 +207,7 @@ impl Budget {
                 let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = Instant::now();
                 let pool = category.bucket();
-                let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now));
+                let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, self.born, now));
                 bucket.take(now, category.reserve(), f64::from(amount))
             };
             match wait {
@@ -206,7 +223,7 @@ impl Budget {
         let mut buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         let pool = category.bucket();
-        let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, now));
+        let bucket = buckets.entry(pool).or_insert_with(|| Bucket::new(pool, self.born, now));
         bucket.tokens = 0.0;
         bucket.at = now;
         let until = now + pause;
@@ -242,6 +259,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_burst_then_the_refill_rate() {
         let budget = Budget::default();
+        tokio::time::advance(Duration::from_secs(1)).await;
         let start = Instant::now();
         for _ in 0..19 {
             budget.acquire(Category::FargateRunTask).await;
@@ -252,6 +270,31 @@ mod tests {
         }
         let took = start.elapsed().as_secs_f64();
         assert!((0.95..=1.05).contains(&took), "19 more at 19/s take a second, took {took}");
+    }
+
+    /// The soak's SIGKILLs: the new process met a backlog of waiting jobs with a full RunTask
+    /// bucket while the killed one had spent AWS's in its last second, and AWS throttled.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_process_launches_only_what_aws_refilled_since_it_started() {
+        let budget = Budget::default();
+        let start = Instant::now();
+        for _ in 0..19 {
+            budget.acquire(Category::FargateRunTask).await;
+        }
+        let took = start.elapsed().as_secs_f64();
+        assert!((0.95..=1.05).contains(&took), "19 launches in the first second, not at once: took {took}");
+        let later = Budget::default();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        let start = Instant::now();
+        for _ in 0..19 {
+            later.acquire(Category::FargateRunTask).await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(1), "a second after it started, a full burst");
+        let fresh = Budget::default();
+        for _ in 0..95 {
+            fresh.acquire(Category::EcsRead).await;
+        }
+        assert!(start.elapsed() < Duration::from_millis(1), "other buckets start full");
     }
 
     #[tokio::test(start_paused = true)]

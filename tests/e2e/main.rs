@@ -14,6 +14,9 @@ mod support;
 
 mod reliability;
 
+#[path = "../../benches/soak/driver/mod.rs"]
+mod soak_driver;
+
 mod aws_rules;
 mod bench_counts;
 mod capacity;
@@ -29,6 +32,7 @@ mod hostile_input;
 mod isolation;
 mod metrics;
 mod reuse;
+mod soak;
 mod task_contents;
 mod tenancy;
 mod traces;

@@ -6,7 +6,7 @@
 //! server-health messages and console logs. A finding names the kind of secret and where it was,
 //! never the secret itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::host::GoCdHost;
 use super::proxy::Proxy;
@@ -45,6 +45,9 @@ impl std::fmt::Display for Leak {
 #[derive(Debug, Clone, Default)]
 pub struct SecretScanner {
     secrets: Vec<(SecretKind, String)>,
+    /// The values in `secrets`, so adding one is not a walk through all (a soak issues tens of
+    /// thousands of auto-register keys).
+    known: HashSet<String>,
 }
 
 impl SecretScanner {
@@ -55,7 +58,7 @@ impl SecretScanner {
 
     /// Adds a secret (values shorter than 8 characters are ignored: too likely to match by chance).
     pub fn add(&mut self, kind: SecretKind, value: &str) -> &mut Self {
-        if value.len() >= 8 && !self.secrets.iter().any(|(_, v)| v == value) {
+        if value.len() >= 8 && self.known.insert(value.to_string()) {
             self.secrets.push((kind, value.to_string()));
         }
         self

@@ -13,7 +13,8 @@
 //!   For the same reason a queue must serve one GoCD server only (README "Event queue").
 //!
 //! Polling stays the safety net: server-ping reconciles as before, and says in server health
-//! when the queue could not be read, or said nothing of a task that stopped.
+//! when the queue could not be read (and when it is read again), or said nothing of a task that
+//! stopped.
 
 mod handle;
 pub mod parse;
@@ -145,12 +146,25 @@ impl Cluster {
         st.told.insert(agent_id.to_string());
     }
 
+    /// A read succeeded: after failed ones, server health says the queue is read again (the
+    /// warning that it could not be read stays listed with the other recent events).
     fn queue_read(&self, url: &str, now: SystemTime) {
-        let mut st = self.queue_status();
-        st.url = Some(url.to_string());
-        st.last_read = Some(now);
-        st.error = None;
-        st.warned = None;
+        let recovered = {
+            let mut st = self.queue_status();
+            st.url = Some(url.to_string());
+            st.last_read = Some(now);
+            st.warned = None;
+            st.error.take().is_some()
+        };
+        if recovered {
+            self.event(
+                HealthKind::Warning,
+                format!(
+                    "the event queue {url} is read again: stopped tasks are noticed within seconds again, not only \
+                     at server-ping"
+                ),
+            );
+        }
     }
 
     fn queue_failed(&self, url: &str, error: &str, now: SystemTime) {

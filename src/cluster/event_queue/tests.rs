@@ -228,9 +228,14 @@ async fn an_unreadable_queue_is_told_in_health_and_polling_carries_on() {
         w.gocd.agents.lock().unwrap().iter().map(|a| (a.agent_id.as_str().into(), a.clone())).collect();
     w.cluster.ping(gocd).await.expect("ping");
     assert_eq!(w.gocd.deleted(), vec![agent]);
-    // A read that works again clears the error.
+    // A read that works again clears the error, and server health says so once.
     w.poll().await;
     assert!(w.cluster.queue_status().healthy());
+    let again: Vec<String> = w.health().into_iter().filter(|m| m.contains("is read again")).collect();
+    assert_eq!(again.len(), 1, "{:?}", w.health());
+    assert!(again[0].contains(QUEUE), "{again:?}");
+    w.poll().await;
+    assert_eq!(w.health().iter().filter(|m| m.contains("is read again")).count(), 1, "told once, not at every read");
 }
 
 #[tokio::test]

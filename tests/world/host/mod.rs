@@ -86,6 +86,8 @@ struct Inner {
     loops: Mutex<Vec<JoinHandle<()>>>,
     pings_paused: AtomicBool,
     asked: Mutex<HashMap<(String, i64), Instant>>,
+    /// Where each agent's next assignment round starts in the waiting jobs (with a limit of asks).
+    cursors: Mutex<HashMap<String, usize>>,
     hello: Mutex<Value>,
     /// The current process finished the load sequence (timers wait for it, as GoCD does).
     loaded: AtomicBool,
@@ -132,6 +134,7 @@ impl GoCdHost {
                 loops: Mutex::new(Vec::new()),
                 pings_paused: AtomicBool::new(false),
                 asked: Mutex::new(HashMap::new()),
+                cursors: Mutex::new(HashMap::new()),
                 hello: Mutex::new(Value::Null),
                 loaded: AtomicBool::new(false),
                 edited: Mutex::new(HashMap::new()),
@@ -374,6 +377,11 @@ impl GoCdHost {
     /// Whether a plugin process is up and has been through the load sequence.
     pub fn plugin_ready(&self) -> bool {
         self.plugin_running() && self.inner.loaded.load(Ordering::SeqCst)
+    }
+
+    /// The process id of the running plugin (for its `/proc/<pid>/status`).
+    pub async fn plugin_pid(&self) -> Option<u32> {
+        self.inner.child.lock().await.as_ref().and_then(Child::id)
     }
 
     /// SIGKILLs the plugin (kill -9) and waits until it is gone.

@@ -61,6 +61,13 @@ pub struct HostConfig {
     pub echo_stderr: bool,
     /// Keep every stdout line of the plugin in `HostState::stdout` (for the secret scan).
     pub keep_stdout: bool,
+    /// How many waiting jobs one idle agent is offered per assignment round (the pairs asked
+    /// within `reask_interval` are skipped, so an agent walks the queue over rounds); unlimited
+    /// by default. A soak with hundreds of jobs waiting sets it, or a round takes minutes.
+    pub asks_per_agent_round: usize,
+    /// Re-send a waiting job's create-agent only once the previous one was answered (GoCD's
+    /// create-agent queue does not pile up); off by default.
+    pub one_create_agent_in_flight: bool,
 }
 
 impl HostConfig {
@@ -84,6 +91,8 @@ impl HostConfig {
             program: None,
             echo_stderr: std::env::var_os("WORLD_ECHO_PLUGIN_STDERR").is_some(),
             keep_stdout: false,
+            asks_per_agent_round: usize::MAX,
+            one_create_agent_in_flight: false,
         }
     }
 
@@ -305,6 +314,8 @@ pub struct HostState {
     pub stdout: String,
     /// How many plugin processes were started.
     pub generation: u64,
+    /// Every should-assign-work answered: when it was sent and how long the answer took.
+    pub assign_latencies: Vec<(Instant, Duration)>,
 }
 
 impl HostState {

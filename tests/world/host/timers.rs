@@ -33,10 +33,14 @@ impl GoCdHost {
                 if !host.plugin_ready() {
                     continue;
                 }
+                let one_in_flight = host.inner.config.one_create_agent_in_flight;
                 let due: Vec<JobHandle> = host.with_state(|s| {
                     s.jobs
                         .iter()
                         .filter(|j| j.state == JobState::Waiting)
+                        .filter(|j| {
+                            !one_in_flight || j.create_agent_posted <= j.create_agent_answered + j.create_agent_failed
+                        })
                         .filter(|j| {
                             j.last_create_posted.is_none_or(|t| t.elapsed() >= host.inner.config.starvation_interval)
                         })
@@ -48,13 +52,22 @@ impl GoCdHost {
                 }
             }
         }));
+        // Jobs finish and agents poll only while the plugin is there to hear about it; a job
+        // finishes on its own clock, however long a round of agents polling takes.
         let host = self.clone();
         loops.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(host.inner.config.assign_interval).await;
-                // Jobs finish and agents poll only while the plugin is there to hear about it.
                 if host.plugin_ready() {
                     host.complete_due_jobs();
+                }
+            }
+        }));
+        let host = self.clone();
+        loops.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(host.inner.config.assign_interval).await;
+                if host.plugin_ready() {
                     host.assign_work().await;
                 }
             }
@@ -133,8 +146,24 @@ impl GoCdHost {
             (agents, jobs)
         });
         let reask = self.inner.config.reask_interval;
+        self.inner.asked.lock().unwrap().retain(|_, t| t.elapsed() < reask);
+        let limited = self.inner.config.asks_per_agent_round < usize::MAX;
         for (agent_id, agent_json, envs) in agents {
-            for (h, job_id, env) in &jobs {
+            let mut asks = 0;
+            // With a limit, an agent goes on round after round from where it stopped, so every
+            // waiting job is offered to it in turn however long the queue.
+            let start = if limited && !jobs.is_empty() {
+                self.inner.cursors.lock().unwrap().get(&agent_id).copied().unwrap_or(0) % jobs.len()
+            } else {
+                0
+            };
+            let mut walked = 0;
+            for (h, job_id, env) in jobs[start..].iter().chain(&jobs[..start]) {
+                if limited {
+                    // The next round starts after the last job this one looked at.
+                    walked += 1;
+                    self.inner.cursors.lock().unwrap().insert(agent_id.clone(), start + walked);
+                }
                 if !env_matches(env.as_deref(), &envs) {
                     continue;
                 }
@@ -142,6 +171,14 @@ impl GoCdHost {
                 if self.inner.asked.lock().unwrap().get(&pair).is_some_and(|t| t.elapsed() < reask) {
                     continue;
                 }
+                if asks >= self.inner.config.asks_per_agent_round {
+                    if limited {
+                        // Not looked at after all: the next round offers this one first.
+                        self.inner.cursors.lock().unwrap().insert(agent_id.clone(), start + walked - 1);
+                    }
+                    break;
+                }
+                asks += 1;
                 let body = self.with_state(|s| {
                     let job = s.job(*h);
                     if job.state != JobState::Waiting || job.identifier.job_id != *job_id {
@@ -161,7 +198,12 @@ impl GoCdHost {
                     Some(body)
                 });
                 let Some(body) = body else { continue };
-                let answer = match self.request("should-assign-work", body).await {
+                let asked = Instant::now();
+                let reply = self.request("should-assign-work", body).await;
+                if reply.is_ok() {
+                    self.state().assign_latencies.push((asked, asked.elapsed()));
+                }
+                let answer = match reply {
                     Ok(r) if r.code == 200 => r.body == json!(true) || r.body == json!("true"),
                     _ => break,
                 };
