@@ -48,9 +48,28 @@ pub fn moto_server_path() -> PathBuf {
 }
 
 /// A free TCP port on loopback (bound, then released: a small race other tests may lose).
+///
+/// The port is taken below the kernel's ephemeral range (32768 and up on Linux): a port the
+/// kernel hands out for `:0` can be taken again at once as the local port of any outgoing
+/// connection (to moto, the proxy, Jaeger) before the server it was meant for binds it, which
+/// failed a plugin's metrics listener with "Address already in use". Each process walks the
+/// range 20000 to 31999 from its own starting point, so two test processes rarely meet, and a
+/// port that cannot be bound now is skipped.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    l.local_addr().expect("local addr").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let start = (std::process::id().wrapping_mul(7_919) ^ nanos) % SPAN;
+    let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..SPAN {
+        let port = (LOW + NEXT.fetch_add(1, Ordering::SeqCst) % SPAN) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in {LOW}..{}", LOW + SPAN)
 }
 
 /// A running moto server, killed when dropped.
