@@ -183,6 +183,43 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
             })
             .collect()
     });
+    // A job is rescheduled when the plugin deleted its agent while it ran the job: name the
+    // agent, its task and the reason the task was stopped, so a failed run says why.
+    let deleted: Vec<(i64, String, f64)> = host.with_state(|s| {
+        s.jobs
+            .iter()
+            .flat_map(|j| {
+                j.deleted_while_running
+                    .iter()
+                    .map(|(a, at)| (j.identifier.job_id, a.clone(), at.duration_since(out.started).as_secs_f64()))
+            })
+            .collect()
+    });
+    let reschedule_detail: Vec<String> = world.sim.with_state(|s| {
+        deleted
+            .iter()
+            .map(|(job, agent, at)| {
+                let tasks: Vec<String> = s
+                    .tasks
+                    .values()
+                    .filter(|t| t.agent_id.as_deref() == Some(agent.as_str()))
+                    .map(|t| {
+                        format!(
+                            "task of job tag {} in fleet {}, status {}, stopped {:?}",
+                            t.job_id.as_deref().unwrap_or("?"),
+                            world.w.fleets[t.fleet].label,
+                            t.last_status,
+                            t.stopped_reason
+                        )
+                    })
+                    .collect();
+                format!("job now {job}: agent {agent} deleted while it ran the job at {at:.1} s; {}", tasks.join("; "))
+            })
+            .collect()
+    });
+    if !reschedule_detail.is_empty() {
+        eprintln!("soak: jobs rescheduled:\n  {}", reschedule_detail.join("\n  "));
+    }
     if !double_detail.is_empty() {
         eprintln!("soak: jobs with two tasks:\n  {}", double_detail.join("\n  "));
     }

@@ -47,6 +47,13 @@ impl Cluster {
             let swept = cleanup::plan::orphans(&registry, &refresh.running, &marks);
             *marks = swept.marks;
             let mut steps = plan::plan(&registry, &gocd, timeout, now);
+            // Decided under the same lock as should-assign-work's answers: claimed now, an agent
+            // to stop cannot be given a job before its StopTask.
+            for step in &steps {
+                if let Step::StopTask { agent_id, .. } = step {
+                    registry.claim_for_stop(agent_id);
+                }
+            }
             let reason = "its cluster profile was deleted in GoCD";
             if self.retired() == Some(super::Retirement::Deleted) {
                 steps.extend(plan::stop_all(&registry, &gocd, reason, |_| true));

@@ -94,8 +94,13 @@ pub fn plan(
                     });
                 }
             }
+            // GoCD asks should-assign-work of registered agents only: one it asked registered,
+            // though this ping's list of agents was taken before it did.
             Phase::Running
-                if !registered && record.registered_at.is_none() && age(record.created_at) > register_timeout =>
+                if !registered
+                    && record.registered_at.is_none()
+                    && record.asked_for_work_at.is_none()
+                    && age(record.created_at) > register_timeout =>
             {
                 if let Some(arn) = &record.task_arn {
                     steps.push(Step::StopTask {
@@ -143,7 +148,16 @@ pub fn plan(
                     }
                 }
             }
-            Phase::Running if registered && record.idle_since.is_some_and(|t| age(t) > register_timeout) => {
+            // Idle with its job gone: listed idle, not assigned, and its job not asked for
+            // again (GoCD re-sends create-agent while a job waits, and may be slow to offer the
+            // job when many wait), each for the register timeout. An assignment made after this
+            // ping's list of agents was taken shows in `assigned_at`.
+            Phase::Running
+                if registered
+                    && record.idle_since.is_some_and(|t| age(t) > register_timeout)
+                    && record.job_asked_at.is_none_or(|t| age(t) > register_timeout)
+                    && record.assigned_at.is_none_or(|t| age(t) > register_timeout) =>
+            {
                 if let Some(arn) = &record.task_arn {
                     steps.push(Step::StopTask {
                         agent_id: record.agent_id.clone(),
@@ -164,7 +178,7 @@ pub fn plan(
                 steps.push(Step::StopTask {
                     agent_id: record.agent_id.clone(),
                     task_arn: record.task_arn.clone().unwrap_or_default(),
-                    reason: "GoCD job completed (retrying the stop)".into(),
+                    reason: "retrying an earlier stop that failed".into(),
                     job: None,
                 });
             }
@@ -324,6 +338,48 @@ mod tests {
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+    }
+
+    #[test]
+    fn an_idle_agent_whose_job_gocd_still_asks_for_is_kept() {
+        // Many jobs wait and GoCD offers this one late: it re-sends create-agent meanwhile.
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        let resent = reg.reserve(&job(1), "a2".into(), 10, NewAgent::default(), T0 + TIMEOUT);
+        assert_eq!(resent, Reservation::Existing("a".into()));
+        assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 2), vec![], "asked for {TIMEOUT:?} ago");
+        let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 2 + Duration::from_secs(1));
+        assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+    }
+
+    #[test]
+    fn an_agent_given_its_job_after_gocds_list_was_taken_is_kept() {
+        // The ping's list says idle (or not registered), but should-assign-work said yes since.
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        launched(&mut reg, "b", 2, "t2");
+        let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        let running = [task("t1", "a", 1, "RUNNING"), task("t2", "b", 2, "RUNNING")];
+        reg.observe(&running, &[], &[], &idle, T0);
+        let late = T0 + TIMEOUT * 2;
+        assert!(reg.assigned("a", 1, late));
+        assert!(reg.assigned("b", 2, late));
+        assert_eq!(plan(&reg, &idle, TIMEOUT, late), vec![]);
+    }
+
+    #[test]
+    fn an_agent_planned_to_stop_is_given_no_job() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        let later = T0 + TIMEOUT * 2;
+        assert!(matches!(&plan(&reg, &gocd, TIMEOUT, later)[..], [Step::StopTask { .. }, ..]));
+        reg.claim_for_stop("a");
+        assert!(!reg.assigned("a", 1, later), "should-assign-work between the plan and the StopTask");
+        assert_eq!(reg.get("a").unwrap().phase, Phase::Stopping);
     }
 
     #[test]

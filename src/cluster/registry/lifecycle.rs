@@ -37,6 +37,7 @@
 //! | [`Registry::bind`] (`assign`, `reserve`) | waiting | serving (a new job) |
 //! | [`Registry::job_done`] | serving | waiting ([`JobDone::Keep`]), else the caller stops it |
 //! | [`Registry::retire_waiting`] | waiting | stopping |
+//! | [`Registry::claim_for_stop`] (server-ping's plan) | serving, waiting | stopping |
 //! | [`Registry::stopping`] | any | completing |
 //! | [`Registry::completion_failed`] | completing | stopping (server-ping takes over) |
 //! | [`AgentRecord::stop_seen`] (`observe`) | stopping, completing | stopped (ECS shows the task gone) |
@@ -120,6 +121,7 @@ impl AgentRecord {
             capacity: None,
             created_at: now,
             job_requested_at: Some(now),
+            job_asked_at: Some(now),
             registered_at: None,
             asked_for_work_at: None,
             idle_since: None,
@@ -167,7 +169,11 @@ impl Registry {
         now: SystemTime,
     ) -> Reservation {
         if let Some(existing) = self.live_for_job(job.job_id) {
-            return Reservation::Existing(existing.agent_id.clone());
+            let agent_id = existing.agent_id.clone();
+            if let Some(a) = self.get_mut(&agent_id) {
+                a.job_asked_at = Some(now); // GoCD re-sent it: the job still waits for this agent
+            }
+            return Reservation::Existing(agent_id);
         }
         if self.finished_jobs.contains_key(&job.job_id) {
             return Reservation::Finished;
@@ -213,6 +219,7 @@ impl Registry {
         // Waiting for a job from the start; `job` only lent it its key.
         let mut record = AgentRecord::launching(agent_id.clone(), lender, new, now);
         record.job_requested_at = None;
+        record.job_asked_at = None;
         record.served_jobs.clear();
         record.waiting_since = Some(now);
         record.warm = true;
@@ -305,6 +312,7 @@ impl Registry {
         let Some(a) = self.get_mut(agent_id) else { return 0 };
         a.job = job.clone();
         a.job_requested_at = Some(now);
+        a.job_asked_at = Some(now);
         a.waiting_since = None;
         a.idle_since = None;
         a.assigned_at = None;
@@ -342,6 +350,15 @@ impl Registry {
         let arn = a.task_arn.clone()?;
         a.phase = Phase::Stopping;
         Some(arn)
+    }
+
+    /// server-ping decided to stop a serving or waiting agent's task: from now on
+    /// should-assign-work and create-agent pass it by, so GoCD cannot give it a job between the
+    /// decision and the StopTask. A no-op for an agent in any other phase.
+    pub fn claim_for_stop(&mut self, agent_id: &str) {
+        if let Some(a) = self.get_mut(agent_id).filter(|a| a.phase == Phase::Running) {
+            a.phase = Phase::Stopping;
+        }
     }
 
     /// GoCD's job is done: the agent's task is to be stopped. Returns its task, if it has one,

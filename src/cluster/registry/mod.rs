@@ -58,6 +58,11 @@ pub struct AgentRecord {
     /// When its current job's create-agent came: where the job's wait began. `None` for an
     /// agent adopted after a restart (its job's create-agent went to the previous process).
     pub job_requested_at: Option<SystemTime>,
+    /// When GoCD last sent create-agent for its current job, first or re-sent: GoCD re-sends
+    /// while the job waits, so a registered agent whose job GoCD still asks for is not idle for
+    /// want of a job. `None` for an adopted agent until GoCD asks again.
+    #[serde(skip)]
+    pub job_asked_at: Option<SystemTime>,
     /// When GoCD first listed the agent.
     pub registered_at: Option<SystemTime>,
     /// When GoCD first asked should-assign-work of it (it asks registered agents only): with

@@ -116,6 +116,7 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         capacity: Capacity::from_ecs(&task.capacity),
         created_at: task.created_at.unwrap_or(now),
         job_requested_at: None,
+        job_asked_at: None,
         registered_at: None,
         asked_for_work_at: None,
         idle_since: None,

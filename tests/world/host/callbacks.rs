@@ -150,6 +150,7 @@ impl GoCdHost {
                         let new_id = self.inner.next_job_id.fetch_add(1, Ordering::SeqCst);
                         let job = &mut st.jobs[h.0];
                         job.previous_job_ids.push(job.identifier.job_id);
+                        job.deleted_while_running.push((id.clone(), Instant::now()));
                         job.identifier.job_id = new_id;
                         job.state = JobState::Waiting;
                         job.started_at = None;

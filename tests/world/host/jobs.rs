@@ -38,6 +38,7 @@ impl GoCdHost {
                 started_at: None,
                 completed_at: None,
                 previous_job_ids: Vec::new(),
+                deleted_while_running: Vec::new(),
                 completion_code: None,
             });
             JobHandle(n)

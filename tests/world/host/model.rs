@@ -196,6 +196,8 @@ pub struct Job {
     pub completed_at: Option<Instant>,
     /// Job ids this job had before reschedules.
     pub previous_job_ids: Vec<i64>,
+    /// For each reschedule: the agent the plugin deleted while it ran the job, and when.
+    pub deleted_while_running: Vec<(String, Instant)>,
     /// The code the plugin answered job-completion with.
     pub completion_code: Option<i64>,
 }
