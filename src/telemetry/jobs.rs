@@ -6,6 +6,8 @@
 //! job pipeline/1/stage/1/job                      create-agent received → job-completion
 //! ├── create-agent                                each one GoCD sent for the job
 //! │   └── RunTask (aws.request_id ...)            the AWS calls it made (`calls`)
+//! ├── start on an EC2 instance                    EC2: once an instance has room (`within_job`)
+//! │   └── StartTask (aws.request_id ...)
 //! ├── queued                                      create-agent received → task accepted
 //! ├── provisioning, image pull, container start   ECS: PROVISIONING, PENDING → RUNNING
 //! ├── agent registration, assignment              RUNNING → registered → job assigned
@@ -75,7 +77,7 @@ pub type Work<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Runs create-agent's work for `job` within a `create-agent` span of the job's trace, which
 /// it opens on the job's first create-agent.
 pub async fn create_agent<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
-    let cx = request_context(job, "create-agent", true);
+    let cx = request_context(job, "create-agent", SpanKind::Server, true);
     let out = work.with_context(cx.clone().unwrap_or_default()).await;
     if let Some(cx) = cx {
         cx.span().end();
@@ -86,11 +88,23 @@ pub async fn create_agent<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
 /// Runs job-completion's work for `job` within a `job-completion` span of the job's trace, then
 /// ends the trace: the build span (the agent took the job → now) and the job's root span.
 pub async fn job_completion<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
-    let cx = request_context(job, "job-completion", false);
+    let cx = request_context(job, "job-completion", SpanKind::Server, false);
     let out = work.with_context(cx.clone().unwrap_or_default()).await;
     if let Some(cx) = cx {
         cx.span().end();
         end(job, None);
+    }
+    out
+}
+
+/// Runs work the engine does for `job` on its own, outside a request GoCD sent (EC2's StartTask
+/// once an instance has room), within a `name` span of the job's open trace, so its AWS calls
+/// are children of it. Runs it as it is while traces are off or the job has no open trace.
+pub async fn within_job<T>(job: &JobIdentifier, name: &'static str, work: Work<'_, T>) -> T {
+    let cx = request_context(job, name, SpanKind::Internal, false);
+    let out = work.with_context(cx.clone().unwrap_or_default()).await;
+    if let Some(cx) = cx {
+        cx.span().end();
     }
     out
 }
@@ -151,7 +165,7 @@ pub fn end_all(why: &str) {
 
 /// A context whose span is a new `name` span in `job`'s trace; the trace is opened first when
 /// `start` says so and the job has none yet.
-fn request_context(job: &JobIdentifier, name: &'static str, start: bool) -> Option<Context> {
+fn request_context(job: &JobIdentifier, name: &'static str, kind: SpanKind, start: bool) -> Option<Context> {
     let tracer = super::tracer()?;
     let (root, evicted) = {
         let mut guard = open();
@@ -171,7 +185,7 @@ fn request_context(job: &JobIdentifier, name: &'static str, start: bool) -> Opti
     if let Some(trace) = evicted {
         close(trace, Some("more jobs were open than the plugin keeps"));
     }
-    let span = tracer.span_builder(name).with_kind(SpanKind::Server).start_with_context(tracer, &root);
+    let span = tracer.span_builder(name).with_kind(kind).start_with_context(tracer, &root);
     Some(root.with_span(span))
 }
 
@@ -246,6 +260,7 @@ pub(super) mod tests {
         let j = job("p", 2);
         assert_eq!(create_agent(&j, Box::pin(async { 7 })).await, 7);
         assert_eq!(job_completion(&j, Box::pin(async { 8 })).await, 8);
+        assert_eq!(within_job(&j, "start on an EC2 instance", Box::pin(async { 9 })).await, 9);
         assert_eq!(traceparent(&j), None);
         assert_eq!(open_count(), 0);
     }

@@ -31,7 +31,7 @@ const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 const RETIRE_WITHIN: Duration = Duration::from_secs(100);
 
 /// An EC2 cluster profile: c5.xlarge (4096 CPU, 7482 MiB), idle after 1 minute, plus extra keys.
-fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
+pub(crate) fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
     let mut p = props(&[
         ("ClusterName", cluster),
         ("Region", REGION),
@@ -51,19 +51,19 @@ fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
 }
 
 /// Tasks of 1024 CPU units and 1800 MiB: four fit a c5.xlarge.
-fn quarter_props() -> Props {
+pub(crate) fn quarter_props() -> Props {
     props(&[("Image", IMAGE), ("Cpu", "1024"), ("Memory", "1800")])
 }
 
 impl Scenario {
     /// Creates an ECS cluster and the instance profile in the account of `cfg` (whose access key
     /// is `access_key_id`) and watches it.
-    async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
+    pub(crate) async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
         self.cluster(label, cfg, cluster).await;
         create_instance_profile(self.moto.addr(), access_key_id, INSTANCE_PROFILE).await;
     }
 
-    fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator {
+    pub(crate) fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator {
         InstanceSimulator::start(self.fleets.clone(), host.server_id(), policy)
     }
 

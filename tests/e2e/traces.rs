@@ -4,8 +4,9 @@
 //! API: the job's span, its start's phases end to end (create-agent → ... → job assigned), each
 //! create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
 //! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
-//! from moto) names the same trace; no registration key nor AWS key is in a span. Without the
-//! variables, no exporter is set up and the task gets no `TRACEPARENT`.
+//! from moto) names the same trace; no registration key nor AWS key is in a span. On EC2, the
+//! StartTask made once an instance has room is in the job's trace too. Without the variables,
+//! no exporter is set up and the task gets no `TRACEPARENT`.
 //!
 //! Needs `JAEGER_BIN` (scripts/test builds Jaeger once, outside the clone: `scripts/jaeger.sh`)
 //! and `MOTO_SERVER`; without them the tests panic, never skip.
@@ -366,6 +367,61 @@ async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
     drop(sim);
     host.shutdown().await;
     assert!(host.stderr_text().contains("sending traces over OTLP"), "the plugin said it sends traces");
+}
+
+/// EC2: the task starts by StartTask once an instance has room, outside any request GoCD sent;
+/// it is still in the job's trace, as a `start on an EC2 instance` span with the StartTask in
+/// it, and the task carries the job's `TRACEPARENT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ec2_jobs_start_task_is_in_its_trace() {
+    use crate::ec2::{ec2_props, quarter_props};
+    use crate::world::ec2::Ec2Policy;
+    let jaeger = Jaeger::start().await;
+    let mut w = Scenario::new("traces_ec2").await;
+    let base = w.base.clone();
+    w.ec2_cluster("base", &base, moto::TEST_ACCESS_KEY_ID, "gocd-ec2").await;
+    let profile = ec2_props("gocd-ec2", &[("Ec2ScaleOutWaitSeconds", "0")]);
+    let mut cfg = w.host_config().cluster_profile("ec2", profile).elastic_profile("quarter", "ec2", quarter_props());
+    cfg.env.extend(jaeger.plugin_env("http/protobuf"));
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
+    let ec2 = w.instances(&host, Ec2Policy::default());
+    let h = host.add_jobs(JobSpec::new("quarter", Duration::from_secs(1)), 1).await[0];
+    host.wait_until("the job completed", Duration::from_secs(90), |s| s.all_completed()).await;
+    host.wait_until("job-completion answered", Duration::from_secs(30), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
+    })
+    .await;
+    let root = format!("job {}", locator(&host.job_identifier(h)));
+    let started = Instant::now();
+    let trace = loop {
+        let traces = jaeger.traces().await;
+        if let Some(t) = traces.into_iter().find(|t| complete(std::slice::from_ref(t), &root)) {
+            break t;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "Jaeger has no complete trace of {root} after 30 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let names = trace.names();
+    let root_span = trace.named(&root)[0];
+    let placed = trace.named("start on an EC2 instance");
+    assert_eq!(placed.len(), 1, "one start on an instance: {names:?}");
+    assert_eq!(placed[0].parent.as_deref(), Some(root_span.id.as_str()), "a child of the job's span");
+    let start_tasks = trace.named("StartTask");
+    assert_eq!(start_tasks.len(), 1, "one StartTask: {names:?}");
+    assert_eq!(start_tasks[0].parent.as_deref(), Some(placed[0].id.as_str()), "within the start on the instance");
+    assert!(!start_tasks[0].tags.get("aws.request_id").cloned().unwrap_or_default().is_empty(), "its request id");
+    assert!(trace.named("RunTask").is_empty(), "no RunTask on EC2: {names:?}");
+    let tasks = moto::all_tasks(&base, "gocd-ec2").await;
+    assert_eq!(tasks.len(), 1, "one task");
+    assert_eq!(
+        moto::task_override_env(&tasks[0], "TRACEPARENT"),
+        Some(format!("00-{}-{}-01", trace.id, root_span.id).as_str()),
+        "the EC2 task carries the job's trace context"
+    );
+    eprintln!("FIGURES: test=traces_ec2 spans={} secs={}", trace.spans.len(), w.started.elapsed().as_secs());
+    drop((sim, ec2));
+    host.shutdown().await;
 }
 
 fn locator(j: &crate::world::host::JobIdentifier) -> String {

@@ -202,7 +202,9 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
         return;
     }
     // The launch its create-agent built, with that request's profile.
-    let outcome = start_task(&cluster.aws(), &waiting.spec, &container).await;
+    let aws = cluster.aws();
+    let start = Box::pin(start_task(&aws, &waiting.spec, &container));
+    let outcome = crate::telemetry::jobs::within_job(&work.job, "start on an EC2 instance", start).await;
     let now = SystemTime::now();
     let (agent_id, instance) = (work.agent_id.as_str(), p.instance.as_str());
     match outcome {
