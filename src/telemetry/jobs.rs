@@ -12,16 +12,17 @@
 //! ├── provisioning, image pull, container start   ECS: PROVISIONING, PENDING → RUNNING
 //! ├── agent registration, assignment              RUNNING → registered → job assigned
 //! ├── build                                       the agent took the job → job-completion
-//! └── job-completion
-//!     └── StopTask
+//! └── job-completion                              (or the job's span ends, marked unfinished,
+//!     └── StopTask                                 when it was cancelled: `gone`)
 //! ```
 //!
 //! The phases are recorded when the agent takes the job, with the start and end times measured
 //! then (ECS's `createdAt`, `pullStartedAt`, ...; `cluster::start_phases`). The agent's task
 //! gets the job's trace context as `TRACEPARENT` ([`traceparent`]), so a build can continue the
-//! trace. A job whose completion never comes is ended when the process stops, or when more
-//! than [`MAX_OPEN`] jobs are open (the oldest first). Everything here does nothing while
-//! traces are off.
+//! trace. A job cancelled while it waited ends when the plugin stops its idle agent for it
+//! ([`gone`]); one whose completion never comes otherwise is ended when the process stops, or
+//! when more than [`MAX_OPEN`] jobs are open (the oldest first). Everything here does nothing
+//! while traces are off.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -130,6 +131,24 @@ pub fn assigned(job: &JobIdentifier, phases: &[PhaseSpan], reused: bool) {
             .with_attributes(attributes)
             .start_with_context(tracer, &trace.root);
         span.end_with_timestamp(phase.end);
+    }
+}
+
+/// GoCD stopped asking for `job` and no agent took it (cancelled while it waited): its trace
+/// ends now, saying `why`. A job some agent took keeps its trace until its job-completion: the
+/// agent started for it may go idle while another (a kept or warm one) runs the job.
+pub fn gone(job: &JobIdentifier, why: &str) {
+    let trace = {
+        let mut guard = open();
+        let Some(map) = guard.as_mut() else { return };
+        let key = job.locator();
+        match map.get(&key) {
+            Some(trace) if trace.assigned.is_none() => map.remove(&key),
+            _ => None,
+        }
+    };
+    if let Some(trace) = trace {
+        close(trace, Some(why));
     }
 }
 
@@ -261,6 +280,7 @@ pub(super) mod tests {
         assert_eq!(create_agent(&j, Box::pin(async { 7 })).await, 7);
         assert_eq!(job_completion(&j, Box::pin(async { 8 })).await, 8);
         assert_eq!(within_job(&j, "start on an EC2 instance", Box::pin(async { 9 })).await, 9);
+        gone(&j, "cancelled");
         assert_eq!(traceparent(&j), None);
         assert_eq!(open_count(), 0);
     }

@@ -5,8 +5,9 @@
 //! create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
 //! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
 //! from moto) names the same trace; no registration key nor AWS key is in a span. On EC2, the
-//! StartTask made once an instance has room is in the job's trace too. Without the variables,
-//! no exporter is set up and the task gets no `TRACEPARENT`.
+//! StartTask made once an instance has room is in the job's trace too. A job cancelled while
+//! it waited has its trace ended when its idle agent is stopped. Without the variables, no
+//! exporter is set up and the task gets no `TRACEPARENT`.
 //!
 //! Needs `JAEGER_BIN` (scripts/test builds Jaeger once, outside the clone: `scripts/jaeger.sh`)
 //! and `MOTO_SERVER`; without them the tests panic, never skip.
@@ -421,6 +422,54 @@ async fn an_ec2_jobs_start_task_is_in_its_trace() {
     );
     eprintln!("FIGURES: test=traces_ec2 spans={} secs={}", trace.spans.len(), w.started.elapsed().as_secs());
     drop((sim, ec2));
+    host.shutdown().await;
+}
+
+/// A job cancelled while its agent starts: GoCD stops asking for it, the agent registers and
+/// sits idle, and once the plugin stops it ("its job is gone", after
+/// `AgentRegisterTimeoutMinutes`) the job's trace ends, marked unfinished, while the plugin
+/// runs on: not left open until the process stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancelled_jobs_trace_ends_when_its_agent_is_stopped() {
+    let jaeger = Jaeger::start().await;
+    let mut w = Scenario::new("traces_cancelled").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let props = cluster_props("gocd-a", &[("AgentRegisterTimeoutMinutes", "1")]);
+    let mut cfg = w.host_config().cluster_profile("base", props).elastic_profile("small", "base", elastic_props());
+    cfg.env.extend(jaeger.plugin_env("http/protobuf"));
+    let host = GoCdHost::launch(cfg).await;
+    let h = host.add_job(JobSpec::new("small", Duration::from_secs(1))).await;
+    let job_id = host.job_identifier(h).job_id;
+    let mut policy = SimPolicy::default();
+    policy.hold.insert(job_id.to_string());
+    let sim = w.agents(&host, policy);
+    sim.wait_until("the job's task seen", Duration::from_secs(30), |s| s.tasks_for_job(job_id) == 1).await;
+    host.cancel_job(h);
+    sim.release(job_id);
+    sim.wait_until("the idle agent's task stopped", Duration::from_secs(150), |s| {
+        s.tasks.values().any(|t| t.job_id.as_deref() == Some(&job_id.to_string()) && t.stopped)
+    })
+    .await;
+
+    let root = format!("job {}", locator(&host.job_identifier(h)));
+    let started = Instant::now();
+    let trace = loop {
+        let traces = jaeger.traces().await;
+        if let Some(t) = traces.into_iter().find(|t| !t.named(&root).is_empty()) {
+            break t;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the cancelled job's trace is not in Jaeger 30 s on");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let names = trace.names();
+    let unfinished = trace.named(&root)[0].tags.get("gocd.job.unfinished").cloned().unwrap_or_default();
+    assert!(unfinished.contains("cancelled"), "the job's span says why it ended: {unfinished:?}");
+    assert_eq!(trace.named("RunTask").len(), 1, "its one launch: {names:?}");
+    assert!(trace.named("job-completion").is_empty() && trace.phases().is_empty(), "no agent took it: {names:?}");
+    host.wait_until("the idle agent removed from GoCD", Duration::from_secs(30), |s| s.agents.is_empty()).await;
+    eprintln!("FIGURES: test=traces_cancelled spans={} secs={}", trace.spans.len(), w.started.elapsed().as_secs());
+    drop(sim);
     host.shutdown().await;
 }
 

@@ -1,6 +1,6 @@
 //! Carrying out a plan's steps: StopTask with the reason, the registry's `stopped` transition,
-//! a line in the job's console and server health, and GoCD's agents disabled and deleted in one
-//! call each.
+//! a line in the job's console and server health, a cancelled job's trace ended, and GoCD's
+//! agents disabled and deleted in one call each.
 
 use std::time::SystemTime;
 
@@ -52,6 +52,12 @@ impl Cluster {
                     self.queue_missed(&agent_id);
                     self.event(HealthKind::Error, message.clone());
                     let _ = self.gocd.console_log(&job, console_line(message)).await;
+                }
+                Step::JobGone { job } => {
+                    crate::telemetry::jobs::gone(
+                        &job,
+                        "GoCD stopped asking for the job before any agent took it (cancelled)",
+                    );
                 }
                 Step::RemoveAgent { agent_id, reason } => {
                     tracing::info!(agent_id = agent_id.as_str(), %reason, "removing agent from GoCD");

@@ -32,6 +32,12 @@ pub enum Step {
         /// Why.
         reason: String,
     },
+    /// GoCD no longer asks for the job an idle agent was started for (it was cancelled while
+    /// it waited, or another agent took it): the job's trace ends, unless an agent took it.
+    JobGone {
+        /// The job.
+        job: JobIdentifier,
+    },
     /// Tell operators and the job that a task stopped before its job completed.
     ReportUnexpectedStop {
         /// The agent.
@@ -172,6 +178,7 @@ pub fn plan(
                         agent_id: record.agent_id.clone(),
                         reason: "its job is gone".into(),
                     });
+                    steps.push(Step::JobGone { job: record.job.clone() });
                 }
             }
             Phase::Stopping if !task_stopped && record.task_arn.is_some() => {
@@ -337,7 +344,10 @@ mod tests {
         reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
-        assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+        assert!(
+            matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }, Step::JobGone { job }] if job.job_id == 1),
+            "{steps:?}"
+        );
     }
 
     #[test]
@@ -351,7 +361,10 @@ mod tests {
         assert_eq!(resent, Reservation::Existing("a".into()));
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 2), vec![], "asked for {TIMEOUT:?} ago");
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 2 + Duration::from_secs(1));
-        assert!(matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }]), "{steps:?}");
+        assert!(
+            matches!(&steps[..], [Step::StopTask { job: None, .. }, Step::RemoveAgent { .. }, Step::JobGone { .. }]),
+            "{steps:?}"
+        );
     }
 
     #[test]
