@@ -23,7 +23,9 @@ use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
 use crate::cost::ledger::{Ledger, Summary};
-use crate::cost::{fargate_billing_start, fargate_hourly, Arch, Capacity as Market, Os, PriceTable, TaskSize};
+use crate::cost::{
+    fargate_billing_start, fargate_hourly, gp3_hourly, Arch, Capacity as Market, Os, PriceTable, TaskSize,
+};
 use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
 
@@ -55,8 +57,23 @@ pub struct CostState {
 /// How an agent is priced: per second on Fargate, or a share of an EC2 instance.
 #[derive(Debug, Clone)]
 enum Rate {
-    Fargate { hourly: f64, minimum: u64, size: TaskSize },
-    Ec2 { hourly: f64, fraction: f64, instance: String, instance_type: String, launched_at: SystemTime },
+    Fargate {
+        hourly: f64,
+        minimum: u64,
+        size: TaskSize,
+    },
+    Ec2 {
+        /// The instance's price an hour, its root volume's included when the table prices gp3
+        /// in the region.
+        hourly: f64,
+        fraction: f64,
+        instance: String,
+        /// Its type and root volume, in words: `c5.xlarge, 30 GiB gp3`.
+        what: String,
+        /// The root volume's GiB when the table has no gp3 price for the region (left out).
+        unpriced_volume: Option<u32>,
+        launched_at: SystemTime,
+    },
 }
 
 /// USD by elastic profile hash.
@@ -168,7 +185,7 @@ impl Cluster {
                     String::new(),
                 )
             }
-            Rate::Ec2 { hourly, fraction, instance, instance_type, launched_at } => {
+            Rate::Ec2 { hourly, fraction, instance, what, unpriced_volume, launched_at } => {
                 let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
                 let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
                 let others = self.others_on_instance(record, *hourly, now, cost);
@@ -178,15 +195,19 @@ impl Cluster {
                     cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
                 }
                 *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
-                let what = format!(
-                    "EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it",
-                    fraction * 100.0
-                );
-                let after = format!(
-                    " ({} for its reservation, {} its share of the instance's boot and idle time)",
+                let what =
+                    format!("EC2 instance {instance} ({what}, {region}), reserving {:.0} % of it", fraction * 100.0);
+                let mut after = format!(
+                    " ({} for its reservation, {} its share of the instance's boot and idle time",
                     usd(share.reserved),
                     usd(share.boot_and_idle)
                 );
+                if let Some(gib) = unpriced_volume {
+                    after.push_str(&format!(
+                        "; its {gib} GiB gp3 root volume not priced: the price table has no gp3 price for {region}"
+                    ));
+                }
+                after.push(')');
                 (share.total(), what, after)
             }
         }
@@ -258,13 +279,21 @@ impl Cluster {
             .find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn))
             .ok_or("its EC2 instance is no longer known")?;
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
-        let hourly = table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        let compute = table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        // The root volume the plugin launched it with (`Ec2RootVolumeGiB`, gp3) is part of the
+        // instance's price; a region the table has no gp3 price for is said, not guessed.
+        let gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
+        let (volume, what, unpriced_volume) = match gp3_hourly(table, region, gib) {
+            Ok(hourly) => (hourly, format!("{}, {gib} GiB gp3", instance.instance_type), None),
+            Err(_) => (0.0, instance.instance_type.clone(), Some(gib)),
+        };
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {
-            hourly,
+            hourly: compute + volume,
             fraction,
             instance: instance.id.clone(),
-            instance_type: instance.instance_type.clone(),
+            what,
+            unpriced_volume,
             launched_at: instance.launched_at,
         })
     }

@@ -161,6 +161,18 @@ pub fn fargate_hourly(table: &PriceTable, size: &TaskSize, region: &str) -> Resu
     Ok((compute * spot + size.vcpu * license + storage, minimum))
 }
 
+/// What `gp3_gb` GB of gp3 volumes cost an hour in `region`, in USD (the GB-month prorated over
+/// a 30-day month, as EBS bills it).
+///
+/// # Errors
+/// The table has no gp3 price there (nothing is asked of it when `gp3_gb` is 0).
+pub fn gp3_hourly(table: &PriceTable, region: &str, gp3_gb: u32) -> Result<f64, CostError> {
+    if gp3_gb == 0 {
+        return Ok(0.0);
+    }
+    Ok(f64::from(gp3_gb) * table.gp3_gb_month(region)? / EBS_MONTH_HOURS)
+}
+
 /// What an EC2 Linux instance of `instance_type` in `region` with `gp3_gb` GB of gp3 volumes
 /// costs from `launch` to `stop`, in USD.
 ///
@@ -175,7 +187,7 @@ pub fn ec2_instance_cost(
     stop: SystemTime,
 ) -> Result<f64, CostError> {
     let hour = table.ec2_hour(region, instance_type)?;
-    let storage = if gp3_gb > 0 { f64::from(gp3_gb) * table.gp3_gb_month(region)? / EBS_MONTH_HOURS } else { 0.0 };
+    let storage = gp3_hourly(table, region, gp3_gb)?;
     let hours = billed_seconds(launch, stop, LINUX_MINIMUM_SECONDS) as f64 / 3600.0;
     Ok(hours * (hour + storage))
 }

@@ -217,7 +217,7 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
         let console = host.console_log(h);
         assert!(
             console.iter().any(|l| l.contains("on EC2 instance i-")
-                && l.contains("(c5.xlarge, us-east-1), reserving 25 % of it: $")
+                && l.contains("(c5.xlarge, 30 GiB gp3, us-east-1), reserving 25 % of it: $")
                 && l.contains("its share of the instance's boot and idle time")),
             "no cost line: {console:#?}"
         );
