@@ -7,17 +7,19 @@
 //!   shutdown, which sends what is still buffered.
 //! - [`jobs`]: each job's trace, kept in memory by job across the requests that make it.
 //! - [`calls`]: one span per AWS call made within a job's trace, with AWS's request id.
+//! - `tls`: the exporter's transport, over TLS for an `https://` endpoint.
 //!
 //! The SDK reads the standard variables itself: `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the
 //! default, or `grpc`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`
-//! (here `ecs-elastic-agent` by default). `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`
+//! (here `ecs-elastic-agent` by default); `OTEL_EXPORTER_OTLP_CERTIFICATE` is read here (`tls`). `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`
 //! turn traces off. The exporter never writes stdout (the GoCD protocol's); its own problems go
 //! to the log on stderr.
 
 pub mod calls;
 pub mod jobs;
+mod tls;
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -75,9 +77,7 @@ impl Telemetry {
         if !wanted(&var) {
             return Ok(None);
         }
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .build()
-            .map_err(|e| format!("traces are off: the OTLP exporter could not be set up from OTEL_*: {e}"))?;
+        let exporter = tls::exporter(&var).map_err(|e| format!("traces are off: {e}"))?;
         let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
         let mut resource = Resource::builder();
         if !service_named(&var) {

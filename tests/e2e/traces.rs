@@ -1,8 +1,9 @@
 //! Traces (issue 34): with the standard `OTEL_*` variables set, the plugin sends one trace per
 //! job to a real Jaeger (all-in-one, in-memory storage, on free loopback ports) over OTLP, once
-//! over `http/protobuf` and once over `grpc`; the test reads them back through Jaeger's query
-//! API: the job's span, its start's phases end to end (create-agent → ... → job assigned), each
-//! create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
+//! over `http/protobuf` and once over `grpc`, and each again over TLS (a test CA made with the
+//! `openssl` command, trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`); the test reads them
+//! back through Jaeger's query API: the job's span, its start's phases end to end
+//! (create-agent → ... → job assigned), each create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
 //! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
 //! from moto) names the same trace; no registration key nor AWS key is in a span. On EC2, the
 //! StartTask made once an instance has room is in the job's trace too. A job cancelled while
@@ -35,6 +36,80 @@ struct Jaeger {
     otlp_http: u16,
     query: SocketAddr,
     _config: tempfile_path::TempFile,
+    /// With TLS on its OTLP receivers: the test CA's certificate, for the plugin to trust.
+    tls: Option<TestCertificates>,
+}
+
+/// A CA and a certificate it signed for 127.0.0.1, made with the `openssl` command in a
+/// directory of their own, removed when dropped.
+struct TestCertificates {
+    dir: PathBuf,
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TestCertificates {
+    fn make() -> TestCertificates {
+        let dir = std::env::temp_dir().join(format!("ecs-ea-otlp-tls-{}-{}", std::process::id(), free_port()));
+        std::fs::create_dir_all(&dir).expect("a directory for the test certificates");
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl").args(args).current_dir(&dir).output().unwrap_or_else(|e| {
+                panic!("the openssl command is needed for the TLS test (apt-get install openssl): {e}")
+            });
+            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        run(&[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=ecs-ea test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat());
+        run(&[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]].concat());
+        std::fs::write(
+            dir.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+        )
+        .expect("write the extensions file");
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ]);
+        TestCertificates { ca: dir.join("ca.pem"), cert: dir.join("server.pem"), key: dir.join("server.key"), dir }
+    }
+}
+
+impl Drop for TestCertificates {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// A file removed when dropped (Jaeger's config).
@@ -62,8 +137,24 @@ impl Jaeger {
     /// Starts Jaeger with OTLP receivers and the query API on free ports, and waits until its
     /// query API answers.
     async fn start() -> Jaeger {
+        Self::start_with(None).await
+    }
+
+    /// [`Jaeger::start`] with TLS on both OTLP receivers, by a test CA's certificate.
+    async fn start_tls() -> Jaeger {
+        Self::start_with(Some(TestCertificates::make())).await
+    }
+
+    async fn start_with(tls: Option<TestCertificates>) -> Jaeger {
         let binary = jaeger_binary();
         let (otlp_grpc, otlp_http, query_http, query_grpc) = (free_port(), free_port(), free_port(), free_port());
+        let receiver_tls = tls.as_ref().map_or_else(String::new, |t| {
+            format!(
+                "\n        tls:\n          cert_file: {}\n          key_file: {}",
+                t.cert.display(),
+                t.key.display()
+            )
+        });
         let config = format!(
             r#"service:
   extensions: [jaeger_storage, jaeger_query]
@@ -96,9 +187,9 @@ receivers:
   otlp:
     protocols:
       grpc:
-        endpoint: 127.0.0.1:{otlp_grpc}
+        endpoint: 127.0.0.1:{otlp_grpc}{receiver_tls}
       http:
-        endpoint: 127.0.0.1:{otlp_http}
+        endpoint: 127.0.0.1:{otlp_http}{receiver_tls}
 processors:
   batch:
     timeout: 100ms
@@ -124,6 +215,7 @@ exporters:
             otlp_http,
             query: SocketAddr::from(([127, 0, 0, 1], query_http)),
             _config: tempfile_path::TempFile(path),
+            tls,
         };
         let started = Instant::now();
         loop {
@@ -137,18 +229,21 @@ exporters:
         }
     }
 
-    /// The plugin's environment for sending traces here over `protocol`.
+    /// The plugin's environment for sending traces here over `protocol` (over TLS, trusting
+    /// the test CA, when Jaeger was started with it).
     fn plugin_env(&self, protocol: &str) -> Vec<(String, String)> {
-        let endpoint = match protocol {
-            "grpc" => format!("http://127.0.0.1:{}", self.otlp_grpc),
-            _ => format!("http://127.0.0.1:{}", self.otlp_http),
-        };
-        vec![
-            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint),
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let port = if protocol == "grpc" { self.otlp_grpc } else { self.otlp_http };
+        let mut env = vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), format!("{scheme}://127.0.0.1:{port}")),
             ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), protocol.into()),
             // Spans leave within a fifth of a second rather than five (the SDK's default).
             ("OTEL_BSP_SCHEDULE_DELAY".into(), "200".into()),
-        ]
+        ];
+        if let Some(tls) = &self.tls {
+            env.push(("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), tls.ca.display().to_string()));
+        }
+        env
     }
 
     /// The traces of the plugin's service Jaeger holds (its v1 JSON API).
@@ -247,8 +342,8 @@ fn complete(traces: &[Trace], root: &str) -> bool {
 /// `jobs` jobs with traces sent over `protocol`: each job has exactly one trace, with its phases,
 /// its create-agents, the RunTask and its request id, the build and the job-completion; the
 /// task's `TRACEPARENT` names it; no auto-register key is in any span.
-async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize) {
-    let jaeger = Jaeger::start().await;
+async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize, tls: bool) {
+    let jaeger = if tls { Jaeger::start_tls().await } else { Jaeger::start().await };
     let mut w = Scenario::new(name).await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
@@ -480,13 +575,26 @@ fn locator(j: &crate::world::host::JobIdentifier) -> String {
 /// Two jobs over OTLP/HTTP (protobuf), the default protocol.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_http_protobuf() {
-    one_trace_per_job("traces_http_protobuf", "http/protobuf", 2).await;
+    one_trace_per_job("traces_http_protobuf", "http/protobuf", 2, false).await;
 }
 
 /// One job over OTLP/gRPC.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_grpc() {
-    one_trace_per_job("traces_grpc", "grpc", 1).await;
+    one_trace_per_job("traces_grpc", "grpc", 1, false).await;
+}
+
+/// One job over OTLP/HTTP to an `https://` endpoint whose certificate a private CA signed,
+/// trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_per_job_over_https() {
+    one_trace_per_job("traces_https", "http/protobuf", 1, true).await;
+}
+
+/// One job over OTLP/gRPC with TLS, the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_per_job_over_grpc_with_tls() {
+    one_trace_per_job("traces_grpc_tls", "grpc", 1, true).await;
 }
 
 /// Without the `OTEL_*` variables nothing is set up: no exporter (its log line is missing), and
