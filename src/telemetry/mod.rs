@@ -135,7 +135,8 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    /// The variables `pairs` say, as [`Telemetry::from`] reads them (the module's tests share it).
+    pub(super) fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |name| map.get(name).cloned()
     }

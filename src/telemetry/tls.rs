@@ -111,13 +111,8 @@ fn first(var: &impl Fn(&str) -> Option<String>, names: &[&str]) -> Option<String
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::vars;
     use super::*;
-    use std::collections::HashMap;
-
-    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |name| map.get(name).cloned()
-    }
 
     #[test]
     fn the_traces_variables_come_before_the_general_ones() {
