@@ -56,6 +56,10 @@ async fn two_gocd_servers_on_one_cluster_never_touch_each_other() {
     let sim_b = w.agents(&b, only(&b));
 
     a.add_jobs(JobSpec::new("small", Duration::from_secs(8)), 8).await;
+    // B's first job once A's task definition is registered: moto registers two revisions of one
+    // family sent at the same instant as one (both get revision 1, the later one's tags win),
+    // where AWS gives each its own; the sweep below tells the two servers' revisions apart.
+    sim_a.wait_until("A's first task", Duration::from_secs(30), |s| !s.tasks.is_empty()).await;
     b.add_jobs(JobSpec::new("small", Duration::from_secs(8)), 8).await;
     // Both at their own limit at the same time: the count is per server.
     let both_full = |s: &world::host::HostState| job_states(s).1 == 4;
