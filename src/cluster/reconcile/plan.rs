@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use crate::cluster::registry::{AgentRecord, Phase, Registry};
 use crate::cluster::tasks::TaskView;
 use crate::ids::{AgentId, TaskArn};
-use crate::protocol::types::{AgentMetadata, JobIdentifier};
+use crate::protocol::types::{AgentMetadata, BuildState, JobIdentifier};
 
 /// One thing server-ping should do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,10 +65,17 @@ pub fn plan(
             continue; // its job-completion disables, stops and deletes it right now
         }
         let registered = gocd.contains_key(&record.agent_id);
+        // GoCD says it runs a job now: a kept or warm agent adopted after a restart carries the
+        // tag of its first job (or of the job whose key started it), which may have completed
+        // while it runs another.
+        let building = gocd.get(&record.agent_id).is_some_and(|m| m.build_state == BuildState::Building);
         let task_stopped = record.task.as_ref().is_some_and(TaskView::is_stopping);
         match record.phase {
             Phase::Running
-                if !task_stopped && record.waiting_since.is_none() && registry.is_finished(record.job.job_id) =>
+                if !task_stopped
+                    && !building
+                    && record.waiting_since.is_none()
+                    && registry.is_finished(record.job.job_id) =>
             {
                 // GoCD said the job completed, but the stop could not be made then (adopted since).
                 if let Some(arn) = &record.task_arn {
@@ -393,6 +400,23 @@ mod tests {
         reg.claim_for_stop("a");
         assert!(!reg.assigned("a", 1, later), "should-assign-work between the plan and the StopTask");
         assert_eq!(reg.get("a").unwrap().phase, Phase::Stopping);
+    }
+
+    #[test]
+    fn an_adopted_agent_building_another_job_than_its_tags_is_not_stopped_for_that_ones_end() {
+        // A kept agent adopted after a restart carries its first job's tags; that job's
+        // completion reaches the new process while the agent builds its next one.
+        let mut reg = Registry::default();
+        let building: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
+        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &building, T0);
+        reg.job_finished(1, T0);
+        assert_eq!(plan(&reg, &building, TIMEOUT, T0), vec![], "it builds a job GoCD gave it");
+        let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
+        let steps = plan(&reg, &idle, TIMEOUT, T0);
+        assert!(
+            matches!(&steps[..], [Step::StopTask { reason, .. }, Step::RemoveAgent { .. }] if reason == "its GoCD job completed"),
+            "{steps:?}"
+        );
     }
 
     #[test]
