@@ -63,15 +63,14 @@ enum Rate {
         size: TaskSize,
     },
     Ec2 {
-        /// The instance's price an hour, its root volume's included when the table prices gp3
-        /// in the region.
+        /// The instance's price an hour, its root volume's included when `volume_priced`.
         hourly: f64,
         fraction: f64,
         instance: String,
-        /// Its type and root volume, in words: `c5.xlarge, 30 GiB gp3`.
-        what: String,
-        /// The root volume's GiB when the table has no gp3 price for the region (left out).
-        unpriced_volume: Option<u32>,
+        instance_type: String,
+        /// Its gp3 root volume's GiB, and whether the table prices gp3 in the region.
+        volume_gib: u32,
+        volume_priced: bool,
         launched_at: SystemTime,
     },
 }
@@ -185,7 +184,7 @@ impl Cluster {
                     String::new(),
                 )
             }
-            Rate::Ec2 { hourly, fraction, instance, what, unpriced_volume, launched_at } => {
+            Rate::Ec2 { hourly, fraction, instance, instance_type, volume_gib, volume_priced, launched_at } => {
                 let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
                 let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
                 let others = self.others_on_instance(record, *hourly, now, cost);
@@ -195,19 +194,21 @@ impl Cluster {
                     cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
                 }
                 *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
-                let what =
-                    format!("EC2 instance {instance} ({what}, {region}), reserving {:.0} % of it", fraction * 100.0);
-                let mut after = format!(
-                    " ({} for its reservation, {} its share of the instance's boot and idle time",
+                let volume = if *volume_priced { format!(", {volume_gib} GiB gp3") } else { String::new() };
+                let what = format!(
+                    "EC2 instance {instance} ({instance_type}{volume}, {region}), reserving {:.0} % of it",
+                    fraction * 100.0
+                );
+                let unpriced = if *volume_priced {
+                    String::new()
+                } else {
+                    format!("; its {volume_gib} GiB gp3 root volume not priced: the price table has no gp3 price for {region}")
+                };
+                let after = format!(
+                    " ({} for its reservation, {} its share of the instance's boot and idle time{unpriced})",
                     usd(share.reserved),
                     usd(share.boot_and_idle)
                 );
-                if let Some(gib) = unpriced_volume {
-                    after.push_str(&format!(
-                        "; its {gib} GiB gp3 root volume not priced: the price table has no gp3 price for {region}"
-                    ));
-                }
-                after.push(')');
                 (share.total(), what, after)
             }
         }
@@ -280,20 +281,18 @@ impl Cluster {
             .ok_or("its EC2 instance is no longer known")?;
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
         let compute = table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?;
-        // The root volume the plugin launched it with (`Ec2RootVolumeGiB`, gp3) is part of the
+        // Its gp3 root volume (`Ec2RootVolumeGiB`, as the profile says now) is part of the
         // instance's price; a region the table has no gp3 price for is said, not guessed.
-        let gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
-        let (volume, what, unpriced_volume) = match gp3_hourly(table, region, gib) {
-            Ok(hourly) => (hourly, format!("{}, {gib} GiB gp3", instance.instance_type), None),
-            Err(_) => (0.0, instance.instance_type.clone(), Some(gib)),
-        };
+        let volume_gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
+        let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {
-            hourly: compute + volume,
+            hourly: compute + volume.unwrap_or(0.0),
             fraction,
             instance: instance.id.clone(),
-            what,
-            unpriced_volume,
+            instance_type: instance.instance_type.clone(),
+            volume_gib,
+            volume_priced: volume.is_some(),
             launched_at: instance.launched_at,
         })
     }

@@ -78,21 +78,14 @@ pub type Work<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Runs create-agent's work for `job` within a `create-agent` span of the job's trace, which
 /// it opens on the job's first create-agent.
 pub async fn create_agent<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
-    let cx = request_context(job, "create-agent", SpanKind::Server, true);
-    let out = work.with_context(cx.clone().unwrap_or_default()).await;
-    if let Some(cx) = cx {
-        cx.span().end();
-    }
-    out
+    in_span(request_context(job, "create-agent", SpanKind::Server, true), work).await.0
 }
 
 /// Runs job-completion's work for `job` within a `job-completion` span of the job's trace, then
 /// ends the trace: the build span (the agent took the job → now) and the job's root span.
 pub async fn job_completion<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
-    let cx = request_context(job, "job-completion", SpanKind::Server, false);
-    let out = work.with_context(cx.clone().unwrap_or_default()).await;
-    if let Some(cx) = cx {
-        cx.span().end();
+    let (out, traced) = in_span(request_context(job, "job-completion", SpanKind::Server, false), work).await;
+    if traced {
         end(job, None);
     }
     out
@@ -102,12 +95,17 @@ pub async fn job_completion<T>(job: &JobIdentifier, work: Work<'_, T>) -> T {
 /// once an instance has room), within a `name` span of the job's open trace, so its AWS calls
 /// are children of it. Runs it as it is while traces are off or the job has no open trace.
 pub async fn within_job<T>(job: &JobIdentifier, name: &'static str, work: Work<'_, T>) -> T {
-    let cx = request_context(job, name, SpanKind::Internal, false);
+    in_span(request_context(job, name, SpanKind::Internal, false), work).await.0
+}
+
+/// Runs `work` within `cx`'s span and ends the span; as it is when there is none. Also says
+/// whether there was one.
+async fn in_span<T>(cx: Option<Context>, work: Work<'_, T>) -> (T, bool) {
     let out = work.with_context(cx.clone().unwrap_or_default()).await;
-    if let Some(cx) = cx {
+    if let Some(cx) = &cx {
         cx.span().end();
     }
-    out
+    (out, cx.is_some())
 }
 
 /// The agent took `job`: its start's phases as spans of the job's trace. `reused`: a kept

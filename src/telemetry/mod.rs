@@ -13,8 +13,8 @@
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_PROTOCOL` (`http/protobuf`, the
 //! default, or `grpc`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`, `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`
-//! (here `ecs-elastic-agent` by default); `OTEL_EXPORTER_OTLP_CERTIFICATE` is read here (`tls`). `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`
-//! turn traces off. The exporter never writes stdout (the GoCD protocol's); its own problems go
+//! (here `ecs-elastic-agent` by default); `OTEL_EXPORTER_OTLP_CERTIFICATE` is read here
+//! (`tls`). `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turn traces off. The exporter never writes stdout (the GoCD protocol's); its own problems go
 //! to the log on stderr.
 
 pub mod calls;

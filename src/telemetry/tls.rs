@@ -67,7 +67,7 @@ fn extra_roots(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, 
     let names = ["OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"];
     let Some(path) = first(var, &names) else { return Ok(None) };
     let pem = std::fs::read(&path).map_err(|e| {
-        format!("OTEL_EXPORTER_OTLP_CERTIFICATE names {path}, which cannot be read ({e}): give a readable PEM file of the CA certificates that signed the collector's")
+        format!("the OTLP certificate file {path} cannot be read ({e}): give a readable PEM file of the CA certificates that signed the collector's")
     })?;
     Ok(Some((path, pem)))
 }
@@ -85,14 +85,14 @@ fn https_connector(
     if let Some((path, pem)) = extra {
         let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{path} (OTEL_EXPORTER_OTLP_CERTIFICATE) is not PEM certificates: {e}"))?;
+            .map_err(|e| format!("the OTLP certificate file {path} is not PEM certificates: {e}"))?;
         if certs.is_empty() {
-            return Err(format!("{path} (OTEL_EXPORTER_OTLP_CERTIFICATE) holds no PEM certificate"));
+            return Err(format!("the OTLP certificate file {path} holds no PEM certificate"));
         }
         for cert in certs {
             roots
                 .add(cert)
-                .map_err(|e| format!("{path} (OTEL_EXPORTER_OTLP_CERTIFICATE): a certificate rustls refuses: {e}"))?;
+                .map_err(|e| format!("the OTLP certificate file {path} has a certificate rustls refuses: {e}"))?;
         }
     }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());

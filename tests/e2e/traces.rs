@@ -3,8 +3,8 @@
 //! over `http/protobuf` and once over `grpc`, and each again over TLS (a test CA made with the
 //! `openssl` command, trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`); the test reads them
 //! back through Jaeger's query API: the job's span, its start's phases end to end
-//! (create-agent → ... → job assigned), each create-agent GoCD sent (re-sent ones in the same trace), the RunTask with AWS's request id,
-//! the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
+//! (create-agent → ... → job assigned), each create-agent GoCD sent (re-sent ones in the same
+//! trace), the RunTask with AWS's request id, the build and the job-completion; the task's `TRACEPARENT` (its RunTask overrides, read back
 //! from moto) names the same trace; no registration key nor AWS key is in a span. On EC2, the
 //! StartTask made once an instance has room is in the job's trace too. A job cancelled while
 //! it waited has its trace ended when its idle agent is stopped. Without the variables, no
@@ -53,55 +53,29 @@ impl TestCertificates {
     fn make() -> TestCertificates {
         let dir = std::env::temp_dir().join(format!("ecs-ea-otlp-tls-{}-{}", std::process::id(), free_port()));
         std::fs::create_dir_all(&dir).expect("a directory for the test certificates");
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new("openssl").args(args).current_dir(&dir).output().unwrap_or_else(|e| {
-                panic!("the openssl command is needed for the TLS test (apt-get install openssl): {e}")
-            });
-            assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        // Each command's arguments, split at spaces (none has a space of its own).
+        let run = |args: &str| {
+            let out = std::process::Command::new("openssl")
+                .args(args.split_whitespace())
+                .current_dir(&dir)
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("the openssl command is needed for the TLS test (apt-get install openssl): {e}")
+                });
+            assert!(out.status.success(), "openssl {args}: {}", String::from_utf8_lossy(&out.stderr));
         };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-        run(&[
-            &["req", "-x509"][..],
-            &ec,
-            &[
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=ecs-ea test CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ],
-        ]
-        .concat());
-        run(&[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]].concat());
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        run(&format!(
+            "req -x509 {ec} -keyout ca.key -out ca.pem -days 2 -subj /CN=ecs-ea-test-CA \
+             -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+        ));
+        run(&format!("req {ec} -keyout server.key -out server.csr -subj /CN=127.0.0.1"));
         std::fs::write(
             dir.join("server.ext"),
             "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
         )
         .expect("write the extensions file");
-        run(&[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.pem",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-        ]);
+        run("x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext");
         TestCertificates { ca: dir.join("ca.pem"), cert: dir.join("server.pem"), key: dir.join("server.key"), dir }
     }
 }
@@ -244,6 +218,19 @@ exporters:
             env.push(("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), tls.ca.display().to_string()));
         }
         env
+    }
+
+    /// The trace whose root span is `root`, once `ready` says it is in (within 30 s).
+    async fn trace_of(&self, root: &str, ready: impl Fn(&Trace) -> bool) -> Trace {
+        let started = Instant::now();
+        loop {
+            let found = self.traces().await.into_iter().find(|t| !t.named(root).is_empty() && ready(t));
+            if let Some(t) = found {
+                return t;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "Jaeger has no trace of {root} as asked after 30 s");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
     }
 
     /// The traces of the plugin's service Jaeger holds (its v1 JSON API).
@@ -489,15 +476,7 @@ async fn an_ec2_jobs_start_task_is_in_its_trace() {
     })
     .await;
     let root = format!("job {}", locator(&host.job_identifier(h)));
-    let started = Instant::now();
-    let trace = loop {
-        let traces = jaeger.traces().await;
-        if let Some(t) = traces.into_iter().find(|t| complete(std::slice::from_ref(t), &root)) {
-            break t;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "Jaeger has no complete trace of {root} after 30 s");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    let trace = jaeger.trace_of(&root, |t| !t.named("job-completion").is_empty()).await;
     let names = trace.names();
     let root_span = trace.named(&root)[0];
     let placed = trace.named("start on an EC2 instance");
@@ -548,15 +527,8 @@ async fn a_cancelled_jobs_trace_ends_when_its_agent_is_stopped() {
     .await;
 
     let root = format!("job {}", locator(&host.job_identifier(h)));
-    let started = Instant::now();
-    let trace = loop {
-        let traces = jaeger.traces().await;
-        if let Some(t) = traces.into_iter().find(|t| !t.named(&root).is_empty()) {
-            break t;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "the cancelled job's trace is not in Jaeger 30 s on");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    };
+    // Its root span ends, and leaves, only when the trace ends.
+    let trace = jaeger.trace_of(&root, |_| true).await;
     let names = trace.names();
     let unfinished = trace.named(&root)[0].tags.get("gocd.job.unfinished").cloned().unwrap_or_default();
     assert!(unfinished.contains("cancelled"), "the job's span says why it ended: {unfinished:?}");
