@@ -222,37 +222,54 @@ pub async fn container_instances(aws: &AwsClients, cluster: &str) -> Result<Vec<
             _ => break,
         }
     }
+    describe_container_instances(aws, cluster, &arns).await
+}
+
+/// These container instances of the cluster, [`DESCRIBE_CHUNK`] a call (one a capacity
+/// provider's tasks ran on, to price them; it is only read).
+///
+/// # Errors
+/// The failed DescribeContainerInstances call.
+pub async fn describe_container_instances(
+    aws: &AwsClients,
+    cluster: &str,
+    arns: &[String],
+) -> Result<Vec<ContainerInstance>, AwsError> {
     let mut found = Vec::with_capacity(arns.len());
     for chunk in arns.chunks(DESCRIBE_CHUNK) {
         let request =
             aws.ecs.describe_container_instances().cluster(cluster).set_container_instances(Some(chunk.to_vec()));
         let out = aws.calls.call("DescribeContainerInstances", || request.clone().send()).await?;
-        found.extend(out.container_instances().iter().map(|c| {
-            let resources = |list: &[aws_sdk_ecs::types::Resource]| {
-                let get = |name: &str| {
-                    list.iter()
-                        .find(|r| r.name() == Some(name))
-                        .map_or(0, |r| u32::try_from(r.integer_value()).unwrap_or(0))
-                };
-                Resources::new(get("CPU"), get("MEMORY"))
-            };
-            let total = resources(c.registered_resources());
-            // Never more room than the instance has (moto frees a task's resources again on a
-            // repeated StopTask).
-            let remaining = resources(c.remaining_resources());
-            let remaining = Resources::new(remaining.cpu.min(total.cpu), remaining.memory.min(total.memory));
-            ContainerInstance {
-                arn: c.container_instance_arn().unwrap_or_default().to_string(),
-                ec2_id: c.ec2_instance_id().map(str::to_string),
-                status: c.status().unwrap_or_default().to_string(),
-                connected: c.agent_connected(),
-                total,
-                remaining,
-                tasks: u32::try_from(c.running_tasks_count().max(0) + c.pending_tasks_count().max(0)).unwrap_or(0),
-            }
-        }));
+        found.extend(out.container_instances().iter().map(container_view));
     }
     Ok(found)
+}
+
+/// The port's view of one described container instance.
+fn container_view(c: &aws_sdk_ecs::types::ContainerInstance) -> ContainerInstance {
+    let resources = |list: &[aws_sdk_ecs::types::Resource]| {
+        let get = |name: &str| {
+            list.iter().find(|r| r.name() == Some(name)).map_or(0, |r| u32::try_from(r.integer_value()).unwrap_or(0))
+        };
+        Resources::new(get("CPU"), get("MEMORY"))
+    };
+    let total = resources(c.registered_resources());
+    // Never more room than the instance has (moto frees a task's resources again on a
+    // repeated StopTask).
+    let remaining = resources(c.remaining_resources());
+    let remaining = Resources::new(remaining.cpu.min(total.cpu), remaining.memory.min(total.memory));
+    // The ECS agent registers the instance's type as this attribute.
+    let instance_type = c.attributes().iter().find(|a| a.name() == "ecs.instance-type").and_then(|a| a.value());
+    ContainerInstance {
+        arn: c.container_instance_arn().unwrap_or_default().to_string(),
+        ec2_id: c.ec2_instance_id().map(str::to_string),
+        instance_type: instance_type.map(str::to_string),
+        status: c.status().unwrap_or_default().to_string(),
+        connected: c.agent_connected(),
+        total,
+        remaining,
+        tasks: u32::try_from(c.running_tasks_count().max(0) + c.pending_tasks_count().max(0)).unwrap_or(0),
+    }
 }
 
 /// Deregisters a container instance; refused (by ECS) while tasks run on it.

@@ -199,6 +199,8 @@ pub struct ContainerInstance {
     pub arn: String,
     /// The EC2 instance behind it.
     pub ec2_id: Option<String>,
+    /// Its instance type (the ECS agent's `ecs.instance-type` attribute).
+    pub instance_type: Option<String>,
     /// `ACTIVE`, `DRAINING`, ...
     pub status: String,
     /// Whether its ECS agent is connected.

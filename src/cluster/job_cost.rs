@@ -15,10 +15,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
+use tokio::sync::OnceCell;
+
 use super::launch::Capacity;
+use super::providers::ProviderKind;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
 use super::Cluster;
+use crate::aws::ec2_types::ContainerInstance;
+use crate::aws::AwsError;
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
@@ -52,6 +57,10 @@ pub struct CostState {
     /// What jobs paid of each EC2 instance so far (by instance id; gone instances are forgotten
     /// once there are many).
     ec2_paid: HashMap<String, f64>,
+    /// Capacity providers' container instances that agents ran on, by ARN (their type and
+    /// registered size do not change), described once each (concurrent completions share the
+    /// call; a failed one is tried again at the next).
+    provider_instances: HashMap<String, Arc<OnceCell<ContainerInstance>>>,
 }
 
 /// How an agent is priced: per second on Fargate, or a share of an EC2 instance.
@@ -72,6 +81,16 @@ enum Rate {
         volume_gib: u32,
         volume_priced: bool,
         launched_at: SystemTime,
+    },
+    /// A share of an instance of a capacity provider's Auto Scaling group: the instance is the
+    /// group's, so a job pays its reservation only, and the instance's idle time is nobody's here.
+    Provider {
+        /// The instance's on-demand price an hour.
+        hourly: f64,
+        fraction: f64,
+        provider: String,
+        instance: String,
+        instance_type: String,
     },
 }
 
@@ -211,6 +230,14 @@ impl Cluster {
                 );
                 (share.total(), what, after)
             }
+            Rate::Provider { hourly, fraction, provider, instance, instance_type } => {
+                let what = format!(
+                    "capacity provider {provider}'s EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it",
+                    fraction * 100.0
+                );
+                let after = " (its reservation at the on-demand price; the instance and its idle time are its Auto Scaling group's)";
+                (fraction * per_second(*hourly, parts.job, 0), what, after.to_string())
+            }
         }
     }
 
@@ -246,7 +273,10 @@ impl Cluster {
             (Some(Capacity::Fargate), _) | (Some(Capacity::Provider), Some("FARGATE")) => Market::Fargate,
             (Some(Capacity::FargateSpot), _) | (Some(Capacity::Provider), Some("FARGATE_SPOT")) => Market::FargateSpot,
             (Some(Capacity::Ec2), _) => return self.ec2_rate(record, &table, region, cpu, memory),
-            _ => return Err("it ran on a capacity provider's instances, which the plugin does not price".into()),
+            (Some(Capacity::Provider), Some(provider)) if !provider.is_empty() => {
+                return self.provider_rate(record, provider, &table, region, cpu, memory)
+            }
+            _ => return Err("the capacity it ran on is not known".into()),
         };
         let (Some(cpu), Some(memory)) = (cpu, memory) else {
             return Err("its task's size is not known".into());
@@ -295,6 +325,86 @@ impl Cluster {
             volume_priced: volume.is_some(),
             launched_at: instance.launched_at,
         })
+    }
+
+    /// The rate of an agent that ran on `provider`'s instances: its reservation of the instance
+    /// it ran on (described by [`Cluster::learn_provider_instance`]).
+    fn provider_rate(
+        &self,
+        record: &AgentRecord,
+        provider: &str,
+        table: &PriceTable,
+        region: &str,
+        cpu: Option<u32>,
+        memory: Option<u32>,
+    ) -> Result<Rate, String> {
+        if self.provider_kind(provider) == Some(ProviderKind::ManagedInstances) {
+            return Err(format!(
+                "it ran on ECS Managed Instances ({provider}), whose management fee the price table does not hold"
+            ));
+        }
+        let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref());
+        let arn = arn.ok_or_else(|| format!("the instance of {provider} it ran on is not known"))?;
+        let cost = self.cost();
+        let instance = cost
+            .provider_instances
+            .get(arn)
+            .and_then(|cell| cell.get())
+            .ok_or_else(|| format!("the instance of {provider} it ran on could not be described"))?;
+        let instance_type = instance
+            .instance_type
+            .clone()
+            .ok_or_else(|| format!("the instance of {provider} it ran on did not say its type"))?;
+        let hourly = table.ec2_hour(region, &instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        let total = instance.total;
+        Ok(Rate::Provider {
+            hourly,
+            fraction: reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory),
+            provider: provider.rsplit('/').next().unwrap_or(provider).to_string(),
+            instance: instance.ec2_id.clone().unwrap_or_else(|| arn.rsplit('/').next().unwrap_or(arn).to_string()),
+            instance_type,
+        })
+    }
+
+    /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.
+    fn provider_kind(&self, provider: &str) -> Option<ProviderKind> {
+        let name = provider.rsplit('/').next().unwrap_or(provider);
+        self.kinds(&self.profile())?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
+    }
+
+    /// Describes the capacity provider's container instance `agent_id`'s task ran on, once per
+    /// instance, so that its job can be priced. A Fargate task, or an instance described
+    /// already, needs no call; a failed call leaves the job's cost "not known", said in its line.
+    pub(super) async fn learn_provider_instance(&self, agent_id: &AgentId) {
+        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+        let Some(task) = record.task.as_ref().filter(|_| record.capacity == Some(Capacity::Provider)) else { return };
+        let Some(arn) = task.container_instance_arn.clone() else { return };
+        let kind = self.provider_kind(&task.capacity);
+        if matches!(kind, Some(ProviderKind::Fargate | ProviderKind::ManagedInstances)) {
+            return;
+        }
+        let cell = {
+            let mut cost = self.cost();
+            if cost.provider_instances.len() >= 1000 {
+                cost.provider_instances.clear();
+            }
+            cost.provider_instances.entry(arn.clone()).or_default().clone()
+        };
+        let cluster = self.profile().cluster_name.clone();
+        let described = cell
+            .get_or_try_init(|| async {
+                let found =
+                    crate::aws::ec2::describe_container_instances(&self.aws(), &cluster, std::slice::from_ref(&arn))
+                        .await?;
+                let found = found.into_iter().find(|c| c.arn == arn);
+                found.ok_or_else(|| {
+                    AwsError::in_answer("DescribeContainerInstances", "the instance was not in its answer")
+                })
+            })
+            .await;
+        if let Err(e) = described {
+            tracing::info!(agent_id = agent_id.as_str(), error = %e, "the instance a job ran on is not described; its cost is not known");
+        }
     }
 
     /// What the other live agents on `record`'s instance have run up by reservation, not yet
@@ -398,7 +508,9 @@ fn billing_start(record: &AgentRecord) -> SystemTime {
 fn idle_usd(rate: &Rate, idle: Span) -> f64 {
     match rate {
         Rate::Fargate { hourly, .. } => per_second(*hourly, idle, 0),
-        Rate::Ec2 { hourly, fraction, .. } => fraction * per_second(*hourly, idle, 0),
+        Rate::Ec2 { hourly, fraction, .. } | Rate::Provider { hourly, fraction, .. } => {
+            fraction * per_second(*hourly, idle, 0)
+        }
     }
 }
 

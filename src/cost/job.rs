@@ -18,6 +18,9 @@
 //!   and idle time that no job has paid for yet, split among the jobs on the instance at that
 //!   moment in proportion to their reserved cost ([`ec2_job_share`]). Idle time after an
 //!   instance's last job, until it is retired, has no job to pay it.
+//! - **On a capacity provider's Auto Scaling group instance** a job pays its reservation share
+//!   of the instance's on-demand price for the time it ran, nothing more: the instance is the
+//!   group's, launched and kept by its scaling, so its boot and idle time are no job's.
 
 use std::time::{Duration, SystemTime};
 

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::reliability::*;
+use crate::world::host::JobHandle;
 use crate::world::proxy::{rules, Outcome};
 use crate::world::*;
 use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStrategyItem, Resource};
@@ -244,6 +245,18 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
     let on_asg =
         sim.with_state(|s| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some("ci-asg")).count());
     assert_eq!(on_asg, 20, "every task ran on the group's instances");
+
+    // Each job is priced as its reservation of the group's c5.xlarge it ran on (0.5 vCPU of
+    // 4 vCPU, 1 GiB of 7482 MiB: 14 %), each instance described once.
+    for h in (0..host.with_state(|s| s.jobs.len())).map(JobHandle) {
+        let console = host.console_log(h);
+        let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
+        let line = line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"));
+        assert!(line.contains("on capacity provider ci-asg's EC2 instance i-"), "{line}");
+        assert!(line.contains("(c5.xlarge, us-east-1), reserving 14 % of it: $"), "{line}");
+    }
+    let described = log.iter().filter(|r| r.key() == "ecs:DescribeContainerInstances").count();
+    assert!((1..=3).contains(&described), "each of the group's instances described once at most: {described}");
     w.finish(host, sim, "jobs=20 run_task=20 run_instances=0").await;
 }
 
@@ -314,6 +327,11 @@ async fn a_managed_instances_provider_runs_jobs_through_it_with_managed_instance
 
     host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 6).await;
     host.wait_until("all six jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    let console = host.console_log(JobHandle(0)).join("\n");
+    assert!(
+        console.contains("cost not known: it ran on ECS Managed Instances (ci-mi), whose management fee the price table does not hold"),
+        "{console}"
+    );
 
     // A key ECS Managed Instances refuses: no task, and the job's console says which and why.
     let big = host.add_job(JobSpec::new("big-disk", Duration::from_secs(2))).await;
@@ -350,6 +368,7 @@ async fn a_managed_instances_provider_runs_jobs_through_it_with_managed_instance
     assert_eq!(registered[0]["requiresCompatibilities"], serde_json::json!(["FARGATE", "MANAGED_INSTANCES"]));
     assert_eq!(registered[0]["networkMode"], "awsvpc");
     assert_eq!(w.proxy.count("ecs:DescribeCapacityProviders"), 1, "the kinds learned once");
+    assert_eq!(w.proxy.count("ecs:DescribeContainerInstances"), 0, "nothing described that is not priced");
     let launched_by_us = log.iter().filter(|r| r.service == "ec2" && r.operation == "RunInstances").count();
     assert_eq!(launched_by_us, 0, "the plugin launched no instance");
     let on_mi =

@@ -555,6 +555,7 @@ mod tests {
         ContainerInstance {
             arn: format!("arn:ci/{ec2_id}"),
             ec2_id: Some(ec2_id.into()),
+            instance_type: Some("c5.xlarge".into()),
             status: "ACTIVE".into(),
             connected: true,
             total: Resources::new(4096, 7482),

@@ -345,6 +345,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
     record.container = Some(crate::aws::ec2_types::ContainerInstance {
         arn: container.into(),
         ec2_id: Some(id.into()),
+        instance_type: Some("c5.xlarge".into()),
         status: "ACTIVE".into(),
         connected: true,
         total: super::Resources::new(2048, 7680),
