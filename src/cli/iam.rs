@@ -374,6 +374,14 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     ));
     if ec2 {
         statements.extend(ec2_statements(cluster, elastic, &scope, &mut notes));
+    } else if may_use_instances(cluster) {
+        // A job on an Auto Scaling group's instance is priced by the instance's type.
+        statements.push(statement(
+            "DescribeContainerInstancesForCost",
+            &["ecs:DescribeContainerInstances"],
+            vec![scope.arn("ecs", &format!("container-instance/{}/*", scope.cluster))],
+            None,
+        ));
     }
     if let Some(pass) = pass_task_roles(cluster, elastic, &mut notes) {
         statements.push(pass);
@@ -493,6 +501,12 @@ fn pass_task_roles(cluster: &ClusterProfile, elastic: &[ElasticProfile], notes: 
         roles.into_iter().collect(),
         Some(json!({ "StringEquals": { "iam:PassedToService": "ecs-tasks.amazonaws.com" } })),
     ))
+}
+
+/// Whether `CapacityProviderStrategy` may place tasks on container instances (any provider that
+/// is not Fargate's, or the cluster's default strategy).
+fn may_use_instances(cluster: &ClusterProfile) -> bool {
+    cluster.capacity_providers.as_ref().is_some_and(|s| crate::cluster::providers::known_by_name(s).is_none())
 }
 
 /// The EC2 capacity the plugin launches and retires (LaunchType EC2).
@@ -693,6 +707,17 @@ mod tests {
             "arn:aws:iam::123456789012:role/build"
         );
         assert!(!sids(&p.policy).iter().any(|s| s.contains("ContainerInstance")), "no EC2 on Fargate");
+    }
+
+    #[test]
+    fn an_auto_scaling_groups_provider_may_describe_its_container_instances_for_cost() {
+        let asg = cluster(&[("ClusterName", "ci"), ("Region", "us-east-1"), ("CapacityProviderStrategy", "ci-asg")]);
+        let p = policies(&asg, &[]);
+        let describe = find(&p.policy, "DescribeContainerInstancesForCost");
+        assert_eq!(describe["Action"], "ecs:DescribeContainerInstances");
+        assert_eq!(describe["Resource"], "arn:aws:ecs:us-east-1:*:container-instance/ci/*");
+        let fargate = cluster(&[("ClusterName", "ci"), ("CapacityProviderStrategy", "FARGATE_SPOT:1\nFARGATE:0")]);
+        assert!(!sids(&policies(&fargate, &[]).policy).iter().any(|s| s.contains("ContainerInstances")));
     }
 
     #[test]
