@@ -258,12 +258,14 @@ fn container_view(c: &aws_sdk_ecs::types::ContainerInstance) -> ContainerInstanc
     // repeated StopTask).
     let remaining = resources(c.remaining_resources());
     let remaining = Resources::new(remaining.cpu.min(total.cpu), remaining.memory.min(total.memory));
-    // The ECS agent registers the instance's type as this attribute.
-    let instance_type = c.attributes().iter().find(|a| a.name() == "ecs.instance-type").and_then(|a| a.value());
+    // The ECS agent registers the instance's type and zone as these attributes.
+    let attribute = |name: &str| c.attributes().iter().find(|a| a.name() == name).and_then(|a| a.value());
+    let instance_type = attribute("ecs.instance-type");
     ContainerInstance {
         arn: c.container_instance_arn().unwrap_or_default().to_string(),
         ec2_id: c.ec2_instance_id().map(str::to_string),
         instance_type: instance_type.map(str::to_string),
+        zone: attribute("ecs.availability-zone").map(str::to_string),
         status: c.status().unwrap_or_default().to_string(),
         connected: c.agent_connected(),
         total,
@@ -312,6 +314,44 @@ pub async fn start(aws: &AwsClients, id: &str) -> Result<(), AwsError> {
     let request = aws.ec2.start_instances().instance_ids(id);
     aws.calls.spend(Category::Ec2InstancesLaunched, 1).await;
     aws.calls.call("StartInstances", || request.clone().send()).await.map(|_| ())
+}
+
+/// The Spot price an hour in effect now for `instance_type` in `zone`, for `os`: one
+/// DescribeSpotPriceHistory starting now, which EC2 answers with the last price change before
+/// that time (the price in effect) and any since; the latest is taken. `None` when EC2 has no
+/// Spot price for it.
+///
+/// # Errors
+/// The failed DescribeSpotPriceHistory call.
+pub async fn spot_price(
+    aws: &AwsClients,
+    instance_type: &str,
+    zone: &str,
+    os: OsClass,
+) -> Result<Option<f64>, AwsError> {
+    let products: &[&str] = match os {
+        OsClass::Linux => &["Linux/UNIX", "Linux/UNIX (Amazon VPC)"],
+        OsClass::Windows => &["Windows", "Windows (Amazon VPC)"],
+    };
+    let now = aws_smithy_types::DateTime::from(SystemTime::now());
+    let request = aws
+        .ec2
+        .describe_spot_price_history()
+        .instance_types(InstanceType::from(instance_type))
+        .availability_zone(zone)
+        .set_product_descriptions(Some(products.iter().map(|p| (*p).to_string()).collect()))
+        .start_time(now);
+    let out = aws.calls.call("DescribeSpotPriceHistory", || request.clone().send()).await?;
+    let latest = out
+        .spot_price_history()
+        .iter()
+        .filter(|p| p.availability_zone() == Some(zone))
+        .filter_map(|p| {
+            Some((p.timestamp().and_then(|t| SystemTime::try_from(*t).ok()), p.spot_price()?.parse::<f64>().ok()?))
+        })
+        .filter(|(_, price)| price.is_finite() && *price > 0.0)
+        .max_by_key(|(at, _)| *at);
+    Ok(latest.map(|(_, price)| price))
 }
 
 /// The listed instance types as EC2 describes them (one call for all of them): architecture

@@ -201,6 +201,8 @@ pub struct ContainerInstance {
     pub ec2_id: Option<String>,
     /// Its instance type (the ECS agent's `ecs.instance-type` attribute).
     pub instance_type: Option<String>,
+    /// Its availability zone (the ECS agent's `ecs.availability-zone` attribute).
+    pub zone: Option<String>,
     /// `ACTIVE`, `DRAINING`, ...
     pub status: String,
     /// Whether its ECS agent is connected.

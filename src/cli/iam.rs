@@ -622,6 +622,8 @@ fn ec2_statements(
             vec![ec2("instance/*")],
             Some(scope.ours_condition("aws:ResourceTag", Some(only_that_tag))),
         ));
+        // A job on a Spot instance is priced at its Spot price (no resource-level permission).
+        statements.push(statement("ReadSpotPricesForCost", &["ec2:DescribeSpotPriceHistory"], vec!["*".into()], None));
     }
     statements
 }

@@ -17,12 +17,13 @@ use std::time::SystemTime;
 
 use tokio::sync::OnceCell;
 
+use super::ec2::pool::InstanceRecord;
 use super::launch::Capacity;
 use super::providers::ProviderKind;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
 use super::Cluster;
-use crate::aws::ec2_types::ContainerInstance;
+use crate::aws::ec2_types::{ContainerInstance, OsClass};
 use crate::aws::AwsError;
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
@@ -61,6 +62,25 @@ pub struct CostState {
     /// registered size do not change), described once each (concurrent completions share the
     /// call; a failed one is tried again at the next).
     provider_instances: HashMap<String, Arc<OnceCell<ContainerInstance>>>,
+    /// Spot prices an hour by (instance type, zone, OS), with when EC2 said them; read again
+    /// after [`SPOT_PRICE_KEPT`].
+    spot_prices: HashMap<(String, String, OsClass), (f64, SystemTime)>,
+    /// Held while a Spot price is read: completions at once share one read.
+    spot_read: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// How long a Spot price read from EC2 is used before it is read again.
+const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// What an hour of one of the plugin's own instances costs, by its market.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ec2Price {
+    /// On demand: the table's price.
+    OnDemand,
+    /// Spot, at EC2's Spot price now (an hour).
+    Spot(f64),
+    /// Spot, whose price EC2 did not give: priced at on-demand, said so.
+    SpotNotKnown,
 }
 
 /// How an agent is priced: per second on Fargate, or a share of an EC2 instance.
@@ -80,6 +100,7 @@ enum Rate {
         /// Its gp3 root volume's GiB, and whether the table prices gp3 in the region.
         volume_gib: u32,
         volume_priced: bool,
+        market: Ec2Price,
         launched_at: SystemTime,
     },
     /// A share of an instance of a capacity provider's Auto Scaling group: the instance is the
@@ -203,7 +224,7 @@ impl Cluster {
                     String::new(),
                 )
             }
-            Rate::Ec2 { hourly, fraction, instance, instance_type, volume_gib, volume_priced, launched_at } => {
+            Rate::Ec2 { hourly, fraction, instance, instance_type, volume_gib, volume_priced, market, launched_at } => {
                 let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
                 let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
                 let others = self.others_on_instance(record, *hourly, now, cost);
@@ -214,15 +235,22 @@ impl Cluster {
                 }
                 *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
                 let volume = if *volume_priced { format!(", {volume_gib} GiB gp3") } else { String::new() };
+                let spot = match market {
+                    Ec2Price::Spot(hourly) => format!(", Spot at {} an hour", usd(*hourly)),
+                    Ec2Price::OnDemand | Ec2Price::SpotNotKnown => String::new(),
+                };
                 let what = format!(
-                    "EC2 instance {instance} ({instance_type}{volume}, {region}), reserving {:.0} % of it",
+                    "EC2 instance {instance} ({instance_type}{spot}{volume}, {region}), reserving {:.0} % of it",
                     fraction * 100.0
                 );
-                let unpriced = if *volume_priced {
+                let mut unpriced = if *volume_priced {
                     String::new()
                 } else {
                     format!("; its {volume_gib} GiB gp3 root volume not priced: the price table has no gp3 price for {region}")
                 };
+                if *market == Ec2Price::SpotNotKnown {
+                    unpriced.push_str("; a Spot instance, priced at on-demand: EC2 did not give its Spot price");
+                }
                 let after = format!(
                     " ({} for its reservation, {} its share of the instance's boot and idle time{unpriced})",
                     usd(share.reserved),
@@ -310,7 +338,16 @@ impl Cluster {
             .find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn))
             .ok_or("its EC2 instance is no longer known")?;
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
-        let compute = table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        let market = match spot_key(instance) {
+            None => Ec2Price::OnDemand,
+            Some(key) => self.cost().spot_prices.get(&key).map_or(Ec2Price::SpotNotKnown, |(p, _)| Ec2Price::Spot(*p)),
+        };
+        let compute = match market {
+            Ec2Price::Spot(hourly) => hourly,
+            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => {
+                table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?
+            }
+        };
         // Its gp3 root volume (`Ec2RootVolumeGiB`, as the profile says now) is part of the
         // instance's price; a region the table has no gp3 price for is said, not guessed.
         let volume_gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
@@ -323,6 +360,7 @@ impl Cluster {
             instance_type: instance.instance_type.clone(),
             volume_gib,
             volume_priced: volume.is_some(),
+            market,
             launched_at: instance.launched_at,
         })
     }
@@ -364,6 +402,44 @@ impl Cluster {
             instance: instance.ec2_id.clone().unwrap_or_else(|| arn.rsplit('/').next().unwrap_or(arn).to_string()),
             instance_type,
         })
+    }
+
+    /// Reads the Spot price of the plugin's own Spot instance that `agent_id`'s task ran on, once
+    /// an hour per instance type and zone; a failed read leaves the job priced at on-demand,
+    /// said in its line.
+    pub(super) async fn learn_spot_price(&self, agent_id: &AgentId) {
+        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+        let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
+        let key = {
+            let st = self.ec2().state();
+            st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).and_then(spot_key)
+        };
+        let Some(key) = key else { return };
+        let now = SystemTime::now();
+        let reading = self.cost().spot_read.clone();
+        let _one_at_a_time = reading.lock().await;
+        let fresh = self
+            .cost()
+            .spot_prices
+            .get(&key)
+            .is_some_and(|(_, at)| now.duration_since(*at).unwrap_or_default() < SPOT_PRICE_KEPT);
+        if fresh {
+            return;
+        }
+        let (instance_type, zone, os) = &key;
+        match crate::aws::ec2::spot_price(&self.aws(), instance_type, zone, *os).await {
+            Ok(Some(price)) => {
+                let mut cost = self.cost();
+                if cost.spot_prices.len() >= 256 {
+                    cost.spot_prices.clear();
+                }
+                cost.spot_prices.insert(key, (price, now));
+            }
+            Ok(None) => tracing::info!(instance_type, zone, "EC2 gave no Spot price; the job is priced at on-demand"),
+            Err(e) => {
+                tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read; the job is priced at on-demand")
+            }
+        }
     }
 
     /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.
@@ -493,6 +569,13 @@ fn log_job_cost(job: &JobIdentifier, agent_id: &AgentId, elastic_profile: &str, 
         Some(usd) => line!(usd),
         None => line!("unknown"),
     }
+}
+
+/// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
+/// or its zone is not known.
+fn spot_key(instance: &InstanceRecord) -> Option<(String, String, OsClass)> {
+    let zone = instance.container.as_ref()?.zone.clone()?;
+    instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
 }
 
 /// When AWS began billing the agent's task: the pull, else its start, else ECS's acceptance,

@@ -556,6 +556,7 @@ mod tests {
             arn: format!("arn:ci/{ec2_id}"),
             ec2_id: Some(ec2_id.into()),
             instance_type: Some("c5.xlarge".into()),
+            zone: Some("us-east-1a".into()),
             status: "ACTIVE".into(),
             connected: true,
             total: Resources::new(4096, 7482),

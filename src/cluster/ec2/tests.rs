@@ -346,6 +346,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         arn: container.into(),
         ec2_id: Some(id.into()),
         instance_type: Some("c5.xlarge".into()),
+        zone: Some("us-east-1a".into()),
         status: "ACTIVE".into(),
         connected: true,
         total: super::Resources::new(2048, 7680),
