@@ -14,9 +14,10 @@
 //!   profile, never folded into a job. So is the idle time of an agent stopped while it waited.
 //! - **On the plugin's own EC2 instances** a job pays its reservation share of the instance, `r
 //!   = max(CPU reserved / CPU registered, memory reserved / memory registered)`, of the
-//!   instance's per-second price (on a Spot instance, EC2's Spot price) for the time its task ran; plus a share of the instance's boot
-//!   and idle time that no job has paid for yet, split among the jobs on the instance at that
-//!   moment in proportion to their reserved cost ([`ec2_job_share`]). Idle time after an
+//!   instance's per-second price (on a Spot instance, EC2's Spot price) for the time its task
+//!   ran; plus a share of the instance's boot and idle time that no job has paid for yet, split
+//!   among the jobs on the instance at that moment in proportion to their reserved cost
+//!   ([`ec2_job_share`]). Idle time after an
 //!   instance's last job, until it is retired, has no job to pay it.
 //! - **On a capacity provider's Auto Scaling group instance** a job pays its reservation share
 //!   of the instance's on-demand price for the time it ran, nothing more: the instance is the

@@ -308,11 +308,14 @@ mod tests {
         let arm = |region: &str| t.fargate(region).ok().and_then(|f| f.arm64).and_then(|r| r.vcpu_hour);
         assert_eq!(arm("eu-west-1"), Some(0.03238));
         assert_eq!(t.ec2_hour("eu-west-1", "c5.xlarge"), Ok(0.192));
+        assert_eq!(t.ec2_hour("eu-west-2", "c5.xlarge"), Ok(0.202));
+        assert_eq!(t.ec2_hour("us-west-1", "m6i.large"), Ok(0.112));
         assert_eq!(t.gp3_gb_month("eu-central-1"), Ok(0.0952));
         // No transcription was found for these: absent, never guessed.
         assert!(t.fargate("ap-southeast-7").is_err());
         assert!(t.gp3_gb_month("us-west-2").is_err());
         assert!(t.ec2_hour("sa-east-1", "c5.xlarge").is_err());
+        assert!(t.ec2_hour("me-central-1", "c7g.large").is_err(), "its source had no row");
     }
 
     #[test]
@@ -341,6 +344,8 @@ mod tests {
         assert_eq!(t.ec2_hour("us-east-1", "c5.xlarge"), Ok(0.2));
         assert_eq!(t.ec2_hour("us-east-1", "m5.large"), Ok(0.096));
         assert_eq!(t.ec2_hour("eu-west-1", "c5.xlarge"), Ok(0.192));
+        assert_eq!(t.ec2_hour("eu-west-2", "c5.xlarge"), Ok(0.202));
+        assert_eq!(t.ec2_hour("us-west-1", "m6i.large"), Ok(0.112));
         assert_eq!(t.fargate_spot_discount, Some(0.5));
         assert_eq!(t.fargate_windows_minimum_seconds, Some(900));
         assert!(t.notes.iter().any(|n| n.starts_with("Laid over the table of")));
