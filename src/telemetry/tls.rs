@@ -1,7 +1,10 @@
 //! The OTLP exporter, and TLS for it: an endpoint that starts with `https://` is reached over
 //! TLS, by either protocol, trusting the system's roots plus the PEM file the standard
 //! `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` (or `OTEL_EXPORTER_OTLP_CERTIFICATE`) names, for a
-//! collector whose certificate a private CA signed. An `http://` endpoint is sent to as it is.
+//! collector whose certificate a private CA signed; and, when the collector asks for one, with
+//! the client certificate and key that `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and
+//! `OTEL_EXPORTER_OTLP_CLIENT_KEY` (or their `TRACES_` forms) name (mutual TLS). An `http://`
+//! endpoint is sent to as it is. The key's contents never reach a message: errors name the file.
 //!
 //! The SDK reads the rest of the variables itself (endpoint, headers, timeout, protocol); only
 //! the transport is chosen here: grpc through tonic's TLS, http/protobuf through a rustls
@@ -11,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry_http::hyper::HyperClient;
-use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
+use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig, Identity};
 use opentelemetry_otlp::{SpanExporter, WithHttpConfig as _, WithTonicConfig as _};
 use rustls_pki_types::pem::PemObject as _;
-use rustls_pki_types::CertificateDer;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 /// The exporter's timeout when `OTEL_EXPORTER_OTLP_*TIMEOUT` says none (the SDK's default).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -22,8 +25,9 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The span exporter the variables ask for (read through `var`).
 ///
 /// # Errors
-/// What is wrong, in words an operator can act on: a certificate file that cannot be read or
-/// holds no certificate, or an exporter the SDK could not build.
+/// What is wrong, in words an operator can act on: a certificate or key file that cannot be read
+/// or holds no certificate or key, a client certificate without its key (or the reverse), or an
+/// exporter the SDK could not build.
 pub(super) fn exporter(var: &impl Fn(&str) -> Option<String>) -> Result<SpanExporter, String> {
     let built = if !https(var) {
         SpanExporter::builder().build()
@@ -32,9 +36,13 @@ pub(super) fn exporter(var: &impl Fn(&str) -> Option<String>) -> Result<SpanExpo
         if let Some((_, pem)) = extra_roots(var)? {
             tls = tls.ca_certificate(Certificate::from_pem(pem));
         }
+        if let Some(client) = client_identity(var)? {
+            client.parse()?;
+            tls = tls.identity(Identity::from_pem(client.cert.1, client.key.1));
+        }
         SpanExporter::builder().with_tonic().with_tls_config(tls).build()
     } else {
-        let client = HyperClient::new(https_connector(extra_roots(var)?)?, timeout(var), None);
+        let client = HyperClient::new(https_connector(extra_roots(var)?, client_identity(var)?)?, timeout(var), None);
         SpanExporter::builder().with_http().with_http_client(client).build()
     };
     built.map_err(|e| format!("the OTLP exporter could not be set up from OTEL_*: {e}"))
@@ -72,12 +80,62 @@ fn extra_roots(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, 
     Ok(Some((path, pem)))
 }
 
-/// A connector for `https://` (and `http://`) that trusts the system's roots and `extra`.
+/// A client certificate chain and its private key (PEM), each with the file it came from.
+struct ClientIdentity {
+    cert: (String, Vec<u8>),
+    key: (String, Vec<u8>),
+}
+
+impl ClientIdentity {
+    /// The chain and the key, parsed.
+    ///
+    /// # Errors
+    /// A file that holds no certificate or no private key (named, never shown).
+    fn parse(&self) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+        let (cert_path, cert_pem) = &self.cert;
+        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("the OTLP client certificate file {cert_path} is not PEM certificates: {e}"))?;
+        if chain.is_empty() {
+            return Err(format!("the OTLP client certificate file {cert_path} holds no PEM certificate"));
+        }
+        let key_path = &self.key.0;
+        let key = PrivateKeyDer::from_pem_slice(&self.key.1).map_err(|_| {
+            format!("the OTLP client key file {key_path} holds no PEM private key (PKCS#8, PKCS#1 or SEC1)")
+        })?;
+        Ok((chain, key))
+    }
+}
+
+/// The client certificate and key the variables name, read; `None` when neither is set.
 ///
 /// # Errors
-/// `extra` holds no certificate, or one rustls refuses.
+/// One is set without the other, or a file cannot be read.
+fn client_identity(var: &impl Fn(&str) -> Option<String>) -> Result<Option<ClientIdentity>, String> {
+    let cert = first(var, &["OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"]);
+    let key = first(var, &["OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"]);
+    let read = |path: String, what: &str| {
+        std::fs::read(&path)
+            .map(|pem| (path.clone(), pem))
+            .map_err(|e| format!("the OTLP client {what} file {path} cannot be read ({e})"))
+    };
+    match (cert, key) {
+        (None, None) => Ok(None),
+        (Some(cert), Some(key)) => Ok(Some(ClientIdentity { cert: read(cert, "certificate")?, key: read(key, "key")? })),
+        (Some(_), None) => Err("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE is set without OTEL_EXPORTER_OTLP_CLIENT_KEY: set both for mutual TLS, or neither".into()),
+        (None, Some(_)) => Err("OTEL_EXPORTER_OTLP_CLIENT_KEY is set without OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: set both for mutual TLS, or neither".into()),
+    }
+}
+
+/// A connector for `https://` (and `http://`) that trusts the system's roots and `extra`, and
+/// shows `client`'s certificate to a collector that asks for one.
+///
+/// # Errors
+/// `extra` holds no certificate, or one rustls refuses; `client` is not a certificate and its
+/// key.
 fn https_connector(
     extra: Option<(String, Vec<u8>)>,
+    client: Option<ClientIdentity>,
 ) -> Result<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, String> {
     let mut roots = rustls::RootCertStore::empty();
     // The system's roots: one it cannot parse is left out, as the SDK's clients do.
@@ -99,8 +157,19 @@ fn https_connector(
     let config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS for OTLP could not be set up: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let config = match client {
+        None => config.with_no_client_auth(),
+        Some(client) => {
+            let (chain, key) = client.parse()?;
+            config.with_client_auth_cert(chain, key).map_err(|e| {
+                format!(
+                    "the OTLP client certificate {} and key {} do not go together: {e}",
+                    client.cert.0, client.key.0
+                )
+            })?
+        }
+    };
     Ok(hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config).https_or_http().enable_http1().build())
 }
 
@@ -136,8 +205,32 @@ mod tests {
         let missing = vars(&[("OTEL_EXPORTER_OTLP_CERTIFICATE", "/nonexistent/ca.pem")]);
         let e = extra_roots(&missing).expect_err("missing");
         assert!(e.contains("/nonexistent/ca.pem") && e.contains("cannot be read"), "{e}");
-        let e = https_connector(Some(("ca.pem".into(), b"not a certificate".to_vec()))).expect_err("no PEM");
+        let e = https_connector(Some(("ca.pem".into(), b"not a certificate".to_vec())), None).expect_err("no PEM");
         assert!(e.contains("ca.pem") && e.contains("no PEM certificate"), "{e}");
-        assert!(https_connector(None).is_ok(), "the system's roots alone");
+        assert!(https_connector(None, None).is_ok(), "the system's roots alone");
+    }
+
+    /// A self-signed certificate for these tests only (its key was thrown away).
+    const TEST_CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----\nMIIBjTCCATOgAwIBAgIUDo5pazWOXexrpphL6NR+qBjjivEwCgYIKoZIzj0EAwIw\nGzEZMBcGA1UEAwwQZWNzLWVhLXVuaXQtdGVzdDAgFw0yNjEyMDYwMjMwNDdaGA8y\nMTI2MTExMjAyMzA0N1owGzEZMBcGA1UEAwwQZWNzLWVhLXVuaXQtdGVzdDBZMBMG\nByqGSM49AgEGCCqGSM49AwEHA0IABFdVGF/WTIvQ3mfrDUAiVaAAqCD9xKMZBrwN\nAupxEO6IuAzgtG0wEncpfM59nyTv1SyJ2Mwnuq1Y5rn9RgyO0NyjUzBRMB0GA1Ud\nDgQWBBTHkTwnkKOBXPRXR/Zzr4+BmMUZEDAfBgNVHSMEGDAWgBTHkTwnkKOBXPRX\nR/Zzr4+BmMUZEDAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0gAMEUCICmd\n13mtpGlqTB5FOBN2rxxh8tUP06dXl03Brv7Y0/+mAiEAzOWUfV7MYPxvt7ttuq1c\n/qJ/2ICniW8SaiqG4CDfJVY=\n-----END CERTIFICATE-----\n";
+
+    #[test]
+    fn a_client_certificate_needs_its_key_and_a_bad_key_file_is_named_not_shown() {
+        let half = vars(&[("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/etc/otlp/client.pem")]);
+        let e = client_identity(&half).err().expect("the key is missing");
+        assert!(e.contains("without OTEL_EXPORTER_OTLP_CLIENT_KEY"), "{e}");
+        let other_half = vars(&[("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/etc/otlp/client.key")]);
+        assert!(client_identity(&other_half).is_err());
+        assert!(client_identity(&vars(&[])).expect("neither").is_none());
+        let secret = "-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n";
+        let client = ClientIdentity {
+            cert: ("client.pem".into(), b"no certificate here".to_vec()),
+            key: ("client.key".into(), secret.as_bytes().to_vec()),
+        };
+        let e = client.parse().expect_err("no certificate");
+        assert!(e.contains("client.pem") && e.contains("no PEM certificate"), "{e}");
+        let cert = ("client.pem".to_string(), TEST_CERTIFICATE.as_bytes().to_vec());
+        let no_key = ClientIdentity { cert, key: ("client.key".into(), b"c2VjcmV0".to_vec()) };
+        let e = https_connector(None, Some(no_key)).expect_err("no key");
+        assert!(e.contains("client.key") && !e.contains("c2VjcmV0"), "the file named, its contents not: {e}");
     }
 }

@@ -38,15 +38,30 @@ struct Jaeger {
     _config: tempfile_path::TempFile,
     /// With TLS on its OTLP receivers: the test CA's certificate, for the plugin to trust.
     tls: Option<TestCertificates>,
+    /// Whether the receivers ask for a client certificate the test CA signed (mutual TLS).
+    mutual: bool,
 }
 
-/// A CA and a certificate it signed for 127.0.0.1, made with the `openssl` command in a
-/// directory of their own, removed when dropped.
+/// TLS on Jaeger's OTLP receivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tls {
+    /// Plain `http://`.
+    Off,
+    /// The server's certificate, signed by the test CA.
+    Server,
+    /// And a client certificate the test CA signed, which the receivers require.
+    Mutual,
+}
+
+/// A CA, a server certificate it signed for 127.0.0.1 and a client certificate it signed,
+/// made with the `openssl` command in a directory of their own, removed when dropped.
 struct TestCertificates {
     dir: PathBuf,
     ca: PathBuf,
     cert: PathBuf,
     key: PathBuf,
+    client_cert: PathBuf,
+    client_key: PathBuf,
 }
 
 impl TestCertificates {
@@ -76,7 +91,21 @@ impl TestCertificates {
         )
         .expect("write the extensions file");
         run("x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext");
-        TestCertificates { ca: dir.join("ca.pem"), cert: dir.join("server.pem"), key: dir.join("server.key"), dir }
+        run(&format!("req {ec} -keyout client.key -out client.csr -subj /CN=ecs-elastic-agent"));
+        std::fs::write(
+            dir.join("client.ext"),
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n",
+        )
+        .expect("write the client's extensions file");
+        run("x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out client.pem -days 2 -extfile client.ext");
+        TestCertificates {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("server.pem"),
+            key: dir.join("server.key"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client.key"),
+            dir,
+        }
     }
 }
 
@@ -111,20 +140,21 @@ impl Jaeger {
     /// Starts Jaeger with OTLP receivers and the query API on free ports, and waits until its
     /// query API answers.
     async fn start() -> Jaeger {
-        Self::start_with(None).await
+        Self::start_with(Tls::Off).await
     }
 
-    /// [`Jaeger::start`] with TLS on both OTLP receivers, by a test CA's certificate.
-    async fn start_tls() -> Jaeger {
-        Self::start_with(Some(TestCertificates::make())).await
-    }
-
-    async fn start_with(tls: Option<TestCertificates>) -> Jaeger {
+    /// [`Jaeger::start`] with TLS on both OTLP receivers as `mode` says, by a test CA's
+    /// certificates.
+    async fn start_with(mode: Tls) -> Jaeger {
         let binary = jaeger_binary();
         let (otlp_grpc, otlp_http, query_http, query_grpc) = (free_port(), free_port(), free_port(), free_port());
+        let tls = (mode != Tls::Off).then(TestCertificates::make);
+        let mutual = mode == Tls::Mutual;
         let receiver_tls = tls.as_ref().map_or_else(String::new, |t| {
+            let client_ca =
+                if mutual { format!("\n          client_ca_file: {}", t.ca.display()) } else { String::new() };
             format!(
-                "\n        tls:\n          cert_file: {}\n          key_file: {}",
+                "\n        tls:\n          cert_file: {}\n          key_file: {}{client_ca}",
                 t.cert.display(),
                 t.key.display()
             )
@@ -190,6 +220,7 @@ exporters:
             query: SocketAddr::from(([127, 0, 0, 1], query_http)),
             _config: tempfile_path::TempFile(path),
             tls,
+            mutual,
         };
         let started = Instant::now();
         loop {
@@ -216,6 +247,10 @@ exporters:
         ];
         if let Some(tls) = &self.tls {
             env.push(("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), tls.ca.display().to_string()));
+            if self.mutual {
+                env.push(("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE".into(), tls.client_cert.display().to_string()));
+                env.push(("OTEL_EXPORTER_OTLP_CLIENT_KEY".into(), tls.client_key.display().to_string()));
+            }
         }
         env
     }
@@ -329,8 +364,8 @@ fn complete(traces: &[Trace], root: &str) -> bool {
 /// `jobs` jobs with traces sent over `protocol`: each job has exactly one trace, with its phases,
 /// its create-agents, the RunTask and its request id, the build and the job-completion; the
 /// task's `TRACEPARENT` names it; no auto-register key is in any span.
-async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize, tls: bool) {
-    let jaeger = if tls { Jaeger::start_tls().await } else { Jaeger::start().await };
+async fn one_trace_per_job(name: &'static str, protocol: &str, jobs: usize, tls: Tls) {
+    let jaeger = Jaeger::start_with(tls).await;
     let mut w = Scenario::new(name).await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
@@ -547,26 +582,33 @@ fn locator(j: &crate::world::host::JobIdentifier) -> String {
 /// Two jobs over OTLP/HTTP (protobuf), the default protocol.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_http_protobuf() {
-    one_trace_per_job("traces_http_protobuf", "http/protobuf", 2, false).await;
+    one_trace_per_job("traces_http_protobuf", "http/protobuf", 2, Tls::Off).await;
 }
 
 /// One job over OTLP/gRPC.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_grpc() {
-    one_trace_per_job("traces_grpc", "grpc", 1, false).await;
+    one_trace_per_job("traces_grpc", "grpc", 1, Tls::Off).await;
 }
 
 /// One job over OTLP/HTTP to an `https://` endpoint whose certificate a private CA signed,
 /// trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_trace_per_job_over_https() {
-    one_trace_per_job("traces_https", "http/protobuf", 1, true).await;
+    one_trace_per_job("traces_https", "http/protobuf", 1, Tls::Server).await;
 }
 
-/// One job over OTLP/gRPC with TLS, the same way.
+/// One job over OTLP/HTTPS to a collector that requires a client certificate (mutual TLS),
+/// given through `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE` and `OTEL_EXPORTER_OTLP_CLIENT_KEY`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_trace_per_job_over_grpc_with_tls() {
-    one_trace_per_job("traces_grpc_tls", "grpc", 1, true).await;
+async fn one_trace_per_job_over_https_with_a_client_certificate() {
+    one_trace_per_job("traces_https_mtls", "http/protobuf", 1, Tls::Mutual).await;
+}
+
+/// One job over OTLP/gRPC with mutual TLS, the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_trace_per_job_over_grpc_with_mutual_tls() {
+    one_trace_per_job("traces_grpc_tls", "grpc", 1, Tls::Mutual).await;
 }
 
 /// Without the `OTEL_*` variables nothing is set up: no exporter (its log line is missing), and
