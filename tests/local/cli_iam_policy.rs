@@ -304,6 +304,7 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
         "StopInstances",
         "StartInstances",
         "CreateTags",
+        "DescribeSpotPriceHistory",
     ];
     let mut found = std::collections::BTreeSet::new();
     let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
