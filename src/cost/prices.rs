@@ -279,7 +279,11 @@ mod tests {
         let regions =
             ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1", "ap-southeast-1", "ap-northeast-1"];
         for region in regions {
-            for family in ["c5", "c6i", "c6g", "c7g", "m5", "m6i", "m6g", "m7g", "r5", "r6i", "t3", "t3a", "t4g"] {
+            let families = [
+                "c5", "c6a", "c6g", "c6i", "c7a", "c7g", "c7i", "c8g", "m5", "m6a", "m6g", "m6i", "m7g", "m7i", "m8g",
+                "r5", "r6g", "r6i", "r7g", "r7i", "r8g", "t3", "t3a", "t4g",
+            ];
+            for family in families {
                 let sizes: &[&str] = if family.starts_with('t') {
                     &["large", "xlarge", "2xlarge"]
                 } else {
@@ -310,11 +314,15 @@ mod tests {
         assert_eq!(t.ec2_hour("eu-west-1", "c5.xlarge"), Ok(0.192));
         assert_eq!(t.ec2_hour("eu-west-2", "c5.xlarge"), Ok(0.202));
         assert_eq!(t.ec2_hour("us-west-1", "m6i.large"), Ok(0.112));
+        assert_eq!(t.ec2_hour("ca-west-1", "c7g.xlarge"), Ok(0.1581));
+        assert_eq!(t.gp3_gb_month("us-west-2"), Ok(0.08));
+        assert_eq!(arm("us-west-2"), Some(0.03238));
+        assert_eq!(t.fargate("us-west-2").ok().and_then(|f| f.arm64).and_then(|r| r.gb_hour), Some(0.00356));
         assert_eq!(t.gp3_gb_month("eu-central-1"), Ok(0.0952));
         // No transcription was found for these: absent, never guessed.
         assert!(t.fargate("ap-southeast-7").is_err());
-        assert!(t.gp3_gb_month("us-west-2").is_err());
-        assert!(t.ec2_hour("sa-east-1", "c5.xlarge").is_err());
+        assert!(t.fargate("il-central-1").is_err());
+        assert!(t.ec2_hour("mx-central-1", "c5.large").is_err(), "not offered there: no row");
         assert!(t.ec2_hour("me-central-1", "c7g.large").is_err(), "its source had no row");
     }
 
@@ -344,8 +352,6 @@ mod tests {
         assert_eq!(t.ec2_hour("us-east-1", "c5.xlarge"), Ok(0.2));
         assert_eq!(t.ec2_hour("us-east-1", "m5.large"), Ok(0.096));
         assert_eq!(t.ec2_hour("eu-west-1", "c5.xlarge"), Ok(0.192));
-        assert_eq!(t.ec2_hour("eu-west-2", "c5.xlarge"), Ok(0.202));
-        assert_eq!(t.ec2_hour("us-west-1", "m6i.large"), Ok(0.112));
         assert_eq!(t.fargate_spot_discount, Some(0.5));
         assert_eq!(t.fargate_windows_minimum_seconds, Some(900));
         assert!(t.notes.iter().any(|n| n.starts_with("Laid over the table of")));
