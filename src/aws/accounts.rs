@@ -32,6 +32,8 @@ pub struct AwsClients {
     pub ec2: aws_sdk_ec2::Client,
     /// SQS (the event queue, `EventQueueUrl`): its attempts may take a 20 s long poll.
     pub sqs: aws_sdk_sqs::Client,
+    /// The Price List (in us-east-1), for a price the table lacks.
+    pub pricing: aws_sdk_pricing::Client,
     /// The region the clients call.
     pub region: String,
     /// The role these clients act as, if any.
@@ -295,7 +297,12 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budg
         .retry_config(retry.clone())
         .timeout_config(timeouts.clone())
         .build();
-    let ec2 = aws_sdk_ec2::config::Builder::from(&config).retry_config(retry.clone()).timeout_config(timeouts).build();
+    let ec2 = aws_sdk_ec2::config::Builder::from(&config)
+        .retry_config(retry.clone())
+        .timeout_config(timeouts.clone())
+        .build();
+    let pricing =
+        super::pricing::client_of(&config.to_builder().retry_config(retry.clone()).timeout_config(timeouts).build());
     // A long poll waits up to 20 s for a message before SQS answers: room for it, and for the answer.
     let long_poll = TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(5))
@@ -306,6 +313,7 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budg
         ecs: aws_sdk_ecs::Client::from_conf(ecs),
         ec2: aws_sdk_ec2::Client::from_conf(ec2),
         sqs: aws_sdk_sqs::Client::from_conf(sqs),
+        pricing,
         region: key.region,
         role_arn: key.role_arn,
         role,

@@ -28,6 +28,7 @@ pub struct CheckClients {
     pub(super) iam: aws_sdk_iam::Client,
     sqs: aws_sdk_sqs::Client,
     events: aws_sdk_eventbridge::Client,
+    pricing: aws_sdk_pricing::Client,
 }
 
 /// One AMI as DescribeImages shows it.
@@ -52,6 +53,7 @@ impl CheckClients {
             iam: aws_sdk_iam::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             events: aws_sdk_eventbridge::Client::new(config),
+            pricing: super::pricing::client_of(config),
         }
     }
 
@@ -62,6 +64,7 @@ impl CheckClients {
             ecs: self.ecs.clone(),
             ec2: self.ec2.clone(),
             sqs: self.sqs.clone(),
+            pricing: self.pricing.clone(),
             region: self.region.clone(),
             role_arn,
             role: std::sync::Arc::new(super::RoleStats::default()),

@@ -1,7 +1,9 @@
-//! The port's Price List calls (`pricing:GetProducts`), for `prices --refresh` only: the Price
-//! List Query API answers in us-east-1 ([`PRICE_LIST_REGION`]) with the credentials of the SDK's
-//! default chain. Every page is one call through the call budget's retries; the documents come
-//! back as AWS sends them (`PriceList`: one JSON string a product), for `cost::price_list`.
+//! The port's Price List calls (`pricing:GetProducts`): for `prices --refresh`, with the
+//! credentials of the SDK's default chain, and for an engine whose price table lacks a price it
+//! needs, with its cluster profile's ([`PriceList::of`]). The Price List Query API answers in
+//! us-east-1 ([`PRICE_LIST_REGION`]) for every region. Every page is one call through the call
+//! budget's retries; the documents come back as AWS sends them (`PriceList`: one JSON string a
+//! product), for `cost::price_list`.
 
 use std::sync::Arc;
 
@@ -17,6 +19,14 @@ pub const PRICE_LIST_REGION: &str = "us-east-1";
 
 /// The most products GetProducts answers a page.
 pub const PAGE: i32 = 100;
+
+/// A Price List client of `config`'s credentials, in [`PRICE_LIST_REGION`] whatever its region.
+pub fn client_of(config: &aws_config::SdkConfig) -> aws_sdk_pricing::Client {
+    let config = aws_sdk_pricing::config::Builder::from(config)
+        .region(aws_sdk_pricing::config::Region::new(PRICE_LIST_REGION))
+        .build();
+    aws_sdk_pricing::Client::from_conf(config)
+}
 
 /// A Price List client.
 #[derive(Debug, Clone)]
@@ -34,6 +44,11 @@ impl PriceList {
             .load()
             .await;
         PriceList { client: aws_sdk_pricing::Client::new(&config), calls: Arc::default() }
+    }
+
+    /// The Price List as `aws`'s credentials reach it, its calls counted in `aws`'s budget.
+    pub fn of(aws: &super::AwsClients) -> PriceList {
+        PriceList { client: aws.pricing.clone(), calls: aws.calls.clone() }
     }
 
     /// A client whose every request goes to `connector` (the tests' scripted verifier).

@@ -372,6 +372,9 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         vec!["*".into()],
         None,
     ));
+    // A price the embedded table lacks (a newer region, an instance type it does not list) is
+    // read from the Price List at a job's completion (read-only; no resource-level permission).
+    statements.push(statement("ReadPricesTheTableLacks", &["pricing:GetProducts"], vec!["*".into()], None));
     if ec2 {
         statements.extend(ec2_statements(cluster, elastic, &scope, &mut notes));
     } else if may_use_instances(cluster) {

@@ -19,6 +19,7 @@ use tokio::sync::OnceCell;
 
 use super::ec2::pool::InstanceRecord;
 use super::launch::Capacity;
+use super::price_fill::{self, Filled, Gap};
 use super::providers::ProviderKind;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
@@ -30,7 +31,7 @@ use crate::cost::job::{
 };
 use crate::cost::ledger::{Ledger, Summary};
 use crate::cost::{
-    fargate_billing_start, fargate_hourly, gp3_hourly, Arch, Capacity as Market, Os, PriceTable, TaskSize,
+    fargate_billing_start, fargate_hourly, gp3_hourly, Arch, Capacity as Market, CostError, Os, PriceTable, TaskSize,
 };
 use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
@@ -65,8 +66,37 @@ pub struct CostState {
     /// Spot prices an hour by (instance type, zone, OS), with when EC2 said them; read again
     /// after [`SPOT_PRICE_KEPT`].
     spot_prices: HashMap<(String, String, OsClass), (f64, SystemTime)>,
-    /// Held while a Spot price is read: completions at once share one read.
-    spot_read: Arc<tokio::sync::Mutex<()>>,
+    /// Figures the table lacked, read from the Price List ([`super::price_fill`]).
+    filled: Filled,
+    /// Held while a price is read from AWS (a Spot price, the Price List): completions at once
+    /// share one read.
+    reads: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// Why an agent cannot be priced, with the table's gap behind it when that is the reason.
+#[derive(Debug, Clone)]
+struct Unpriced {
+    why: String,
+    gap: Option<Gap>,
+}
+
+impl From<String> for Unpriced {
+    fn from(why: String) -> Unpriced {
+        Unpriced { why, gap: None }
+    }
+}
+
+impl From<&str> for Unpriced {
+    fn from(why: &str) -> Unpriced {
+        Unpriced { why: why.to_string(), gap: None }
+    }
+}
+
+impl Unpriced {
+    /// The table lacks `gap`'s figure (`missing` says which).
+    fn missing(missing: &impl std::fmt::Display, gap: Gap) -> Unpriced {
+        Unpriced { why: price_hint(&missing.to_string()), gap: Some(gap) }
+    }
 }
 
 /// How long a Spot price read from EC2 is used before it is read again.
@@ -176,7 +206,9 @@ impl Cluster {
             self.forget_gone_agents(&mut cost);
         }
         let (usd_total, line) = match priced {
-            Err(why) => (None, format!("{}: cost not known: {why}", ran_on(&record, &ran, given_at.is_some()))),
+            Err(unpriced) => {
+                (None, format!("{}: cost not known: {}", ran_on(&record, &ran, given_at.is_some()), unpriced.why))
+            }
             Ok(rate) => {
                 let (job_usd, detail, after) = self.price_job(&rate, &parts, &record, &region, now, &mut cost);
                 if let Some(idle) = parts.pool_idle {
@@ -285,12 +317,14 @@ impl Cluster {
                 let usd = idle_usd(&rate, Span::new(from, now));
                 cost.ledger.pool_idle(now, &record.elastic_profile, usd);
             }
-            Err(why) => tracing::info!(agent_id = agent_id.as_str(), %why, "the idle agent's cost is not known"),
+            Err(unpriced) => {
+                tracing::info!(agent_id = agent_id.as_str(), why = %unpriced.why, "the idle agent's cost is not known")
+            }
         }
     }
 
     /// How `record`'s agent is priced, or why it cannot be.
-    fn rate(&self, record: &AgentRecord, region: &str) -> Result<Rate, String> {
+    fn rate(&self, record: &AgentRecord, region: &str) -> Result<Rate, Unpriced> {
         let table = self.price_table()?;
         let basis = self.cost().basis.get(&record.elastic_profile).copied();
         let task = record.task.as_ref();
@@ -317,7 +351,10 @@ impl Cluster {
             ephemeral_gb: b.ephemeral_gb,
             ..TaskSize::linux(cpu, memory)
         };
-        let (hourly, minimum) = fargate_hourly(&table, &size, region).map_err(|e| price_hint(&e.to_string()))?;
+        let (hourly, minimum) = fargate_hourly(&table, &size, region).map_err(|e| match e {
+            CostError::NoPrice(missing) => Unpriced::missing(&missing, Gap::Fargate),
+            other => Unpriced::from(other.to_string()),
+        })?;
         Ok(Rate::Fargate { hourly, minimum, size })
     }
 
@@ -328,7 +365,7 @@ impl Cluster {
         region: &str,
         cpu: Option<u32>,
         memory: Option<u32>,
-    ) -> Result<Rate, String> {
+    ) -> Result<Rate, Unpriced> {
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.clone());
         let arn = arn.ok_or("its EC2 instance is not known")?;
         let st = self.ec2().state();
@@ -344,9 +381,9 @@ impl Cluster {
         };
         let compute = match market {
             Ec2Price::Spot(hourly) => hourly,
-            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => {
-                table.ec2_hour(region, &instance.instance_type).map_err(|e| price_hint(&e.to_string()))?
-            }
+            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => table
+                .ec2_hour(region, &instance.instance_type)
+                .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance.instance_type.clone())))?,
         };
         // Its gp3 root volume (`Ec2RootVolumeGiB`, as the profile says now) is part of the
         // instance's price; a region the table has no gp3 price for is said, not guessed.
@@ -375,11 +412,11 @@ impl Cluster {
         region: &str,
         cpu: Option<u32>,
         memory: Option<u32>,
-    ) -> Result<Rate, String> {
+    ) -> Result<Rate, Unpriced> {
         if self.provider_kind(provider) == Some(ProviderKind::ManagedInstances) {
-            return Err(format!(
+            return Err(Unpriced::from(format!(
                 "it ran on ECS Managed Instances ({provider}), whose management fee the price table does not hold"
-            ));
+            )));
         }
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref());
         let arn = arn.ok_or_else(|| format!("the instance of {provider} it ran on is not known"))?;
@@ -393,7 +430,9 @@ impl Cluster {
             .instance_type
             .clone()
             .ok_or_else(|| format!("the instance of {provider} it ran on did not say its type"))?;
-        let hourly = table.ec2_hour(region, &instance_type).map_err(|e| price_hint(&e.to_string()))?;
+        let hourly = table
+            .ec2_hour(region, &instance_type)
+            .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance_type.clone())))?;
         let total = instance.total;
         Ok(Rate::Provider {
             hourly,
@@ -416,7 +455,7 @@ impl Cluster {
         };
         let Some(key) = key else { return };
         let now = SystemTime::now();
-        let reading = self.cost().spot_read.clone();
+        let reading = self.cost().reads.clone();
         let _one_at_a_time = reading.lock().await;
         let fresh = self
             .cost()
@@ -438,6 +477,45 @@ impl Cluster {
             Ok(None) => tracing::info!(instance_type, zone, "EC2 gave no Spot price; the job is priced at on-demand"),
             Err(e) => {
                 tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read; the job is priced at on-demand")
+            }
+        }
+    }
+
+    /// Reads from the Price List what the table lacks to price `agent_id`'s job (see
+    /// [`super::price_fill`]): each gap once an hour at most, with the profile's credentials.
+    pub(super) async fn fill_price_gaps(&self, agent_id: &AgentId) {
+        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+        let region = self.aws().region.clone();
+        let mut wanted = Vec::new();
+        match self.rate(&record, &region) {
+            Err(Unpriced { gap: Some(gap), .. }) => wanted.push(gap),
+            Ok(Rate::Ec2 { volume_priced: false, volume_gib, .. }) if volume_gib > 0 => wanted.push(Gap::Gp3),
+            _ => {}
+        }
+        if wanted.is_empty() {
+            return;
+        }
+        let reading = self.cost().reads.clone();
+        let _one_at_a_time = reading.lock().await;
+        let gaps = self.cost().filled.to_ask(&region, wanted, SystemTime::now());
+        let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+        for gap in gaps {
+            match price_fill::read(&self.aws(), &region, &gap, &today).await {
+                Ok(read) if read.fargate.is_empty() && read.ec2.is_empty() && read.gp3_gb_month.is_empty() => {
+                    tracing::info!(?gap, region, "the AWS Price List lists no price for this; it stays unknown");
+                }
+                Ok(read) => {
+                    tracing::info!(?gap, region, "a price the table lacked was read from the AWS Price List");
+                    let mut cost = self.cost();
+                    cost.filled.add(read);
+                    cost.table = None;
+                }
+                Err(e) => tracing::info!(
+                    ?gap,
+                    region,
+                    error = %e,
+                    "a price the table lacks could not be read from the AWS Price List (the profile's role needs pricing:GetProducts); asked again in an hour"
+                ),
             }
         }
     }
@@ -523,7 +601,8 @@ impl Cluster {
         }
     }
 
-    /// The price table of the profile as configured now (read once per `PriceTable` path).
+    /// The price table of the profile as configured now (read once per `PriceTable` path, and
+    /// again when the Price List filled a gap).
     fn price_table(&self) -> Result<Arc<PriceTable>, String> {
         let path = self.profile().price_table.clone();
         if let Some((p, table)) = &self.cost().table {
@@ -535,8 +614,9 @@ impl Cluster {
             None => PriceTable::embedded(),
             Some(p) => PriceTable::embedded_with(std::path::Path::new(p)).map_err(|e| e.to_string())?,
         };
-        let table = Arc::new(table);
-        self.cost().table = Some((path, table.clone()));
+        let mut cost = self.cost();
+        let table = Arc::new(cost.filled.under(table));
+        cost.table = Some((path, table.clone()));
         Ok(table)
     }
 
@@ -628,6 +708,6 @@ fn fargate_words(size: &TaskSize, region: &str) -> String {
 /// A missing price, with what the operator can do.
 fn price_hint(missing: &str) -> String {
     format!(
-        "{missing} (write a price file with `ecs-elastic-agent prices --refresh --out prices.json` and name it in the cluster profile's PriceTable)"
+        "{missing}, and the AWS Price List did not give it (the profile's role needs pricing:GetProducts; it is asked again after an hour); or name a price file in the cluster profile's PriceTable (`ecs-elastic-agent prices --refresh --out prices.json` writes one)"
     )
 }

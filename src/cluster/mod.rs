@@ -44,6 +44,7 @@ pub mod job_wait;
 pub mod launch;
 #[cfg(test)]
 mod launch_tests;
+pub mod price_fill;
 pub mod providers;
 mod reconcile;
 pub mod registry;

@@ -28,7 +28,8 @@ use std::time::Duration;
 
 use crate::reliability::*;
 use crate::world::host::JobHandle;
-use crate::world::proxy::{rules, Outcome};
+use crate::world::http::HttpResponse;
+use crate::world::proxy::{rules, Outcome, Verdict};
 use crate::world::*;
 use aws_sdk_ecs::types::{AutoScalingGroupProvider, CapacityProviderStrategyItem, Resource};
 
@@ -160,10 +161,43 @@ async fn after_a_restart_with_tasks_running_the_split_goes_on_and_the_base_is_no
     w.finish(host, sim, "plugin_processes=2 run_task=8 fargate=3 spot=5").await;
 }
 
-/// An ASG capacity provider `provider` in `cluster`, with `instances` c5.xlarge instances
-/// registered for it: what an Auto Scaling group and its ECS agents would have set up, done
-/// through moto directly (not through the proxy: nothing here is the plugin's).
-async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: usize) {
+/// The Price List's answer to the plugin's GetProducts for c5a.xlarge's Linux on-demand price
+/// in us-east-1 (a product document as AWS writes it); any other question gets no product.
+fn price_list_answers_c5a_xlarge(call: &world::proxy::Call) -> Verdict {
+    if !call.is("pricing", "GetProducts") {
+        return Verdict::Forward;
+    }
+    let body = call.json().unwrap_or_default();
+    let filter = |field: &str| {
+        let filters = body["Filters"].as_array().cloned().unwrap_or_default();
+        filters.iter().find(|f| f["Field"] == field).and_then(|f| f["Value"].as_str().map(str::to_string))
+    };
+    let asked = body["ServiceCode"] == "AmazonEC2"
+        && filter("regionCode").as_deref() == Some("us-east-1")
+        && filter("instanceType").as_deref() == Some("c5a.xlarge")
+        && filter("operatingSystem").as_deref() == Some("Linux");
+    let attributes = serde_json::json!({
+        "regionCode": "us-east-1", "instanceType": "c5a.xlarge", "operatingSystem": "Linux",
+        "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"
+    });
+    let document = serde_json::json!({
+        "product": {"productFamily": "Compute Instance", "attributes": attributes, "sku": "JZ6SUN9MT7PK3DCU"},
+        "serviceCode": "AmazonEC2",
+        "terms": {"OnDemand": {"JZ6SUN9MT7PK3DCU.JRTCKXETXF": {"offerTermCode": "JRTCKXETXF",
+            "sku": "JZ6SUN9MT7PK3DCU", "priceDimensions": {"JZ6SUN9MT7PK3DCU.JRTCKXETXF.6YS6EN2CT7": {
+                "unit": "Hrs", "description": "$0.154 per On Demand Linux c5a.xlarge Instance Hour",
+                "pricePerUnit": {"USD": "0.1540000000"}}}}}},
+        "version": "20261015191316",
+        "publicationDate": "2026-10-15T19:13:16Z"
+    });
+    let list: Vec<String> = if asked { vec![document.to_string()] } else { Vec::new() };
+    Verdict::Respond(HttpResponse::aws_json(200, &serde_json::json!({"FormatVersion": "aws_v1", "PriceList": list})))
+}
+
+/// An ASG capacity provider `provider` in `cluster`, with `instances` instances of
+/// `instance_type` registered for it: what an Auto Scaling group and its ECS agents would have
+/// set up, done through moto directly (not through the proxy: nothing here is the plugin's).
+async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: usize, instance_type: &str) {
     let ecs = aws_sdk_ecs::Client::new(&w.base);
     let asg = format!("arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:1:autoScalingGroupName/{provider}");
     let group = AutoScalingGroupProvider::builder().auto_scaling_group_arn(asg).build().expect("an ASG provider");
@@ -176,18 +210,19 @@ async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: us
         .send()
         .await
         .expect("providers of the cluster");
-    register_instances(w, cluster, instances).await;
+    register_instances(w, cluster, instances, instance_type).await;
 }
 
-/// `instances` c5.xlarge instances registered with `cluster`, as a capacity provider's would be.
-async fn register_instances(w: &Scenario, cluster: &str, instances: usize) {
+/// `instances` instances of `instance_type` (4 vCPU, 7482 MiB registered) registered with
+/// `cluster`, as a capacity provider's would be.
+async fn register_instances(w: &Scenario, cluster: &str, instances: usize, instance_type: &str) {
     let ecs = aws_sdk_ecs::Client::new(&w.base);
     let ec2 = aws_sdk_ec2::Client::new(&w.base);
     for _ in 0..instances {
         let out = ec2
             .run_instances()
             .image_id("ami-12c6146b")
-            .instance_type(aws_sdk_ec2::types::InstanceType::C5Xlarge)
+            .instance_type(aws_sdk_ec2::types::InstanceType::from(instance_type))
             .min_count(1)
             .max_count(1)
             .send()
@@ -212,7 +247,11 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
     let mut w = Scenario::new("capacity_asg").await;
     let base = w.base.clone();
     w.cluster("base", &base, "gocd-a").await;
-    asg_capacity(&w, "gocd-a", "ci-asg", 3).await;
+    // c5a.xlarge: a type the embedded price table does not list, so its price is read from the
+    // Price List at the first job's completion, as AWS answers GetProducts (moto has no Price
+    // List).
+    asg_capacity(&w, "gocd-a", "ci-asg", 3, "c5a.xlarge").await;
+    w.proxy.add_rule("price-list", price_list_answers_c5a_xlarge);
     let mut elastic = elastic_props();
     elastic.extend(world::host::props(&[("PlacementStrategy", "spread:attribute:ecs.availability-zone")]));
     let cfg = w
@@ -246,17 +285,19 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
         sim.with_state(|s| s.tasks.values().filter(|t| t.capacity_provider.as_deref() == Some("ci-asg")).count());
     assert_eq!(on_asg, 20, "every task ran on the group's instances");
 
-    // Each job is priced as its reservation of the group's c5.xlarge it ran on (0.5 vCPU of
-    // 4 vCPU, 1 GiB of 7482 MiB: 14 %), each instance described once.
+    // Each job is priced as its reservation of the group's c5a.xlarge it ran on (0.5 vCPU of
+    // 4 vCPU, 1 GiB of 7482 MiB: 14 %), each instance described once, the type's price read
+    // from the Price List once.
     for h in (0..host.with_state(|s| s.jobs.len())).map(JobHandle) {
         let console = host.console_log(h);
         let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
         let line = line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"));
         assert!(line.contains("on capacity provider ci-asg's EC2 instance i-"), "{line}");
-        assert!(line.contains("(c5.xlarge, us-east-1), reserving 14 % of it: $"), "{line}");
+        assert!(line.contains("(c5a.xlarge, us-east-1), reserving 14 % of it: $"), "{line}");
     }
     let described = log.iter().filter(|r| r.key() == "ecs:DescribeContainerInstances").count();
     assert!((1..=3).contains(&described), "each of the group's instances described once at most: {described}");
+    assert_eq!(w.proxy.count("pricing:GetProducts"), 1, "the type's price read once for the twenty jobs");
     w.finish(host, sim, "jobs=20 run_task=20 run_instances=0").await;
 }
 
@@ -306,7 +347,7 @@ async fn managed_instances_capacity(w: &Scenario, cluster: &str, provider: &str,
         .send()
         .await
         .expect("providers of the cluster");
-    register_instances(w, cluster, instances).await;
+    register_instances(w, cluster, instances, "c5.xlarge").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -360,12 +360,10 @@ fn the_policy_covers_every_call_the_plugin_makes_under_tag_and_cluster_condition
     let role = policies("cluster-fargate-spot-assume-role.json", &["elastic-small.json"]);
     let mut allowed: std::collections::BTreeSet<String> = actions(&ec2["policy"]).into_iter().collect();
     allowed.extend(actions(&role["caller_policy"]));
-    // GetCallerIdentity needs no permission (AWS answers it for any identity); GetProducts is
-    // made by `prices --refresh` only, with the operator's identity: an optional permission
-    // outside the plugin's policy (docs/operators.md, "prices"). DeleteTaskDefinitions is made by
+    // GetCallerIdentity needs no permission (AWS answers it for any identity). DeleteTaskDefinitions is made by
     // `try` only, to delete the revision it registered: without it `try` leaves that revision
     // INACTIVE, as the plugin leaves its own, and says so (docs/getting-started.md).
-    let not_the_plugins = ["sts:GetCallerIdentity", "pricing:GetProducts", "ecs:DeleteTaskDefinitions"];
+    let not_the_plugins = ["sts:GetCallerIdentity", "ecs:DeleteTaskDefinitions"];
     let missing: Vec<&String> =
         called.iter().filter(|c| !allowed.contains(*c) && !not_the_plugins.contains(&c.as_str())).collect();
     assert!(missing.is_empty(), "calls the policy does not allow: {missing:?}");
