@@ -130,6 +130,34 @@ mod tests {
         assert_eq!(filled.to_ask("il-central-1", wanted, at(3600)).len(), 2, "an hour later");
     }
 
+    #[tokio::test]
+    async fn a_fargate_gap_is_one_query_for_the_regions_usage_types() {
+        let v = crate::aws::verifier::Verifier::default();
+        let documents = [
+            fargate("il-central-1", "ILC1-Fargate-vCPU-Hours:perCPU", "0.0499000000"),
+            fargate("il-central-1", "ILC1-Fargate-ARM-GB-Hours", "0.0044000000"),
+            fargate("ca-west-1", "CAW1-Fargate-vCPU-Hours:perCPU", "0.0450000000"),
+        ];
+        v.expect("GetProducts")
+            .with(|c| {
+                assert_eq!(c.json["ServiceCode"], "AmazonECS");
+                let filters = serde_json::json!([
+                    {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "il-central-1"},
+                    {"Type": "TERM_MATCH", "Field": "productFamily", "Value": "Compute"}
+                ]);
+                assert_eq!(c.json["Filters"], filters);
+            })
+            .answers(serde_json::json!({"FormatVersion": "aws_v1", "PriceList": documents}).to_string());
+        let aws = crate::aws::fake_aws::clients_over(v.clone());
+        let table = read(&aws, "il-central-1", &Gap::Fargate, "2026-12-06").await.unwrap_or_else(|e| panic!("{e}"));
+        v.done();
+        let israel = table.fargate("il-central-1").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(israel.x86.and_then(|r| r.vcpu_hour), Some(0.0499));
+        assert_eq!(israel.arm64.and_then(|r| r.gb_hour), Some(0.0044));
+        assert!(table.fargate("ca-west-1").is_err(), "only the region asked for");
+        assert_eq!((table.date.as_str(), table.source.as_str()), ("2026-12-06", SOURCE));
+    }
+
     #[test]
     fn figures_read_fill_gaps_and_never_replace_the_tables() {
         let mut collector = Collector::default();
