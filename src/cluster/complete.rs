@@ -92,9 +92,7 @@ impl Cluster {
 
     /// The job's cost ([`super::job_cost`]), in its console.
     async fn say_cost(&self, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
-        self.learn_provider_instance(agent_id).await;
-        self.learn_spot_price(agent_id).await;
-        self.fill_price_gaps(agent_id).await;
+        self.read_what_pricing_needs(agent_id).await;
         if let Some(line) = self.job_cost(agent_id, job, SystemTime::now(), stops) {
             let _ = self.gocd.console_log(job, console_line(line)).await;
         }

@@ -1,7 +1,9 @@
 //! Cost per job at run time: when a job completes, what it cost by the rules of
 //! [`crate::cost::job`] and the cluster profile's price table (the embedded one, with the
 //! profile's `PriceTable` file laid over it), from what the plugin already knows of its agent's
-//! task (the times and size of its last description; no AWS call is added). The result goes to
+//! task (the times and size of its last description) and what [`reads`] learns once from AWS
+//! for it (a capacity provider instance's type, a Spot price, a price the table lacks). The
+//! result goes to
 //! the job's console (one line), the log (one line with pipeline, stage, job and cost), and this
 //! profile's [`Ledger`] (the report's cost per pipeline and stage, the metrics' counters).
 //!
@@ -11,21 +13,23 @@
 //! When ECS has not said `stoppedAt` by the job's completion (the usual case: StopTask is sent at
 //! that moment), the completion is the end of the agent's billed time.
 
+mod reads;
+
+use reads::spot_key;
+
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use tokio::sync::OnceCell;
 
-use super::ec2::pool::InstanceRecord;
 use super::launch::Capacity;
-use super::price_fill::{self, Filled, Gap};
+use super::price_fill::{Filled, Gap};
 use super::providers::ProviderKind;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
 use super::Cluster;
 use crate::aws::ec2_types::{ContainerInstance, OsClass};
-use crate::aws::AwsError;
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
@@ -98,9 +102,6 @@ impl Unpriced {
         Unpriced { why: price_hint(&missing.to_string()), gap: Some(gap) }
     }
 }
-
-/// How long a Spot price read from EC2 is used before it is read again.
-const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// What an hour of one of the plugin's own instances costs, by its market.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -443,122 +444,10 @@ impl Cluster {
         })
     }
 
-    /// Reads the Spot price of the plugin's own Spot instance that `agent_id`'s task ran on, once
-    /// an hour per instance type and zone; a failed read leaves the job priced at on-demand,
-    /// said in its line.
-    pub(super) async fn learn_spot_price(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
-        let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
-        let key = {
-            let st = self.ec2().state();
-            st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).and_then(spot_key)
-        };
-        let Some(key) = key else { return };
-        let now = SystemTime::now();
-        let reading = self.cost().reads.clone();
-        let _one_at_a_time = reading.lock().await;
-        let fresh = self
-            .cost()
-            .spot_prices
-            .get(&key)
-            .is_some_and(|(_, at)| now.duration_since(*at).unwrap_or_default() < SPOT_PRICE_KEPT);
-        if fresh {
-            return;
-        }
-        let (instance_type, zone, os) = &key;
-        match crate::aws::ec2::spot_price(&self.aws(), instance_type, zone, *os).await {
-            Ok(Some(price)) => {
-                let mut cost = self.cost();
-                if cost.spot_prices.len() >= 256 {
-                    cost.spot_prices.clear();
-                }
-                cost.spot_prices.insert(key, (price, now));
-            }
-            Ok(None) => tracing::info!(instance_type, zone, "EC2 gave no Spot price; the job is priced at on-demand"),
-            Err(e) => {
-                tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read; the job is priced at on-demand")
-            }
-        }
-    }
-
-    /// Reads from the Price List what the table lacks to price `agent_id`'s job (see
-    /// [`super::price_fill`]): each gap once an hour at most, with the profile's credentials.
-    pub(super) async fn fill_price_gaps(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
-        let region = self.aws().region.clone();
-        let mut wanted = Vec::new();
-        match self.rate(&record, &region) {
-            Err(Unpriced { gap: Some(gap), .. }) => wanted.push(gap),
-            Ok(Rate::Ec2 { volume_priced: false, volume_gib, .. }) if volume_gib > 0 => wanted.push(Gap::Gp3),
-            _ => {}
-        }
-        if wanted.is_empty() {
-            return;
-        }
-        let reading = self.cost().reads.clone();
-        let _one_at_a_time = reading.lock().await;
-        let gaps = self.cost().filled.to_ask(&region, wanted, SystemTime::now());
-        let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
-        for gap in gaps {
-            match price_fill::read(&self.aws(), &region, &gap, &today).await {
-                Ok(read) if read.fargate.is_empty() && read.ec2.is_empty() && read.gp3_gb_month.is_empty() => {
-                    tracing::info!(?gap, region, "the AWS Price List lists no price for this; it stays unknown");
-                }
-                Ok(read) => {
-                    tracing::info!(?gap, region, "a price the table lacked was read from the AWS Price List");
-                    let mut cost = self.cost();
-                    cost.filled.add(read);
-                    cost.table = None;
-                }
-                Err(e) => tracing::info!(
-                    ?gap,
-                    region,
-                    error = %e,
-                    "a price the table lacks could not be read from the AWS Price List (the profile's role needs pricing:GetProducts); asked again in an hour"
-                ),
-            }
-        }
-    }
-
     /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.
     fn provider_kind(&self, provider: &str) -> Option<ProviderKind> {
         let name = provider.rsplit('/').next().unwrap_or(provider);
         self.kinds(&self.profile())?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
-    }
-
-    /// Describes the capacity provider's container instance `agent_id`'s task ran on, once per
-    /// instance, so that its job can be priced. A Fargate task, or an instance described
-    /// already, needs no call; a failed call leaves the job's cost "not known", said in its line.
-    pub(super) async fn learn_provider_instance(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
-        let Some(task) = record.task.as_ref().filter(|_| record.capacity == Some(Capacity::Provider)) else { return };
-        let Some(arn) = task.container_instance_arn.clone() else { return };
-        let kind = self.provider_kind(&task.capacity);
-        if matches!(kind, Some(ProviderKind::Fargate | ProviderKind::ManagedInstances)) {
-            return;
-        }
-        let cell = {
-            let mut cost = self.cost();
-            if cost.provider_instances.len() >= 1000 {
-                cost.provider_instances.clear();
-            }
-            cost.provider_instances.entry(arn.clone()).or_default().clone()
-        };
-        let cluster = self.profile().cluster_name.clone();
-        let described = cell
-            .get_or_try_init(|| async {
-                let found =
-                    crate::aws::ec2::describe_container_instances(&self.aws(), &cluster, std::slice::from_ref(&arn))
-                        .await?;
-                let found = found.into_iter().find(|c| c.arn == arn);
-                found.ok_or_else(|| {
-                    AwsError::in_answer("DescribeContainerInstances", "the instance was not in its answer")
-                })
-            })
-            .await;
-        if let Err(e) = described {
-            tracing::info!(agent_id = agent_id.as_str(), error = %e, "the instance a job ran on is not described; its cost is not known");
-        }
     }
 
     /// What the other live agents on `record`'s instance have run up by reservation, not yet
@@ -649,13 +538,6 @@ fn log_job_cost(job: &JobIdentifier, agent_id: &AgentId, elastic_profile: &str, 
         Some(usd) => line!(usd),
         None => line!("unknown"),
     }
-}
-
-/// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
-/// or its zone is not known.
-fn spot_key(instance: &InstanceRecord) -> Option<(String, String, OsClass)> {
-    let zone = instance.container.as_ref()?.zone.clone()?;
-    instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
 }
 
 /// When AWS began billing the agent's task: the pull, else its start, else ECS's acceptance,
