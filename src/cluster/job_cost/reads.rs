@@ -18,16 +18,28 @@ use crate::aws::ec2_types::OsClass;
 use crate::aws::AwsError;
 use crate::ids::AgentId;
 
+/// The longest a job's completion waits for what its price needs.
+const READS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// How long a Spot price read from EC2 is used before it is read again.
 const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Cluster {
     /// Reads from AWS what pricing `agent_id`'s job needs and no table holds (the module doc),
-    /// before [`Cluster::job_cost`] prices it.
+    /// before [`Cluster::job_cost`] prices it: within [`READS_AT_MOST`], as the agent's task is
+    /// stopped after it (a slow read leaves the job's cost not known, never its task running).
     pub(in crate::cluster) async fn read_what_pricing_needs(&self, agent_id: &AgentId) {
-        self.learn_provider_instance(agent_id).await;
-        self.learn_spot_price(agent_id).await;
-        self.fill_price_gaps(agent_id).await;
+        let reads = async {
+            self.learn_provider_instance(agent_id).await;
+            self.learn_spot_price(agent_id).await;
+            self.fill_price_gaps(agent_id).await;
+        };
+        if tokio::time::timeout(READS_AT_MOST, reads).await.is_err() {
+            tracing::info!(
+                agent_id = agent_id.as_str(),
+                "reading what the job's price needs took too long; its cost may be not known"
+            );
+        }
     }
 
     /// Reads the Spot price of the plugin's own Spot instance that `agent_id`'s task ran on, once
