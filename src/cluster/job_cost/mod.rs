@@ -67,9 +67,9 @@ pub struct CostState {
     /// registered size do not change), described once each (concurrent completions share the
     /// call; a failed one is tried again at the next).
     provider_instances: HashMap<String, Arc<OnceCell<ContainerInstance>>>,
-    /// Spot prices an hour by (instance type, zone, OS), with when EC2 said them; read again
-    /// after [`SPOT_PRICE_KEPT`].
-    spot_prices: HashMap<(String, String, OsClass), (f64, SystemTime)>,
+    /// Spot prices an hour by (instance type, zone, OS), with when they were asked for (`None`:
+    /// EC2 gave none, or refused the read); asked again after `reads::SPOT_PRICE_KEPT`.
+    spot_prices: HashMap<(String, String, OsClass), (Option<f64>, SystemTime)>,
     /// Figures the table lacked, read from the Price List ([`super::price_fill`]).
     filled: Filled,
     /// Held while a price is read from AWS (a Spot price, the Price List): completions at once
@@ -378,7 +378,10 @@ impl Cluster {
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
         let market = match spot_key(instance) {
             None => Ec2Price::OnDemand,
-            Some(key) => self.cost().spot_prices.get(&key).map_or(Ec2Price::SpotNotKnown, |(p, _)| Ec2Price::Spot(*p)),
+            Some(key) => {
+                let price = self.cost().spot_prices.get(&key).and_then(|(p, _)| *p);
+                price.map_or(Ec2Price::SpotNotKnown, Ec2Price::Spot)
+            }
         };
         let compute = match market {
             Ec2Price::Spot(hourly) => hourly,

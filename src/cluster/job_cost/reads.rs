@@ -44,7 +44,7 @@ impl Cluster {
 
     /// Reads the Spot price of the plugin's own Spot instance that `agent_id`'s task ran on, once
     /// an hour per instance type and zone; a failed read leaves the job priced at on-demand,
-    /// said in its line.
+    /// said in its line (a refused one for the hour, a transient one until the next completion).
     async fn learn_spot_price(&self, agent_id: &AgentId) {
         let Some(record) = self.registry().get(agent_id).cloned() else { return };
         let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
@@ -65,19 +65,26 @@ impl Cluster {
             return;
         }
         let (instance_type, zone, os) = &key;
-        match crate::aws::ec2::spot_price(&self.aws(), instance_type, zone, *os).await {
-            Ok(Some(price)) => {
-                let mut cost = self.cost();
-                if cost.spot_prices.len() >= 256 {
-                    cost.spot_prices.clear();
-                }
-                cost.spot_prices.insert(key, (price, now));
+        let price = match crate::aws::ec2::spot_price(&self.aws(), instance_type, zone, *os).await {
+            Ok(Some(price)) => Some(price),
+            Ok(None) => {
+                tracing::info!(instance_type, zone, "EC2 gave no Spot price; jobs are priced at on-demand for an hour");
+                None
             }
-            Ok(None) => tracing::info!(instance_type, zone, "EC2 gave no Spot price; the job is priced at on-demand"),
+            Err(e) if e.transient() => {
+                tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read now; this job is priced at on-demand");
+                return;
+            }
             Err(e) => {
-                tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read; the job is priced at on-demand")
+                tracing::info!(instance_type, zone, error = %e, "the Spot price could not be read (the role needs ec2:DescribeSpotPriceHistory); jobs are priced at on-demand for an hour");
+                None
             }
+        };
+        let mut cost = self.cost();
+        if cost.spot_prices.len() >= 256 {
+            cost.spot_prices.clear();
         }
+        cost.spot_prices.insert(key, (price, now));
     }
 
     /// Reads from the Price List what the table lacks to price `agent_id`'s job (see
