@@ -202,6 +202,21 @@ pub async fn states_of_ours(
     Ok(found)
 }
 
+/// Whether each of these instances (ours or not: a capacity provider's) is a Spot instance, by
+/// id; an id EC2 no longer lists is left out. Only read, never changed.
+///
+/// # Errors
+/// The failed DescribeInstances call.
+pub async fn spot_or_not(aws: &AwsClients, ids: &[String]) -> Result<Vec<(String, bool)>, AwsError> {
+    let mut found = Vec::new();
+    for chunk in ids.chunks(IDS_PER_DESCRIBE) {
+        let filters = vec![Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build()];
+        let instances = describe_pages(aws, filters).await?;
+        found.extend(instances.iter().filter_map(instance_view).map(|i| (i.id, i.spot)));
+    }
+    Ok(found)
+}
+
 /// Instance ids per DescribeInstances in [`states_of_ours`] (EC2: 200 filter values a call, the
 /// two tag filters' included).
 const IDS_PER_DESCRIBE: usize = 100;

@@ -378,11 +378,18 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     if ec2 {
         statements.extend(ec2_statements(cluster, elastic, &scope, &mut notes));
     } else if may_use_instances(cluster) {
-        // A job on an Auto Scaling group's instance is priced by the instance's type.
+        // A job on an Auto Scaling group's instance is priced by the instance's type, and at the
+        // Spot price when it is a Spot instance (read only; no resource-level permission).
         statements.push(statement(
             "DescribeContainerInstancesForCost",
             &["ecs:DescribeContainerInstances"],
             vec![scope.arn("ecs", &format!("container-instance/{}/*", scope.cluster))],
+            None,
+        ));
+        statements.push(statement(
+            "DescribeInstancesAndSpotPricesForCost",
+            &["ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory"],
+            vec!["*".into()],
             None,
         ));
     }
@@ -721,6 +728,8 @@ mod tests {
         let describe = find(&p.policy, "DescribeContainerInstancesForCost");
         assert_eq!(describe["Action"], "ecs:DescribeContainerInstances");
         assert_eq!(describe["Resource"], "arn:aws:ecs:us-east-1:*:container-instance/ci/*");
+        let spot = find(&p.policy, "DescribeInstancesAndSpotPricesForCost");
+        assert_eq!(spot["Action"], json!(["ec2:DescribeInstances", "ec2:DescribeSpotPriceHistory"]));
         let fargate = cluster(&[("ClusterName", "ci"), ("CapacityProviderStrategy", "FARGATE_SPOT:1\nFARGATE:0")]);
         assert!(!sids(&policies(&fargate, &[]).policy).iter().any(|s| s.contains("ContainerInstances")));
     }

@@ -20,8 +20,9 @@
 //!   ([`ec2_job_share`]). Idle time after an
 //!   instance's last job, until it is retired, has no job to pay it.
 //! - **On a capacity provider's Auto Scaling group instance** a job pays its reservation share
-//!   of the instance's on-demand price for the time it ran, nothing more: the instance is the
-//!   group's, launched and kept by its scaling, so its boot and idle time are no job's.
+//!   of the instance's price (on-demand, or EC2's Spot price on a Spot instance) for the time it
+//!   ran, nothing more: the instance is the group's, launched and kept by its scaling, so its
+//!   boot and idle time are no job's.
 
 use std::time::{Duration, SystemTime};
 

@@ -210,12 +210,12 @@ async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: us
         .send()
         .await
         .expect("providers of the cluster");
-    register_instances(w, cluster, instances, instance_type).await;
+    register_instances(w, cluster, instances, instance_type, false).await;
 }
 
-/// `instances` instances of `instance_type` (4 vCPU, 7482 MiB registered) registered with
-/// `cluster`, as a capacity provider's would be.
-async fn register_instances(w: &Scenario, cluster: &str, instances: usize, instance_type: &str) {
+/// `instances` instances of `instance_type` (4 vCPU, 7482 MiB registered), Spot ones when
+/// `spot`, registered with `cluster`, as a capacity provider's would be.
+async fn register_instances(w: &Scenario, cluster: &str, instances: usize, instance_type: &str, spot: bool) {
     let ecs = aws_sdk_ecs::Client::new(&w.base);
     let ec2 = aws_sdk_ec2::Client::new(&w.base);
     for _ in 0..instances {
@@ -223,6 +223,11 @@ async fn register_instances(w: &Scenario, cluster: &str, instances: usize, insta
             .run_instances()
             .image_id("ami-12c6146b")
             .instance_type(aws_sdk_ec2::types::InstanceType::from(instance_type))
+            .set_instance_market_options(spot.then(|| {
+                aws_sdk_ec2::types::InstanceMarketOptionsRequest::builder()
+                    .market_type(aws_sdk_ec2::types::MarketType::Spot)
+                    .build()
+            }))
             .min_count(1)
             .max_count(1)
             .send()
@@ -301,6 +306,40 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
     w.finish(host, sim, "jobs=20 run_task=20 run_instances=0").await;
 }
 
+/// A job on a Spot instance of an Auto Scaling group pays its reservation at EC2's Spot price
+/// for the instance's type and zone; whether the instance is Spot is read once
+/// (DescribeInstances), the price once for the jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_on_an_asg_spot_instance_pays_its_reservation_at_the_spot_price() {
+    let mut w = Scenario::new("capacity_asg_spot").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    asg_capacity(&w, "gocd-a", "ci-asg", 0, "c5.xlarge").await;
+    register_instances(&w, "gocd-a", 1, "c5.xlarge", true).await;
+    w.proxy.add_rule("spot-price", rules::spot_price_history("0.068000"));
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-asg")]))
+        .elastic_profile("small", "p", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 3).await;
+    host.wait_until("the three jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+
+    for h in (0..3).map(JobHandle) {
+        let console = host.console_log(h);
+        let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
+        let line = line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"));
+        assert!(line.contains("(c5.xlarge, Spot at $0.0680 an hour, us-east-1), reserving 14 % of it: $"), "{line}");
+        assert!(line.contains("(its reservation at the Spot price;"), "{line}");
+    }
+    assert_eq!(w.proxy.count("ec2:DescribeInstances"), 1, "whether the instance is Spot, read once");
+    assert_eq!(w.proxy.count("ec2:DescribeSpotPriceHistory"), 1, "the Spot price read once for the three jobs");
+    w.finish(host, sim, "jobs=3 spot_price=0.068").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn spot_refused_for_capacity_falls_back_to_the_strategys_next_provider() {
     let mut w = Scenario::new("capacity_spot_fallback").await;
@@ -347,7 +386,7 @@ async fn managed_instances_capacity(w: &Scenario, cluster: &str, provider: &str,
         .send()
         .await
         .expect("providers of the cluster");
-    register_instances(w, cluster, instances, "c5.xlarge").await;
+    register_instances(w, cluster, instances, "c5.xlarge", false).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use crate::world::host::{HostState, JobHandle, Props};
-use crate::world::http::HttpResponse;
 use crate::world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
 use crate::world::profiles::{cluster_props, elastic_props, IMAGE};
 use crate::world::proxy::{Outcome, Verdict};
@@ -512,19 +511,8 @@ async fn a_type_refused_for_spot_capacity_falls_to_the_next_type_before_on_deman
             Verdict::Forward
         }
     });
-    // EC2's Spot price for the instance's type and zone, as AWS answers (moto's is a fixed 0.00001).
-    w.proxy.add_rule("spot-price", |call| {
-        if !call.is("ec2", "DescribeSpotPriceHistory") {
-            return Verdict::Forward;
-        }
-        let zone = call.form_param("AvailabilityZone").unwrap_or_default();
-        let item = format!(
-            "<item><instanceType>{}</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>0.061200</spotPrice><timestamp>2026-12-06T01:00:00.000Z</timestamp><availabilityZone>{zone}</availabilityZone></item>",
-            call.form_param("InstanceType.1").unwrap_or_default()
-        );
-        let body = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>5b1d7f0e-0000-4000-8000-000000000001</requestId><spotPriceHistorySet>{item}</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>");
-        Verdict::Respond(HttpResponse::xml(200, &body))
-    });
+    // EC2's Spot price for the instance's type and zone, as AWS answers.
+    w.proxy.add_rule("spot-price", world::proxy::rules::spot_price_history("0.061200"));
     let cluster = ec2_props("gocd-ec2", &[("Ec2Spot", "true"), ("Ec2InstanceType", "c5.xlarge, c5a.xlarge")]);
     let cfg = w.host_config().cluster_profile("ec2", cluster).elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;

@@ -591,6 +591,25 @@ pub mod rules {
             })
     }
 
+    /// Answers DescribeSpotPriceHistory as EC2 does, with `price` (USD an hour, as EC2 writes
+    /// it) for the type and zone asked (moto's is a fixed 0.00001).
+    pub fn spot_price_history(price: &'static str) -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {
+        move |call: &Call| {
+            if !call.is("ec2", "DescribeSpotPriceHistory") {
+                return Verdict::Forward;
+            }
+            let zone = call.form_param("AvailabilityZone").unwrap_or_default();
+            let instance_type = call.form_param("InstanceType.1").unwrap_or_default();
+            let item = format!(
+                "<item><instanceType>{instance_type}</instanceType><productDescription>Linux/UNIX</productDescription><spotPrice>{price}</spotPrice><timestamp>2026-12-06T01:00:00.000Z</timestamp><availabilityZone>{zone}</availabilityZone></item>"
+            );
+            let body = format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><DescribeSpotPriceHistoryResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\"><requestId>5b1d7f0e-0000-4000-8000-000000000001</requestId><spotPriceHistorySet>{item}</spotPriceHistorySet><nextToken/></DescribeSpotPriceHistoryResponse>"
+            );
+            Verdict::Respond(HttpResponse::xml(200, &body))
+        }
+    }
+
     /// Answers every RunTask that asks for FARGATE_SPOT with AWS's capacity failure (HTTP 200,
     /// no task), without forwarding it.
     pub fn fargate_spot_capacity_refused() -> impl Fn(&Call) -> Verdict + Send + Sync + 'static {

@@ -15,7 +15,7 @@
 
 mod reads;
 
-use reads::spot_key;
+use reads::{provider_spot_key, spot_key};
 
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError};
@@ -63,10 +63,10 @@ pub struct CostState {
     /// What jobs paid of each EC2 instance so far (by instance id; gone instances are forgotten
     /// once there are many).
     ec2_paid: HashMap<String, f64>,
-    /// Capacity providers' container instances that agents ran on, by ARN (their type and
-    /// registered size do not change), described once each (concurrent completions share the
-    /// call; a failed one is tried again at the next).
-    provider_instances: HashMap<String, Arc<OnceCell<ContainerInstance>>>,
+    /// Capacity providers' container instances that agents ran on, by ARN (their type, size and
+    /// market do not change), described once each (concurrent completions share the call; a
+    /// failed one is tried again at the next).
+    provider_instances: HashMap<String, Arc<OnceCell<ProviderInstance>>>,
     /// Spot prices an hour by (instance type, zone, OS), with when they were asked for (`None`:
     /// EC2 gave none, or refused the read); asked again after `reads::SPOT_PRICE_KEPT`.
     spot_prices: HashMap<(String, String, OsClass), (Option<f64>, SystemTime)>,
@@ -75,6 +75,14 @@ pub struct CostState {
     /// Held while a price is read from AWS (a Spot price, the Price List): completions at once
     /// share one read.
     reads: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// A capacity provider's instance, as far as pricing needs it.
+#[derive(Debug, Clone)]
+struct ProviderInstance {
+    container: ContainerInstance,
+    /// Whether it is a Spot instance (`None`: EC2 did not say; priced at on-demand).
+    spot: Option<bool>,
 }
 
 /// Why an agent cannot be priced, with the table's gap behind it when that is the reason.
@@ -137,12 +145,14 @@ enum Rate {
     /// A share of an instance of a capacity provider's Auto Scaling group: the instance is the
     /// group's, so a job pays its reservation only, and the instance's idle time is nobody's here.
     Provider {
-        /// The instance's on-demand price an hour.
+        /// The instance's price an hour: its Spot price when it is Spot and EC2 gave it, else
+        /// on-demand.
         hourly: f64,
         fraction: f64,
         provider: String,
         instance: String,
         instance_type: String,
+        market: Ec2Price,
     },
 }
 
@@ -291,13 +301,21 @@ impl Cluster {
                 );
                 (share.total(), what, after)
             }
-            Rate::Provider { hourly, fraction, provider, instance, instance_type } => {
+            Rate::Provider { hourly, fraction, provider, instance, instance_type, market } => {
+                let (spot, at) = match market {
+                    Ec2Price::Spot(hourly) => (format!(", Spot at {} an hour", usd(*hourly)), "the Spot price"),
+                    Ec2Price::OnDemand => (String::new(), "the on-demand price"),
+                    Ec2Price::SpotNotKnown => {
+                        (", Spot".to_string(), "the on-demand price, EC2 not having given its Spot price")
+                    }
+                };
                 let what = format!(
-                    "capacity provider {provider}'s EC2 instance {instance} ({instance_type}, {region}), reserving {:.0} % of it",
+                    "capacity provider {provider}'s EC2 instance {instance} ({instance_type}{spot}, {region}), reserving {:.0} % of it",
                     fraction * 100.0
                 );
-                let after = " (its reservation at the on-demand price; the instance and its idle time are its Auto Scaling group's)";
-                (fraction * per_second(*hourly, parts.job, 0), what, after.to_string())
+                let after =
+                    format!(" (its reservation at {at}; the instance and its idle time are its Auto Scaling group's)");
+                (fraction * per_second(*hourly, parts.job, 0), what, after)
             }
         }
     }
@@ -424,19 +442,30 @@ impl Cluster {
         }
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref());
         let arn = arn.ok_or_else(|| format!("the instance of {provider} it ran on is not known"))?;
+        let os = self.os_of(record);
         let cost = self.cost();
         let instance = cost
             .provider_instances
             .get(arn)
             .and_then(|cell| cell.get())
             .ok_or_else(|| format!("the instance of {provider} it ran on could not be described"))?;
+        let market = match provider_spot_key(instance, os) {
+            Some(key) => {
+                cost.spot_prices.get(&key).and_then(|(p, _)| *p).map_or(Ec2Price::SpotNotKnown, Ec2Price::Spot)
+            }
+            None => Ec2Price::OnDemand,
+        };
+        let instance = &instance.container;
         let instance_type = instance
             .instance_type
             .clone()
             .ok_or_else(|| format!("the instance of {provider} it ran on did not say its type"))?;
-        let hourly = table
-            .ec2_hour(region, &instance_type)
-            .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance_type.clone())))?;
+        let hourly = match market {
+            Ec2Price::Spot(hourly) => hourly,
+            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => table
+                .ec2_hour(region, &instance_type)
+                .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance_type.clone())))?,
+        };
         let total = instance.total;
         Ok(Rate::Provider {
             hourly,
@@ -444,7 +473,16 @@ impl Cluster {
             provider: provider.rsplit('/').next().unwrap_or(provider).to_string(),
             instance: instance.ec2_id.clone().unwrap_or_else(|| arn.rsplit('/').next().unwrap_or(arn).to_string()),
             instance_type,
+            market,
         })
+    }
+
+    /// The OS `record`'s agent runs, as its elastic profile says (Linux when not known).
+    fn os_of(&self, record: &AgentRecord) -> OsClass {
+        match self.cost().basis.get(&record.elastic_profile).map(|b| b.os) {
+            Some(Os::Windows) => OsClass::Windows,
+            _ => OsClass::Linux,
+        }
     }
 
     /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.

@@ -13,7 +13,7 @@ use super::super::launch::Capacity;
 use super::super::price_fill::{self, Gap};
 use super::super::providers::ProviderKind;
 use super::super::Cluster;
-use super::{Rate, Unpriced};
+use super::{ProviderInstance, Rate, Unpriced};
 use crate::aws::ec2_types::OsClass;
 use crate::aws::AwsError;
 use crate::ids::AgentId;
@@ -48,11 +48,16 @@ impl Cluster {
     async fn learn_spot_price(&self, agent_id: &AgentId) {
         let Some(record) = self.registry().get(agent_id).cloned() else { return };
         let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
-        let key = {
+        let ours = {
             let st = self.ec2().state();
             st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).and_then(spot_key)
         };
-        let Some(key) = key else { return };
+        let os = self.os_of(&record);
+        let a_providers = || {
+            let cost = self.cost();
+            cost.provider_instances.get(&arn).and_then(|cell| cell.get()).and_then(|i| provider_spot_key(i, os))
+        };
+        let Some(key) = ours.or_else(a_providers) else { return };
         let now = SystemTime::now();
         let reading = self.cost().reads.clone();
         let _one_at_a_time = reading.lock().await;
@@ -127,8 +132,11 @@ impl Cluster {
     }
 
     /// Describes the capacity provider's container instance `agent_id`'s task ran on, once per
-    /// instance, so that its job can be priced. A Fargate task, or an instance described
-    /// already, needs no call; a failed call leaves the job's cost "not known", said in its line.
+    /// instance, so that its job can be priced: its type and size (DescribeContainerInstances)
+    /// and whether it is Spot (DescribeInstances, only read: the instance is the group's). A
+    /// Fargate task, or an instance described already, needs no call; a failed
+    /// DescribeContainerInstances leaves the job's cost "not known", a failed DescribeInstances
+    /// the instance priced at on-demand, each said in its line.
     async fn learn_provider_instance(&self, agent_id: &AgentId) {
         let Some(record) = self.registry().get(agent_id).cloned() else { return };
         let Some(task) = record.task.as_ref().filter(|_| record.capacity == Some(Capacity::Provider)) else { return };
@@ -151,9 +159,20 @@ impl Cluster {
                     crate::aws::ec2::describe_container_instances(&self.aws(), &cluster, std::slice::from_ref(&arn))
                         .await?;
                 let found = found.into_iter().find(|c| c.arn == arn);
-                found.ok_or_else(|| {
+                let container = found.ok_or_else(|| {
                     AwsError::in_answer("DescribeContainerInstances", "the instance was not in its answer")
-                })
+                })?;
+                let spot = match &container.ec2_id {
+                    None => None,
+                    Some(id) => match crate::aws::ec2::spot_or_not(&self.aws(), std::slice::from_ref(id)).await {
+                        Ok(found) => found.into_iter().find(|(i, _)| i == id).map(|(_, spot)| spot),
+                        Err(e) => {
+                            tracing::info!(instance = id.as_str(), error = %e, "whether a capacity provider's instance is Spot is not known; it is priced at on-demand");
+                            None
+                        }
+                    },
+                };
+                Ok::<_, AwsError>(ProviderInstance { container, spot })
             })
             .await;
         if let Err(e) = described {
@@ -167,4 +186,11 @@ impl Cluster {
 pub(super) fn spot_key(instance: &InstanceRecord) -> Option<(String, String, OsClass)> {
     let zone = instance.container.as_ref()?.zone.clone()?;
     instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
+}
+
+/// The Spot price's key of a capacity provider's instance running `os`: (type, zone, OS);
+/// `None` unless EC2 said it is Spot and its type and zone are known.
+pub(super) fn provider_spot_key(instance: &ProviderInstance, os: OsClass) -> Option<(String, String, OsClass)> {
+    let c = &instance.container;
+    (instance.spot == Some(true)).then(|| Some((c.instance_type.clone()?, c.zone.clone()?, os))).flatten()
 }
