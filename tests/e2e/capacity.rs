@@ -294,9 +294,7 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
     // 4 vCPU, 1 GiB of 7482 MiB: 14 %), each instance described once, the type's price read
     // from the Price List once.
     for h in (0..host.with_state(|s| s.jobs.len())).map(JobHandle) {
-        let console = host.console_log(h);
-        let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
-        let line = line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"));
+        let line = host.cost_line(h);
         assert!(line.contains("on capacity provider ci-asg's EC2 instance i-"), "{line}");
         assert!(line.contains("(c5a.xlarge, us-east-1), reserving 14 % of it: $"), "{line}");
     }
@@ -329,9 +327,7 @@ async fn a_job_on_an_asg_spot_instance_pays_its_reservation_at_the_spot_price() 
     assert_all_done(&host, &sim, Duration::from_secs(60)).await;
 
     for h in (0..3).map(JobHandle) {
-        let console = host.console_log(h);
-        let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
-        let line = line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"));
+        let line = host.cost_line(h);
         assert!(line.contains("(c5.xlarge, Spot at $0.0680 an hour, us-east-1), reserving 14 % of it: $"), "{line}");
         assert!(line.contains("(its reservation at the Spot price;"), "{line}");
     }

@@ -29,13 +29,7 @@ async fn run_job(host: &GoCdHost) -> (JobHandle, String) {
         matches!(s.job(h).state, JobState::Completed { .. }) && s.job(h).completion_code.is_some()
     })
     .await;
-    let console = host.console_log(h);
-    let line = console
-        .iter()
-        .find(|l| l.contains("this job's agent ran"))
-        .unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"))
-        .clone();
-    (h, line)
+    (h, host.cost_line(h))
 }
 
 /// The job-cost counter of the elastic profile's series (0 before any job).

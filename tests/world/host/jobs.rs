@@ -225,6 +225,16 @@ impl GoCdHost {
         self.with_state(|s| s.console.iter().filter(|c| c.job == Some(h)).map(|c| c.text.clone()).collect())
     }
 
+    /// The job's cost line (the plugin's "this job's agent ran …" at its completion).
+    ///
+    /// # Panics
+    /// When the job's console has none, showing the console.
+    pub fn cost_line(&self, h: JobHandle) -> String {
+        let console = self.console_log(h);
+        let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
+        line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"))
+    }
+
     /// Registrations refused so far.
     pub fn rejections(&self) -> Vec<Rejection> {
         self.with_state(|s| s.rejections.clone())
