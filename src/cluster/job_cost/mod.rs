@@ -69,7 +69,7 @@ pub struct CostState {
     provider_instances: HashMap<String, Arc<OnceCell<ProviderInstance>>>,
     /// Spot prices an hour by (instance type, zone, OS), with when they were asked for (`None`:
     /// EC2 gave none, or refused the read); asked again after `reads::SPOT_PRICE_KEPT`.
-    spot_prices: HashMap<(String, String, OsClass), (Option<f64>, SystemTime)>,
+    spot_prices: HashMap<SpotKey, (Option<f64>, SystemTime)>,
     /// Figures the table lacked, read from the Price List ([`super::price_fill`]).
     filled: Filled,
     /// Held while a price is read from AWS (a Spot price, the Price List): completions at once
@@ -111,7 +111,10 @@ impl Unpriced {
     }
 }
 
-/// What an hour of one of the plugin's own instances costs, by its market.
+/// Where a Spot price applies: (instance type, zone, OS).
+type SpotKey = (String, String, OsClass);
+
+/// What an hour of an EC2 instance (ours, or a capacity provider's) costs, by its market.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Ec2Price {
     /// On demand: the table's price.
@@ -120,6 +123,30 @@ enum Ec2Price {
     Spot(f64),
     /// Spot, whose price EC2 did not give: priced at on-demand, said so.
     SpotNotKnown,
+}
+
+impl Ec2Price {
+    /// The market of an instance whose Spot key is `spot` (`None`: on demand), by the Spot
+    /// prices read so far.
+    fn of(spot: Option<SpotKey>, cost: &CostState) -> Ec2Price {
+        match spot {
+            None => Ec2Price::OnDemand,
+            Some(key) => {
+                let price = cost.spot_prices.get(&key).and_then(|(p, _)| *p);
+                price.map_or(Ec2Price::SpotNotKnown, Ec2Price::Spot)
+            }
+        }
+    }
+
+    /// The instance's price an hour: its Spot price, else the table's on-demand price of its type.
+    fn hourly(self, table: &PriceTable, region: &str, instance_type: &str) -> Result<f64, Unpriced> {
+        match self {
+            Ec2Price::Spot(hourly) => Ok(hourly),
+            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => table
+                .ec2_hour(region, instance_type)
+                .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance_type.to_string()))),
+        }
+    }
 }
 
 /// How an agent is priced: per second on Fargate, or a share of an EC2 instance.
@@ -387,26 +414,16 @@ impl Cluster {
     ) -> Result<Rate, Unpriced> {
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.clone());
         let arn = arn.ok_or("its EC2 instance is not known")?;
-        let st = self.ec2().state();
-        let instance = st
-            .instances
-            .values()
-            .find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn))
-            .ok_or("its EC2 instance is no longer known")?;
+        // Copied out of the pool's lock, which is never held while the cost's is taken (the
+        // cost's is held while the pool's is taken, in `price_job`).
+        let instance = {
+            let st = self.ec2().state();
+            st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).cloned()
+        };
+        let instance = instance.ok_or("its EC2 instance is no longer known")?;
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
-        let market = match spot_key(instance) {
-            None => Ec2Price::OnDemand,
-            Some(key) => {
-                let price = self.cost().spot_prices.get(&key).and_then(|(p, _)| *p);
-                price.map_or(Ec2Price::SpotNotKnown, Ec2Price::Spot)
-            }
-        };
-        let compute = match market {
-            Ec2Price::Spot(hourly) => hourly,
-            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => table
-                .ec2_hour(region, &instance.instance_type)
-                .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance.instance_type.clone())))?,
-        };
+        let market = Ec2Price::of(spot_key(&instance), &self.cost());
+        let compute = market.hourly(table, region, &instance.instance_type)?;
         // Its gp3 root volume (`Ec2RootVolumeGiB`, as the profile says now) is part of the
         // instance's price; a region the table has no gp3 price for is said, not guessed.
         let volume_gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
@@ -449,23 +466,13 @@ impl Cluster {
             .get(arn)
             .and_then(|cell| cell.get())
             .ok_or_else(|| format!("the instance of {provider} it ran on could not be described"))?;
-        let market = match provider_spot_key(instance, os) {
-            Some(key) => {
-                cost.spot_prices.get(&key).and_then(|(p, _)| *p).map_or(Ec2Price::SpotNotKnown, Ec2Price::Spot)
-            }
-            None => Ec2Price::OnDemand,
-        };
+        let market = Ec2Price::of(provider_spot_key(instance, os), &cost);
         let instance = &instance.container;
         let instance_type = instance
             .instance_type
             .clone()
             .ok_or_else(|| format!("the instance of {provider} it ran on did not say its type"))?;
-        let hourly = match market {
-            Ec2Price::Spot(hourly) => hourly,
-            Ec2Price::OnDemand | Ec2Price::SpotNotKnown => table
-                .ec2_hour(region, &instance_type)
-                .map_err(|e| Unpriced::missing(&e, Gap::Ec2(instance_type.clone())))?,
-        };
+        let hourly = market.hourly(table, region, &instance_type)?;
         let total = instance.total;
         Ok(Rate::Provider {
             hourly,

@@ -13,7 +13,7 @@ use super::super::launch::Capacity;
 use super::super::price_fill::{self, Gap};
 use super::super::providers::ProviderKind;
 use super::super::Cluster;
-use super::{ProviderInstance, Rate, Unpriced};
+use super::{ProviderInstance, Rate, SpotKey, Unpriced};
 use crate::aws::ec2_types::OsClass;
 use crate::aws::AwsError;
 use crate::ids::AgentId;
@@ -59,14 +59,19 @@ impl Cluster {
         };
         let Some(key) = ours.or_else(a_providers) else { return };
         let now = SystemTime::now();
+        let fresh = || {
+            let cost = self.cost();
+            cost.spot_prices
+                .get(&key)
+                .is_some_and(|(_, at)| now.duration_since(*at).unwrap_or_default() < SPOT_PRICE_KEPT)
+        };
+        // Checked before waiting for another read (the usual case) and again after it.
+        if fresh() {
+            return;
+        }
         let reading = self.cost().reads.clone();
         let _one_at_a_time = reading.lock().await;
-        let fresh = self
-            .cost()
-            .spot_prices
-            .get(&key)
-            .is_some_and(|(_, at)| now.duration_since(*at).unwrap_or_default() < SPOT_PRICE_KEPT);
-        if fresh {
+        if fresh() {
             return;
         }
         let (instance_type, zone, os) = &key;
@@ -183,14 +188,14 @@ impl Cluster {
 
 /// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
 /// or its zone is not known.
-pub(super) fn spot_key(instance: &InstanceRecord) -> Option<(String, String, OsClass)> {
+pub(super) fn spot_key(instance: &InstanceRecord) -> Option<SpotKey> {
     let zone = instance.container.as_ref()?.zone.clone()?;
     instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
 }
 
 /// The Spot price's key of a capacity provider's instance running `os`: (type, zone, OS);
 /// `None` unless EC2 said it is Spot and its type and zone are known.
-pub(super) fn provider_spot_key(instance: &ProviderInstance, os: OsClass) -> Option<(String, String, OsClass)> {
+pub(super) fn provider_spot_key(instance: &ProviderInstance, os: OsClass) -> Option<SpotKey> {
     let c = &instance.container;
     (instance.spot == Some(true)).then(|| Some((c.instance_type.clone()?, c.zone.clone()?, os))).flatten()
 }
