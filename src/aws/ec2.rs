@@ -192,14 +192,8 @@ pub async fn states_of_ours(
     server_id: &str,
     cluster_key: &str,
 ) -> Result<Vec<(String, String)>, AwsError> {
-    let mut found = Vec::new();
-    for chunk in ids.chunks(IDS_PER_DESCRIBE) {
-        let mut filters = ours(server_id, cluster_key).to_vec();
-        filters.push(Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build());
-        let instances = describe_pages(aws, filters).await?;
-        found.extend(instances.iter().filter_map(instance_view).map(|i| (i.id, i.state)));
-    }
-    Ok(found)
+    let found = by_ids(aws, ids, &ours(server_id, cluster_key)).await?;
+    Ok(found.into_iter().map(|i| (i.id, i.state)).collect())
 }
 
 /// Whether each of these instances (ours or not: a capacity provider's) is a Spot instance, by
@@ -208,11 +202,19 @@ pub async fn states_of_ours(
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn spot_or_not(aws: &AwsClients, ids: &[String]) -> Result<Vec<(String, bool)>, AwsError> {
+    let found = by_ids(aws, ids, &[]).await?;
+    Ok(found.into_iter().map(|i| (i.id, i.spot)).collect())
+}
+
+/// The instances of `ids` that also match `filters`, by an `instance-id` filter (see
+/// [`states_of_ours`]), [`IDS_PER_DESCRIBE`] ids a call.
+async fn by_ids(aws: &AwsClients, ids: &[String], filters: &[Filter]) -> Result<Vec<Ec2Instance>, AwsError> {
     let mut found = Vec::new();
     for chunk in ids.chunks(IDS_PER_DESCRIBE) {
-        let filters = vec![Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build()];
+        let mut filters = filters.to_vec();
+        filters.push(Filter::builder().name("instance-id").set_values(Some(chunk.to_vec())).build());
         let instances = describe_pages(aws, filters).await?;
-        found.extend(instances.iter().filter_map(instance_view).map(|i| (i.id, i.spot)));
+        found.extend(instances.iter().filter_map(instance_view));
     }
     Ok(found)
 }

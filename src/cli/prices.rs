@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use super::PricesArgs;
 use crate::aws::pricing::PriceList;
 use crate::aws::AwsError;
-use crate::cost::price_list::Collector;
+use crate::cost::price_list::{ec2_filters, Collector, EC2_SERVICE, FARGATE_FILTERS, FARGATE_SERVICE, GP3_FILTERS};
 use crate::cost::PriceTable;
 
 /// Where a refreshed table's figures come from.
@@ -84,21 +84,14 @@ pub async fn refresh(
     today: &str,
 ) -> Result<PriceTable, AwsError> {
     let mut collector = Collector::default();
-    for doc in prices.products("AmazonECS", &[("productFamily", "Compute")]).await? {
+    for doc in prices.products(FARGATE_SERVICE, FARGATE_FILTERS).await? {
         collector.add(&doc);
     }
-    for doc in prices.products("AmazonEC2", &[("productFamily", "Storage"), ("volumeApiName", "gp3")]).await? {
+    for doc in prices.products(EC2_SERVICE, GP3_FILTERS).await? {
         collector.add(&doc);
     }
     for instance_type in types {
-        let filters = [
-            ("instanceType", instance_type.as_str()),
-            ("operatingSystem", "Linux"),
-            ("tenancy", "Shared"),
-            ("preInstalledSw", "NA"),
-            ("capacitystatus", "Used"),
-        ];
-        for doc in prices.products("AmazonEC2", &filters).await? {
+        for doc in prices.products(EC2_SERVICE, &ec2_filters(instance_type)).await? {
             collector.add(&doc);
         }
     }

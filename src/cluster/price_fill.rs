@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::aws::pricing::PriceList;
 use crate::aws::{AwsClients, AwsError};
-use crate::cost::price_list::Collector;
+use crate::cost::price_list::{ec2_filters, Collector, EC2_SERVICE, FARGATE_FILTERS, FARGATE_SERVICE, GP3_FILTERS};
 use crate::cost::PriceTable;
 
 /// How long a gap asked for is not asked for again.
@@ -82,21 +82,10 @@ impl Filled {
 pub async fn read(aws: &AwsClients, region: &str, gap: &Gap, today: &str) -> Result<PriceTable, AwsError> {
     let prices = PriceList::of(aws);
     let documents = match gap {
-        Gap::Fargate => prices.products("AmazonECS", &[("regionCode", region), ("productFamily", "Compute")]).await?,
-        Gap::Gp3 => {
-            let filters = [("regionCode", region), ("productFamily", "Storage"), ("volumeApiName", "gp3")];
-            prices.products("AmazonEC2", &filters).await?
-        }
+        Gap::Fargate => prices.products(FARGATE_SERVICE, &in_region(region, FARGATE_FILTERS)).await?,
+        Gap::Gp3 => prices.products(EC2_SERVICE, &in_region(region, GP3_FILTERS)).await?,
         Gap::Ec2(instance_type) => {
-            let filters = [
-                ("regionCode", region),
-                ("instanceType", instance_type.as_str()),
-                ("operatingSystem", "Linux"),
-                ("tenancy", "Shared"),
-                ("preInstalledSw", "NA"),
-                ("capacitystatus", "Used"),
-            ];
-            prices.products("AmazonEC2", &filters).await?
+            prices.products(EC2_SERVICE, &in_region(region, &ec2_filters(instance_type))).await?
         }
     };
     let mut collector = Collector::default();
@@ -109,6 +98,11 @@ pub async fn read(aws: &AwsClients, region: &str, gap: &Gap, today: &str) -> Res
     table.ec2.retain(|r, _| r == region);
     table.gp3_gb_month.retain(|r, _| r == region);
     Ok(table)
+}
+
+/// The filters of `prices --refresh`'s query, narrowed to `region`.
+fn in_region<'a>(region: &'a str, filters: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+    std::iter::once(("regionCode", region)).chain(filters.iter().copied()).collect()
 }
 
 #[cfg(test)]

@@ -8,6 +8,27 @@ use std::collections::BTreeMap;
 
 use super::prices::{FargateRate, PriceTable};
 
+/// The service code of Fargate's prices.
+pub const FARGATE_SERVICE: &str = "AmazonECS";
+/// The service code of EC2's and EBS's prices.
+pub const EC2_SERVICE: &str = "AmazonEC2";
+/// The filters (`TERM_MATCH`) that ask for Fargate's usage types.
+pub const FARGATE_FILTERS: &[(&str, &str)] = &[("productFamily", "Compute")];
+/// The filters that ask for gp3 storage.
+pub const GP3_FILTERS: &[(&str, &str)] = &[("productFamily", "Storage"), ("volumeApiName", "gp3")];
+
+/// The filters that ask for `instance_type`'s price as the table keeps it: Linux, shared
+/// tenancy, no pre-installed software, on demand (what [`Collector`] reads).
+pub fn ec2_filters(instance_type: &str) -> [(&str, &str); 5] {
+    [
+        ("instanceType", instance_type),
+        ("operatingSystem", "Linux"),
+        ("tenancy", "Shared"),
+        ("preInstalledSw", "NA"),
+        ("capacitystatus", "Used"),
+    ]
+}
+
 /// One product document, as far as it is read here.
 #[derive(Debug, Deserialize)]
 struct Document {

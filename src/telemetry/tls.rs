@@ -37,6 +37,7 @@ pub(super) fn exporter(var: &impl Fn(&str) -> Option<String>) -> Result<SpanExpo
             tls = tls.ca_certificate(Certificate::from_pem(pem));
         }
         if let Some(client) = client_identity(var)? {
+            // Checked here, as tonic would only fail at the first export, naming no file.
             client.parse()?;
             tls = tls.identity(Identity::from_pem(client.cert.1, client.key.1));
         }
