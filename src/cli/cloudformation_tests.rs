@@ -6,8 +6,10 @@
 //! the cluster stack exports.
 //!
 //! The templates are evaluated here as CloudFormation would for one account, region and stack
-//! name: parameters, conditions, `Ref`, `Fn::Sub`, `Fn::GetAtt`, `Fn::If`, `Fn::Join` and the
-//! condition functions, with each resource's name and ARN made as CloudFormation makes them.
+//! name: parameters (with their `AllowedValues`), conditions, rules, `Ref`, `Fn::Sub`,
+//! `Fn::GetAtt`, `Fn::If`, `Fn::Join`, `Fn::Select`, `Fn::Split`, `Fn::GetAZs` and the condition
+//! functions, with each resource's name and ARN made as CloudFormation makes them (and a `Ref` or
+//! `Fn::GetAtt` of a resource whose condition is false an error, as in CloudFormation).
 //! When this test fails after a change to `iam-policy`, change the template to match (the
 //! message shows both policies).
 
@@ -23,6 +25,8 @@ use crate::settings::ClusterProfile;
 const REGION: &str = "eu-west-1";
 const ACCOUNT: &str = "123456789012";
 const STACK: &str = "gocd-ci";
+/// The `GoServerUrl` every cluster stack here is given (the parameter has no default).
+const GO_SERVER_URL: &str = "http://gocd.example.com:8153/go";
 
 fn template(name: &str) -> Yaml {
     let path = format!("{}/packaging/cloudformation/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -46,13 +50,23 @@ impl<'a> Stack<'a> {
                 let list = spec.get("Type").and_then(Yaml::as_str).is_some_and(|t| t.contains("List"));
                 let default = spec.get("Default").map(plain);
                 let value = given.iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone()).or(default);
+                // A CommaDelimitedList has one member more than it has commas, each trimmed of
+                // spaces: "" is [""], "a,,b" is ["a", "", "b"].
                 let value = match value {
-                    Some(Value::String(s)) if list => {
-                        json!(s.split(',').filter(|p| !p.is_empty()).collect::<Vec<_>>())
-                    }
+                    Some(Value::String(s)) if list => json!(s.split(',').map(str::trim).collect::<Vec<_>>()),
                     Some(v) => v,
                     None => panic!("parameter {name} has no default: give it"),
                 };
+                if let Some(Yaml::Sequence(allowed)) = spec.get("AllowedValues") {
+                    let allowed: Vec<String> = allowed.iter().map(|a| scalar(&plain(a))).collect();
+                    let members = match &value {
+                        Value::Array(members) => members.clone(),
+                        one => vec![one.clone()],
+                    };
+                    for member in members.iter().map(scalar) {
+                        assert!(allowed.contains(&member), "parameter {name}: {member} is not one of {allowed:?}");
+                    }
+                }
                 params.insert(name, value);
             }
         }
@@ -63,7 +77,30 @@ impl<'a> Stack<'a> {
                 stack.conditions.insert(name.as_str().unwrap().to_string(), value);
             }
         }
+        // The rules: CloudFormation makes no stack whose parameters fail an assertion.
+        if let Some(Yaml::Mapping(rules)) = template.get("Rules") {
+            for (name, rule) in rules {
+                let holds = |c: &Yaml| stack.eval(c).and_then(|v| v.as_bool()).expect("a rule condition");
+                if !rule.get("RuleCondition").is_none_or(holds) {
+                    continue;
+                }
+                for assertion in rule.get("Assertions").and_then(Yaml::as_sequence).into_iter().flatten() {
+                    let why = assertion.get("AssertDescription").and_then(Yaml::as_str).unwrap_or("");
+                    assert!(holds(&assertion["Assert"]), "rule {name:?} fails: {why}");
+                }
+            }
+        }
         stack
+    }
+
+    /// A resource the stack makes: CloudFormation rejects a `Ref` or `Fn::GetAtt` of one whose
+    /// condition is false.
+    fn made(&self, id: &str) -> &Yaml {
+        let resource = self.resource(id);
+        if let Some(condition) = resource.get("Condition").and_then(Yaml::as_str) {
+            assert!(self.conditions[condition], "{id} is not made with these parameters");
+        }
+        resource
     }
 
     fn resource(&self, id: &str) -> &Yaml {
@@ -77,7 +114,7 @@ impl<'a> Stack<'a> {
 
     /// What `Ref` of a resource gives.
     fn reference(&self, id: &str) -> String {
-        let kind = self.resource(id).get("Type").and_then(Yaml::as_str).unwrap();
+        let kind = self.made(id).get("Type").and_then(Yaml::as_str).unwrap();
         let generated = || format!("{STACK}-{id}-0A1B2C3D4E5F");
         match kind {
             "AWS::ECS::Cluster" => self.property(id, "ClusterName").unwrap_or_else(generated),
@@ -91,13 +128,15 @@ impl<'a> Stack<'a> {
             "AWS::EC2::Subnet" => format!("subnet-{}", fake_id(id)),
             "AWS::EC2::VPC" => format!("vpc-{}", fake_id(id)),
             "AWS::EC2::SecurityGroup" => format!("sg-{}", fake_id(id)),
+            // An Elastic IP's Ref is its public address (here one of TEST-NET-3, 203.0.113.0/24).
+            "AWS::EC2::EIP" => format!("203.0.113.{}", u32::from_str_radix(&fake_id(id), 16).unwrap() % 254 + 1),
             other => panic!("Ref of a {other} ({id}) is not made here"),
         }
     }
 
     /// What `Fn::GetAtt` of a resource gives.
     fn attribute(&self, id: &str, attribute: &str) -> String {
-        let kind = self.resource(id).get("Type").and_then(Yaml::as_str).unwrap();
+        let kind = self.made(id).get("Type").and_then(Yaml::as_str).unwrap();
         match (kind, attribute) {
             ("AWS::ECS::Cluster", "Arn") => format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/{}", self.reference(id)),
             ("AWS::IAM::Role", "Arn") => format!("arn:aws:iam::{ACCOUNT}:role/{}", self.reference(id)),
@@ -110,6 +149,7 @@ impl<'a> Stack<'a> {
                 format!("arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}")
             }
             ("AWS::EC2::SecurityGroup", "GroupId") => self.reference(id),
+            ("AWS::EC2::EIP", "AllocationId") => format!("eipalloc-{}", fake_id(id)),
             (kind, attribute) => panic!("GetAtt {attribute} of a {kind} ({id}) is not made here"),
         }
     }
@@ -200,6 +240,31 @@ impl<'a> Stack<'a> {
                 let parts: Vec<String> = parts.as_array().expect("a list to join").iter().map(scalar).collect();
                 json!(parts.join(a[0].as_str().expect("a separator")))
             }
+            "Fn::Select" => {
+                let a = args();
+                let index = match self.eval(a[0]).expect("a Select index") {
+                    Value::Number(n) => n.as_u64().expect("a Select index from 0"),
+                    Value::String(s) => s.parse().expect("a Select index from 0"),
+                    other => panic!("Fn::Select index {other}"),
+                };
+                let list = self.eval(a[1]).expect("a list to select from");
+                let list = list.as_array().expect("a list to select from");
+                // Out of range is a template error in CloudFormation, not a null.
+                let member = usize::try_from(index).ok().and_then(|i| list.get(i));
+                member.unwrap_or_else(|| panic!("Fn::Select index {index} is out of range of {list:?}")).clone()
+            }
+            "Fn::Split" => {
+                let a = args();
+                let delimiter = a[0].as_str().expect("a Split delimiter");
+                let source = self.eval(a[1]).expect("a string to split");
+                let source = source.as_str().expect("a string to split");
+                json!(source.split(delimiter).collect::<Vec<_>>())
+            }
+            "Fn::GetAZs" => {
+                let region = text(argument);
+                let region = if region.is_empty() { REGION.to_string() } else { region };
+                json!(["a", "b", "c"].map(|z| format!("{region}{z}")))
+            }
             "Fn::If" => {
                 let a = args();
                 let which = self.conditions[a[0].as_str().expect("a condition name")];
@@ -231,10 +296,7 @@ impl<'a> Stack<'a> {
     }
 
     fn properties_of(&self, id: &str, name: &str) -> Value {
-        let resource = self.resource(id);
-        if let Some(condition) = resource.get("Condition").and_then(Yaml::as_str) {
-            assert!(self.conditions[condition], "{id} is not made with these parameters");
-        }
+        let resource = self.made(id);
         self.eval(resource.get("Properties").and_then(|p| p.get(name)).unwrap()).unwrap()
     }
 }
@@ -282,21 +344,38 @@ fn cluster_profile(stack: &Stack) -> ClusterProfile {
         .unwrap_or_else(|e| panic!("the stack's outputs make no valid cluster profile: {e:?}\n{made:#?}"))
 }
 
+const DOCKER_HUB_SECRET: &str =
+    "arn:aws:secretsmanager:eu-west-1:123456789012:secret:ecr-pullthroughcache/docker-hub-AbCdEf";
+
 /// Every combination of the cluster stack's options.
 fn cluster_stacks(template: &Yaml) -> Vec<(String, Stack<'_>)> {
     let mut out = Vec::new();
     for vpc in [true, false] {
         for task_role in ["true", "false"] {
             for events in ["true", "false"] {
-                let mut given = vec![("CreateTaskRole", json!(task_role)), ("EnableEvents", json!(events))];
-                if !vpc {
-                    given.push(("VpcId", json!("vpc-0a1b2c3d")));
-                    given.push(("SubnetIds", json!("subnet-0a1b2c3d,subnet-4e5f6a7b")));
-                    given.push(("AssignPublicIp", json!("true")));
-                    given.push(("GoServerUrl", json!("https://gocd.example.com/go")));
+                for (cache, docker_hub) in [("true", ""), ("true", DOCKER_HUB_SECRET), ("false", "")] {
+                    let mut given = vec![
+                        ("CreateTaskRole", json!(task_role)),
+                        ("EnableEvents", json!(events)),
+                        ("ImageCache", json!(cache)),
+                        ("DockerHubCredentialsSecretArn", json!(docker_hub)),
+                    ];
+                    if vpc {
+                        given.push(("GoServerUrl", json!(GO_SERVER_URL)));
+                    } else {
+                        given.push(("VpcId", json!("vpc-0a1b2c3d")));
+                        given.push(("SubnetIds", json!("subnet-0a1b2c3d,subnet-4e5f6a7b")));
+                        given.push(("AssignPublicIp", json!("true")));
+                        given.push(("GoServerUrl", json!("https://gocd.example.com/go")));
+                        given.push(("AgentEgressPorts", json!("22,443,9418")));
+                    }
+                    let label = format!(
+                        "new VPC {vpc}, task role {task_role}, events {events}, image cache {cache}, \
+                         Docker Hub {}",
+                        !docker_hub.is_empty()
+                    );
+                    out.push((label, Stack::new(template, &given)));
                 }
-                let label = format!("new VPC {vpc}, task role {task_role}, events {events}");
-                out.push((label, Stack::new(template, &given)));
             }
         }
     }
@@ -346,14 +425,123 @@ fn the_cluster_stacks_outputs_fill_the_profile_keys() {
         let events = stack.conditions["Events"];
         assert_eq!(profile.event_queue_url.is_some(), events, "{label}");
         assert_eq!(made.elastic.contains_key("TaskRoleArn"), stack.conditions["HasTaskRole"], "{label}");
-        assert_eq!(made.left_out.len(), 1, "{label}: only the policy's ARN: {:?}", made.left_out);
+        let go_server_url = stack.params["GoServerUrl"].as_str().unwrap();
+        assert_eq!(profile.go_server_url.as_deref(), Some(go_server_url), "{label}");
+
+        // The outputs that fill no profile key, by name: the policy's ARN, the NAT gateway's
+        // address (with a new VPC) and the cache's image prefixes (with their rules).
+        let mut fill_none = vec!["PluginPolicyArn"];
+        if stack.conditions["CreateVpc"] {
+            fill_none.push("NatPublicIps");
+        }
+        if stack.conditions["CacheImages"] {
+            fill_none.push("EcrPublicCachePrefix");
+        }
+        if stack.conditions["CacheDockerHub"] {
+            fill_none.push("DockerHubCachePrefix");
+        }
+        let mut left_out: Vec<&str> =
+            made.left_out.iter().map(|why| why.split_once(' ').map_or(why.as_str(), |(key, _)| key)).collect();
+        left_out.sort_unstable();
+        fill_none.sort_unstable();
+        assert_eq!(left_out, fill_none, "{label}: {:?}", made.left_out);
+        for why in &made.left_out {
+            assert!(why.ends_with(": fills no profile key"), "{label}: {why}");
+        }
+
+        let outputs: BTreeMap<String, String> = stack.outputs().into_iter().map(|(_, k, v)| (k, v)).collect();
+        let nat = outputs.get("NatPublicIps");
+        assert_eq!(nat, stack.conditions["CreateVpc"].then(|| stack.reference("NatAddress")).as_ref(), "{label}");
+        if let Some(nat) = nat {
+            assert!(nat.parse::<std::net::Ipv4Addr>().is_ok(), "{label}: NatPublicIps {nat}");
+        }
+        let prefix = |registry: &str| format!("{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/{registry}");
+        let ecr_public = stack.conditions["CacheImages"].then(|| prefix("ecr-public"));
+        assert_eq!(outputs.get("EcrPublicCachePrefix"), ecr_public.as_ref(), "{label}");
+        let docker_hub = stack.conditions["CacheDockerHub"].then(|| prefix("docker-hub"));
+        assert_eq!(outputs.get("DockerHubCachePrefix"), docker_hub.as_ref(), "{label}");
+    }
+}
+
+/// The agents' security group's egress rules, as `(protocol, from port, to port, CIDR)`, with a
+/// port given as a string (what `Fn::Select` makes) read as CloudFormation reads it, a number.
+fn egress_rules(stack: &Stack) -> Vec<(String, Option<u16>, Option<u16>, String)> {
+    let port = |v: Option<&Value>| {
+        v.map(|p| match p {
+            Value::Number(n) => n.as_u64().and_then(|n| u16::try_from(n).ok()).expect("a port"),
+            Value::String(s) => s.parse().unwrap_or_else(|_| panic!("port {s:?} is not a number")),
+            other => panic!("port {other}"),
+        })
+    };
+    let egress = stack.properties_of("AgentSecurityGroup", "SecurityGroupEgress");
+    egress
+        .as_array()
+        .expect("a list of egress rules")
+        .iter()
+        .map(|rule| {
+            (scalar(&rule["IpProtocol"]), port(rule.get("FromPort")), port(rule.get("ToPort")), scalar(&rule["CidrIp"]))
+        })
+        .collect()
+}
+
+#[test]
+fn the_agents_egress_is_all_traffic_or_only_the_agent_egress_ports() {
+    let template = template("cluster.yaml");
+    let all = |rule: &str| ("-1".to_string(), None, None, rule.to_string());
+    let tcp = |port: u16| ("tcp".to_string(), Some(port), Some(port), "0.0.0.0/0".to_string());
+    let url = ("GoServerUrl", json!(GO_SERVER_URL));
+
+    // AgentEgressPorts empty (its default, or given so): all traffic, anywhere.
+    for given in [vec![url.clone()], vec![url.clone(), ("AgentEgressPorts", json!(""))]] {
+        let stack = Stack::new(&template, &given);
+        assert!(stack.conditions["AllEgress"]);
+        assert_eq!(egress_rules(&stack), vec![all("0.0.0.0/0")], "{given:?}");
+    }
+
+    // Ports given: only TCP to each of them, anywhere, and no rule for all traffic.
+    let stack = Stack::new(&template, &[url.clone(), ("AgentEgressPorts", json!("22,443"))]);
+    assert!(!stack.conditions["AllEgress"]);
+    assert_eq!(egress_rules(&stack), vec![tcp(22), tcp(443)]);
+
+    // All eight positions, spaces trimmed as CloudFormation trims a CommaDelimitedList's members.
+    let eight = "22, 80,443,8153 ,9418,2222,3128,8443";
+    let stack = Stack::new(&template, &[url.clone(), ("AgentEgressPorts", json!(eight))]);
+    let want: Vec<_> = [22, 80, 443, 8153, 9418, 2222, 3128, 8443].map(tcp).into();
+    assert_eq!(egress_rules(&stack), want);
+
+    // Nothing in.
+    let group = &template["Resources"]["AgentSecurityGroup"]["Properties"];
+    assert!(group.get("SecurityGroupIngress").is_none(), "the agents' group lets nothing in");
+}
+
+#[test]
+fn the_cluster_template_names_no_port_8154() {
+    let template = template("cluster.yaml");
+    let text = |v: &Yaml| serde_norway::to_string(v).unwrap();
+    let description = template["Description"].as_str().unwrap();
+    assert!(!description.contains("8154"), "the template's description names 8154");
+    for (name, spec) in template["Parameters"].as_mapping().unwrap() {
+        for field in ["Default", "Description", "ConstraintDescription"] {
+            if let Some(v) = spec.get(field) {
+                assert!(!text(v).contains("8154"), "parameter {name:?}'s {field} names 8154: {v:?}");
+            }
+        }
+    }
+    // The outputs as written, and as every stack shows them.
+    for (name, output) in template["Outputs"].as_mapping().unwrap() {
+        assert!(!text(output).contains("8154"), "output {name:?} names 8154: {output:?}");
+    }
+    for (label, stack) in cluster_stacks(&template) {
+        for (_, key, value) in stack.outputs() {
+            assert!(!value.contains("8154"), "{label}: output {key} is {value}");
+        }
     }
 }
 
 #[test]
 fn the_event_rule_and_queue_policy_are_what_iam_policy_prints() {
     let template = template("cluster.yaml");
-    let stack = Stack::new(&template, &[]);
+    let stack = Stack::new(&template, &[("GoServerUrl", json!(GO_SERVER_URL))]);
     let profile = cluster_profile(&stack);
     let p = policies(&profile, &[]);
     let cluster_arn = stack.attribute("Cluster", "Arn");
@@ -380,7 +568,7 @@ fn the_event_rule_and_queue_policy_are_what_iam_policy_prints() {
 fn the_member_role_trusts_as_iam_policy_says_and_holds_the_cluster_stacks_policy() {
     let cluster_template = template("cluster.yaml");
     let member_template = template("member-account.yaml");
-    let cluster = Stack::new(&cluster_template, &[]);
+    let cluster = Stack::new(&cluster_template, &[("GoServerUrl", json!(GO_SERVER_URL))]);
     let member = Stack::new(
         &member_template,
         &[
@@ -408,4 +596,40 @@ fn the_member_role_trusts_as_iam_policy_says_and_holds_the_cluster_stacks_policy
     let export = &cluster_template["Outputs"]["PluginPolicyArn"];
     assert_eq!(export["Value"], serde_norway::from_str::<Yaml>("!Ref PluginPolicy").unwrap());
     assert_eq!(cluster.eval(&export["Export"]["Name"]), Some(imported));
+}
+
+#[test]
+fn the_evaluator_splits_selects_and_reads_lists_as_cloudformation_does() {
+    let template: Yaml = serde_norway::from_str(
+        "Parameters:\n  Ports:\n    Type: CommaDelimitedList\n    Default: \"\"\n\
+         Conditions:\n  NoPorts: !Equals [!Join [\"\", !Ref Ports], \"\"]\n",
+    )
+    .unwrap();
+    let eval = |stack: &Stack, text: &str| stack.eval(&serde_norway::from_str::<Yaml>(text).unwrap()).unwrap();
+    let empty = Stack::new(&template, &[]);
+    assert_eq!(empty.params["Ports"], json!([""]), "an empty CommaDelimitedList is one empty member");
+    assert!(empty.conditions["NoPorts"]);
+    let given = Stack::new(&template, &[("Ports", json!("22, ,443"))]);
+    assert_eq!(given.params["Ports"], json!(["22", "", "443"]));
+    assert!(!given.conditions["NoPorts"]);
+    assert_eq!(eval(&given, "!Split [\",\", \"a,,b,\"]"), json!(["a", "", "b", ""]));
+    assert_eq!(eval(&given, "!Split [\",\", \"\"]"), json!([""]));
+    assert_eq!(eval(&given, "!Select [2, !Ref Ports]"), json!("443"));
+    assert_eq!(eval(&given, "!Select [\"1\", [x, y]]"), json!("y"));
+    assert_eq!(eval(&given, "!Select [0, !GetAZs \"\"]"), json!(format!("{REGION}a")));
+}
+
+#[test]
+#[should_panic(expected = "out of range")]
+fn the_evaluator_rejects_a_select_out_of_range_as_cloudformation_does() {
+    let template: Yaml = serde_norway::from_str("Parameters: {}").unwrap();
+    let stack = Stack::new(&template, &[]);
+    stack.eval(&serde_norway::from_str::<Yaml>("!Select [2, [a, b]]").unwrap());
+}
+
+#[test]
+#[should_panic(expected = "With VpcId, SubnetIds names the agents' subnets")]
+fn the_cluster_stacks_rule_rejects_a_vpc_without_subnets() {
+    let template = template("cluster.yaml");
+    Stack::new(&template, &[("GoServerUrl", json!(GO_SERVER_URL)), ("VpcId", json!("vpc-0a1b2c3d"))]);
 }
