@@ -85,6 +85,8 @@ pub struct LaunchRequest {
     pub container: String,
     /// The agent container's environment overrides.
     pub environment: Vec<(String, String)>,
+    /// A command in place of the agent container's (only `try`'s probe sets one).
+    pub command: Option<Vec<String>>,
     /// `enableExecuteCommand`.
     pub enable_execute_command: bool,
     /// Every tag of the task.
@@ -284,7 +286,11 @@ fn tags(request: &LaunchRequest) -> Vec<Tag> {
 /// The agent container's environment overrides.
 fn overrides(request: &LaunchRequest) -> TaskOverride {
     let env = request.environment.iter().map(|(k, v)| KeyValuePair::builder().name(k).value(v).build());
-    let container = ContainerOverride::builder().name(&request.container).set_environment(Some(env.collect())).build();
+    let container = ContainerOverride::builder()
+        .name(&request.container)
+        .set_environment(Some(env.collect()))
+        .set_command(request.command.clone())
+        .build();
     TaskOverride::builder().container_overrides(container).build()
 }
 

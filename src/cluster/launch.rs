@@ -383,6 +383,7 @@ fn launch_request(spec: &LaunchSpec) -> LaunchRequest {
         started_by: spec.started_by.clone(),
         container: spec.work.task_definition.agent_container.clone(),
         environment: override_environment(spec),
+        command: spec.command_override.clone(),
         enable_execute_command: spec.work.elastic.enable_execute_command,
         tags: spec.tags.clone(),
     }

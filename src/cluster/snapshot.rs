@@ -125,6 +125,11 @@ pub struct LaunchSpec {
     pub tags: Vec<(String, String)>,
     /// Idempotency token for this job and attempt.
     pub client_token: String,
+    /// A command in place of the agent container's own, and variables beside the agent's: only
+    /// `try` sets them, for its probe; the engine's agents run the image's command.
+    pub command_override: Option<Vec<String>>,
+    /// See [`LaunchSpec::command_override`].
+    pub extra_environment: Vec<(String, String)>,
 }
 
 impl LaunchSpec {
@@ -163,6 +168,8 @@ impl LaunchSpec {
             cluster_key: identity.key.clone(),
             tags,
             client_token,
+            command_override: None,
+            extra_environment: Vec::new(),
         }
     }
 
@@ -235,6 +242,9 @@ pub(super) fn override_environment(spec: &LaunchSpec) -> Vec<(String, String)> {
     if let Some(traceparent) = &work.traceparent {
         set("TRACEPARENT", traceparent);
     }
+    for (k, v) in &spec.extra_environment {
+        set(k, v);
+    }
     env
 }
 
@@ -244,8 +254,11 @@ pub fn overrides_length(spec: &LaunchSpec) -> usize {
         .into_iter()
         .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
         .collect();
-    let overrides =
-        serde_json::json!([{ "name": spec.work.task_definition.agent_container, "environment": environment }]);
+    let mut container = serde_json::json!({ "name": spec.work.task_definition.agent_container, "environment": environment });
+    if let Some(command) = &spec.command_override {
+        container["command"] = serde_json::json!(command);
+    }
+    let overrides = serde_json::json!([container]);
     overrides.to_string().chars().count()
 }
 
@@ -273,7 +286,7 @@ mod tests {
             environment: None,
             elastic: snapshot.elastic.clone(),
             task_definition: TaskDefinitionRef { arn: "td:1".into(), agent_container: "agent".into(), given: None },
-            server_url: "https://gocd.example:8154/go".into(),
+            server_url: "http://gocd.example:8153/go".into(),
             auto_register_key: Secret::new("key".into()),
             settings: snapshot.settings.clone(),
             traceparent: None,
@@ -287,6 +300,8 @@ mod tests {
             cluster_key: "k".into(),
             tags: (0..tags).map(|i| (format!("t{i}"), String::new())).collect(),
             client_token: "token".into(),
+            command_override: None,
+            extra_environment: Vec::new(),
         }
     }
 

@@ -28,6 +28,7 @@ pub mod managed_instances;
 mod migrate;
 pub mod placement;
 mod syntax;
+pub(crate) use syntax::check_go_server_url;
 pub mod task_parts;
 mod unknown_keys;
 mod views;

@@ -366,3 +366,158 @@ async fn an_interrupted_try_removes_what_it_created() {
     w.proxy.remove_rule("provisioning");
     w.assert_nothing_left().await;
 }
+
+/// `try` with its arguments: the profiles as files, and `extra` (`--server-url`, `--material`).
+async fn try_with(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &str)], extra: &[&str]) -> Tried {
+    let (cluster, elastic) = (file("cluster.json", cluster), file("elastic.json", elastic));
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
+    cmd.args(["--timeout", "60"]).args(extra);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_REGION", REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-try/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-try/credentials");
+    let out = tokio::time::timeout(Duration::from_secs(150), cmd.output())
+        .await
+        .expect("try finished in time")
+        .expect("run try");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("try {extra:?}:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    Tried { code: out.status.code(), stdout }
+}
+
+/// `try` proves the GoCD server is reachable from where agents run: its task runs the probe in
+/// the profile's subnets and security groups, and the world decides each connection from the
+/// task's security groups, its subnet's routes, the task's public address, DNS and the server's
+/// firewall and TLS, as AWS and a real server would. Each failure the world produces has its own
+/// exit status and fix, and nothing is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_probes_the_server_and_materials_from_where_agents_run() {
+    use crate::world::network::{self, Internet, GIT_HOST, GOCD_HOST, PRIVATE_CA_HOST, WEB_HOST};
+    use crate::world::probes::ProbeRunner;
+    let w = Rig::new().await;
+    let internet = Internet::stock();
+    let runner = ProbeRunner::start(&w.proxy, &w.direct, CLUSTER, internet.clone());
+    // The default VPC as AWS has it: an internet gateway on the main route table; tasks there
+    // need a public address.
+    network::default_vpc_as_aws_makes_it(&w.direct).await;
+    let vpc = moto::default_network(&w.direct).await.vpc_id;
+    let only_https = network::group_letting_out(&w.direct, &vpc, "agents-443", &[443]).await;
+    let https_and_gocd = network::group_letting_out(&w.direct, &vpc, "agents-443-8153", &[443, 8153]).await;
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let stock = format!("http://{GOCD_HOST}:8153/go");
+    let with = |extra: &[(&'static str, String)]| {
+        let mut c: Vec<(&'static str, String)> =
+            cluster_profile().into_iter().map(|(k, v)| (k, v.to_string())).collect();
+        for (k, v) in extra {
+            c.retain(|(key, _)| key != k);
+            c.push((k, v.clone()));
+        }
+        c
+    };
+    let run = |cluster: Vec<(&'static str, String)>, extra: Vec<String>| {
+        let proxy = &w.proxy;
+        async move {
+            let cluster: Vec<(&str, &str)> = cluster.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            try_with(proxy, &cluster, &elastic, &extra).await
+        }
+    };
+
+    // Reachable: the stock server URL from the profile, and an SSH material.
+    let t = run(with(&[("GoServerUrl", stock.clone())]), vec!["--material".into(), format!("git@{GIT_HOST}:gocd/gocd.git")])
+        .await;
+    assert_eq!(t.code, Some(0), "{}", t.stdout);
+    assert!(t.stdout.contains("answered as a GoCD server"), "{}", t.stdout);
+    assert!(t.stdout.contains(&format!("{GIT_HOST}:22 took a connection")), "{}", t.stdout);
+    assert!(t.stdout.contains("the probe exited with status 0"), "{}", t.stdout);
+    w.assert_nothing_left().await;
+
+    // Each failure: the profile (or flags), the exit status, the start of its FAIL line, and a
+    // word of its fix.
+    let cases: Vec<(&str, Vec<(&'static str, String)>, Vec<String>, i32, &str, &str)> = vec![
+        (
+            "the security group lets only 443 out",
+            with(&[("GoServerUrl", stock.clone()), ("SecurityGroupIds", only_https.clone())]),
+            vec![],
+            13,
+            "FAIL server unreachable: ",
+            "TCP 8153",
+        ),
+        ("no public address behind an internet gateway", with(&[("AssignPublicIp", "false".into())]), vec!["--server-url".into(), stock.clone()], 13, "FAIL server unreachable: ", "route"),
+        (
+            "the wrong path",
+            with(&[]),
+            vec!["--server-url".into(), format!("http://{GOCD_HOST}:8153/ci/go")],
+            15,
+            "FAIL server HTTP: ",
+            "ending in /go",
+        ),
+        (
+            "a certificate of a private CA",
+            with(&[]),
+            vec!["--server-url".into(), format!("https://{PRIVATE_CA_HOST}/go")],
+            14,
+            "FAIL server TLS: ",
+            "rootCertFile",
+        ),
+        (
+            "a name the VPC does not resolve",
+            with(&[]),
+            vec!["--server-url".into(), "http://gocd.internal.corp:8153/go".into()],
+            12,
+            "FAIL server name: ",
+            "resolves",
+        ),
+        ("not a GoCD server", with(&[]), vec!["--server-url".into(), format!("http://{WEB_HOST}/go")], 16, "FAIL not GoCD: ", "8153"),
+        (
+            "the material's port not let out",
+            with(&[("SecurityGroupIds", https_and_gocd.clone())]),
+            vec!["--server-url".into(), stock.clone(), "--material".into(), format!("git@{GIT_HOST}:gocd/gocd.git")],
+            17,
+            "FAIL material: ",
+            "22 for SSH",
+        ),
+    ];
+    for (what, cluster, extra, status, fail, fix) in cases {
+        let t = run(cluster, extra).await;
+        assert_eq!(t.code, Some(status), "{what}: {}", t.stdout);
+        let line = t.stdout.lines().find(|l| l.starts_with("FAIL ")).unwrap_or_else(|| panic!("{what}: no FAIL line"));
+        assert!(line.starts_with(fail), "{what}: {line}");
+        assert!(line.contains("; fix: ") && line.contains(fix), "{what}: {line}");
+        assert!(line.ends_with(&format!("(exit status {status})")), "{what}: {line}");
+        assert!(t.stdout.contains("cleanup: stopped task "), "{what}: {}", t.stdout);
+        w.assert_nothing_left().await;
+    }
+
+    // The server's firewall lets in only another address: the task's traffic (from its public
+    // address) is dropped, a timeout.
+    internet.admit_only(GOCD_HOST, &["192.0.2.7/32"]);
+    let t = run(with(&[]), vec!["--server-url".into(), stock.clone()]).await;
+    assert_eq!(t.code, Some(13), "{}", t.stdout);
+    w.assert_nothing_left().await;
+    assert_eq!(runner.exits().len(), 9, "every run's probe ran in the world: {:?}", runner.exits());
+    assert!(w.proxy.aws_refusals().is_empty(), "{:?}", w.proxy.aws_refusals());
+}
+
+/// Without a server URL, try says nothing proves the agents reach GoCD, and runs the agent as
+/// before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_without_a_server_url_says_the_server_was_not_probed() {
+    let w = Rig::new().await;
+    let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
+    let t = try_with(&w.proxy, &cluster_profile(), &elastic, &[]).await;
+    assert_eq!(t.code, Some(0), "{}", t.stdout);
+    assert!(t.stdout.contains("probe: none: the cluster profile sets no GoServerUrl"), "{}", t.stdout);
+    let t = try_with(&w.proxy, &cluster_profile(), &elastic, &["--server-url", "http://gocd.example.com:8153"]).await;
+    assert_eq!(t.code, Some(3), "a URL not ending in /go is refused before AWS: {}", t.stdout);
+    w.assert_nothing_left().await;
+}

@@ -8,6 +8,14 @@
 //! `GO_EA_AUTO_REGISTER_ENVIRONMENT`, docs/protocol.md, "Agent auto-registration") it registers that agent with the
 //! [`GoCdHost`] registry, after an optional delay, as the agent inside the container would.
 //!
+//! With a [`NetworkWorld`] in its policy, its agents also do what a build's agent does on a
+//! real network: an agent registers only once its first request
+//! (`GET <server>/admin/latest-agent.status`) gets a GoCD server's answer from where its task
+//! runs, and a job's build first connects to each of the job's materials; one it cannot reach
+//! fails the build, with git's words in the job's console. Both are decided by the task's
+//! security groups, subnet routes and the hosts' firewalls as AWS keeps them
+//! (`network.rs`).
+//!
 //! It also keeps the figures the tests check: tasks seen per job (`gocd:job-id` tag), and the
 //! highest number of live tasks seen at once.
 
@@ -19,8 +27,9 @@ use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{DesiredStatus, Task, TaskField};
 use tokio::task::JoinHandle;
 
-use super::host::GoCdHost;
+use super::host::{GoCdHost, JobHandle, JobState};
 use super::moto::{aws_error_text, in_cluster, task_override_env, task_tag};
+use super::network::{material_host, NetworkWorld, TaskNetwork};
 
 /// One ECS cluster in one account, seen through the test's own client.
 #[derive(Debug, Clone)]
@@ -49,6 +58,8 @@ pub struct SimPolicy {
     /// Only tasks tagged with this `gocd:server-id` are this simulator's (several GoCD servers on
     /// one cluster: each host gets its own simulator). `None`: every task of the fleets.
     pub only_server_id: Option<String>,
+    /// The network the agents' connections meet; `None`: every connection succeeds.
+    pub network: Option<NetworkWorld>,
 }
 
 /// A task the simulator has seen.
@@ -69,6 +80,8 @@ pub struct SeenTask {
     pub first_seen: Instant,
     /// `Some(Ok)` once registered, `Some(Err(reason))` when GoCD refused it.
     pub registration: Option<Result<(), String>>,
+    /// With a network: whether the agent's first request reached the GoCD server (the last try).
+    pub server_reached: Option<Result<(), String>>,
     pub last_status: String,
     pub stopped: bool,
     pub stopped_reason: Option<String>,
@@ -253,7 +266,74 @@ impl SimInner {
             st.live_now = live_total;
             st.max_live = st.max_live.max(live_total);
         }
+        if let Some(network) = self.with(|s| s.policy.network.clone()) {
+            self.reach_server(&network).await;
+            self.check_out_materials(&network).await;
+        }
         self.register_due();
+    }
+
+    /// Each agent not yet registered makes its first request to the server from its task.
+    async fn reach_server(&self, network: &NetworkWorld) {
+        let waiting: Vec<(usize, String, String)> = self.with(|s| {
+            s.tasks
+                .values()
+                .filter(|t| t.registration.is_none() && !t.stopped && t.agent_id.is_some())
+                .filter_map(|t| Some((t.fleet, t.task_arn.clone(), t.server_url.clone()?)))
+                .collect()
+        });
+        for (fleet, arn, url) in waiting {
+            let f = &self.fleets[fleet];
+            let reached = match network.task(&f.config, &f.cluster, &arn).await {
+                Ok(task) => task.fetch_agent_status(&network.internet, &url).map_err(|e| format!("{url}: {e}")),
+                Err(e) => Err(format!("the task's network could not be read: {e}")),
+            };
+            if let Some(t) = self.state.lock().unwrap().tasks.get_mut(&arn) {
+                t.server_reached = Some(reached);
+            }
+        }
+    }
+
+    /// Each job building on one of these agents checks out its materials: one the task cannot
+    /// reach fails the build.
+    async fn check_out_materials(&self, network: &NetworkWorld) {
+        let building: Vec<(JobHandle, String, Vec<String>)> = self.host.with_state(|s| {
+            s.jobs
+                .iter()
+                .filter(|j| !j.materials_checked)
+                .filter_map(|j| match &j.state {
+                    JobState::Running { agent_id } => Some((j.handle, agent_id.clone(), j.spec.materials.clone())),
+                    _ => None,
+                })
+                .collect()
+        });
+        for (job, agent_id, materials) in building {
+            let Some((fleet, arn)) = self.with(|s| {
+                s.tasks.values().find(|t| t.agent_id.as_deref() == Some(&agent_id)).map(|t| (t.fleet, t.task_arn.clone()))
+            }) else {
+                continue;
+            };
+            let f = &self.fleets[fleet];
+            let task = match network.task(&f.config, &f.cluster, &arn).await {
+                Ok(task) => task,
+                Err(e) => {
+                    self.state.lock().unwrap().errors.push(format!("materials of {agent_id}: {e}"));
+                    continue;
+                }
+            };
+            let blocked = materials.iter().find_map(|m| {
+                let (host, port) = material_host(m);
+                task.connect(&network.internet, &host, port).err().map(|b| (m.clone(), b))
+            });
+            match blocked {
+                None => self.host.materials_checked(job),
+                Some((material, why)) => {
+                    let mut lines = vec![format!("[go] git clone {material}")];
+                    lines.extend(TaskNetwork::git_error(&why, &material));
+                    self.host.fail_job(job, &format!("{material}: {why}"), &lines);
+                }
+            }
+        }
     }
 
     /// Lists and describes the fleet's tasks; returns how many are live.
@@ -327,6 +407,7 @@ impl SimInner {
                 capacity_provider: t.capacity_provider_name().map(str::to_string),
                 first_seen: Instant::now(),
                 registration: None,
+                server_reached: None,
                 last_status: last,
                 stopped,
                 stopped_reason: if stopped { t.stopped_reason().map(str::to_string) } else { None },
@@ -351,6 +432,7 @@ impl SimInner {
                 .filter(|t| t.registration.is_none() && !t.stopped)
                 .filter(|t| t.first_seen.elapsed() >= s.policy.register_delay)
                 .filter(|t| !t.matches(&s.policy.never_register) && !t.matches(&s.policy.hold))
+                .filter(|t| s.policy.network.is_none() || matches!(t.server_reached, Some(Ok(()))))
                 .filter(|t| t.server_url.is_some())
                 .filter_map(|t| {
                     Some((

@@ -9,6 +9,9 @@
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
 //! - [`agents`]: `AgentSimulator`, registers the agent of every task the plugin starts.
 //! - [`ec2`]: `InstanceSimulator`, the ECS agent of every EC2 instance the plugin launches.
+//! - [`network`]: what a task's connections meet (DNS, security groups, routes, firewalls, TLS,
+//!   GoCD's answer), read from moto as AWS keeps it; the agents and `try`'s probe obey it.
+//! - [`probes`]: `ProbeRunner`, the container of a task that runs `try`'s probe.
 //! - [`eventbridge`]: `EventBridge`, a rule's delivery of ECS task state changes to a moto SQS queue.
 //! - [`profiles`]: the agent image and the small Fargate profiles tests start from.
 //! - [`scenario`]: `Scenario`, one test's moto, proxy and watched clusters.
@@ -29,6 +32,8 @@ pub mod eventbridge;
 pub mod host;
 pub mod http;
 pub mod moto;
+pub mod network;
+pub mod probes;
 pub mod profiles;
 pub mod proxy;
 pub mod scenario;

@@ -374,6 +374,25 @@ impl Proxy {
             .collect()
     }
 
+    /// Reads the JSON bodies of one operation's calls, like [`Proxy::requests`], from a world
+    /// task that outlives a borrow of the proxy.
+    pub fn requests_reader(
+        &self,
+        service: &'static str,
+        operation: &'static str,
+    ) -> impl Fn() -> Vec<Value> + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || {
+            let log = shared.log.lock().unwrap();
+            log.iter().filter(|r| r.service == service && r.operation == operation).filter_map(|r| r.json.clone()).collect()
+        }
+    }
+
+    /// The address the proxy forwards to (moto).
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
     /// How many calls the proxy saw in all.
     pub fn total(&self) -> u64 {
         self.shared.log.lock().unwrap().len() as u64
@@ -800,7 +819,7 @@ pub mod aws_like {
     /// One request to moto from inside a (synchronous) rule: on its own thread and runtime, so it
     /// works under either tokio flavor; a multi-thread runtime moves its other tasks off this
     /// worker meanwhile.
-    fn fetch_blocking(upstream: SocketAddr, request: &HttpRequest) -> std::io::Result<HttpResponse> {
+    pub fn fetch_blocking(upstream: SocketAddr, request: &HttpRequest) -> std::io::Result<HttpResponse> {
         let run = || {
             std::thread::scope(|s| {
                 s.spawn(|| {

@@ -32,13 +32,25 @@ pub enum Class {
     Timeout,
     /// The task ran, but something try created could not be removed (it says what).
     Leftover,
+    /// The server's host name does not resolve from the tasks' subnets.
+    ServerName,
+    /// The server refused the tasks' connection, or it timed out.
+    ServerUnreachable,
+    /// The tasks do not trust the server's TLS certificate.
+    ServerTls,
+    /// The server answered with an HTTP error.
+    ServerHttp,
+    /// Something answered at the server URL, but not a GoCD server.
+    NotGoCd,
+    /// A material host given with `--material` could not be reached.
+    Material,
     /// Interrupted (SIGINT or SIGTERM): what was created was removed first.
     Interrupted,
 }
 
 impl Class {
     /// Every class, in the order of the table.
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 18] = [
         Class::Ran,
         Class::Failed,
         Class::Profile,
@@ -50,6 +62,12 @@ impl Class {
         Class::Quota,
         Class::Timeout,
         Class::Leftover,
+        Class::ServerName,
+        Class::ServerUnreachable,
+        Class::ServerTls,
+        Class::ServerHttp,
+        Class::NotGoCd,
+        Class::Material,
         Class::Interrupted,
     ];
 
@@ -67,6 +85,12 @@ impl Class {
             Class::Quota => 9,
             Class::Timeout => 10,
             Class::Leftover => 11,
+            Class::ServerName => 12,
+            Class::ServerUnreachable => 13,
+            Class::ServerTls => 14,
+            Class::ServerHttp => 15,
+            Class::NotGoCd => 16,
+            Class::Material => 17,
             Class::Interrupted => 130,
         }
     }
@@ -85,6 +109,12 @@ impl Class {
             Class::Quota => "quota",
             Class::Timeout => "timeout",
             Class::Leftover => "leftover",
+            Class::ServerName => "server name",
+            Class::ServerUnreachable => "server unreachable",
+            Class::ServerTls => "server TLS",
+            Class::ServerHttp => "server HTTP",
+            Class::NotGoCd => "not GoCD",
+            Class::Material => "material",
             Class::Interrupted => "interrupted",
         }
     }

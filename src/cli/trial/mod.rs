@@ -15,6 +15,7 @@
 //! failure names its class ([`class::Class`]: the exit status), what happened and the fix.
 
 pub mod class;
+pub mod probe;
 mod watch;
 
 use std::io::{self, Write};
@@ -167,6 +168,7 @@ impl Run {
                 )
             })?;
         let network = network(&aws, &cluster, &elastic).await?;
+        let probe = Probe::of(args, &cluster)?;
         let cluster = Arc::new(cluster);
         let elastic = Arc::new(elastic);
         let work = Work {
@@ -183,9 +185,25 @@ impl Run {
         };
         let mut spec = LaunchSpec::for_identity(&who, cluster.clone(), work, Some(network));
         spec.tags.push((TAG_TRY.to_string(), "true".to_string()));
+        match &probe {
+            Some(p) => {
+                spec.command_override = Some(probe::command());
+                spec.extra_environment = probe::environment(p.server_url.as_deref().unwrap_or(""), &p.materials);
+                r.line("probe", p.describe()).map_err(write_failed)?;
+            }
+            None => r
+                .line(
+                    "probe",
+                    "none: the cluster profile sets no GoServerUrl, so nothing proves the agents reach GoCD; give --server-url URL (the URL agents use, ending in /go)",
+                )
+                .map_err(write_failed)?,
+        }
         spec.fits_aws().map_err(|e| Failed::new(Class::Profile, e.to_string(), "change the profiles as it says"))?;
-        r.line("agent", format!("{} (it gets a fake registration key and will not register)", spec.work.agent_id))
-            .map_err(write_failed)?;
+        match &probe {
+            Some(_) => r.line("agent", format!("{} runs the probe in place of the agent", spec.work.agent_id)),
+            None => r.line("agent", format!("{} (it gets a fake registration key and will not register)", spec.work.agent_id)),
+        }
+        .map_err(write_failed)?;
         let asked = SystemTime::now();
         let started = Instant::now();
         let launched = run_task(&aws, &ProviderLaunches::default(), &spec).await.map_err(|e| {
@@ -205,9 +223,19 @@ impl Run {
         )
         .map_err(write_failed)?;
         let timeout = Duration::from_secs(args.timeout.max(1));
-        let running = watch::until_running(&aws, &cluster.cluster_name, &task.arn, asked, timeout, &elastic, r).await?;
+        let container = spec.work.task_definition.agent_container.clone();
+        let exits = probe.as_ref().map(|_| container.as_str());
+        let watched =
+            watch::Watched { aws: &aws, cluster: &cluster.cluster_name, arn: &task.arn, timeout, elastic: &elastic };
+        let running = watch::until_running(&watched, asked, exits, r).await?;
         watch::phases(&running, asked, r).map_err(write_failed)?;
         watch::logs(&cluster, &aws.region, &spec.work.task_definition, &running, r).map_err(write_failed)?;
+        let Some(probe) = probe else { return Ok(()) };
+        let status = watch::until_exited(&watched, &container, r).await?;
+        let outcome = probe::Outcome::of_exit(status);
+        let server = probe.server_url.as_deref().unwrap_or("(no server URL)");
+        outcome.verdict(server, &probe.materials)?;
+        r.line("probe", probe.reached()).map_err(write_failed)?;
         Ok(())
     }
 
@@ -279,6 +307,58 @@ impl Run {
             }
         }
         Ok(left)
+    }
+}
+
+/// What the task probes in place of running the agent: the server URL (`--server-url`, else
+/// the profile's `GoServerUrl`) and the `--material` hosts.
+#[derive(Debug, Clone)]
+struct Probe {
+    server_url: Option<String>,
+    materials: Vec<probe::Material>,
+}
+
+impl Probe {
+    /// `None` when there is nothing to probe (no URL and no material).
+    fn of(args: &TryArgs, cluster: &ClusterProfile) -> Result<Option<Probe>, Failed> {
+        let server_url = args.server_url.clone().or_else(|| cluster.go_server_url.clone());
+        if let (Some(url), Some(_)) = (&server_url, &args.server_url) {
+            crate::settings::check_go_server_url(url).map_err(|why| {
+                Failed::new(Class::Profile, format!("--server-url {url}: {why}"), "give the URL agents use, ending in /go (http://host:8153/go, or https://host/go behind a proxy)")
+            })?;
+        }
+        let materials = args
+            .materials
+            .iter()
+            .map(|m| probe::Material::parse(m))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|why| Failed::new(Class::Profile, format!("--material: {why}"), "name the material as its pipeline does, or as host:port"))?;
+        if server_url.is_none() && materials.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Probe { server_url, materials }))
+    }
+
+    fn hosts(&self) -> String {
+        self.materials.iter().map(probe::Material::host_port).collect::<Vec<_>>().join(", ")
+    }
+
+    fn describe(&self) -> String {
+        let server = self.server_url.as_ref().map(|u| format!("GoCD at {u}"));
+        let materials = (!self.materials.is_empty()).then(|| format!("material host(s) {}", self.hosts()));
+        let what: Vec<String> = server.into_iter().chain(materials).collect();
+        format!("the task will reach {} from the profile's subnets and security groups, and exit", what.join(" and "))
+    }
+
+    fn reached(&self) -> String {
+        let mut said = Vec::new();
+        if let Some(url) = &self.server_url {
+            said.push(format!("{url} answered as a GoCD server"));
+        }
+        if !self.materials.is_empty() {
+            said.push(format!("material host(s) {} took a connection", self.hosts()));
+        }
+        format!("{}, from where the agents run", said.join("; "))
     }
 }
 

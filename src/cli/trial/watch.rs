@@ -22,20 +22,31 @@ pub(super) fn secs(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
 }
 
-/// Waits until the task is RUNNING (its description then), printing each status it passes.
+/// The task watched: where it is, how long to wait, and its elastic profile (to name a
+/// failure's fix).
+#[derive(Clone, Copy)]
+pub(super) struct Watched<'a> {
+    pub(super) aws: &'a AwsClients,
+    pub(super) cluster: &'a str,
+    pub(super) arn: &'a str,
+    pub(super) timeout: Duration,
+    pub(super) elastic: &'a ElasticProfile,
+}
+
+/// Waits until the task is RUNNING (its description then), printing each status it passes. With
+/// `exits`, the container of that name runs a command that ends by itself: its task may be
+/// STOPPED by the first look, and that is a task that ran when the container has an exit code.
 ///
 /// # Errors
 /// The task stopped (classified by its stop reason), did not run within `timeout`, could not
 /// be described, or the run was interrupted.
 pub(super) async fn until_running(
-    aws: &AwsClients,
-    cluster: &str,
-    arn: &str,
+    w: &Watched<'_>,
     asked: SystemTime,
-    timeout: Duration,
-    elastic: &ElasticProfile,
+    exits: Option<&str>,
     r: &mut Report<'_>,
 ) -> Result<TaskView, Failed> {
+    let Watched { aws, cluster, arn, timeout, elastic } = *w;
     let started = Instant::now();
     let mut last = String::new();
     loop {
@@ -50,6 +61,7 @@ pub(super) async fn until_running(
             }
             match task.last_status.as_str() {
                 "RUNNING" => return Ok(task.clone()),
+                _ if exits.is_some_and(|c| exit_code(task, c).is_some()) => return Ok(task.clone()),
                 "STOPPED" | "DEPROVISIONING" | "STOPPING" => return Err(stopped(task, elastic)),
                 _ => {}
             }
@@ -59,6 +71,52 @@ pub(super) async fn until_running(
                 Class::Timeout,
                 format!("the task was not RUNNING after {} (last status {})", secs(timeout), or_none(&last)),
                 "a large image takes long to pull: give a longer --timeout; else look at the task in the ECS console",
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The exit code of the container `name`, once it exited (ECS gives one when the container
+/// stopped; its task is then on its way to STOPPED).
+fn exit_code(task: &TaskView, name: &str) -> Option<i32> {
+    let stopping = matches!(task.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED");
+    task.containers.iter().find(|c| c.name == name).and_then(|c| c.exit_code).filter(|_| stopping)
+}
+
+/// Waits until the container `name` of a task that runs a command ending by itself has exited,
+/// printing each status the task passes; its exit code.
+///
+/// # Errors
+/// The task stopped with no exit code for it (classified by its stop reason), it did not exit
+/// within `timeout`, or the task could not be described.
+pub(super) async fn until_exited(w: &Watched<'_>, name: &str, r: &mut Report<'_>) -> Result<i32, Failed> {
+    let Watched { aws, cluster, arn, timeout, elastic } = *w;
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        let task = describe(aws, cluster, arn).await.map_err(|e| {
+            Failed::new(Class::Failed, e.to_string(), "`ecs-elastic-agent doctor` checks ecs:DescribeTasks")
+        })?;
+        if let Some(task) = &task {
+            if let Some(code) = exit_code(task, name) {
+                r.line("status", format!("the probe exited with status {code} after {}", secs(started.elapsed())))
+                    .map_err(super::write_failed)?;
+                return Ok(code);
+            }
+            if task.last_status != last {
+                last.clone_from(&task.last_status);
+                r.line("status", format!("{last} after {}", secs(started.elapsed()))).map_err(super::write_failed)?;
+            }
+            if task.last_status == "STOPPED" {
+                return Err(stopped(task, elastic));
+            }
+        }
+        if started.elapsed() >= timeout {
+            return Err(Failed::new(
+                Class::Timeout,
+                format!("the probe had not exited after {} (last status {})", secs(timeout), or_none(&last)),
+                "the probe gives each connection 30 s at most: look at the task in the ECS console",
             ));
         }
         tokio::time::sleep(POLL).await;

@@ -42,7 +42,7 @@ impl GoCdHost {
                 let mut info = json!({
                     "server_id": self.inner.server_id,
                     "site_url": "http://gocd.test:8153/go",
-                    "secure_site_url": "https://gocd.test:8154/go",
+                    "secure_site_url": "https://gocd.test/go",
                 });
                 match version {
                     "1.0" => {}

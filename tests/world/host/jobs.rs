@@ -40,6 +40,8 @@ impl GoCdHost {
                 previous_job_ids: Vec::new(),
                 deleted_while_running: Vec::new(),
                 completion_code: None,
+                materials_checked: false,
+                failure: None,
             });
             JobHandle(n)
         };
@@ -233,6 +235,25 @@ impl GoCdHost {
         let console = self.console_log(h);
         let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
         line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"))
+    }
+
+    /// The build on the job's agent failed: its console gets `lines` (as the agent would send
+    /// them), and the job ends now (GoCD then sends job-completion, as for every job).
+    pub fn fail_job(&self, h: JobHandle, reason: &str, lines: &[String]) {
+        let mut st = self.state();
+        if !matches!(st.jobs[h.0].state, JobState::Running { .. }) {
+            return;
+        }
+        st.jobs[h.0].materials_checked = true;
+        st.jobs[h.0].failure = Some(reason.to_string());
+        for line in lines {
+            st.console.push(ConsoleLine::from_agent(h, line));
+        }
+    }
+
+    /// The agent checked out the job's materials.
+    pub fn materials_checked(&self, h: JobHandle) {
+        self.state().jobs[h.0].materials_checked = true;
     }
 
     /// Registrations refused so far.

@@ -122,12 +122,21 @@ pub struct JobSpec {
     pub environment: Option<String>,
     /// How long the job builds once assigned.
     pub duration: Duration,
+    /// The materials the job checks out first, as a pipeline names them
+    /// (`git@github.com:org/repo.git`, `https://…`, `git://…`): the agent connects to each.
+    pub materials: Vec<String>,
 }
 
 impl JobSpec {
     /// A job of that elastic profile, no environment.
     pub fn new(elastic_profile: &str, duration: Duration) -> Self {
-        JobSpec { elastic_profile: elastic_profile.into(), environment: None, duration }
+        JobSpec { elastic_profile: elastic_profile.into(), environment: None, duration, materials: Vec::new() }
+    }
+
+    /// The same job, checking out `material` first.
+    pub fn with_material(mut self, material: &str) -> Self {
+        self.materials.push(material.into());
+        self
     }
 
     /// The same job in an environment.
@@ -200,6 +209,11 @@ pub struct Job {
     pub deleted_while_running: Vec<(String, Instant)>,
     /// The code the plugin answered job-completion with.
     pub completion_code: Option<i64>,
+    /// Whether the agent has checked out the job's materials (or found it could not).
+    pub materials_checked: bool,
+    /// Why the build failed on its agent (a material it could not reach); `None`: it passed, or
+    /// is not done.
+    pub failure: Option<String>,
 }
 
 /// An agent in GoCD's registry.
@@ -259,6 +273,13 @@ pub struct ConsoleLine {
     /// `pipeline/counter/stage/counter/job`.
     pub key: String,
     pub text: String,
+}
+
+impl ConsoleLine {
+    /// A line the job's agent wrote (its build's output), not the plugin.
+    pub fn from_agent(job: JobHandle, text: &str) -> ConsoleLine {
+        ConsoleLine { job: Some(job), key: "agent".into(), text: text.to_string() }
+    }
 }
 
 /// A non-200 answer of the plugin.

@@ -90,7 +90,9 @@ impl GoCdHost {
                 .jobs
                 .iter()
                 .filter_map(|j| match &j.state {
-                    JobState::Running { agent_id } if j.started_at.is_some_and(|t| now >= t + j.spec.duration) => {
+                    JobState::Running { agent_id }
+                        if j.failure.is_some() || j.started_at.is_some_and(|t| now >= t + j.spec.duration) =>
+                    {
                         Some((j.handle, agent_id.clone()))
                     }
                     _ => None,
