@@ -38,15 +38,60 @@ pub struct ClusterView {
     pub default_strategy: Vec<String>,
 }
 
-/// One egress rule of a security group.
+/// One egress rule of a security group: a protocol and port range to one destination (AWS's
+/// permissions with several destinations are one rule per destination here, as the console
+/// lists them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressRule {
+    /// The security group the rule belongs to.
+    pub group_id: String,
     /// `tcp`, `6`, `-1` (all), ...
     pub protocol: String,
     /// First port (`None`: all).
     pub from_port: Option<i32>,
     /// Last port (`None`: all).
     pub to_port: Option<i32>,
+    /// Where the rule lets traffic go.
+    pub to: EgressTarget,
+    /// The rule's description, when it has one.
+    pub description: Option<String>,
+}
+
+/// The destination of an egress rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EgressTarget {
+    /// An IPv4 CIDR (`0.0.0.0/0` is the internet).
+    Ipv4(String),
+    /// An IPv6 CIDR.
+    Ipv6(String),
+    /// A managed prefix list, by id.
+    PrefixList(String),
+    /// Another security group, by id.
+    Group(String),
+}
+
+/// The rules of one IP permission, one per destination.
+fn egress_rules(group_id: &str, p: &aws_sdk_ec2::types::IpPermission) -> Vec<EgressRule> {
+    let rule = |to: EgressTarget, description: Option<&str>| EgressRule {
+        group_id: group_id.to_string(),
+        protocol: p.ip_protocol().unwrap_or("").to_string(),
+        from_port: p.from_port(),
+        to_port: p.to_port(),
+        to,
+        description: description.filter(|d| !d.is_empty()).map(str::to_string),
+    };
+    let v4 = p.ip_ranges().iter().filter_map(|r| Some(rule(EgressTarget::Ipv4(r.cidr_ip()?.into()), r.description())));
+    let v6 =
+        p.ipv6_ranges().iter().filter_map(|r| Some(rule(EgressTarget::Ipv6(r.cidr_ipv6()?.into()), r.description())));
+    let lists = p
+        .prefix_list_ids()
+        .iter()
+        .filter_map(|l| Some(rule(EgressTarget::PrefixList(l.prefix_list_id()?.into()), l.description())));
+    let groups = p
+        .user_id_group_pairs()
+        .iter()
+        .filter_map(|g| Some(rule(EgressTarget::Group(g.group_id()?.into()), g.description())));
+    v4.chain(v6).chain(lists).chain(groups).collect()
 }
 
 /// A dry-run RunInstances of one instance.
@@ -157,7 +202,7 @@ impl CheckClients {
         Ok(out.security_groups().iter().find_map(|g| g.group_id()).map(str::to_string))
     }
 
-    /// The security groups `ids`, each with its VPC and egress rules.
+    /// The security groups `ids`, each with its VPC and egress rules (one per destination).
     ///
     /// # Errors
     /// The failed DescribeSecurityGroups call.
@@ -175,16 +220,9 @@ impl CheckClients {
             .security_groups()
             .iter()
             .filter_map(|g| {
-                let egress = g
-                    .ip_permissions_egress()
-                    .iter()
-                    .map(|p| EgressRule {
-                        protocol: p.ip_protocol().unwrap_or("").to_string(),
-                        from_port: p.from_port(),
-                        to_port: p.to_port(),
-                    })
-                    .collect();
-                Some((g.group_id()?.to_string(), g.vpc_id().map(str::to_string), egress))
+                let id = g.group_id()?;
+                let egress = g.ip_permissions_egress().iter().flat_map(|p| egress_rules(id, p)).collect();
+                Some((id.to_string(), g.vpc_id().map(str::to_string), egress))
             })
             .collect())
     }

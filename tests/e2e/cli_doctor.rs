@@ -5,7 +5,9 @@
 //! does not know) and a broken EC2 set-up each FAIL with a fix; an ECS Managed Instances provider
 //! is named by its kind; tasks that could reach neither the registry nor the server (no public
 //! IP behind an internet gateway, no NAT and no endpoints, outbound rules) FAIL the reach
-//! check; no secret is ever printed.
+//! check; security groups that block the ports builds check out over warn, per profile; a Docker
+//! Hub image pulled anonymously through a NAT gateway warns; a GoServerUrl no GoCD server answers
+//! at FAILs; no secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -188,6 +190,8 @@ async fn reach_fails_where_tasks_could_not_pull_or_register() {
     assert!(d.line("reach").contains("internet gateway igw-"), "{}", d.line("reach"));
     assert!(d.line("reach").contains("fix: set AssignPublicIp to true"), "{}", d.line("reach"));
     assert_eq!(d.verdict("server"), "warn", "GoServerUrl unset: {}", d.line("server"));
+    assert!(d.line("server").contains("agents get the GoCD server's site URL"), "{}", d.line("server"));
+    assert!(d.line("server").contains("ecs-elastic-agent try ... --server-url URL"), "{}", d.line("server"));
 
     // A private subnet: its own route table, no default route, no endpoints.
     let subnet = ec2
@@ -236,7 +240,7 @@ async fn reach_fails_where_tasks_could_not_pull_or_register() {
     assert_eq!(d.verdict("reach"), "ok", "{}", d.line("reach"));
     assert!(d.line("reach").contains(&format!("through NAT gateway {nat}")), "{}", d.line("reach"));
 
-    // A group that lets only TCP 443 out: the registry yes, a server on 8154 no.
+    // A group that lets only TCP 443 out: the registry yes, a server on 8153 no.
     let group = ec2
         .create_security_group()
         .group_name("https-only")
@@ -276,12 +280,179 @@ async fn reach_fails_where_tasks_could_not_pull_or_register() {
     let d = run(with(&[
         ("SubnetIds", &subnet),
         ("SecurityGroupIds", &group),
-        ("GoServerUrl", "https://gocd.example.com:8154/go"),
+        ("GoServerUrl", "http://gocd.example.com:8153/go"),
     ]))
     .await;
     assert_eq!(d.verdict("reach"), "ok", "{}", d.line("reach"));
     assert_eq!(d.verdict("server"), "FAIL");
-    assert!(d.line("server").contains("let no TCP 8154 out"), "{}", d.line("server"));
+    assert!(d.line("server").contains("let no TCP 8153 out"), "{}", d.line("server"));
+}
+
+/// A security group of `vpc` that lets only TCP 443 out to the internet, its rule described
+/// "HTTPS".
+async fn https_only_group(ec2: &aws_sdk_ec2::Client, vpc: &str, name: &str) -> String {
+    let group = ec2.create_security_group().group_name(name).description("test").vpc_id(vpc).send().await.unwrap();
+    let group = group.group_id().unwrap().to_string();
+    ec2.revoke_security_group_egress()
+        .group_id(&group)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("-1")
+                .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("0.0.0.0/0").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    ec2.authorize_security_group_egress()
+        .group_id(&group)
+        .ip_permissions(
+            aws_sdk_ec2::types::IpPermission::builder()
+                .ip_protocol("tcp")
+                .from_port(443)
+                .to_port(443)
+                .ip_ranges(aws_sdk_ec2::types::IpRange::builder().cidr_ip("0.0.0.0/0").description("HTTPS").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    group
+}
+
+/// The lines of one check.
+fn lines_of<'a>(d: &'a Doctor, check: &str) -> Vec<&'a String> {
+    d.lines.iter().filter(|l| l.get(5..).is_some_and(|r| r.starts_with(&format!("{check}: ")))).collect()
+}
+
+/// The ports builds check out over, per set of security groups: the cluster profile's group lets
+/// only HTTPS out (a warning naming SSH and git://, the group and its rule, shared by the elastic
+/// profile that sets no groups of its own), an elastic profile's own group lets all traffic out
+/// (ok, on its own line). A GoServerUrl on the TLS port GoCD servers no longer open FAILs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn egress_warns_of_blocked_checkout_ports_per_set_of_groups() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let net = moto::default_network(&base).await;
+    let ec2 = aws_sdk_ec2::Client::new(&base);
+    let https_only = https_only_group(&ec2, &net.vpc_id, "https-only").await;
+    let image = ("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0");
+    let shares = profile_file(&[image]).display().to_string();
+    let own = profile_file(&[image, ("SecurityGroupIds", net.security_group_id.as_str())]).display().to_string();
+    let cluster = [
+        ("ClusterName", "ci"),
+        ("Region", REGION),
+        ("SecurityGroupIds", https_only.as_str()),
+        ("GoServerUrl", "https://gocd.example.com:8154/go"),
+    ];
+    let d = doctor(&moto.endpoint(), &cluster, &["--elastic-profile", &shares, "--elastic-profile", &own]).await;
+    assert_eq!(d.code, Some(1));
+    let egress = lines_of(&d, "egress");
+    assert_eq!(egress.len(), 2, "{egress:#?}");
+    let blocked = egress[0];
+    assert!(blocked.starts_with(&format!("warn egress: the cluster profile, {shares}: ")), "{blocked}");
+    for said in [
+        format!("security group(s) {https_only} let no TCP 22, 9418 and 80 out to the internet (0.0.0.0/0)"),
+        "builds that check out over SSH (22) will fail".to_string(),
+        "git:// (9418)".to_string(),
+        "plain HTTP (80)".to_string(),
+        format!(r#"their outbound rules: {https_only}: tcp 443 to 0.0.0.0/0 ("HTTPS")"#),
+        "the VPC's default security group lets all traffic out".to_string(),
+    ] {
+        assert!(blocked.contains(&said), "{said:?} in {blocked}");
+    }
+    assert!(
+        egress[1].starts_with(&format!(
+            "ok   egress: {own}: security group(s) {} let all traffic out",
+            net.security_group_id
+        )),
+        "{egress:#?}"
+    );
+    assert_eq!(d.verdict("server"), "FAIL", "{}", d.line("server"));
+    assert!(d.line("server").contains("before 20.6"), "{}", d.line("server"));
+    assert!(
+        d.line("server").contains(
+            "fix: a stock GoCD server answers plain HTTP on 8153: http://gocd.example.com:8153/go; TLS is a \
+             reverse proxy's, usually https://gocd.example.com/go"
+        ),
+        "{}",
+        d.line("server")
+    );
+    assert!(lines_of(&d, "image").is_empty(), "public IPs behind an internet gateway: {:#?}", lines_of(&d, "image"));
+
+    // The default group lets all traffic out: one ok line for the cluster profile and both.
+    let cluster = [("ClusterName", "ci"), ("Region", REGION), ("GoServerUrl", "http://gocd.example.com:8153/go")];
+    let d = doctor(&moto.endpoint(), &cluster, &["--elastic-profile", &shares, "--elastic-profile", &own]).await;
+    let egress = lines_of(&d, "egress");
+    assert_eq!(egress.len(), 1, "{egress:#?}");
+    assert!(egress[0].starts_with(&format!("ok   egress: the cluster profile, {shares}, {own}: ")), "{egress:#?}");
+    assert!(egress[0].ends_with("let all traffic out"), "{egress:#?}");
+    assert_eq!(d.verdict("server"), "ok", "{}", d.line("server"));
+}
+
+/// Tasks in subnets routed through a NAT gateway pulling a Docker Hub image anonymously share
+/// the NAT's one address against Docker Hub's pull limit: a warning with the ECR pull-through
+/// cache to use. An ECR image, and a profile with registry credentials, are not warned about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_hub_image_behind_a_nat_gateway_warns() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let net = moto::default_network(&base).await;
+    let ec2 = aws_sdk_ec2::Client::new(&base);
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(&net.vpc_id)
+        .cidr_block("172.31.201.0/24")
+        .availability_zone(format!("{REGION}a"))
+        .send()
+        .await
+        .unwrap();
+    let subnet = subnet.subnet().unwrap().subnet_id().unwrap().to_string();
+    let table = ec2.create_route_table().vpc_id(&net.vpc_id).send().await.unwrap();
+    let table = table.route_table().unwrap().route_table_id().unwrap().to_string();
+    ec2.associate_route_table().route_table_id(&table).subnet_id(&subnet).send().await.unwrap();
+    let nat = ec2.create_nat_gateway().subnet_id(&net.subnet_ids[0]).send().await.unwrap();
+    let nat = nat.nat_gateway().unwrap().nat_gateway_id().unwrap().to_string();
+    ec2.create_route()
+        .route_table_id(&table)
+        .destination_cidr_block("0.0.0.0/0")
+        .nat_gateway_id(&nat)
+        .send()
+        .await
+        .unwrap();
+    let hub = profile_file(&[("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0")]).display().to_string();
+    let ecr = profile_file(&[
+        ("Image", "123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/gocd-agent:v24.1.0"),
+        ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"),
+    ])
+    .display()
+    .to_string();
+    let credentials = profile_file(&[
+        ("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"),
+        ("RepositoryCredentialsArn", "arn:aws:secretsmanager:us-east-1:123456789012:secret:ci/hub-AbCdEf"),
+        ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole"),
+    ])
+    .display()
+    .to_string();
+    let cluster = [("ClusterName", "ci"), ("Region", REGION), ("SubnetIds", &subnet), ("AssignPublicIp", "false")];
+    let args = ["--elastic-profile", &hub, "--elastic-profile", &ecr, "--elastic-profile", &credentials];
+    let d = doctor(&moto.endpoint(), &cluster, &args).await;
+    assert_eq!(d.verdict("reach"), "ok", "{}", d.line("reach"));
+    let image = lines_of(&d, "image");
+    assert_eq!(image.len(), 1, "only the anonymous Docker Hub pull: {image:#?}");
+    let line = image[0];
+    assert!(line.starts_with(&format!("warn image: {hub}: gocd/gocd-agent-alpine-3.19:v24.1.0 is pulled anonymously from Docker Hub through NAT gateway(s) {nat} (subnet(s) {subnet})")), "{line}");
+    assert!(line.contains("anonymous pull limit per address"), "{line}");
+    assert!(line.contains("billed as NAT data"), "{line}");
+    assert!(
+        line.contains(
+            "fix: pull through an ECR pull-through cache, Image \
+             123456789012.dkr.ecr.us-east-1.amazonaws.com/docker-hub/gocd/gocd-agent-alpine-3.19:v24.1.0"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("DockerHubCredentialsSecretArn"), "{line}");
+    assert!(line.contains("set RepositoryCredentialsArn"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,7 +22,7 @@ pub(super) async fn all(
 ) -> io::Result<()> {
     let cluster = cluster(aws, profile, r).await?;
     let network = network(aws, profile, r).await?;
-    super::reach::check(aws, profile, network.as_ref(), r).await?;
+    super::reach::check(aws, profile, network.as_ref(), elastic, r).await?;
     super::task_parts::all(aws, network.as_ref(), elastic, r).await?;
     capacity(aws, profile, cluster.as_ref(), r).await?;
     super::given::check(aws, profile, elastic, r).await?;

@@ -8,15 +8,21 @@
 //! or started: reads, and one EC2 `DryRun` for EC2 profiles.
 //!
 //! Order: profile, region, credentials, role (a failure there stops the rest), then cluster,
-//! networking, the elastic profiles' EFS volumes and registry credentials, capacity, the task
-//! definitions elastic profiles name (`TaskDefinitionArn`), EC2 (image,
-//! instance profile, key pair, dry run), log group, tasks.
+//! networking, what the tasks reach (`reach`: routes and endpoints; `server`: `GoServerUrl`, a
+//! URL a GoCD server answers at, and its port; `egress`: the ports builds check out materials
+//! over — SSH 22, git:// 9418, HTTP 80, HTTPS 443 — per set of security groups, the elastic
+//! profiles' own included; `image`: Docker Hub images pulled anonymously through a NAT gateway),
+//! the elastic profiles' EFS volumes and registry credentials, capacity, the task definitions
+//! elastic profiles name (`TaskDefinitionArn`), EC2 (image, instance profile, key pair, dry run),
+//! log group, tasks.
 
 mod checks;
 mod ec2_types;
+mod egress;
 mod event_queue;
 mod fix;
 mod given;
+mod image;
 mod network;
 mod reach;
 mod task_parts;

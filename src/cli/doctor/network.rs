@@ -15,12 +15,15 @@ pub(super) struct Network {
 /// Whether one of `rules` lets TCP to `port` out (to some destination: the rules' CIDRs are not
 /// read).
 pub(super) fn allows_tcp_out(rules: &[EgressRule], port: u16) -> bool {
-    rules.iter().any(|p| {
-        let protocol = p.protocol.as_str();
-        let all = protocol == "-1";
-        let tcp = protocol == "tcp" || protocol == "6";
-        let from = p.from_port.unwrap_or(0);
-        let to = p.to_port.unwrap_or(65535);
-        all || (tcp && (from == -1 || (from..=to).contains(&i32::from(port))))
-    })
+    rules.iter().any(|rule| lets_tcp_out(rule, port))
+}
+
+/// Whether `rule` lets TCP to `port` out (all traffic, or TCP over a range holding `port`).
+pub(super) fn lets_tcp_out(rule: &EgressRule, port: u16) -> bool {
+    let protocol = rule.protocol.as_str();
+    let all = protocol == "-1";
+    let tcp = protocol == "tcp" || protocol == "6";
+    let from = rule.from_port.unwrap_or(0);
+    let to = rule.to_port.unwrap_or(65535);
+    all || (tcp && (from == -1 || (from..=to).contains(&i32::from(port))))
 }

@@ -1,8 +1,9 @@
 //! Whether the agent tasks can reach what they need, seen from AWS's side: the image registry
-//! (and, with `LogGroup`, CloudWatch Logs) and the GoCD server. A task that reaches neither starts,
-//! never registers, and is stopped when `AgentRegisterTimeoutMinutes` runs out, so this is the
-//! check that saves a new operator that wait. It reads each subnet's route table (its own, else
-//! the VPC's main one), the VPC's endpoints and the security groups' outbound rules:
+//! (and, with `LogGroup`, CloudWatch Logs), the GoCD server and the builds' materials. A task
+//! that reaches neither registry nor server starts, never registers, and is stopped when
+//! `AgentRegisterTimeoutMinutes` runs out, so this is the check that saves a new operator that
+//! wait. It reads each subnet's route table (its own, else the VPC's main one), the VPC's
+//! endpoints and the security groups' outbound rules:
 //!
 //! - a default route to a NAT gateway: fine;
 //! - a default route to an internet gateway: fine with `AssignPublicIp` on, else the tasks get no
@@ -13,19 +14,32 @@
 //! - a default route elsewhere (transit gateway, peering, an appliance): not followed (warn);
 //! - the security groups must let TCP 443 out (registry, AWS APIs) and the server's port.
 //!
-//! Two lines: `reach` (routes and endpoints) and `server` (`GoServerUrl` and its port).
+//! `GoServerUrl` must be a URL a GoCD server answers at. A stock server answers plain HTTP on
+//! 8153 (`http://host:8153/go`) and TLS is a reverse proxy's (`https://host/go`), so these FAIL:
+//! `https://` on 8153; the TLS port servers opened before 20.6; a URL not ending in `/go`.
+//!
+//! Lines: `reach` (routes and endpoints), `server` (`GoServerUrl` and its port), then `egress`
+//! (the ports builds check out over, per set of security groups: `super::egress`) and `image`
+//! (Docker Hub images pulled anonymously through a NAT gateway: `super::image`), which read the
+//! same groups and route tables.
 
 use std::io;
 
 use super::fix::fix_for;
 use super::network::{allows_tcp_out, Network};
 use super::{Aws, Report};
+use crate::aws::doctor_reads::EgressRule;
 use crate::aws::doctor_routes::RouteTableView;
-use crate::settings::ClusterProfile;
+use crate::settings::{ClusterProfile, ElasticProfile};
+
+/// The port a stock GoCD server answers agents on, in plain HTTP.
+const GOCD_HTTP_PORT: u16 = 8153;
+/// The TLS port GoCD servers opened before 20.6; no server listens there now.
+const RETIRED_TLS_PORT: u16 = 8154;
 
 /// How one subnet reaches the world.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Way {
+pub(super) enum Way {
     Nat(String),
     Internet(String),
     Other(String),
@@ -33,7 +47,7 @@ enum Way {
 }
 
 /// The way out of `subnet`: its own route table's default route, else the main table's.
-fn way_out(subnet: &str, tables: &[RouteTableView]) -> Way {
+pub(super) fn way_out(subnet: &str, tables: &[RouteTableView]) -> Way {
     let table =
         tables.iter().find(|t| t.subnets.iter().any(|s| s == subnet)).or_else(|| tables.iter().find(|t| t.main));
     match table.and_then(|t| t.default_route.clone()) {
@@ -68,44 +82,99 @@ fn server_port(url: &str) -> Option<u16> {
     }
 }
 
-/// The `reach` and `server` lines.
+/// The host of a GoCD server URL, an IPv6 literal in its brackets.
+fn server_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let host_port = authority.rsplit('@').next().unwrap_or(authority);
+    match host_port.rsplit_once(']') {
+        Some((literal, _)) => &host_port[..=literal.len()],
+        None => host_port.split(':').next().unwrap_or(host_port),
+    }
+}
+
+/// What is wrong with `url` as a GoCD server's URL, as (finding, fix); `None` when nothing is.
+fn url_problem(url: &str, port: u16) -> Option<(String, String)> {
+    let host = server_host(url);
+    let stock = format!(
+        "a stock GoCD server answers plain HTTP on {GOCD_HTTP_PORT}: http://{host}:{GOCD_HTTP_PORT}/go; TLS is a \
+         reverse proxy's, usually https://{host}/go"
+    );
+    let https = url.get(..8).is_some_and(|s| s.eq_ignore_ascii_case("https://"));
+    if port == RETIRED_TLS_PORT {
+        return Some((
+            format!(
+                "GoServerUrl {url} names the TLS port GoCD servers opened before 20.6: no GoCD server listens there \
+                 now, so agents cannot register"
+            ),
+            stock,
+        ));
+    }
+    if https && port == GOCD_HTTP_PORT {
+        return Some((
+            format!(
+                "GoServerUrl {url} asks for TLS on {GOCD_HTTP_PORT}, where a GoCD server answers plain HTTP: \
+                 agents fail the TLS handshake and never register"
+            ),
+            stock,
+        ));
+    }
+    if !url.ends_with("/go") {
+        return Some((
+            format!("GoServerUrl {url} does not end in /go: agents ask the wrong path and never register"),
+            format!("end GoServerUrl in /go ({stock})"),
+        ));
+    }
+    None
+}
+
+/// The `reach`, `server`, `egress` and `image` lines.
 pub(super) async fn check(
     aws: &Aws,
     profile: &ClusterProfile,
     network: Option<&Network>,
+    elastic: &[(String, ElasticProfile)],
     r: &mut Report<'_>,
 ) -> io::Result<()> {
     let Some(network) = network else {
         r.warn("reach", "not checked: the networking check failed", None)?;
-        return server(profile, None, r);
+        server(profile, None, r)?;
+        return super::egress::check(aws, None, None, elastic, r).await;
     };
-    let groups = match aws.security_groups(&network.groups).await {
-        Ok(groups) => groups,
+    let egress: Option<Vec<EgressRule>> = match aws.security_groups(&network.groups).await {
+        Ok(groups) => Some(groups.into_iter().flat_map(|(_, _, egress)| egress).collect()),
         Err(e) => {
             let fix = fix_for(&e, "ec2:DescribeSecurityGroups", "check network access to EC2");
             r.fail("reach", format!("cannot read the security groups' outbound rules: {}", e.detail), fix)?;
-            return server(profile, None, r);
+            None
         }
     };
-    let egress: Vec<_> = groups.into_iter().flat_map(|(_, _, egress)| egress).collect();
-    routes(aws, profile, network, &egress, r).await?;
-    server(profile, Some((network, &egress)), r)
+    let tables = match aws.route_tables(&network.vpc).await {
+        Ok(tables) => Some(tables),
+        Err(e) => {
+            if egress.is_some() {
+                let fix = fix_for(&e, "ec2:DescribeRouteTables", "check network access to EC2");
+                r.fail("reach", format!("cannot read the route tables of {}: {}", network.vpc, e.detail), fix)?;
+            }
+            None
+        }
+    };
+    if let (Some(egress), Some(tables)) = (&egress, &tables) {
+        routes(aws, profile, network, egress, tables, r).await?;
+    }
+    server(profile, egress.as_deref().map(|egress| (network, egress)), r)?;
+    super::egress::check(aws, Some(network), egress.as_deref(), elastic, r).await?;
+    super::image::check(aws, Some(network), tables.as_deref(), elastic, r)
 }
 
 async fn routes(
     aws: &Aws,
     profile: &ClusterProfile,
     network: &Network,
-    egress: &[crate::aws::doctor_reads::EgressRule],
+    egress: &[EgressRule],
+    tables: &[RouteTableView],
     r: &mut Report<'_>,
 ) -> io::Result<()> {
-    let tables = match aws.route_tables(&network.vpc).await {
-        Ok(tables) => tables,
-        Err(e) => {
-            let fix = fix_for(&e, "ec2:DescribeRouteTables", "check network access to EC2");
-            return r.fail("reach", format!("cannot read the route tables of {}: {}", network.vpc, e.detail), fix);
-        }
-    };
     let groups = network.groups.join(", ");
     if !allows_tcp_out(egress, 443) {
         return r.fail(
@@ -114,7 +183,7 @@ async fn routes(
             "add an outbound rule for TCP 443 (to 0.0.0.0/0, or to the VPC endpoints and the registry)",
         );
     }
-    let ways: Vec<(String, Way)> = network.subnets.iter().map(|s| (s.clone(), way_out(s, &tables))).collect();
+    let ways: Vec<(String, Way)> = network.subnets.iter().map(|s| (s.clone(), way_out(s, tables))).collect();
     if !profile.assign_public_ip {
         if let Some((subnet, Way::Internet(igw))) = ways.iter().find(|(_, w)| matches!(w, Way::Internet(_))) {
             return r.fail(
@@ -186,23 +255,27 @@ async fn routes(
     }
 }
 
-/// `GoServerUrl`: set or not, and its port allowed out.
-fn server(
-    profile: &ClusterProfile,
-    network: Option<(&Network, &[crate::aws::doctor_reads::EgressRule])>,
-    r: &mut Report<'_>,
-) -> io::Result<()> {
+/// `GoServerUrl`: set or not, a URL a GoCD server answers at, and its port allowed out.
+fn server(profile: &ClusterProfile, network: Option<(&Network, &[EgressRule])>, r: &mut Report<'_>) -> io::Result<()> {
     let Some(url) = &profile.go_server_url else {
         return r.warn(
             "server",
-            "GoServerUrl is not set: agents are told the GoCD server's secure site URL, else its site URL \
-             (Admin > Server Configuration), and create-agent refuses jobs when the server has neither",
-            "set GoServerUrl to the URL the tasks reach the server at, ending in /go".to_string(),
+            "GoServerUrl is not set: agents get the GoCD server's site URL (its secure site URL when set, Admin > \
+             Server Configuration), create-agent refuses jobs when the server has neither, and whether the tasks \
+             reach it is not checked",
+            format!(
+                "set GoServerUrl to the URL the tasks reach the server at (http://host:{GOCD_HTTP_PORT}/go, or \
+                 https://host/go behind a TLS proxy); `ecs-elastic-agent try ... --server-url URL` proves the tasks \
+                 reach it"
+            ),
         );
     };
     let Some(port) = server_port(url) else {
         return r.fail("server", format!("GoServerUrl {url} has no usable port"), "correct GoServerUrl");
     };
+    if let Some((finding, fix)) = url_problem(url, port) {
+        return r.fail("server", finding, fix);
+    }
     match network {
         Some((network, egress)) if !allows_tcp_out(egress, port) => r.fail(
             "server",
@@ -253,13 +326,65 @@ mod tests {
         for (url, port) in [
             ("https://gocd.example.com/go", Some(443)),
             ("http://gocd.example.com/go", Some(80)),
-            ("https://gocd.example.com:8154/go", Some(8154)),
+            ("https://gocd.example.com:8443/go", Some(8443)),
             ("http://10.0.0.5:8153/go", Some(8153)),
             ("https://[2001:db8::1]/go", Some(443)),
-            ("https://[2001:db8::1]:8154/go", Some(8154)),
+            ("http://[2001:db8::1]:8153/go", Some(8153)),
             ("https://gocd.example.com:x/go", None),
         ] {
             assert_eq!(server_port(url), port, "{url}");
+        }
+    }
+
+    #[test]
+    fn server_hosts() {
+        assert_eq!(server_host("http://gocd.example.com:8153/go"), "gocd.example.com");
+        assert_eq!(server_host("https://gocd.example.com/go"), "gocd.example.com");
+        assert_eq!(server_host("http://[2001:db8::1]:8153/go"), "[2001:db8::1]");
+    }
+
+    /// The finding's start, or `None` when the URL is fine.
+    fn problem(url: &str) -> Option<String> {
+        let port = server_port(url).expect("a port");
+        url_problem(url, port).map(|(finding, fix)| {
+            assert!(fix.contains("/go"), "{fix}");
+            finding
+        })
+    }
+
+    #[test]
+    fn urls_a_stock_server_answers_pass() {
+        for url in [
+            "http://gocd.example.com:8153/go",
+            "https://gocd.example.com/go",
+            "https://gocd.example.com:8443/go",
+            "http://10.0.0.5:8153/go",
+            "https://gocd.example.com/ci/go",
+        ] {
+            assert_eq!(problem(url), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn the_retired_tls_port_and_tls_on_the_http_port_fail() {
+        let url = format!("https://gocd.example.com:{RETIRED_TLS_PORT}/go");
+        let port = server_port(&url).expect("a port");
+        let (finding, fix) = url_problem(&url, port).expect("a problem");
+        assert!(finding.contains("before 20.6"), "{finding}");
+        assert_eq!(
+            fix,
+            "a stock GoCD server answers plain HTTP on 8153: http://gocd.example.com:8153/go; TLS is a reverse \
+             proxy's, usually https://gocd.example.com/go"
+        );
+        let finding = problem("https://gocd.example.com:8153/go").expect("a problem");
+        assert!(finding.contains("asks for TLS on 8153"), "{finding}");
+    }
+
+    #[test]
+    fn a_url_not_ending_in_go_fails() {
+        for url in ["http://gocd.example.com:8153/", "http://gocd.example.com:8153", "https://gocd.example.com/go/"] {
+            let finding = problem(url).expect("a problem");
+            assert!(finding.contains("does not end in /go"), "{url}: {finding}");
         }
     }
 
