@@ -56,6 +56,9 @@ fn main() -> ExitCode {
                 Err(e) => exit_code(Err(e)),
             });
         }
+        Command::Leftovers(args) => {
+            return with_runtime(|rt| exit_code(rt.block_on(cli::leftovers::run(&args, &mut stdout.lock()))));
+        }
         Command::Prices(args) => {
             return with_runtime(|rt| exit_code(rt.block_on(cli::prices::run(&args, &mut stdout.lock()))));
         }

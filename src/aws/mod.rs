@@ -15,6 +15,7 @@ pub mod ec2_types;
 pub mod ecs;
 #[cfg(test)]
 pub mod fake_aws;
+pub mod leftovers;
 pub mod network;
 pub mod outcome;
 pub mod pricing;

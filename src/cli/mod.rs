@@ -8,6 +8,7 @@
 pub mod doctor;
 pub mod files;
 pub mod iam;
+pub mod leftovers;
 pub mod prices;
 pub mod profile;
 pub mod trial;
@@ -31,6 +32,7 @@ Examples:
   ecs-elastic-agent prices --refresh --out prices.json
   ecs-elastic-agent profile --from-stack gocd-agents --region eu-west-1 > cluster.json
   ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent leftovers --region eu-west-1 --server-id 6f1c2a3e-... --remove
 
 Exit codes (`try` has its own, per class of failure: see `try --help`): 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
 
@@ -70,12 +72,17 @@ covers their task and execution roles.";
 const DOCTOR_EXAMPLES: &str = "\
 Examples:
   ecs-elastic-agent doctor --cluster-profile profiles/cluster-fargate.json
+  ecs-elastic-agent doctor --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
   AWS_PROFILE=ci ecs-elastic-agent doctor --cluster-profile prod.json --server-id 6f1c2a3e-...
 
 Checks against AWS, with the credentials the plugin would use (the profile's keys or the SDK's
-default chain, then RoleArn): credentials, role, cluster, subnets and security groups, capacity,
-EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`,
-what was found and how to fix it. Exit code 0 when nothing FAILed, 1 otherwise.";
+default chain, then RoleArn): credentials, role, cluster, subnets and security groups, the tasks'
+way to the registry and to GoServerUrl (a URL a GoCD server answers at: http://host:8153/go, or
+https://host/go behind a TLS proxy), the outbound ports builds check out over (SSH 22, git:// 9418,
+HTTP 80, HTTPS 443; the cluster profile's groups and each elastic profile's own), Docker Hub images
+pulled anonymously through a NAT gateway, capacity, EC2 image and instance profile, log group,
+ListTasks. One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
+Exit code 0 when nothing FAILed, 1 otherwise.";
 
 const PRICES_EXAMPLES: &str = "\
 Examples:
@@ -103,32 +110,79 @@ profile was printed and is valid, 1 otherwise.";
 const TRY_EXAMPLES: &str = "\
 Examples:
   ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
+  ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile small.json --server-url http://gocd.example.com:8153/go
+  ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile small.json --material git@github.com:org/repo.git
   ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile big.json --timeout 900
   ecs-elastic-agent try --cluster-profile member.json --elastic-profile small.json --server-id 6f1c2a3e-...
 
 Starts one agent task as the plugin would (the same credentials, role, task definition,
-networking and RunTask), waits until it is RUNNING, prints each status and the phases of its start,
-where its output is, then stops it and removes the task definition it registered. No GoCD server is
-involved: the agent gets a fake registration key and does not register. The task carries the tags
-gocd:server-id=try (no GoCD server's, so no plugin's cleanup takes it for its agent) and gocd:try=true;
-its task definition is a family of its own, gocd-<cluster key>-try-<hash>. try creates no log group.
+networking and RunTask) and prints each status and the phases of its start. With a GoCD server URL
+(--server-url, else the cluster profile's GoServerUrl) the task proves the server is reachable from
+where agents run: in place of the agent it runs a probe (sh and curl, which the GoCD agent images
+have) that makes the agent's first request, GET <server>/admin/latest-agent.status, which only a GoCD
+server answers with the agent's checksum headers, then connects to each --material host, and exits;
+try reads the probe's exit status from ECS (no logs needed). Without a URL the task runs the agent,
+which gets a fake registration key and does not register, and try stops it once RUNNING.
+Then try removes the task definition it registered. The task carries the tags gocd:server-id=try (no
+GoCD server's, so no plugin's cleanup takes it for its agent) and gocd:try=true; its task definition
+is a family of its own, gocd-<cluster key>-try-<hash>. try creates no log group.
 --server-id is only the external id's (RoleArn without ExternalId): the tags still say try.
 
 On failure, one line: `FAIL <class>: what happened; fix: what to do (exit status N)`.
 Exit status:
-    0  ran             the task ran; everything try created is removed
-    1  failed          another failure (AWS's text says which)
-    2                  bad arguments
-    3  profile         the profiles are not valid or do not fit (or LaunchType EC2)
-    4  credentials     no region, credentials or role that do not work, a permission of the plugin's identity
-    5  image           the image does not exist, or its registry refused the pull
-    6  execution role  ExecutionRoleArn missing, or the role lacks a permission (ECR, secrets, logs)
-    7  no route        the task could not reach its registry or AWS (routes, NAT, endpoints, security groups)
-    8  no capacity     no capacity for the task now
-    9  quota           an account quota or rate of AWS
-   10  timeout         not RUNNING within --timeout
-   11  leftover        the task ran, but something try created could not be removed (LEFT lines say what)
-  130  interrupted     SIGINT or SIGTERM; what try knows it created was removed first";
+    0  ran                 the task ran (and the server and materials answered); everything try created is removed
+    1  failed              another failure (AWS's text says which)
+    2                      bad arguments
+    3  profile             the profiles are not valid or do not fit (or LaunchType EC2)
+    4  credentials         no region, credentials or role that do not work, a permission of the plugin's identity
+    5  image               the image does not exist, or its registry refused the pull
+    6  execution role      ExecutionRoleArn missing, or the role lacks a permission (ECR, secrets, logs)
+    7  no route            the task could not reach its registry or AWS (routes, NAT, endpoints, security groups)
+    8  no capacity         no capacity for the task now
+    9  quota               an account quota or rate of AWS
+   10  timeout             not RUNNING (or the probe not done) within --timeout
+   11  leftover            the task ran, but something try created could not be removed (LEFT lines say what)
+   12  server name         the server's host name does not resolve where the tasks run
+   13  server unreachable  connection refused or timed out (security group, route, NAT, the server's firewall, port)
+   14  server TLS          the tasks do not trust the server's certificate (give the agent your CA)
+   15  server HTTP         the server answered with an HTTP error (the URL must end in /go)
+   16  not GoCD            something answered, but not a GoCD server
+   17  material            a --material host did not resolve, or refused or timed out
+  130  interrupted         SIGINT or SIGTERM; what try knows it created was removed first";
+
+const LEFTOVERS_EXAMPLES: &str = "\
+Examples:
+  ecs-elastic-agent leftovers --region eu-west-1
+  ecs-elastic-agent leftovers --region eu-west-1 --cluster ci --server-id 6f1c2a3e-...
+  ecs-elastic-agent leftovers --region eu-west-1 --server-id 6f1c2a3e-... --remove
+  ecs-elastic-agent leftovers --cluster-profile member.json --server-id 6f1c2a3e-...
+
+Lists what the plugin created in one account and region, read by its tags: ECS tasks meant to
+run (provisioning, pending, running) in every cluster of the region or in the --cluster ones,
+EC2 instances not terminated (the stopped ones the plugin keeps too), and the ACTIVE revisions of
+its task-definition families (gocd-*). Only what carries both gocd:server-id and
+gocd:cluster-profile is the plugin's; nothing else is listed or touched. try's carry
+gocd:server-id=try and gocd:try=true. --cluster narrows the tasks only: instances and task
+definitions are the account's and region's. --server-id keeps what carries that server id.
+
+Output: a first line naming the region and account, then one line per thing found:
+  <task|instance|task-definition> <ARN or id> gocd:server-id=<id> gocd:cluster-profile=<key> [gocd:try=true] state=<state> age=<age> [cluster=<name>|type=<type>]
+and a last line: `N tasks, N instances, N task definitions; run again with --remove to remove them`.
+Without --remove nothing is changed. With --remove each task is stopped (StopTask, its reason
+naming this command), each instance terminated (its tasks end with it) and each revision
+deregistered, one line each (`stopped task ...`, `terminated instance ...`, `deregistered
+task-definition ...`), then `removed N tasks, N instances, N task definitions`. A failure is one
+line, `FAIL <what>: <AWS's reason>; fix: <what to do>`, and the rest goes on.
+
+Credentials: the SDK's default chain (AWS_PROFILE, AWS_ACCESS_KEY_ID, ...) and --region, else
+AWS_REGION or the AWS config file; with --cluster-profile, that profile's keys and RoleArn as the
+plugin uses them (--server-id then gives the external id when the profile sets no ExternalId),
+and its Region unless --region is given. Not the plugin's policy (`iam-policy`): an operator's.
+Permissions: ecs:ListClusters, ecs:ListTasks, ecs:DescribeTasks, ec2:DescribeInstances,
+ecs:ListTaskDefinitionFamilies, ecs:ListTaskDefinitions, ecs:DescribeTaskDefinition; with
+--remove also ecs:StopTask, ec2:TerminateInstances, ecs:DeregisterTaskDefinition; sts:AssumeRole
+on the profile's RoleArn.
+Exit code 0 when everything was read (and removed), 1 when anything failed.";
 
 /// GoCD elastic agents on AWS ECS (Fargate and EC2).
 ///
@@ -187,6 +241,33 @@ pub enum Command {
     /// Start one agent task for real, watch it until it runs, then remove it and what it needed.
     #[command(after_help = TRY_EXAMPLES)]
     Try(TryArgs),
+    /// List what the plugin created in an account and region (tasks, instances, task
+    /// definitions), and remove it with --remove.
+    #[command(after_help = LEFTOVERS_EXAMPLES)]
+    Leftovers(LeftoversArgs),
+}
+
+/// Options of `leftovers`.
+#[derive(Debug, Clone, Args)]
+pub struct LeftoversArgs {
+    /// The region. Default: the cluster profile's Region, else the SDK's default region
+    /// (AWS_REGION, the AWS config file).
+    #[arg(long, value_name = "REGION")]
+    pub region: Option<String>,
+    /// A cluster whose tasks to look at, by name or ARN (repeatable). Default: every cluster of
+    /// the region.
+    #[arg(long = "cluster", value_name = "NAME")]
+    pub clusters: Vec<String>,
+    /// Only what carries this GoCD server id (Admin > Server Details; `try` for try's). With a
+    /// cluster profile's RoleArn and no ExternalId, also the external id's.
+    #[arg(long, value_name = "ID")]
+    pub server_id: Option<String>,
+    /// Stop the tasks, terminate the instances and deregister the task definitions found.
+    #[arg(long)]
+    pub remove: bool,
+    /// Act with this cluster profile's credentials and role, as the plugin does.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_profile: Option<PathBuf>,
 }
 
 /// Options of `try`.
@@ -202,6 +283,13 @@ pub struct TryArgs {
     /// (the task's tags say `try` whatever is given).
     #[arg(long, value_name = "ID")]
     pub server_id: Option<String>,
+    /// The GoCD server URL to probe from the task (default: the cluster profile's GoServerUrl).
+    #[arg(long, value_name = "URL")]
+    pub server_url: Option<String>,
+    /// A material host to probe from the task: git@host:repo, an ssh://, git://, https:// or
+    /// http:// URL, or host:port (repeatable). Needs a server URL.
+    #[arg(long = "material", value_name = "MATERIAL")]
+    pub materials: Vec<String>,
     /// Seconds to wait for RUNNING (and, after, for STOPPED).
     #[arg(long, value_name = "SECONDS", default_value_t = 300)]
     pub timeout: u64,

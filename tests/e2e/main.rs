@@ -30,6 +30,7 @@ mod fargate;
 mod faults;
 mod hostile_input;
 mod isolation;
+mod leftovers;
 mod metrics;
 mod reuse;
 mod soak;

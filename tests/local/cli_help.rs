@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
-const SUBCOMMANDS: [&str; 6] = ["serve", "validate", "iam-policy", "doctor", "profile", "try"];
+const SUBCOMMANDS: [&str; 7] = ["serve", "validate", "iam-policy", "doctor", "profile", "try", "leftovers"];
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "off").output().expect("run the binary")
@@ -67,6 +67,7 @@ fn bad_arguments_exit_2() {
         &["doctor", "--nope"],
         &["profile"],
         &["try", "--cluster-profile", "cluster.json"],
+        &["leftovers", "--nope"],
         &["fly"],
         &["serve", "--metrics-addr", "not-an-address"],
     ] {
