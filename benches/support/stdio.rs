@@ -271,7 +271,7 @@ fn answer_callback(line: &[u8], stdin: &Stdin, server_id: &str) {
         "go.processor.server-info.get" => json!({
             "server_id": server_id,
             "site_url": "http://gocd.bench:8153/go",
-            "secure_site_url": "https://gocd.bench:8154/go",
+            "secure_site_url": "https://gocd.bench/go",
         }),
         "go.processor.elastic-agents.list-agents" => json!([]),
         _ => Value::Null,

@@ -63,7 +63,7 @@ impl Gocd for FakeGocd {
         let info = serde_json::from_value(json!({
             "server_id": "server-1",
             "site_url": "http://gocd.example:8153/go",
-            "secure_site_url": "https://gocd.example:8154/go",
+            "secure_site_url": "http://gocd.example:8153/go",
         }));
         Box::pin(std::future::ready(
             info.map_err(|e| HostCallError::BadAnswer { call: "go.processor.server-info.get", reason: e.to_string() }),

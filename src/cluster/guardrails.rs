@@ -337,7 +337,7 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
                 .collect(),
-            site_url: Some("https://gocd.example:8154/go".into()),
+            site_url: Some("http://gocd.example:8153/go".into()),
         };
         let refused = cluster.create_agent(request(1, "team-bad:1")).await;
         let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };
@@ -408,7 +408,7 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.to_string(), Some(v)))
             .collect(),
-            site_url: Some("https://gocd.example:8154/go".into()),
+            site_url: Some("http://gocd.example:8153/go".into()),
         };
         let refused = cluster.create_agent(request(1, "evil/miner:latest")).await;
         let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };

@@ -254,7 +254,8 @@ pub fn overrides_length(spec: &LaunchSpec) -> usize {
         .into_iter()
         .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
         .collect();
-    let mut container = serde_json::json!({ "name": spec.work.task_definition.agent_container, "environment": environment });
+    let mut container =
+        serde_json::json!({ "name": spec.work.task_definition.agent_container, "environment": environment });
     if let Some(command) = &spec.command_override {
         container["command"] = serde_json::json!(command);
     }

@@ -69,7 +69,7 @@ impl World {
             environment: None,
             auto_register_key: Secret::new(key.to_string()),
             elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("https://gocd.example:8154/go".into()),
+            site_url: Some("http://gocd.example:8153/go".into()),
         }
     }
 
@@ -107,7 +107,7 @@ async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line()
     assert_eq!(task.tags.get(identity::TAG_SERVER_ID).map(String::as_str), Some(SERVER));
     assert_eq!(task.started_by, w.cluster.started_by());
     assert_eq!(task.environment.get("GO_EA_AUTO_REGISTER_KEY").map(String::as_str), Some("key-1"));
-    assert_eq!(task.environment.get("GO_EA_SERVER_URL").map(String::as_str), Some("https://gocd.example:8154/go"));
+    assert_eq!(task.environment.get("GO_EA_SERVER_URL").map(String::as_str), Some("http://gocd.example:8153/go"));
     let calls = ["ListTasks", "DescribeTaskDefinition", "RegisterTaskDefinition", "RunTask"];
     assert_eq!(w.aws.calls(), calls, "adopt, register the family once, launch");
     assert!(w.gocd.console_of(7).iter().any(|l| l.contains(&task.arn)), "{:?}", w.gocd.console_of(7));

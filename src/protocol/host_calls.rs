@@ -157,10 +157,10 @@ mod tests {
     #[test]
     fn server_info_prefers_the_secure_url_and_tolerates_absent_keys() {
         let info: ServerInfo = serde_json::from_str(
-            r#"{"server_id":"df0c","site_url":"http://example.com:8153/go","secure_site_url":"https://example.com:8154/go"}"#,
+            r#"{"server_id":"df0c","site_url":"http://example.com:8153/go","secure_site_url":"https://example.com/go"}"#,
         )
         .unwrap();
-        assert_eq!(info.agent_url(), Some("https://example.com:8154/go"));
+        assert_eq!(info.agent_url(), Some("https://example.com/go"));
         let info: ServerInfo = serde_json::from_str(r#"{"server_id":"df0c"}"#).unwrap();
         assert_eq!(info.agent_url(), None);
     }

@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn go_server_urls() {
         for good in
-            ["https://gocd.example.com/go", "http://10.0.0.1:8153/go", "https://[::1]:8154/go", "https://h/ci/go"]
+            ["https://gocd.example.com/go", "http://10.0.0.1:8153/go", "https://[::1]:8443/go", "https://h/ci/go"]
         {
             assert_eq!(check_go_server_url(good), Ok(()), "{good}");
         }

@@ -1,9 +1,15 @@
 //! The cluster stack (`packaging/cloudformation/cluster.yaml`) deployed into moto's
-//! CloudFormation: what the stack should have made exists (moto skips resource types it does
-//! not support without a word), `profile --from-stack` makes a cluster profile of its outputs
-//! that `validate` accepts, the policy CloudFormation made is `iam-policy`'s for that profile,
-//! and one job runs through the plugin with it, in the stack's subnets, security group, log
-//! group and roles.
+//! CloudFormation with its defaults: what the stack should have made exists (moto skips resource
+//! types it does not support without a word), `profile --from-stack` makes a cluster profile of
+//! its outputs that `validate` accepts, the policy CloudFormation made is `iam-policy`'s for that
+//! profile, and a job whose material is fetched over SSH runs green through the plugin with it,
+//! in the stack's subnets, security group, log group and roles, its agent reaching a stock GoCD
+//! server (`http://…:8153/go`) that lets in only the NAT's public address (`NatPublicIps`).
+//! The same job on a stack whose agents may send only TCP 443 out (`AgentEgressPorts`) fails
+//! with git's words in its console, and `doctor` names the group and the port.
+//!
+//! The world's agents obey the network as AWS keeps it (`tests/world/network.rs`): security
+//! groups, routes, NAT addresses, DNS and the server's firewall.
 //!
 //! What moto does not make (the queue policy) and what it does not check (IAM capabilities,
 //! `Rules`, role names' length) only real CloudFormation exercises:
@@ -23,8 +29,12 @@ use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
 use crate::world::profiles::elastic_props;
 use crate::world::*;
 
+use crate::world::network::{self, Internet, NetworkWorld, GIT_HOST, GOCD_HOST};
+
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const STACK: &str = "gocd-ci";
+/// A stock GoCD server's URL (plain HTTP on 8153).
+const STOCK_SERVER_URL: &str = "http://gocd.example.com:8153/go";
 const CLUSTER: &str = "gocd-agents";
 
 fn template() -> String {
@@ -32,21 +42,24 @@ fn template() -> String {
     std::fs::read_to_string(path).expect("read cluster.yaml")
 }
 
-/// Creates the stack with its defaults and returns its outputs. moto takes a CommaDelimitedList
-/// parameter's default as one string (a real stack splits it), so the subnet ranges are given.
-async fn deploy(cfg: &SdkConfig) -> BTreeMap<String, String> {
+/// Creates the stack with its defaults and `given` parameters (`GoServerUrl` has no default),
+/// and returns its outputs. moto takes a CommaDelimitedList parameter's default as one string (a
+/// real stack splits it), so the subnet ranges are given.
+async fn deploy(cfg: &SdkConfig, given: &[(&str, &str)]) -> BTreeMap<String, String> {
     use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus};
     let cfn = aws_sdk_cloudformation::Client::new(cfg);
     let parameter = |k: &str, v: &str| Parameter::builder().parameter_key(k).parameter_value(v).build();
-    cfn.create_stack()
+    let mut create = cfn
+        .create_stack()
         .stack_name(STACK)
         .template_body(template())
         .capabilities(Capability::CapabilityNamedIam)
         .parameters(parameter("PublicSubnetCidrs", "10.0.0.0/24,10.0.1.0/24"))
-        .parameters(parameter("PrivateSubnetCidrs", "10.0.16.0/20,10.0.32.0/20"))
-        .send()
-        .await
-        .expect("CreateStack");
+        .parameters(parameter("PrivateSubnetCidrs", "10.0.16.0/20,10.0.32.0/20"));
+    for (k, v) in given {
+        create = create.parameters(parameter(k, v));
+    }
+    create.send().await.expect("CreateStack");
     let mut status = None;
     for _ in 0..60 {
         let out = cfn.describe_stacks().stack_name(STACK).send().await.expect("DescribeStacks");
@@ -135,6 +148,64 @@ async fn log_groups(moto: &Moto) -> Vec<String> {
     body["logGroups"].as_array().unwrap().iter().map(|g| g["logGroupName"].as_str().unwrap().to_string()).collect()
 }
 
+/// What moto leaves out of the stack's VPC and real CloudFormation makes: the VPC's
+/// `EnableDnsHostnames` (moto ignores it, then fails RunTask in that VPC) and the subnets' route
+/// table associations.
+async fn as_cloudformation_makes_the_vpc(cfg: &SdkConfig, vpc: &str, private: &[String]) {
+    let ec2 = aws_sdk_ec2::Client::new(cfg);
+    let hostnames = ec2
+        .describe_vpc_attribute()
+        .vpc_id(vpc)
+        .attribute(aws_sdk_ec2::types::VpcAttributeName::EnableDnsHostnames)
+        .send()
+        .await
+        .expect("DescribeVpcAttribute");
+    if hostnames.enable_dns_hostnames().and_then(|a| a.value()) != Some(true) {
+        eprintln!("moto did not set the VPC's EnableDnsHostnames: only real CloudFormation does; set here");
+        let on = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(true).build();
+        ec2.modify_vpc_attribute().vpc_id(vpc).enable_dns_hostnames(on).send().await.expect("ModifyVpcAttribute");
+    }
+    associate_as_cloudformation_does(cfg, vpc, private).await;
+}
+
+/// moto makes the stack's route tables and routes but drops its `SubnetRouteTableAssociation`s
+/// (every subnet then falls back to the VPC's main table, which has no way out): associate them
+/// as real CloudFormation does, the private subnets (`SubnetIds`) with the table that routes to
+/// the NAT gateway, the public ones with the table that routes to the internet gateway.
+async fn associate_as_cloudformation_does(cfg: &SdkConfig, vpc: &str, private: &[String]) {
+    use aws_sdk_ec2::types::Filter;
+    let ec2 = aws_sdk_ec2::Client::new(cfg);
+    let in_vpc = || Filter::builder().name("vpc-id").values(vpc).build();
+    let tables = ec2.describe_route_tables().filters(in_vpc()).send().await.expect("DescribeRouteTables");
+    if tables.route_tables().iter().any(|t| t.associations().iter().any(|a| a.subnet_id().is_some())) {
+        return;
+    }
+    eprintln!("moto made no SubnetRouteTableAssociation: associated here as real CloudFormation does");
+    let table = |nat: bool| {
+        tables
+            .route_tables()
+            .iter()
+            .find(|t| {
+                t.routes().iter().any(|r| {
+                    if nat {
+                        r.nat_gateway_id().is_some()
+                    } else {
+                        r.gateway_id().is_some_and(|g| g.starts_with("igw-"))
+                    }
+                })
+            })
+            .and_then(|t| t.route_table_id())
+            .expect("the stack's route table")
+            .to_string()
+    };
+    let (nat_table, igw_table) = (table(true), table(false));
+    let subnets = ec2.describe_subnets().filters(in_vpc()).send().await.expect("DescribeSubnets");
+    for subnet in subnets.subnets().iter().filter_map(|s| s.subnet_id()) {
+        let table = if private.iter().any(|p| p == subnet) { &nat_table } else { &igw_table };
+        ec2.associate_route_table().route_table_id(table).subnet_id(subnet).send().await.expect("AssociateRouteTable");
+    }
+}
+
 /// What the stack should have made, checked in moto itself (not in the stack's own account of it).
 async fn assert_made(w: &Scenario, outputs: &BTreeMap<String, String>) {
     let cfg = &w.base;
@@ -172,37 +243,20 @@ async fn assert_made(w: &Scenario, outputs: &BTreeMap<String, String>) {
         .await
         .expect("DescribeNatGateways");
     assert_eq!(nat.nat_gateways().len(), 1, "the NAT gateway of the private subnets");
-    // moto ignores the VPC's EnableDnsHostnames (and then fails RunTask in that VPC): set it as
-    // real CloudFormation does.
-    let hostnames = ec2
-        .describe_vpc_attribute()
-        .vpc_id(&vpc)
-        .attribute(aws_sdk_ec2::types::VpcAttributeName::EnableDnsHostnames)
-        .send()
-        .await
-        .expect("DescribeVpcAttribute");
-    if hostnames.enable_dns_hostnames().and_then(|a| a.value()) != Some(true) {
-        eprintln!("moto did not set the VPC's EnableDnsHostnames: only real CloudFormation does; set here");
-        let on = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(true).build();
-        ec2.modify_vpc_attribute().vpc_id(&vpc).enable_dns_hostnames(on).send().await.expect("ModifyVpcAttribute");
-    }
+    as_cloudformation_makes_the_vpc(cfg, &vpc, &subnets).await;
     let group = outputs["SecurityGroupIds"].clone();
     let groups = ec2.describe_security_groups().group_ids(&group).send().await.expect("DescribeSecurityGroups");
     let sg = &groups.security_groups()[0];
     assert_eq!(sg.vpc_id(), Some(vpc.as_str()));
-    let ports: Vec<(Option<i32>, Option<i32>)> =
-        sg.ip_permissions_egress().iter().map(|p| (p.from_port(), p.to_port())).collect();
-    // moto ignores a group's SecurityGroupEgress and keeps the default rule (all traffic out):
-    // only real CloudFormation replaces it with these two.
-    if ports == [(None, None)] {
-        eprintln!(
-            "moto kept the default egress rule (SecurityGroupEgress): only real CloudFormation sets 443 and 8154"
-        );
-    } else {
-        for port in [443, 8154] {
-            assert!(ports.contains(&(Some(port), Some(port))), "egress to {port}: {ports:?}");
-        }
-    }
+    // By default the agents' group lets all traffic out, as the VPC's default group does (moto
+    // ignores a group's SecurityGroupEgress and keeps that rule in every case).
+    let rules: Vec<(Option<&str>, Option<i32>)> =
+        sg.ip_permissions_egress().iter().map(|p| (p.ip_protocol(), p.from_port())).collect();
+    assert!(rules.iter().any(|(protocol, _)| *protocol == Some("-1")), "all traffic out: {rules:?}");
+    // The NAT gateway's public address is an output: the server's firewall lets it in.
+    let nat_ip = nat.nat_gateways()[0].nat_gateway_addresses().iter().find_map(|a| a.public_ip()).expect("a public IP");
+    assert_eq!(outputs["NatPublicIps"], nat_ip, "{outputs:?}");
+    assert_eq!(outputs["GoServerUrl"], STOCK_SERVER_URL);
     assert!(sg.ip_permissions().is_empty(), "nothing in: {:?}", sg.ip_permissions());
 
     let groups = log_groups(&w.moto).await;
@@ -229,31 +283,76 @@ async fn assert_made(w: &Scenario, outputs: &BTreeMap<String, String>) {
     assert_eq!(by_target.rule_names(), [rule], "doctor finds the rule by the queue");
 }
 
-/// The stack deployed into moto makes a cluster profile (`profile --from-stack`) that
-/// `validate` accepts, whose `iam-policy` is the policy CloudFormation made, and a job runs
-/// through the plugin with it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
-    let mut w = Scenario::new("cloudformation_cluster_stack").await;
-    let outputs = deploy(&w.base).await;
-    assert_made(&w, &outputs).await;
-
-    // The cluster profile, from the stack's outputs.
+/// The cluster profile `profile --from-stack` makes, checked by `validate`, and its file.
+async fn profile_from_stack(w: &Scenario, outputs: &BTreeMap<String, String>) -> (BTreeMap<String, String>, PathBuf) {
     let endpoint = w.moto.endpoint();
     let (code, profile, stderr) = run(&endpoint, &["profile", "--from-stack", STACK, "--region", REGION]).await;
     assert_eq!(code, Some(0), "profile --from-stack: {stderr}");
-    let execution_role = outputs["ExecutionRoleArn"].clone();
-    assert!(stderr.contains(&format!("ExecutionRoleArn = {execution_role}")), "{stderr}");
+    assert!(stderr.contains(&format!("ExecutionRoleArn = {}", outputs["ExecutionRoleArn"])), "{stderr}");
     let cluster: BTreeMap<String, String> = serde_json::from_str(&profile).expect("a JSON object of strings");
-    for key in ["ClusterName", "Region", "SubnetIds", "SecurityGroupIds", "LogGroup", "EventQueueUrl"] {
+    for key in ["ClusterName", "Region", "SubnetIds", "SecurityGroupIds", "LogGroup", "EventQueueUrl", "GoServerUrl"] {
         assert_eq!(cluster.get(key), outputs.get(key), "{key} in {profile}");
     }
     let path = write_temp("cluster.json", &profile);
     let (code, out, _) = run(&endpoint, &["validate", "--cluster-profile", path.to_str().unwrap()]).await;
     assert_eq!(code, Some(0), "validate accepts it: {out}");
+    (cluster, path)
+}
+
+/// A GoCD host with the stack's profile and a `small` elastic profile of the stack's roles, and
+/// agents held to the network as AWS keeps it (against `internet`).
+async fn host_on_stack(
+    w: &mut Scenario,
+    cluster: BTreeMap<String, String>,
+    outputs: &BTreeMap<String, String>,
+    internet: &Internet,
+) -> (GoCdHost, AgentSimulator) {
+    w.fleets.push(Fleet::new("stack", &w.base, CLUSTER));
+    let mut elastic = elastic_props();
+    elastic.insert("ExecutionRoleArn".into(), outputs["ExecutionRoleArn"].clone());
+    elastic.insert("TaskRoleArn".into(), outputs["TaskRoleArn"].clone());
+    let cfg = w.host_config().cluster_profile("stack", cluster).elastic_profile("small", "stack", elastic);
+    let host = GoCdHost::launch(cfg).await;
+    let network = NetworkWorld::new(internet.clone(), &w.proxy);
+    let policy =
+        SimPolicy { register_delay: Duration::from_millis(300), network: Some(network), ..SimPolicy::default() };
+    let sim = w.agents(&host, policy);
+    (host, sim)
+}
+
+/// Waits until every job completed and job-completion was answered.
+async fn until_completed(host: &GoCdHost) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !host.with_state(|s| s.all_completed()) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    if !host.with_state(|s| s.all_completed()) {
+        let console: Vec<String> = host.with_state(|s| s.console.iter().map(|c| c.text.clone()).collect());
+        eprintln!("consoles: {console:#?}\nhealth: {:#?}", host.health_messages());
+    }
+    host.wait_until("the job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    host.wait_until("its agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    // The plugin deletes the agent while it handles job-completion, before its answer arrives.
+    host.wait_until("job-completion answered", Duration::from_secs(30), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
+    })
+    .await;
+}
+
+/// The stack deployed into moto with its defaults makes a cluster profile (`profile
+/// --from-stack`) that `validate` accepts, whose `iam-policy` is the policy CloudFormation made,
+/// and a job whose material is fetched over SSH runs green through the plugin with it, its agent
+/// reaching a stock GoCD server that lets in only the NAT's public address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
+    let mut w = Scenario::new("cloudformation_cluster_stack").await;
+    let outputs = deploy(&w.base, &[("GoServerUrl", STOCK_SERVER_URL)]).await;
+    assert_made(&w, &outputs).await;
+    let (cluster, path) = profile_from_stack(&w, &outputs).await;
 
     // The policy CloudFormation made is iam-policy's for that profile.
-    let (code, want, stderr) = run(&endpoint, &["iam-policy", "--cluster-profile", path.to_str().unwrap()]).await;
+    let (code, want, stderr) =
+        run(&w.moto.endpoint(), &["iam-policy", "--cluster-profile", path.to_str().unwrap()]).await;
     assert_eq!(code, Some(0), "iam-policy: {stderr}");
     let want: Value = serde_json::from_str(&want).unwrap();
     let iam = aws_sdk_iam::Client::new(&w.base);
@@ -270,24 +369,27 @@ async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
     let got: Value = serde_json::from_str(&document).expect("the policy as JSON");
     assert_eq!(got, want, "the stack's policy is iam-policy's for the stack's profile");
 
-    // One job through the plugin with that profile.
-    w.fleets.push(Fleet::new("stack", &w.base, CLUSTER));
-    let mut elastic = elastic_props();
-    elastic.insert("ExecutionRoleArn".into(), execution_role.clone());
-    elastic.insert("TaskRoleArn".into(), outputs["TaskRoleArn"].clone());
-    let cfg = w.host_config().cluster_profile("stack", cluster).elastic_profile("small", "stack", elastic);
-    let host = GoCdHost::launch(cfg).await;
-    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_millis(300), ..SimPolicy::default() });
-    host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
-    host.wait_until("the job completed", Duration::from_secs(120), |s| s.all_completed()).await;
-    host.wait_until("its agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
-    // The plugin deletes the agent while it handles job-completion, before its answer arrives.
-    host.wait_until("job-completion answered", Duration::from_secs(30), |s| {
-        s.jobs.iter().all(|j| j.completion_code.is_some())
-    })
-    .await;
-    let codes: Vec<Option<i64>> = host.with_state(|s| s.jobs.iter().map(|j| j.completion_code).collect());
+    // One job through the plugin with that profile; the server lets in only the NAT's address,
+    // as the guide says to open it.
+    let internet = Internet::stock();
+    internet.admit_only(GOCD_HOST, &[&format!("{}/32", outputs["NatPublicIps"])]);
+    let (host, sim) = host_on_stack(&mut w, cluster, &outputs, &internet).await;
+    let job = host
+        .add_job(JobSpec::new("small", Duration::from_secs(2)).with_material(&format!("git@{GIT_HOST}:gocd/gocd.git")))
+        .await;
+    until_completed(&host).await;
+    let (codes, failure, checked) = host.with_state(|s| {
+        (
+            s.jobs.iter().map(|j| j.completion_code).collect::<Vec<_>>(),
+            s.job(job).failure.clone(),
+            s.job(job).materials_checked,
+        )
+    });
     assert_eq!(codes, [Some(200)]);
+    assert_eq!(failure, None, "the job is green: {:#?}", host.console_log(job));
+    assert!(checked, "the agent checked the material out over SSH");
+    let reached = sim.with_state(|s| s.tasks.values().filter_map(|t| t.server_reached.clone()).collect::<Vec<_>>());
+    assert!(reached.iter().all(Result::is_ok) && !reached.is_empty(), "{reached:?}");
 
     // It ran where the stack says, as the stack's roles, logging to its log group.
     let log = w.proxy.log();
@@ -300,7 +402,7 @@ async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
     assert_eq!(subnets.join(","), outputs["SubnetIds"], "{run_task}");
     assert_eq!(network["securityGroups"][0], outputs["SecurityGroupIds"].as_str());
     let definition = body("ecs:RegisterTaskDefinition");
-    assert_eq!(definition["executionRoleArn"], execution_role.as_str());
+    assert_eq!(definition["executionRoleArn"], outputs["ExecutionRoleArn"].as_str());
     assert_eq!(definition["taskRoleArn"], outputs["TaskRoleArn"].as_str());
     let logs = &definition["containerDefinitions"][0]["logConfiguration"]["options"]["awslogs-group"];
     assert_eq!(logs, outputs["LogGroup"].as_str(), "{definition}");
@@ -309,6 +411,52 @@ async fn the_cluster_stack_makes_a_profile_that_runs_a_job() {
         assert!(std::time::Instant::now() < deadline, "the plugin never read the stack's event queue");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    w.assert_no_live_tasks(Duration::from_secs(60)).await;
+    drop(sim);
+    host.shutdown().await;
+}
+
+/// The same job on a stack whose agents may send only TCP 443 out (`AgentEgressPorts=443`, the
+/// server behind a TLS proxy on 443): the agent registers, the build cannot reach its SSH
+/// material and fails with git's words in the job's console, and `doctor` warns about the
+/// group, naming port 22.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stack_that_lets_only_443_out_fails_ssh_checkouts_and_doctor_says_so() {
+    let mut w = Scenario::new("cloudformation_egress_443").await;
+    let server = format!("https://{GOCD_HOST}/go");
+    let outputs = deploy(&w.base, &[("GoServerUrl", &server), ("AgentEgressPorts", "443")]).await;
+    let group = outputs["SecurityGroupIds"].clone();
+    let private: Vec<String> = outputs["SubnetIds"].split(',').map(str::to_string).collect();
+    let ec2 = aws_sdk_ec2::Client::new(&w.base);
+    let found = ec2.describe_subnets().set_subnet_ids(Some(private.clone())).send().await.expect("DescribeSubnets");
+    let vpc = found.subnets()[0].vpc_id().unwrap().to_string();
+    as_cloudformation_makes_the_vpc(&w.base, &vpc, &private).await;
+    // moto ignores a group's SecurityGroupEgress: the group gets the rules real CloudFormation
+    // makes of AgentEgressPorts=443.
+    network::restrict_egress(&w.base, &group, &[443]).await;
+    let (cluster, path) = profile_from_stack(&w, &outputs).await;
+
+    let internet = Internet::stock();
+    let (host, sim) = host_on_stack(&mut w, cluster, &outputs, &internet).await;
+    let job = host
+        .add_job(JobSpec::new("small", Duration::from_secs(2)).with_material(&format!("git@{GIT_HOST}:gocd/gocd.git")))
+        .await;
+    until_completed(&host).await;
+    let failure = host.with_state(|s| s.job(job).failure.clone()).expect("the build failed");
+    assert!(failure.contains("let no TCP 22 out") && failure.contains(&group), "{failure}");
+    let console = host.console_log(job).join("\n");
+    assert!(
+        console.contains(&format!("ssh: connect to host {GIT_HOST} port 22: Connection timed out")),
+        "git's words in the job's console:\n{console}"
+    );
+
+    let (code, out, stderr) = run(&w.moto.endpoint(), &["doctor", "--cluster-profile", path.to_str().unwrap()]).await;
+    eprintln!("doctor:\n{out}{stderr}");
+    let egress =
+        out.lines().find(|l| l.starts_with("warn egress")).unwrap_or_else(|| panic!("no egress warning:\n{out}"));
+    assert!(egress.contains(&group) && egress.contains("22"), "{egress}");
+    assert_ne!(code, None);
 
     w.assert_no_live_tasks(Duration::from_secs(60)).await;
     drop(sim);

@@ -165,7 +165,7 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
         assert!(!started_by.is_empty() && started_by.len() <= 36, "startedBy {started_by:?}");
         assert_eq!(
             t.server_url.as_deref(),
-            Some("https://gocd.test:8154/go"),
+            Some("https://gocd.test/go"),
             "GO_EA_SERVER_URL defaults to secure_site_url"
         );
         assert_eq!(t.plugin_id.as_deref(), Some(world::host::PLUGIN_ID));

@@ -451,7 +451,7 @@ fn callback_answer(name: &str) -> (i64, Value) {
     match name {
         "go.processor.server-info.get" => (
             200,
-            json!({"server_id": "fuzz-server", "site_url": "http://gocd.test:8153/go", "secure_site_url": "https://gocd.test:8154/go"}),
+            json!({"server_id": "fuzz-server", "site_url": "http://gocd.test:8153/go", "secure_site_url": "https://gocd.test/go"}),
         ),
         "go.processor.elastic-agents.list-agents" => (200, json!([])),
         n if n.starts_with("go.processor.") => (200, Value::Null),

@@ -394,6 +394,10 @@ async fn try_with(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &st
     Tried { code: out.status.code(), stdout }
 }
 
+/// One failure of the probe: what, the cluster profile, try's flags, the exit status, the start
+/// of its FAIL line and a word of its fix.
+type ProbeCase = (&'static str, Vec<(&'static str, String)>, Vec<String>, i32, &'static str, &'static str);
+
 /// `try` proves the GoCD server is reachable from where agents run: its task runs the probe in
 /// the profile's subnets and security groups, and the world decides each connection from the
 /// task's security groups, its subnet's routes, the task's public address, DNS and the server's
@@ -433,8 +437,11 @@ async fn try_probes_the_server_and_materials_from_where_agents_run() {
     };
 
     // Reachable: the stock server URL from the profile, and an SSH material.
-    let t = run(with(&[("GoServerUrl", stock.clone())]), vec!["--material".into(), format!("git@{GIT_HOST}:gocd/gocd.git")])
-        .await;
+    let t = run(
+        with(&[("GoServerUrl", stock.clone())]),
+        vec!["--material".into(), format!("git@{GIT_HOST}:gocd/gocd.git")],
+    )
+    .await;
     assert_eq!(t.code, Some(0), "{}", t.stdout);
     assert!(t.stdout.contains("answered as a GoCD server"), "{}", t.stdout);
     assert!(t.stdout.contains(&format!("{GIT_HOST}:22 took a connection")), "{}", t.stdout);
@@ -443,7 +450,7 @@ async fn try_probes_the_server_and_materials_from_where_agents_run() {
 
     // Each failure: the profile (or flags), the exit status, the start of its FAIL line, and a
     // word of its fix.
-    let cases: Vec<(&str, Vec<(&'static str, String)>, Vec<String>, i32, &str, &str)> = vec![
+    let cases: Vec<ProbeCase> = vec![
         (
             "the security group lets only 443 out",
             with(&[("GoServerUrl", stock.clone()), ("SecurityGroupIds", only_https.clone())]),
@@ -452,7 +459,14 @@ async fn try_probes_the_server_and_materials_from_where_agents_run() {
             "FAIL server unreachable: ",
             "TCP 8153",
         ),
-        ("no public address behind an internet gateway", with(&[("AssignPublicIp", "false".into())]), vec!["--server-url".into(), stock.clone()], 13, "FAIL server unreachable: ", "route"),
+        (
+            "no public address behind an internet gateway",
+            with(&[("AssignPublicIp", "false".into())]),
+            vec!["--server-url".into(), stock.clone()],
+            13,
+            "FAIL server unreachable: ",
+            "route",
+        ),
         (
             "the wrong path",
             with(&[]),
@@ -477,7 +491,14 @@ async fn try_probes_the_server_and_materials_from_where_agents_run() {
             "FAIL server name: ",
             "resolves",
         ),
-        ("not a GoCD server", with(&[]), vec!["--server-url".into(), format!("http://{WEB_HOST}/go")], 16, "FAIL not GoCD: ", "8153"),
+        (
+            "not a GoCD server",
+            with(&[]),
+            vec!["--server-url".into(), format!("http://{WEB_HOST}/go")],
+            16,
+            "FAIL not GoCD: ",
+            "8153",
+        ),
         (
             "the material's port not let out",
             with(&[("SecurityGroupIds", https_and_gocd.clone())]),

@@ -68,7 +68,7 @@ async fn run_agent_task(
         .container_overrides(
             ContainerOverride::builder()
                 .name("agent")
-                .environment(env("GO_EA_SERVER_URL", "https://gocd.test:8154/go"))
+                .environment(env("GO_EA_SERVER_URL", "https://gocd.test/go"))
                 .environment(env("GO_EA_AUTO_REGISTER_KEY", key))
                 .environment(env("GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID", agent_id))
                 .environment(env("GO_EA_AUTO_REGISTER_ELASTIC_PLUGIN_ID", PLUGIN_ID))
@@ -294,7 +294,7 @@ cat > /dev/null
     assert_eq!(info["type"], "response");
     assert_eq!(info["code"], 200);
     assert_eq!(info["body"]["server_id"], host.server_id());
-    assert_eq!(info["body"]["secure_site_url"], "https://gocd.test:8154/go");
+    assert_eq!(info["body"]["secure_site_url"], "https://gocd.test/go");
     assert_eq!(by_id(json!(7))["body"], json!([]));
     assert_eq!(by_id(json!(8))["code"], 404);
     assert_eq!(by_id(json!(9))["code"], 200);
@@ -411,4 +411,18 @@ async fn the_real_plugin_exits_zero_on_sigterm() {
     let status = host.terminate().await.expect("the plugin exits within 15 s of SIGTERM");
     assert!(status.success(), "exit status {status} after SIGTERM (docs/protocol.md, \"Shutdown\", wants 0)");
     host.assert_no_violations();
+}
+
+/// The network world's ranges and material hosts, as AWS and git read them.
+#[test]
+fn the_network_world_reads_ranges_and_materials_as_aws_and_git_do() {
+    use crate::world::network::{material_host, Cidr};
+    assert!(Cidr::parse("10.0.0.0/16").unwrap().contains("10.0.200.1".parse().unwrap()));
+    assert!(!Cidr::parse("10.0.0.0/16").unwrap().contains("10.1.0.1".parse().unwrap()));
+    assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+    assert!(Cidr::parse("2001:db8::/32").is_none(), "IPv6 ranges are not IPv4 ones");
+    assert_eq!(material_host("git@github.com:gocd/gocd.git"), ("github.com".into(), 22));
+    assert_eq!(material_host("git://github.com/gocd/gocd"), ("github.com".into(), 9418));
+    assert_eq!(material_host("https://github.com/gocd/gocd"), ("github.com".into(), 443));
+    assert_eq!(material_host("ssh://git@github.com:2222/x"), ("github.com".into(), 2222));
 }

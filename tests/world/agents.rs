@@ -309,7 +309,10 @@ impl SimInner {
         });
         for (job, agent_id, materials) in building {
             let Some((fleet, arn)) = self.with(|s| {
-                s.tasks.values().find(|t| t.agent_id.as_deref() == Some(&agent_id)).map(|t| (t.fleet, t.task_arn.clone()))
+                s.tasks
+                    .values()
+                    .find(|t| t.agent_id.as_deref() == Some(&agent_id))
+                    .map(|t| (t.fleet, t.task_arn.clone()))
             }) else {
                 continue;
             };

@@ -133,7 +133,11 @@ impl Internet {
         let net = Internet::new();
         net.add_host(GOCD_HOST, GOCD_ADDRESS, &[(8153, Service::GoCd(Tls::None)), (443, Service::GoCd(Tls::Trusted))]);
         net.add_host(PRIVATE_CA_HOST, "203.0.113.11", &[(443, Service::GoCd(Tls::PrivateCa))]);
-        net.add_host(WEB_HOST, "203.0.113.20", &[(80, Service::WebPage(Tls::None)), (443, Service::WebPage(Tls::Trusted))]);
+        net.add_host(
+            WEB_HOST,
+            "203.0.113.20",
+            &[(80, Service::WebPage(Tls::None)), (443, Service::WebPage(Tls::Trusted))],
+        );
         net.add_host(
             GIT_HOST,
             "140.82.121.4",
@@ -348,8 +352,12 @@ impl TaskNetwork {
             .await
             .map_err(|e| format!("DescribeSubnets: {}", aws_error_text(&e)))?;
         let vpc = subnets.subnets().first().and_then(|s| s.vpc_id()).ok_or("the subnet has no VPC")?.to_string();
-        let vpcs =
-            ec2.describe_vpcs().vpc_ids(&vpc).send().await.map_err(|e| format!("DescribeVpcs: {}", aws_error_text(&e)))?;
+        let vpcs = ec2
+            .describe_vpcs()
+            .vpc_ids(&vpc)
+            .send()
+            .await
+            .map_err(|e| format!("DescribeVpcs: {}", aws_error_text(&e)))?;
         let vpc_ranges: Vec<Cidr> = vpcs
             .vpcs()
             .iter()
@@ -371,9 +379,7 @@ impl TaskNetwork {
             .route_tables()
             .iter()
             .find(|t| t.associations().iter().any(|a| a.subnet_id() == Some(subnet.as_str())))
-            .or_else(|| {
-                tables.route_tables().iter().find(|t| t.associations().iter().any(|a| a.main() == Some(true)))
-            });
+            .or_else(|| tables.route_tables().iter().find(|t| t.associations().iter().any(|a| a.main() == Some(true))));
         let mut routes = Vec::new();
         let mut nats = Vec::new();
         for route in own.map(|t| t.routes()).unwrap_or_default() {
@@ -478,13 +484,17 @@ impl TaskNetwork {
         match best.map(|(_, t)| t) {
             None => Err(no_route(format!("no route to {to} (no NAT gateway, internet gateway or peering)"))),
             Some(Target::InternetGateway(igw)) => self.public_ip.ok_or_else(|| {
-                no_route(format!("routes {to} to internet gateway {igw}, but the task has no public address (assignPublicIp)"))
+                no_route(format!(
+                    "routes {to} to internet gateway {igw}, but the task has no public address (assignPublicIp)"
+                ))
             }),
             Some(Target::Nat { id, public_ip }) => {
                 public_ip.ok_or_else(|| no_route(format!("NAT gateway {id} has no public address")))
             }
             Some(Target::Peering(_)) => Ok(self.private_ip),
-            Some(Target::Other(other)) => Err(no_route(format!("routes {to} to {other}, which this world does not follow"))),
+            Some(Target::Other(other)) => {
+                Err(no_route(format!("routes {to} to {other}, which this world does not follow")))
+            }
         }
     }
 
@@ -616,9 +626,11 @@ fn assigned_public_ip(run_tasks: &[Value], agent_id: &str, private_ip: Ipv4Addr)
 
 fn carries_agent(body: &Value, agent_id: &str) -> bool {
     body["overrides"]["containerOverrides"].as_array().into_iter().flatten().any(|c| {
-        c["environment"].as_array().into_iter().flatten().any(|e| {
-            e["name"] == "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID" && e["value"].as_str() == Some(agent_id)
-        })
+        c["environment"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID" && e["value"].as_str() == Some(agent_id))
     })
 }
 
@@ -718,20 +730,4 @@ pub fn material_host(material: &str) -> (String, u16) {
     }
     let (user_host, _) = material.split_once(':').expect("git@host:path");
     (user_host.rsplit('@').next().unwrap_or(user_host).to_string(), 22)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges_and_materials() {
-        assert!(Cidr::parse("10.0.0.0/16").unwrap().contains("10.0.200.1".parse().unwrap()));
-        assert!(!Cidr::parse("10.0.0.0/16").unwrap().contains("10.1.0.1".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
-        assert_eq!(material_host("git@github.com:gocd/gocd.git"), ("github.com".into(), 22));
-        assert_eq!(material_host("git://github.com/gocd/gocd"), ("github.com".into(), 9418));
-        assert_eq!(material_host("https://github.com/gocd/gocd"), ("github.com".into(), 443));
-        assert_eq!(material_host("ssh://git@github.com:2222/x"), ("github.com".into(), 2222));
-    }
 }

@@ -384,7 +384,10 @@ impl Proxy {
         let shared = self.shared.clone();
         move || {
             let log = shared.log.lock().unwrap();
-            log.iter().filter(|r| r.service == service && r.operation == operation).filter_map(|r| r.json.clone()).collect()
+            log.iter()
+                .filter(|r| r.service == service && r.operation == operation)
+                .filter_map(|r| r.json.clone())
+                .collect()
         }
     }
 

@@ -201,7 +201,10 @@ impl Run {
         spec.fits_aws().map_err(|e| Failed::new(Class::Profile, e.to_string(), "change the profiles as it says"))?;
         match &probe {
             Some(_) => r.line("agent", format!("{} runs the probe in place of the agent", spec.work.agent_id)),
-            None => r.line("agent", format!("{} (it gets a fake registration key and will not register)", spec.work.agent_id)),
+            None => r.line(
+                "agent",
+                format!("{} (it gets a fake registration key and will not register)", spec.work.agent_id),
+            ),
         }
         .map_err(write_failed)?;
         let asked = SystemTime::now();
@@ -324,15 +327,21 @@ impl Probe {
         let server_url = args.server_url.clone().or_else(|| cluster.go_server_url.clone());
         if let (Some(url), Some(_)) = (&server_url, &args.server_url) {
             crate::settings::check_go_server_url(url).map_err(|why| {
-                Failed::new(Class::Profile, format!("--server-url {url}: {why}"), "give the URL agents use, ending in /go (http://host:8153/go, or https://host/go behind a proxy)")
+                Failed::new(
+                    Class::Profile,
+                    format!("--server-url {url}: {why}"),
+                    "give the URL agents use, ending in /go (http://host:8153/go, or https://host/go behind a proxy)",
+                )
             })?;
         }
-        let materials = args
-            .materials
-            .iter()
-            .map(|m| probe::Material::parse(m))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|why| Failed::new(Class::Profile, format!("--material: {why}"), "name the material as its pipeline does, or as host:port"))?;
+        let materials =
+            args.materials.iter().map(|m| probe::Material::parse(m)).collect::<Result<Vec<_>, _>>().map_err(|why| {
+                Failed::new(
+                    Class::Profile,
+                    format!("--material: {why}"),
+                    "name the material as its pipeline does, or as host:port",
+                )
+            })?;
         if server_url.is_none() && materials.is_empty() {
             return Ok(None);
         }

@@ -98,7 +98,9 @@ impl Material {
     /// What is wrong with it, in words.
     pub fn parse(spec: &str) -> Result<Material, String> {
         let spec = spec.trim();
-        let bad = || format!("{spec:?} is not a material (git@host:repo, ssh://, git://, https://, http:// URL, or host:port)");
+        let bad = || {
+            format!("{spec:?} is not a material (git@host:repo, ssh://, git://, https://, http:// URL, or host:port)")
+        };
         if let Some((scheme, rest)) = spec.split_once("://") {
             let default_port = match scheme.to_ascii_lowercase().as_str() {
                 "ssh" | "git+ssh" => 22,
@@ -344,8 +346,7 @@ mod tests {
             .env(MATERIALS_VAR, materials)
             .output()
             .expect("sh and curl (the tests need curl, as the GoCD agent images have it)");
-        eprintln!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        out.status.code().expect("an exit status")
+        out.status.code().unwrap_or_else(|| panic!("no exit status: {}", String::from_utf8_lossy(&out.stdout)))
     }
 
     /// The script itself, against real sockets: each exit status of the contract is the one

@@ -58,7 +58,7 @@ impl World {
             environment: None,
             auto_register_key: Secret::new(format!("key-{job_id}")),
             elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("https://gocd.example:8154/go".into()),
+            site_url: Some("http://gocd.example:8153/go".into()),
         }
     }
 }

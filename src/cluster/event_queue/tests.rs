@@ -52,7 +52,7 @@ impl World {
             environment: None,
             auto_register_key: Secret::new(format!("key-{job_id}")),
             elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("https://gocd.example:8154/go".into()),
+            site_url: Some("http://gocd.example:8153/go".into()),
         };
         self.cluster.create_agent(request).await.expect("launched");
         let agent = self.cluster.registry().live_for_job(job_id).cloned().expect("a live agent");

@@ -55,7 +55,7 @@ fn every_rule_has_a_good_and_a_bad_value() {
         v,
         BASE,
         "GoServerUrl",
-        "https://gocd.example.com:8154/go",
+        "https://gocd.example.com:8443/go",
         &[
             "https://gocd.example.com/go/",
             "gocd.example.com/go",

@@ -29,7 +29,7 @@ final class TestAccessor extends GoApplicationAccessor {
     }
 
     static final String SERVER_INFO =
-            "{\"server_id\":\"test-server\",\"site_url\":\"http://localhost:8153/go\",\"secure_site_url\":\"https://localhost:8154/go\"}";
+            "{\"server_id\":\"test-server\",\"site_url\":\"http://localhost:8153/go\",\"secure_site_url\":\"https://localhost/go\"}";
 
     final List<Call> calls = new CopyOnWriteArrayList<>();
     /** agent id -> agent object (agent_state, build_state, config_state), as GoCD lists them. */
