@@ -227,7 +227,7 @@ fn init_logging(format: LogFormat, default_level: &str, tracer: Option<opentelem
 }
 
 /// Targets of the SDK, the HTTP stack and TLS, and the most verbose level they may log whatever
-/// `RUST_LOG` says (issue 14). At trace they print signed requests, headers and session tokens;
+/// `RUST_LOG` says. At trace they print signed requests, headers and session tokens;
 /// the SDK's endpoint and auth resolution and its credential providers (AssumeRole) print the
 /// access key id at debug already, so those stop at info. The first matching prefix wins.
 const CAPPED: &[(&str, tracing::Level)] = &[

@@ -398,7 +398,7 @@ fn escape_label(v: &str) -> String {
 const MAX_HEAD: usize = 16 * 1024;
 /// How long one connection may take.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections answered at once; further ones wait in the listen backlog (issue 14: each one
+/// Connections answered at once; further ones wait in the listen backlog (each one
 /// used to get a task and up to 10 s, however many arrived).
 pub const MAX_CONNECTIONS: usize = 16;
 

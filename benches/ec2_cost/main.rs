@@ -55,14 +55,14 @@ const TICK: u64 = 2;
 
 /// How many generated days the second table plays.
 const DAYS: u64 = 20;
-/// Issue 18's goal for the ratio, against which the second table counts days.
+/// The goal for the ratio, against which the second table counts days.
 const GOAL: f64 = 1.3;
 /// The clairvoyant reference's row name ([`play_clairvoyant`]).
 const CLAIRVOYANT: &str = "reference: durations known, instant, no wait";
 
 /// One job of the trace.
-/// The patience the cost rules are studied with: `Ec2ScaleOutWaitSeconds` 600, the default
-/// until issue 33 (the default is 0 now, the row `Ec2ScaleOutWaitSeconds 0`).
+/// The patience the cost rules are studied with: `Ec2ScaleOutWaitSeconds` 600 (the default is 0,
+/// the row `Ec2ScaleOutWaitSeconds 0`).
 const PATIENCE: Duration = Duration::from_secs(600);
 
 #[derive(Debug, Clone, Copy)]
@@ -430,7 +430,7 @@ fn main() {
         xlarge("c5.xlarge, wait 600 s, idle 10 min, max 50", 0, 10, all),
         xlarge("  Ec2ScaleOutWaitSeconds 0 (the default)", 0, 10, Rules { patient_scale_out: false, ..all }),
         xlarge("  without slack is the spare", 0, 10, Rules { slack_is_the_spare: false, ..all }),
-        xlarge("  one warm spare only (before issue 18)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
+        xlarge("  one warm spare only (none of the four rules)", 0, 10, Rules { one_warm_spare: true, ..Rules::NONE }),
         xlarge("  none of the rules (every idle kept)", 0, 10, Rules::NONE),
         xlarge("  without the bound on waiting work", 0, 10, Rules { waiting_bounded: false, ..all }),
         xlarge("  whole-instance tasks launch at once", 0, 10, Rules { whole_tasks_wait: false, ..all }),

@@ -11,7 +11,7 @@
 //!   with the key rule enforced. Cost: Fargate's per-second price from each task's pull to its
 //!   stop; the ratio is to the `cold` row's cost.
 //! - EC2 ([`ec2`]): `ec2::plan` at the defaults (`Ec2ScaleOutWaitSeconds` 0, `Ec2StoppedInstances`
-//!   5), the defaults before issue 33 (600 s, none stopped), and other values of the two. Cost:
+//!   5), the defaults of earlier versions (600 s, none stopped), and other values of the two. Cost:
 //!   c5.xlarge instance-hours at the on-demand price; the ratio is to the EC2 cost bench's lower
 //!   bound (the jobs' CPU- or memory-seconds over one instance, their durations only).
 //!
@@ -40,10 +40,10 @@ const EC2_MAX: u32 = 50;
 const EC2_IDLE_MINUTES: u64 = 10;
 /// The `Ec2StoppedInstances` rows.
 const EC2_STOPPED: [u32; 4] = [0, 2, 3, 10];
-/// The `Ec2ScaleOutWaitSeconds` rows; 600 was the default before issue 33.
+/// The `Ec2ScaleOutWaitSeconds` rows; 600 was the default of earlier versions.
 const EC2_PATIENCE: [u64; 4] = [60, 120, 300, 600];
 
-/// Issue 33's goals.
+/// The job-wait goals.
 const FARGATE_P50: u64 = 5;
 const FARGATE_P95: u64 = 45;
 const FARGATE_RATIO: f64 = 1.15;
@@ -317,7 +317,7 @@ fn print_pipelines(jobs: &[Job], rows: &[Row]) {
 
 fn print_goals(rows: &[Row]) {
     let find = |launch: &str, setup: &str| rows.iter().find(|r| r.launch_type == launch && r.setup == setup);
-    println!("Goals (issue 33), against this run:");
+    println!("Goals, against this run:");
     if let Some(r) = find("FARGATE", "warm auto") {
         println!(
             "- Fargate warm auto: wait p50 {} s (goal ≤ {} s: {}), p95 {} s (goal ≤ {} s: {}), at {:.2}× the cold cost \

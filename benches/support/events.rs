@@ -1,4 +1,4 @@
-//! The event queue's figures (issue 16): how soon the agent of a task stopped by hand is
+//! The event queue's figures: how soon the agent of a task stopped by hand is
 //! deleted with events (the test world's EventBridge stand-in feeding a moto SQS queue) against
 //! server-ping alone, and ECS reads per server-ping while events flow.
 

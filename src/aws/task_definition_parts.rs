@@ -1,4 +1,4 @@
-//! The parts of our task definition that come from the elastic profile's task keys (issue 19):
+//! The parts of our task definition that come from the elastic profile's task keys:
 //! the agent container's volumes, limits, health check and logs, and the sidecar containers.
 //! Pure builders over the SDK's types, in the port; `register_task_definition` puts them together.
 

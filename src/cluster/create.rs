@@ -190,11 +190,11 @@ impl Cluster {
         };
         let (task_definition, network) = tokio::try_join!(self.task_definition(snapshot), network)?;
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
-        // meet the same allow-lists as a profile's own (issue 14).
+        // meet the same allow-lists as a profile's own.
         super::guardrails::check(profile, &task_definition)?;
         super::guardrails::check_exec(elastic, &task_definition)?;
         // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
-        // FARGATE by kind), or RunTask refuses it on that provider's turn (issue 18).
+        // FARGATE by kind), or RunTask refuses it on that provider's turn.
         if let Some(kinds) = &snapshot.kinds {
             super::guardrails::check_providers(kinds, &task_definition)?;
         }

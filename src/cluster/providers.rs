@@ -1,4 +1,4 @@
-//! What kind of capacity each provider of a `CapacityProviderStrategy` is (issue 18): Fargate,
+//! What kind of capacity each provider of a `CapacityProviderStrategy` is: Fargate,
 //! an Auto Scaling group's, or ECS Managed Instances. The kind decides what the task
 //! definitions must be valid for (`requiresCompatibilities`) and which elastic profile keys ECS
 //! refuses (Managed Instances takes no ephemeral storage, shared memory or host volumes).

@@ -1,4 +1,4 @@
-//! A job's start as the phase spans of its trace (`telemetry::jobs`, issue 34): the points of
+//! A job's start as the phase spans of its trace (`telemetry::jobs`): the points of
 //! its wait in ECS's and GoCD's own steps, finer than the four phases of the console line and
 //! the histograms ([`super::job_wait`]), which fold the agent's start into one:
 //!

@@ -802,7 +802,7 @@ async fn a_given_task_definition_without_what_a_provider_needs_is_refused_naming
     );
 }
 
-/// The soak's first finding (issue 36): a server-ping beside a job-completion for the same agent
+/// The soak's first finding: a server-ping beside a job-completion for the same agent
 /// stopped its task and removed the agent a second time. Now the ping leaves it to the completion,
 /// and takes over only if the completion could not finish.
 #[tokio::test]

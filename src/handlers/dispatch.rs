@@ -151,7 +151,7 @@ fn parse_body<R: HostRequest>(body: Value) -> Result<R::Params> {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let at = if path == "." { String::new() } else { format!(" at `{path}`") };
-        let inner = crate::protocol::framing::without_quoted(&inner.to_string()); // no value echoed (issue 14)
+        let inner = crate::protocol::framing::without_quoted(&inner.to_string()); // no value echoed
         PluginError::BadRequest(format!("the body of {} is not what GoCD sends{at}: {inner}", R::NAME))
     })
 }

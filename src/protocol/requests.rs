@@ -217,7 +217,7 @@ pub struct ClusterProfileChangedParams {
     pub old_cluster_profiles_properties: Option<Properties>,
 }
 
-// Property maps print by their keys only (issue 14: a cluster profile holds SecretAccessKey).
+// Property maps print by their keys only (a cluster profile holds SecretAccessKey).
 debug_keys_only!(CreateAgentParams { auto_register_key, environment, job_identifier; elastic_agent_profile_properties, cluster_profile_properties });
 debug_keys_only!(ServerPingParams { ; all_cluster_profile_properties });
 debug_keys_only!(ShouldAssignWorkParams { agent, environment, job_identifier; elastic_agent_profile_properties, cluster_profile_properties });

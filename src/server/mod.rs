@@ -26,7 +26,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Host requests handled at once. The reader waits for a free slot before it reads the next
 /// line (never dropping one), so memory is bounded by this many requests (each line at most
-/// `MAX_LINE_BYTES`, 16 MiB) plus the pipe's buffer, however fast the host writes (issue 14).
+/// `MAX_LINE_BYTES`, 16 MiB) plus the pipe's buffer, however fast the host writes.
 /// GoCD itself sends few at once (5 create-agent threads, a ping, the scheduler's
 /// should-assign-work calls one by one).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -125,7 +125,7 @@ where
         let incoming = match line {
             Ok(Line::Text(text)) => {
                 if tracing::enabled!(tracing::Level::TRACE) {
-                    // Name, id and size only: a line's body may carry secrets (issue 14).
+                    // Name, id and size only: a line's body may carry secrets.
                     tracing::trace!(line = %summarize(&text), "< ");
                 }
                 if !may_be_answer(&text) {

@@ -1,5 +1,5 @@
 //! `CapacityProviderStrategy`: agent tasks started through ECS capacity providers rather than a
-//! launch type (issue 18). ECS and the providers' own scaling (an Auto Scaling group's managed
+//! launch type. ECS and the providers' own scaling (an Auto Scaling group's managed
 //! scaling, Fargate) place and scale; the plugin launches no instance.
 //!
 //! The value is either `default` (RunTask with neither a launch type nor a strategy: the

@@ -1,4 +1,4 @@
-//! What ECS Managed Instances refuses in a task definition, as elastic profile keys (issue 18).
+//! What ECS Managed Instances refuses in a task definition, as elastic profile keys.
 //!
 //! ECS refuses these task definition parameters for the `MANAGED_INSTANCES` compatibility:
 //! `disableNetworking`, `dnsSearchDomains`, `dnsServers`, `dockerLabels`,

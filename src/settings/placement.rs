@@ -1,4 +1,4 @@
-//! `PlacementStrategy` and `PlacementConstraints` of an elastic profile (issue 18): sent on
+//! `PlacementStrategy` and `PlacementConstraints` of an elastic profile: sent on
 //! RunTask when ECS places the task on EC2 capacity, that is through a cluster profile's
 //! `CapacityProviderStrategy` that may name an Auto Scaling group's provider (Fargate takes
 //! neither; with `LaunchType` EC2 the plugin chooses the instance itself).

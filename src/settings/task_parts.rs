@@ -1,4 +1,4 @@
-//! What real builds need inside the task (issue 19), read from the elastic profile: EFS volumes,
+//! What real builds need inside the task, read from the elastic profile: EFS volumes,
 //! bind mounts, ulimits, a health check, log options and sidecar containers. Each reader takes the
 //! profile's [`Fields`] and records every problem in words a team lead understands; the rules that
 //! need the cluster profile too (launch type, allow-lists, `LogGroup`) are in [`super::compat`].

@@ -1,4 +1,4 @@
-//! Traces over OTLP (issue 34): when the standard `OTEL_*` variables ask for them, one trace per
+//! Traces over OTLP: when the standard `OTEL_*` variables ask for them, one trace per
 //! job start — the job's wait phase by phase, the requests GoCD sent for it and the AWS calls
 //! they made — exported to an OpenTelemetry collector (Jaeger, Tempo, an OpenTelemetry
 //! Collector, ...). Nothing is set up, and nothing leaves the process, when they are unset.

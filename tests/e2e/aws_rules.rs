@@ -521,7 +521,7 @@ async fn task_definition_rules_refuse_what_aws_refuses() {
     assert_eq!(p.aws_refusals().len(), before, "ten ARNs pass the proxy (moto answers {:?})", error_code(&ten));
 }
 
-/// The rules on what a task runs (issue 19), each refused and passed once.
+/// The rules on what a task runs, each refused and passed once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn task_contents_rules_refuse_what_aws_refuses() {
     use aws_sdk_ecs::types::{

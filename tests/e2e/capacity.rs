@@ -1,4 +1,4 @@
-//! Existing ECS capacity (issue 18), end to end on moto behind the strict proxy:
+//! Existing ECS capacity, end to end on moto behind the strict proxy:
 //!
 //! - a `CapacityProviderStrategy` mixing FARGATE and FARGATE_SPOT starts every agent with RunTask
 //!   through one provider of the strategy and no launch type, and the RunTask bodies counted at

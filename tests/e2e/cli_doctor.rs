@@ -873,7 +873,7 @@ async fn elastic_profiles_are_checked_against_the_cluster_profile() {
     assert!(lines.iter().any(|l| l.starts_with("ok") && l.contains(&with)), "{lines:?}");
 }
 
-/// Elastic profiles that mount EFS or pull with registry credentials (issue 19): the tasks'
+/// Elastic profiles that mount EFS or pull with registry credentials: the tasks'
 /// security groups are checked for outbound NFS; what needs clients doctor does not carry (EFS,
 /// Secrets Manager) is a warning naming the command to run. A group without outbound NFS fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Cost per job (issue 34), end to end on moto behind the strict proxy: two Fargate jobs run one
+//! Cost per job, end to end on moto behind the strict proxy: two Fargate jobs run one
 //! after the other; each job's console ends with its cost line, the cluster status report lists
 //! each pipeline with that cost, `ecs_ea_job_cost_usd_total` grows by the same amount after
 //! each job, and the log has one `job cost` line per job with its pipeline, stage and job.

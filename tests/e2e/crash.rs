@@ -1,4 +1,4 @@
-//! Crash safety (issue 5, item 4): the plugin is killed with SIGKILL at six points of a 50-job
+//! Crash safety: the plugin is killed with SIGKILL at six points of a 50-job
 //! burst and a new process is started each time (GoCD restarting its plugin). AWS is the only
 //! store: every new process adopts the tasks it finds by their tags, so no job gets two agents,
 //! no task leaks and every job finishes.

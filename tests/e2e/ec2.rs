@@ -1,4 +1,4 @@
-//! End-to-end scenarios of `LaunchType` `EC2` (issue 4): the plugin launches container
+//! End-to-end scenarios of `LaunchType` `EC2`: the plugin launches container
 //! instances into the cluster profile's account, packs agent tasks onto them with StartTask and
 //! retires them when idle. Each scenario has its own world: a fresh moto, a proxy in front of it
 //! (the plugin's `AWS_ENDPOINT_URL`), the real plugin driven by the GoCD host simulator, the
@@ -745,7 +745,7 @@ async fn two_ec2_profiles_in_two_accounts_keep_to_their_own_instances() {
     assert!(launches.len() >= 2, "RunInstances in both accounts: {launches:?}");
     for (key, network) in &launches {
         let get = |k: &str| network.get(k).map(String::as_str);
-        // Hardened by default (issue 14): IMDSv2 one hop away (bridge-mode containers cannot
+        // Hardened by default: IMDSv2 one hop away (bridge-mode containers cannot
         // reach the instance role), an encrypted root volume, a public IP only when asked.
         assert_eq!(get("MetadataOptions.HttpTokens"), Some("required"), "{network:?}");
         assert_eq!(get("MetadataOptions.HttpPutResponseHopLimit"), Some("1"), "{network:?}");
@@ -937,7 +937,7 @@ async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
     assert_eq!(states, [(ours, "terminated".to_string())], "ours, terminated; the forgotten one is not ours");
 }
 
-/// The stopped-instance pool (issue 33): with `Ec2StoppedInstances` 1, the instance idle for
+/// The stopped-instance pool: with `Ec2StoppedInstances` 1, the instance idle for
 /// `Ec2IdleMinutes` is stopped (not terminated), and the next job starts it again instead of
 /// launching one; its container instance is the one it had (the ECS agent's re-registration),
 /// the cluster report shows the pool, and lowering the setting to 0 lets it go for good.
@@ -983,7 +983,7 @@ async fn an_idle_instance_is_stopped_and_the_next_job_starts_it_instead_of_launc
     w.finish_ec2(host, sim, ec2, &extra).await;
 }
 
-/// Warm agents on EC2 (issue 33): with `WarmAgents` 2, the agent kept after the first job takes
+/// Warm agents on EC2: with `WarmAgents` 2, the agent kept after the first job takes
 /// the second, whose unused key starts a second warm agent by StartTask on the instance; the third job
 /// finds an idle agent whose task was there before it (no StartTask in its path), and a
 /// replacement starts on a job's key. No registration is refused; taking `WarmAgents` out

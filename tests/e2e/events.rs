@@ -1,4 +1,4 @@
-//! End-to-end scenarios of the event queue (issue 16): the real plugin, moto, the GoCD host
+//! End-to-end scenarios of the event queue: the real plugin, moto, the GoCD host
 //! simulator, and the test world's EventBridge stand-in (`world/eventbridge.rs`) sending the
 //! "ECS Task State Change" events AWS documents to a moto SQS queue named by `EventQueueUrl`.
 //!

@@ -1,4 +1,4 @@
-//! End-to-end scenarios of the plugin's Fargate support (issue 3, item 9), each in its own world:
+//! End-to-end scenarios of the plugin's Fargate support, each in its own world:
 //! a fresh moto, a proxy in front of it (the plugin's `AWS_ENDPOINT_URL`), the real plugin driven
 //! by the GoCD host simulator, and the agent simulator registering the agents of its tasks.
 //!
@@ -175,7 +175,7 @@ async fn twenty_jobs_over_two_accounts_run_and_clean_up() {
     }
     assert_eq!(by_job.len(), 20);
 
-    // Each job's console says how long it waited for its agent, phase by phase (issue 33).
+    // Each job's console says how long it waited for its agent, phase by phase.
     for h in &jobs {
         let console = host.console_log(*h);
         let ready: Vec<&String> = console.iter().filter(|l| l.contains(" ready in ")).collect();

@@ -1,4 +1,4 @@
-//! Reliability under AWS faults (issue 5, items 1–3 and 8): the fault proxy between the plugin and
+//! Reliability under AWS faults: the fault proxy between the plugin and
 //! moto injects throttling in AWS's wire formats, 500/503 answers, added latency and dropped
 //! connections (some after moto acted, so the answer is lost); the GoCD side is not faulty.
 //!

@@ -1,4 +1,4 @@
-//! Hostile input (issue 5, item 7).
+//! Hostile input.
 //!
 //! 1. A fuzz run of the stdio codec and of every v5 request body through the real binary:
 //!    random bytes, truncated JSON, valid envelopes of every request name with valid, mutated or
@@ -14,7 +14,7 @@
 //!    job names, profile values and AWS tags render harmlessly in every status report (plugin,
 //!    cluster, agent), before and after a restart that reads them back from the task's tags.
 //!
-//! 3. Nothing secret in any output at `RUST_LOG=trace` (issue 14): a fuzz batch whose cluster
+//! 3. Nothing secret in any output at `RUST_LOG=trace`: a fuzz batch whose cluster
 //!    profiles carry static keys, then a short Fargate run with static keys and AssumeRole; every
 //!    byte of stderr, stdout, status reports, error answers, health and console lines scanned.
 //!
@@ -853,7 +853,7 @@ fn elastic_props_of(host: &GoCdHost) -> Value {
     json!(host.config().elastic_profiles[0].properties)
 }
 
-/// Issue 14: at `RUST_LOG=trace` (the SDK's, hyper's and the plugin's every event) nothing
+/// At `RUST_LOG=trace` (the SDK's, hyper's and the plugin's every event) nothing
 /// secret reaches any byte the plugin writes. (1) A fuzz batch whose cluster profiles carry
 /// static keys: stderr and every stdout line scanned. (2) A short Fargate run on moto with
 /// static keys in two cluster profiles, one of them through AssumeRole (session keys handed

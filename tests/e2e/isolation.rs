@@ -1,4 +1,4 @@
-//! Isolation and orphans (issue 5, items 5 and 6):
+//! Isolation and orphans:
 //!
 //! - two GoCD servers (two plugin processes with different server ids) on one ECS cluster, and two
 //!   cluster profiles of one account, never stop, adopt or count each other's tasks, also across a

@@ -1,4 +1,4 @@
-//! Warm starts (issue 17), end to end on moto behind the strict proxy, with a simulated cold
+//! Warm starts, end to end on moto behind the strict proxy, with a simulated cold
 //! start (the world's agents register 4 s after their task appears):
 //!
 //! - 20 back-to-back jobs of a `ReuseIdleMinutes` profile run on one task, and the time from a

@@ -1,4 +1,4 @@
-//! The short soak (issue 36): the compressed day of `cargo bench --bench soak` at 500 jobs
+//! The short soak: the compressed day of `cargo bench --bench soak` at 500 jobs
 //! (`SOAK_JOBS` changes it), with every fault at once, and the same invariants, so a regression
 //! fails CI. The run itself is `benches/soak/driver/`. Needs `MOTO_SERVER`; never skips.
 

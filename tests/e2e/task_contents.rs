@@ -1,4 +1,4 @@
-//! End-to-end scenarios of what real builds need inside the task (issue 19): EFS volumes, bind
+//! End-to-end scenarios of what real builds need inside the task: EFS volumes, bind
 //! mounts, registry credentials, stop timeout, ulimits, init process, shared memory, health
 //! check, platform version, log options and sidecars. Each scenario runs real jobs through the
 //! real plugin, the GoCD host simulator and moto behind the strict proxy, and asserts the exact

@@ -1,4 +1,4 @@
-//! Tenancy, edits and failures (issue 13), end to end on moto behind the strict proxy:
+//! Tenancy, edits and failures, end to end on moto behind the strict proxy:
 //!
 //! - two cluster profiles with static keys of two accounts and one cluster name each launch in
 //!   their own account;

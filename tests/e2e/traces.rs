@@ -1,4 +1,4 @@
-//! Traces (issue 34): with the standard `OTEL_*` variables set, the plugin sends one trace per
+//! Traces: with the standard `OTEL_*` variables set, the plugin sends one trace per
 //! job to a real Jaeger (all-in-one, in-memory storage, on free loopback ports) over OTLP, once
 //! over `http/protobuf` and once over `grpc`, and each again over TLS (a test CA made with the
 //! `openssl` command, trusted through `OTEL_EXPORTER_OTLP_CERTIFICATE`); the test reads them

@@ -1,4 +1,4 @@
-//! Warm agents (issue 33), end to end on moto behind the strict proxy, with a simulated cold
+//! Warm agents, end to end on moto behind the strict proxy, with a simulated cold
 //! start (agents register 4 s after their task appears) and the world's GoCD refusing any
 //! registration whose key was used or is older than its validity:
 //!

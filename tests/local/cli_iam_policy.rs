@@ -442,7 +442,7 @@ fn each_invocation_prints_one_document_iam_takes_as_it_is() {
     assert!(o.stdout.is_empty());
 }
 
-/// The elastic profiles' roles (issue 19): the task role mounts the EFS cache through its
+/// The elastic profiles' roles: the task role mounts the EFS cache through its
 /// access point; the execution role writes the logs; a profile needing neither prints nothing.
 #[test]
 fn task_and_execution_role_documents_cover_what_the_elastic_profiles_use() {

@@ -1,5 +1,5 @@
 //! AWS's own rules, enforced by the proxy on every call of every end-to-end test
-//! (`docs/aws-rules.md`, issue 12): moto accepts almost anything, AWS does not, so the
+//! (`docs/aws-rules.md`): moto accepts almost anything, AWS does not, so the
 //! proxy refuses what AWS refuses, in AWS's wire format (ECS `{"__type":..,"message":..}` with
 //! HTTP 400, EC2 `<Response><Errors><Error>` XML, STS `<ErrorResponse>` XML), never forwarding the
 //! refused call; and it makes moto answer as AWS does where they differ (client tokens, ListTasks
@@ -51,7 +51,7 @@
 //! | `ecs.register_task_definition.fargate_host_path` | `ClientException` (on Fargate a volume's `host.sourcePath`) | ECS: task definitions (bind mounts) |
 //! | `ecs.register_task_definition.efs` | `ClientException` (`transitEncryption` ENABLED with IAM authorization or an access point; with an access point `rootDirectory` omitted or `/`) | ECS: task definitions (EFSVolumeConfiguration) |
 //! | `ecs.register_task_definition.health_check` | `ClientException` (`interval` 5-300, `timeout` 2-60, `retries` 1-10, `startPeriod` 0-300) | ECS: task definitions (HealthCheck) |
-//! | `ecs.managed_instances` | emulation: providers a test names ECS Managed Instances ([`AwsRules::managed_instances_provider`]) are described as AWS does (moto says MISSING); see `aws_rules/capacity.rs` | issue 18 |
+//! | `ecs.managed_instances` | emulation: providers a test names ECS Managed Instances ([`AwsRules::managed_instances_provider`]) are described as AWS does (moto says MISSING); see `aws_rules/capacity.rs` | |
 //! | `ecs.delete_task_definitions.max` | `InvalidParameterException` (≤10 ARNs a call) | ECS: task definitions |
 //! | `ecs.list_tasks.max_results` | `InvalidParameterException` (`maxResults` 1-100) | ECS: reads (API_ListTasks) |
 //! | `ecs.list_tasks.started_by_alone` | `InvalidParameterException` (`startedBy` with `desiredStatus`, `family`, `containerInstance`, `serviceName` or `launchType`) | ECS: reads (API_ListTasks) |
@@ -701,7 +701,7 @@ impl AwsRules {
         self.task_contents(v, fargate, &containers, cpu, memory)
     }
 
-    /// The rules on what a task runs (issue 19): essential containers, container sizes within
+    /// The rules on what a task runs: essential containers, container sizes within
     /// a Fargate task's, stop timeouts, bind mounts, EFS volumes and health checks.
     fn task_contents(
         &self,

@@ -1,4 +1,4 @@
-//! The soak (issue 36): a compressed day of jobs through the real plugin, on moto behind the
+//! The soak: a compressed day of jobs through the real plugin, on moto behind the
 //! strict proxy, with every fault at once, then the invariants checked and printed. Shared by
 //! `cargo bench --bench soak` (the full day, `--jobs 10000`) and the short run in the e2e binary
 //! (`soak::`), which is the same code at a smaller job count.

@@ -1,4 +1,4 @@
-//! `doctor`'s event queue check (`EventQueueUrl`, issue 16): the queue exists and the plugin's
+//! `doctor`'s event queue check (`EventQueueUrl`): the queue exists and the plugin's
 //! identity may read it (GetQueueAttributes), and an EventBridge rule targets it
 //! (ListRuleNamesByTarget). Reading a message is not tried: it would take an event from the
 //! running plugin.

@@ -1,4 +1,4 @@
-//! What doctor can check of the elastic profiles' task keys (issue 19) with the clients it has:
+//! What doctor can check of the elastic profiles' task keys with the clients it has:
 //! the security groups of a task that mounts EFS let NFS (TCP 2049) out. The file systems,
 //! their mount targets and the registry credentials secret need EFS and Secrets Manager
 //! clients this binary does not carry: a warning says what to run instead.

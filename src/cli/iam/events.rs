@@ -1,4 +1,4 @@
-//! The event queue's side of `iam-policy` (`EventQueueUrl`, issue 16): the plugin's SQS
+//! The event queue's side of `iam-policy` (`EventQueueUrl`): the plugin's SQS
 //! permissions on the queue, the EventBridge rule's event pattern (this cluster's task state
 //! changes, and with EC2 the Spot warnings and instance state changes), and the queue policy
 //! that lets the rule's target send to the queue.

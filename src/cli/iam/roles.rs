@@ -1,4 +1,4 @@
-//! What the elastic profiles' own roles need (issue 19), as two more documents of `iam-policy`:
+//! What the elastic profiles' own roles need, as two more documents of `iam-policy`:
 //!
 //! - the task role (`--document task-role-policy`): EFS client mount, and write unless every
 //!   mount of that file system is read-only, for volumes with `iam` authorization (through an

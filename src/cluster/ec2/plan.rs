@@ -125,7 +125,7 @@ impl Default for Rules {
 
 impl Rules {
     /// None of the cost rules: every idle instance kept `Ec2IdleMinutes`, an instance launched
-    /// for every task that does not fit (the rules before issue 18).
+    /// for every task that does not fit (the plan's first rule alone).
     pub const NONE: Rules = Rules {
         one_warm_spare: false,
         slack_is_the_spare: false,

@@ -1,4 +1,4 @@
-//! The task keys of issue 19: volumes, registry credentials, limits, health check, platform
+//! The task keys of what real builds need: volumes, registry credentials, limits, health check, platform
 //! version, log options and sidecars; each valid alone, and refused where the launch type (or
 //! the operating system, or the cluster profile's allow-lists) cannot take it.
 

@@ -1,4 +1,4 @@
-//! Capacity provider rules of RunTask and ECS Managed Instances (issue 18), where moto is
+//! Capacity provider rules of RunTask and ECS Managed Instances, where moto is
 //! silent: moto runs any strategy on its first provider, whatever else it names, and knows no
 //! Managed Instances providers at all.
 //!

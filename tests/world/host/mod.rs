@@ -212,7 +212,7 @@ impl GoCdHost {
             .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-world/config")
             .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-world/credentials")
             // Every end-to-end run logs at trace, so every run's secret scan reads the most the
-            // plugin can print (issue 14); a test may set its own level in `cfg.env`.
+            // plugin can print; a test may set its own level in `cfg.env`.
             .env("RUST_LOG", "trace");
         for (k, v) in &cfg.env {
             cmd.env(k, v);
