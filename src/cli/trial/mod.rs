@@ -69,11 +69,15 @@ pub async fn run(args: &TryArgs, out: &mut dyn Write) -> io::Result<Class> {
     });
     let leftovers = run.clean_up(args, &mut report).await?;
     let class = match ended {
-        Ok(()) if leftovers == 0 => {
-            report.line("ok", "the agent task ran and everything try created is removed (the agent did not register: no GoCD server is involved)")?;
+        Ok(probed) if leftovers == 0 => {
+            let said = match probed {
+                Probed::Yes => "the agent task ran where agents run, reached what it probed, and everything try created is removed",
+                Probed::No => "the agent task ran and everything try created is removed (the agent did not register: no GoCD server was probed)",
+            };
+            report.line("ok", said)?;
             Class::Ran
         }
-        Ok(()) => Class::Leftover,
+        Ok(_) => Class::Leftover,
         Err(failed) => {
             report.fail(&failed)?;
             failed.class
@@ -126,8 +130,9 @@ struct Run {
 }
 
 impl Run {
-    /// The run up to a running task (or the first failure).
-    async fn go(&mut self, args: &TryArgs, r: &mut Report<'_>) -> Result<(), Failed> {
+    /// The run up to a running task and, with something to probe, the probe's end (or the
+    /// first failure).
+    async fn go(&mut self, args: &TryArgs, r: &mut Report<'_>) -> Result<Probed, Failed> {
         let (cluster, elastic, properties) = profiles(args)?;
         if cluster.launch_type == LaunchType::Ec2 && cluster.capacity_providers.is_none() {
             return Err(Failed::new(
@@ -233,13 +238,13 @@ impl Run {
         let running = watch::until_running(&watched, asked, exits, r).await?;
         watch::phases(&running, asked, r).map_err(write_failed)?;
         watch::logs(&cluster, &aws.region, &spec.work.task_definition, &running, r).map_err(write_failed)?;
-        let Some(probe) = probe else { return Ok(()) };
+        let Some(probe) = probe else { return Ok(Probed::No) };
         let status = watch::until_exited(&watched, &container, r).await?;
         let outcome = probe::Outcome::of_exit(status);
         let server = probe.server_url.as_deref().unwrap_or("(no server URL)");
         outcome.verdict(server, &probe.materials)?;
         r.line("probe", probe.reached()).map_err(write_failed)?;
-        Ok(())
+        Ok(Probed::Yes)
     }
 
     /// A `TaskDefinitionArn` as given; else a revision of try's own family, registered now.
@@ -311,6 +316,13 @@ impl Run {
         }
         Ok(left)
     }
+}
+
+/// Whether a run that ended well probed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Probed {
+    Yes,
+    No,
 }
 
 /// What the task probes in place of running the agent: the server URL (`--server-url`, else
