@@ -27,6 +27,7 @@ use serde_json::Value;
 use crate::world::http::{self, HttpRequest};
 use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
 use crate::world::profiles::elastic_props;
+use crate::world::stack::{self, as_cloudformation_makes_the_vpc};
 use crate::world::*;
 
 use crate::world::network::{self, Internet, NetworkWorld, GIT_HOST, GOCD_HOST};
@@ -37,44 +38,10 @@ const STACK: &str = "gocd-ci";
 const STOCK_SERVER_URL: &str = "http://gocd.example.com:8153/go";
 const CLUSTER: &str = "gocd-agents";
 
-fn template() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/cloudformation/cluster.yaml");
-    std::fs::read_to_string(path).expect("read cluster.yaml")
-}
-
 /// Creates the stack with its defaults and `given` parameters (`GoServerUrl` has no default),
-/// and returns its outputs. moto takes a CommaDelimitedList parameter's default as one string (a
-/// real stack splits it), so the subnet ranges are given.
+/// and returns its outputs (`world::stack::deploy`).
 async fn deploy(cfg: &SdkConfig, given: &[(&str, &str)]) -> BTreeMap<String, String> {
-    use aws_sdk_cloudformation::types::{Capability, Parameter, StackStatus};
-    let cfn = aws_sdk_cloudformation::Client::new(cfg);
-    let parameter = |k: &str, v: &str| Parameter::builder().parameter_key(k).parameter_value(v).build();
-    let mut create = cfn
-        .create_stack()
-        .stack_name(STACK)
-        .template_body(template())
-        .capabilities(Capability::CapabilityNamedIam)
-        .parameters(parameter("PublicSubnetCidrs", "10.0.0.0/24,10.0.1.0/24"))
-        .parameters(parameter("PrivateSubnetCidrs", "10.0.16.0/20,10.0.32.0/20"));
-    for (k, v) in given {
-        create = create.parameters(parameter(k, v));
-    }
-    create.send().await.expect("CreateStack");
-    let mut status = None;
-    for _ in 0..60 {
-        let out = cfn.describe_stacks().stack_name(STACK).send().await.expect("DescribeStacks");
-        let stack = out.stacks()[0].clone();
-        status = stack.stack_status().cloned();
-        if status == Some(StackStatus::CreateComplete) {
-            return stack
-                .outputs()
-                .iter()
-                .map(|o| (o.output_key().unwrap().to_string(), o.output_value().unwrap_or("").to_string()))
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("the stack is {status:?}, not CREATE_COMPLETE");
+    stack::deploy(cfg, STACK, given).await
 }
 
 /// Runs the binary with the test keys and moto as AWS, like an operator with credentials.
@@ -146,64 +113,6 @@ async fn log_groups(moto: &Moto) -> Vec<String> {
     assert_eq!(response.status, 200, "DescribeLogGroups: {}", response.text());
     let body: Value = serde_json::from_str(&response.text()).expect("JSON");
     body["logGroups"].as_array().unwrap().iter().map(|g| g["logGroupName"].as_str().unwrap().to_string()).collect()
-}
-
-/// What moto leaves out of the stack's VPC and real CloudFormation makes: the VPC's
-/// `EnableDnsHostnames` (moto ignores it, then fails RunTask in that VPC) and the subnets' route
-/// table associations.
-async fn as_cloudformation_makes_the_vpc(cfg: &SdkConfig, vpc: &str, private: &[String]) {
-    let ec2 = aws_sdk_ec2::Client::new(cfg);
-    let hostnames = ec2
-        .describe_vpc_attribute()
-        .vpc_id(vpc)
-        .attribute(aws_sdk_ec2::types::VpcAttributeName::EnableDnsHostnames)
-        .send()
-        .await
-        .expect("DescribeVpcAttribute");
-    if hostnames.enable_dns_hostnames().and_then(|a| a.value()) != Some(true) {
-        eprintln!("moto did not set the VPC's EnableDnsHostnames: only real CloudFormation does; set here");
-        let on = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(true).build();
-        ec2.modify_vpc_attribute().vpc_id(vpc).enable_dns_hostnames(on).send().await.expect("ModifyVpcAttribute");
-    }
-    associate_as_cloudformation_does(cfg, vpc, private).await;
-}
-
-/// moto makes the stack's route tables and routes but drops its `SubnetRouteTableAssociation`s
-/// (every subnet then falls back to the VPC's main table, which has no way out): associate them
-/// as real CloudFormation does, the private subnets (`SubnetIds`) with the table that routes to
-/// the NAT gateway, the public ones with the table that routes to the internet gateway.
-async fn associate_as_cloudformation_does(cfg: &SdkConfig, vpc: &str, private: &[String]) {
-    use aws_sdk_ec2::types::Filter;
-    let ec2 = aws_sdk_ec2::Client::new(cfg);
-    let in_vpc = || Filter::builder().name("vpc-id").values(vpc).build();
-    let tables = ec2.describe_route_tables().filters(in_vpc()).send().await.expect("DescribeRouteTables");
-    if tables.route_tables().iter().any(|t| t.associations().iter().any(|a| a.subnet_id().is_some())) {
-        return;
-    }
-    eprintln!("moto made no SubnetRouteTableAssociation: associated here as real CloudFormation does");
-    let table = |nat: bool| {
-        tables
-            .route_tables()
-            .iter()
-            .find(|t| {
-                t.routes().iter().any(|r| {
-                    if nat {
-                        r.nat_gateway_id().is_some()
-                    } else {
-                        r.gateway_id().is_some_and(|g| g.starts_with("igw-"))
-                    }
-                })
-            })
-            .and_then(|t| t.route_table_id())
-            .expect("the stack's route table")
-            .to_string()
-    };
-    let (nat_table, igw_table) = (table(true), table(false));
-    let subnets = ec2.describe_subnets().filters(in_vpc()).send().await.expect("DescribeSubnets");
-    for subnet in subnets.subnets().iter().filter_map(|s| s.subnet_id()) {
-        let table = if private.iter().any(|p| p == subnet) { &nat_table } else { &igw_table };
-        ec2.associate_route_table().route_table_id(table).subnet_id(subnet).send().await.expect("AssociateRouteTable");
-    }
 }
 
 /// What the stack should have made, checked in moto itself (not in the stack's own account of it).

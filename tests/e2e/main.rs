@@ -28,6 +28,7 @@ mod ec2;
 mod events;
 mod fargate;
 mod faults;
+mod guide;
 mod hostile_input;
 mod isolation;
 mod leftovers;

@@ -16,6 +16,7 @@
 //! - [`profiles`]: the agent image and the small Fargate profiles tests start from.
 //! - [`scenario`]: `Scenario`, one test's moto, proxy and watched clusters.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
+//! - [`stack`]: the cluster stack in moto's CloudFormation, and what moto leaves out of it.
 //! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
 //!
 //! Environment: `MOTO_SERVER` (required: path of `moto_server`, see `scripts/moto.sh`);
@@ -38,6 +39,7 @@ pub mod profiles;
 pub mod proxy;
 pub mod scenario;
 pub mod secrets;
+pub mod stack;
 
 #[allow(unused_imports)]
 pub use agents::{AgentSimulator, Fleet, SimPolicy};
