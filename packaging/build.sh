@@ -8,7 +8,9 @@
 #                             <cluster>.json (the plugin's policy) and, with RoleArn,
 #                             <cluster>.trust-policy.json and <cluster>.caller-policy.json, each a
 #                             document IAM takes as it is
-#   docs/                     wire protocol and operators' guide
+#   docs/                     getting started, profile keys, operators' guide, wire protocol, ...
+#   cloudformation/           the CloudFormation stacks (cluster.yaml, member-account.yaml) and their README
+#   CHANGELOG.md              what each version changed and what an operator must do
 #   ecs-elastic-agent-gocd-<version>.jar   the GoCD plugin jar carrying the binary (also put in dist/)
 #
 #   packaging/build.sh                    # release build (cargo build --release --locked)
@@ -18,10 +20,17 @@
 #   JAR=0 / JAR=1 packaging/build.sh      # skip / force the GoCD plugin jar (default: only for a
 #                                         # release build without BINARY; needs Java 17 and Maven)
 #   AARCH64=0 / AARCH64=1 packaging/build.sh   # leave out / add the Linux aarch64 binary in the jar
-#                                         # (default: with the jar of a release build without BINARY).
-#                                         # Cross-built with Debian's toolchain (.cargo/config.toml;
-#                                         # apt-get install gcc-aarch64-linux-gnu qemu-user) and its
-#                                         # --version and hello checked under qemu-aarch64
+#                                         # (default AARCH64=auto with the jar of a release build
+#                                         # without BINARY: added when the cross toolchain is there;
+#                                         # when it is not, a WARNING on stderr says what is missing
+#                                         # and the jar and archive are built with x86_64 only;
+#                                         # AARCH64=1 fails instead). Cross-built with Debian's
+#                                         # toolchain (.cargo/config.toml; apt-get install
+#                                         # gcc-aarch64-linux-gnu qemu-user; rustup target add
+#                                         # aarch64-unknown-linux-gnu) and its --version and hello
+#                                         # checked under qemu-aarch64
+#   AARCH64_GCC=name packaging/build.sh   # the cross gcc AARCH64=auto looks for (default
+#                                         # aarch64-linux-gnu-gcc, as .cargo/config.toml names it)
 #   BINARY_AARCH64=/path packaging/build.sh    # put this aarch64 binary in the jar, build none
 #   packaging/build.sh iam                # only regenerate packaging/iam/*.json from profiles/
 # Prints the archive's path on stdout, nothing else.
@@ -36,6 +45,11 @@ manifest_version=$(sed -n 's/.*"version": "\(.*\)".*/\1/p' packaging/plugin.json
 [ "$version" = "$manifest_version" ] || { echo "packaging/plugin.json says $manifest_version, Cargo.toml $version" >&2; exit 1; }
 pom_version=$(sed -n 's|^  <version>\(.*\)</version>|\1|p' packaging/gocd-plugin/pom.xml | head -1)
 [ "$version" = "$pom_version" ] || { echo "packaging/gocd-plugin/pom.xml says $pom_version, Cargo.toml $version" >&2; exit 1; }
+for stack in packaging/cloudformation/cluster.yaml packaging/cloudformation/member-account.yaml; do
+  stack_version=$(sed -n '3s/^  ecs-elastic-agent \([^,]*\),.*/\1/p' "$stack")
+  [ "$version" = "$stack_version" ] \
+    || { echo "$stack's Description says version ${stack_version:-(none)}, Cargo.toml $version" >&2; exit 1; }
+done
 
 binary="${BINARY:-}"
 if [ -z "$binary" ]; then
@@ -59,9 +73,39 @@ fi
 aarch64_target=aarch64-unknown-linux-gnu
 aarch64_mode="${AARCH64:-}"
 if [ -z "$aarch64_mode" ]; then
-  if [ "$jar_mode" = 1 ] && { [ -n "${BINARY_AARCH64:-}" ] || [ -z "${BINARY:-}" ]; }; then aarch64_mode=1; else aarch64_mode=0; fi
+  if [ "$jar_mode" = 1 ] && { [ -n "${BINARY_AARCH64:-}" ] || [ -z "${BINARY:-}" ]; }; then aarch64_mode=auto; else aarch64_mode=0; fi
 fi
+case "$aarch64_mode" in 0|1|auto) ;; *) echo "AARCH64 must be 0, 1 or auto, not $aarch64_mode" >&2; exit 2 ;; esac
 binary_aarch64="${BINARY_AARCH64:-}"
+aarch64_gcc="${AARCH64_GCC:-aarch64-linux-gnu-gcc}"
+# What the aarch64 binary needs and this machine lacks, one line each with how to install it.
+aarch64_missing() {
+  if [ -z "$binary_aarch64" ]; then
+    command -v "$aarch64_gcc" >/dev/null \
+      || echo "  - $aarch64_gcc, the cross C compiler and linker: apt-get install gcc-aarch64-linux-gnu"
+    local libdir
+    libdir=$(rustc --print target-libdir --target "$aarch64_target" 2>/dev/null || true)
+    { [ -n "$libdir" ] && compgen -G "$libdir/libcore-*" >/dev/null; } \
+      || echo "  - Rust's $aarch64_target standard library: rustup target add $aarch64_target"
+  fi
+  command -v qemu-aarch64 >/dev/null \
+    || echo "  - qemu-aarch64, to check the aarch64 binary before it goes in: apt-get install qemu-user"
+}
+if [ "$aarch64_mode" = auto ]; then
+  missing=$(aarch64_missing)
+  if [ -z "$missing" ]; then
+    aarch64_mode=1
+  else
+    aarch64_mode=0
+    {
+      echo "WARNING: building WITHOUT the Linux aarch64 binary: the GoCD plugin jar will run on Linux x86_64 only"
+      echo "(its plugin.xml says so). The aarch64 cross build needs what this machine lacks:"
+      echo "$missing"
+      echo "Install those and build again for a jar with both binaries (AARCH64=1 makes their absence an error;"
+      echo "AARCH64=0 leaves the aarch64 binary out without this warning)."
+    } >&2
+  fi
+fi
 if [ "$aarch64_mode" = 1 ]; then
   if [ -z "$binary_aarch64" ]; then
     command -v aarch64-linux-gnu-gcc >/dev/null \
@@ -141,6 +185,9 @@ cp packaging/plugin.json packaging/INSTALL.md README.md "$root/"
 cp -r profiles "$root/"
 if [ -n "$jar" ]; then cp "$jar" "$root/"; fi
 cp docs/*.md "$root/docs/"
+mkdir -p "$root/cloudformation"
+cp packaging/cloudformation/*.yaml packaging/cloudformation/README.md "$root/cloudformation/"
+cp CHANGELOG.md "$root/"
 iam_policies "$root/iam"
 # The archive's policies are the ones committed under packaging/iam (tests/local/packaging.rs too).
 for f in "$root"/iam/*.json; do

@@ -2,6 +2,9 @@
 //! so nothing is compiled twice) produces a tarball with the binary, the host manifest, the
 //! example profiles, their IAM policies and the install docs; the packaged binary, started
 //! through the manifest's command, says hello with the manifest's id, version and extension.
+//! The archive also carries the CloudFormation stacks, the getting-started guide, the profile
+//! keys and the changelog; a machine without the aarch64 cross toolchain still gets its archive,
+//! with a warning on stderr saying what is missing and how to install it.
 //! The committed `packaging/iam/*.json` are what `iam-policy` prints for the example profiles:
 //! `<cluster>.json` the policy, with RoleArn also `<cluster>.trust-policy.json` and
 //! `<cluster>.caller-policy.json`, each a bare document IAM takes as it is.
@@ -78,14 +81,25 @@ fn committed_iam_policies_match_the_command() {
 #[test]
 fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     let dist = temp_dir("dist");
+    // AARCH64=auto as a release build has it, on a machine without the cross gcc (named after one
+    // no machine has, so the test is the same where the toolchain is installed).
     let out = Command::new("bash")
         .arg(repo().join("packaging/build.sh"))
         .env("BINARY", BIN)
         .env("DIST_DIR", &dist)
-        .stderr(Stdio::inherit())
+        .env("JAR", "0")
+        .env("AARCH64", "auto")
+        .env("AARCH64_GCC", "no-such-aarch64-linux-gnu-gcc")
         .output()
         .expect("run packaging/build.sh");
-    assert!(out.status.success(), "packaging/build.sh failed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "packaging/build.sh failed:\n{stderr}");
+    assert!(
+        stderr.contains("WARNING: building WITHOUT the Linux aarch64 binary")
+            && stderr.contains("no-such-aarch64-linux-gnu-gcc")
+            && stderr.contains("apt-get install gcc-aarch64-linux-gnu"),
+        "build.sh says loudly what the aarch64 build lacks and how to install it:\n{stderr}"
+    );
     let archive = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     let archive = if archive.is_absolute() { archive } else { repo().join(archive) };
     let name = archive.file_name().unwrap().to_string_lossy().trim_end_matches(".tar.gz").to_string();
@@ -102,6 +116,10 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
         "README.md",
         "docs/operators.md",
         "docs/protocol.md",
+        "docs/getting-started.md",
+        "docs/profile-keys.md",
+        "CHANGELOG.md",
+        "cloudformation/README.md",
         "profiles/cluster-fargate.json",
         "profiles/elastic-small.json",
         "iam/cluster-fargate.json",
@@ -110,6 +128,20 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     ] {
         assert!(root.join(file).is_file(), "{file} is missing from the archive");
     }
+    for entry in std::fs::read_dir(repo().join("packaging/cloudformation")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            let file = path.file_name().unwrap().to_string_lossy().to_string();
+            let packaged = std::fs::read(root.join("cloudformation").join(&file))
+                .unwrap_or_else(|e| panic!("cloudformation/{file} is missing from the archive: {e}"));
+            assert_eq!(packaged, std::fs::read(&path).unwrap(), "cloudformation/{file} as committed");
+        }
+    }
+    let changelog = std::fs::read_to_string(root.join("CHANGELOG.md")).unwrap();
+    assert!(
+        changelog.contains(&format!("## [{}]", env!("CARGO_PKG_VERSION"))),
+        "CHANGELOG.md has a section for this version"
+    );
     for (file, ..) in iam_files() {
         let packaged = std::fs::read(root.join(format!("iam/{file}"))).unwrap();
         assert_eq!(packaged, std::fs::read(repo().join(format!("packaging/iam/{file}"))).unwrap());
@@ -139,6 +171,26 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     }
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["protocol"], manifest["protocol"]);
+}
+
+/// Each CloudFormation stack's Description begins with the version it belongs to, the crate's
+/// (packaging/build.sh checks the same): an operator comparing a deployed stack with a release
+/// reads it in the console's stack list.
+#[test]
+fn the_stacks_descriptions_name_the_crates_version() {
+    for stack in ["cluster", "member-account"] {
+        let text = std::fs::read_to_string(repo().join(format!("packaging/cloudformation/{stack}.yaml"))).unwrap();
+        let first = text
+            .lines()
+            .skip_while(|l| !l.starts_with("Description:"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("{stack}.yaml has a Description"));
+        let expected = format!("ecs-elastic-agent {}, ", env!("CARGO_PKG_VERSION"));
+        assert!(
+            first.trim_start().starts_with(&expected),
+            "{stack}.yaml's Description begins with \"{expected}\" (the version in Cargo.toml): {first}"
+        );
+    }
 }
 
 /// Starts the manifest's command in the unpacked directory, reads the hello line, closes stdin

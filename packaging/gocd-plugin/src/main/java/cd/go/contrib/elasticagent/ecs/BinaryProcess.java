@@ -15,7 +15,8 @@ import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The life of the binary: starts {@code ecs-elastic-agent serve}, checks its hello, sends it GoCD's
+ * The life of the binary: starts {@code ecs-elastic-agent serve} (with the operator's
+ * {@link BinaryOptions}), checks its hello, sends it GoCD's
  * requests, and restarts it with backoff when it exits or stops answering (it adopts its tasks from
  * AWS, so nothing is lost; requests in flight fail with a 500 and GoCD asks again). A binary that
  * stays silent while requests wait gets a cheap probe request; an unanswered probe means it hangs,
@@ -47,6 +48,7 @@ final class BinaryProcess implements WireConnection.Listener {
 
     private final BinaryLocator locator;
     private final Map<String, String> extraEnv;
+    private final BinaryOptions options;
     private final HostCalls hostCalls;
     private final Tuning tuning;
     private final ScheduledExecutorService supervisor;
@@ -59,8 +61,10 @@ final class BinaryProcess implements WireConnection.Listener {
     private Duration backoff; // guarded by lock
     private int restarts; // guarded by lock
 
-    BinaryProcess(BinaryLocator locator, Map<String, String> extraEnv, HostCalls hostCalls, Tuning tuning) {
+    BinaryProcess(BinaryLocator locator, BinaryOptions options, Map<String, String> extraEnv, HostCalls hostCalls,
+                  Tuning tuning) {
         this.locator = locator;
+        this.options = options;
         this.extraEnv = extraEnv;
         this.hostCalls = hostCalls;
         this.tuning = tuning;
@@ -126,7 +130,8 @@ final class BinaryProcess implements WireConnection.Listener {
         Process process = null;
         try {
             Path binary = locator.locate();
-            ProcessBuilder pb = new ProcessBuilder(binary.toString(), "serve");
+            ProcessBuilder pb = new ProcessBuilder(options.command(binary.toString()));
+            pb.environment().putAll(options.env());
             pb.environment().putAll(extraEnv);
             process = pb.start();
             StderrLog.start(process.getErrorStream(), process.pid());

@@ -59,7 +59,14 @@ public class EcsElasticAgentPlugin implements GoPlugin {
         } catch (IOException e) {
             throw new IllegalStateException("ecs-elastic-agent plugin jar is incomplete: " + e.getMessage(), e);
         }
-        BinaryProcess process = new BinaryProcess(locator, extraEnv, new HostCalls(accessor, IDENTIFIER), tuning);
+        BinaryOptions options = BinaryOptions.fromServer();
+        for (String warning : options.warnings()) {
+            LOG.warn("ecs-elastic-agent option left out: " + warning + " (packaging/INSTALL.md, \"Options under GoCD\")");
+        }
+        if (!options.applied().isEmpty()) {
+            LOG.info("ecs-elastic-agent options: " + String.join(", ", options.applied()));
+        }
+        BinaryProcess process = new BinaryProcess(locator, options, extraEnv, new HostCalls(accessor, IDENTIFIER), tuning);
         binary = process;
         if (shutdownHook == null) {
             shutdownHook = new Thread(this::stop, "ecs-elastic-agent-shutdown");

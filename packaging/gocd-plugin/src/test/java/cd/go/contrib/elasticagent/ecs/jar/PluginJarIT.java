@@ -47,9 +47,27 @@ class PluginJarIT {
         assertEquals(crateVersion(), text(about, "version"), "plugin.xml version is the crate's");
         assertEquals("ECS and Fargate elastic agents", text(about, "name"));
         assertTrue(text(about, "target-go-version").matches("\\d+\\.\\d+\\.\\d+"));
-        assertTrue(text(about, "description").contains("ECS"));
+        String description = text(about, "description");
+        assertTrue(description.contains("ECS"), description);
+        // GoCD's plugin page shows the description: it names the binaries the jar carries (both in
+        // packaging/build.sh's release jar; x86_64 only in a jar built without the aarch64 one).
+        assertTrue(description.contains("Linux x86_64"), description);
+        assertEquals(jar.allEntries.contains("bin/linux-aarch64/ecs-elastic-agent"), description.contains("Linux aarch64"),
+                description);
         assertTrue(!text((Element) about.getElementsByTagName("vendor").item(0), "name").isBlank());
         assertEquals("Linux", text((Element) about.getElementsByTagName("target-os").item(0), "value"));
+    }
+
+    @Test
+    void theJarsNameAndManifestCarryTheCratesVersion() throws Exception {
+        PluginJar jar = PluginJar.load();
+        String version = crateVersion();
+        assertEquals("ecs-elastic-agent-gocd-" + version + ".jar", jar.jar.getFileName().toString());
+        try (java.util.jar.JarFile jf = new java.util.jar.JarFile(jar.jar.toFile())) {
+            java.util.jar.Attributes main = jf.getManifest().getMainAttributes();
+            assertEquals(version, main.getValue("Implementation-Version"), "MANIFEST.MF Implementation-Version");
+            assertEquals("ecs-elastic-agent GoCD plugin", main.getValue("Implementation-Title"));
+        }
     }
 
     @Test
