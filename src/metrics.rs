@@ -234,6 +234,7 @@ fn clusters(out: &mut String, clusters: &[Arc<Cluster>]) {
         sample(out, "ecs_ea_orphans_swept_total", &labels, c.swept_orphans() as f64);
     }
     job_waits(out, clusters);
+    image_pulls(out, clusters);
     costs(out, clusters);
     aws_calls(out, clusters);
 }
@@ -300,6 +301,33 @@ fn job_waits(out: &mut String, clusters: &[Arc<Cluster>]) {
                 ("phase", phase.label()),
             ];
             histogram(out, name, &labels, &WAIT_BUCKETS, &h.counts, h.sum);
+        }
+    }
+}
+
+/// The image-pull histograms: ECS's `pullStartedAt` to `pullStoppedAt` of each agent task the
+/// plugin saw start, per image (`cluster::image_pulls`).
+fn image_pulls(out: &mut String, clusters: &[Arc<Cluster>]) {
+    let name = "ecs_ea_image_pull_seconds";
+    header(
+        out,
+        name,
+        "histogram",
+        "Seconds an agent task's image pull took (ECS's pullStartedAt to pullStoppedAt), by cluster profile, \
+         elastic profile (hash) and image.",
+    );
+    for c in clusters {
+        let profile = c.profile();
+        let region = c.aws().region.clone();
+        for (elastic, image, s) in c.image_pulls().all() {
+            let labels = [
+                ("cluster", profile.cluster_name.as_str()),
+                ("cluster_profile", c.key().as_str()),
+                ("region", region.as_str()),
+                ("elastic_profile", elastic),
+                ("image", image),
+            ];
+            histogram(out, name, &labels, &WAIT_BUCKETS, &s.histogram.counts, s.histogram.sum);
         }
     }
 }

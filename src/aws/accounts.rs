@@ -32,6 +32,8 @@ pub struct AwsClients {
     pub ec2: aws_sdk_ec2::Client,
     /// SQS (the event queue, `EventQueueUrl`): its attempts may take a 20 s long poll.
     pub sqs: aws_sdk_sqs::Client,
+    /// ECR (the size of an agent image in the account's registry).
+    pub ecr: aws_sdk_ecr::Client,
     /// The Price List (in us-east-1), for a price the table lacks.
     pub pricing: aws_sdk_pricing::Client,
     /// The region the clients call.
@@ -301,6 +303,10 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budg
         .retry_config(retry.clone())
         .timeout_config(timeouts.clone())
         .build();
+    let ecr = aws_sdk_ecr::config::Builder::from(&config)
+        .retry_config(retry.clone())
+        .timeout_config(timeouts.clone())
+        .build();
     let pricing =
         super::pricing::client_of(&config.to_builder().retry_config(retry.clone()).timeout_config(timeouts).build());
     // A long poll waits up to 20 s for a message before SQS answers: room for it, and for the answer.
@@ -313,6 +319,7 @@ async fn build_clients(profile: &ClusterProfile, key: AccountKey, budgets: &Budg
         ecs: aws_sdk_ecs::Client::from_conf(ecs),
         ec2: aws_sdk_ec2::Client::from_conf(ec2),
         sqs: aws_sdk_sqs::Client::from_conf(sqs),
+        ecr: aws_sdk_ecr::Client::from_conf(ecr),
         pricing,
         region: key.region,
         role_arn: key.role_arn,

@@ -290,6 +290,15 @@ pub fn clients_over(connector: impl HttpConnector + Clone + 'static) -> Arc<AwsC
         ecs: aws_sdk_ecs::Client::from_conf(ecs),
         ec2: aws_sdk_ec2::Client::from_conf(ec2),
         sqs: aws_sdk_sqs::Client::from_conf(sqs),
+        ecr: aws_sdk_ecr::Client::from_conf(
+            aws_sdk_ecr::Config::builder()
+                .behavior_version(BehaviorVersion::latest())
+                .region(aws_sdk_ecr::config::Region::new(REGION))
+                .credentials_provider(creds.clone())
+                .http_client(http.clone())
+                .retry_config(aws_sdk_ecr::config::retry::RetryConfig::disabled())
+                .build(),
+        ),
         pricing: aws_sdk_pricing::Client::from_conf(
             aws_sdk_pricing::Config::builder()
                 .behavior_version(BehaviorVersion::latest())

@@ -12,6 +12,7 @@ pub mod doctor_reads;
 pub mod doctor_routes;
 pub mod ec2;
 pub mod ec2_types;
+pub mod ecr;
 pub mod ecs;
 #[cfg(test)]
 pub mod fake_aws;

@@ -25,7 +25,7 @@ use tracing::Instrument;
 use super::error::EngineError;
 use super::gocd::console_line;
 use super::identity::new_agent_id;
-use super::launch::{run_task, run_task_on_demand, Capacity};
+use super::launch::{route, run_task_routed, Capacity, Route};
 use super::registry::{NewAgent, Reservation};
 use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
 use super::Cluster;
@@ -222,13 +222,12 @@ impl Cluster {
             return Ok((line, Created::Queued));
         }
         let work = &spec.work;
-        // Spot interrupted this job's previous agent: its rerun runs on on-demand capacity.
-        let on_demand = profile.launch_type == LaunchType::FargateSpot && self.registry().was_interrupted(&work.job);
-        let launched = if on_demand {
-            run_task_on_demand(&self.aws(), &spec).await
-        } else {
-            run_task(&self.aws(), &self.state.provider_launches, &spec).await
-        };
+        // A warm agent runs where WarmLaunchType says; Spot interrupted this job's previous
+        // agent: its rerun runs on on-demand capacity.
+        let interrupted = self.registry().was_interrupted(&work.job);
+        let route = route(profile, elastic.warm.launch_type, warm, interrupted);
+        let on_demand = route == Route::Rerun;
+        let launched = run_task_routed(&self.aws(), &self.state.provider_launches, &spec, route).await;
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
                 self.registry().launch_unknown(&work.agent_id, SystemTime::now());

@@ -189,7 +189,8 @@ pub struct Histogram {
 }
 
 impl Histogram {
-    fn observe(&mut self, d: Duration) {
+    /// Adds one observation.
+    pub fn observe(&mut self, d: Duration) {
         let secs = d.as_secs_f64();
         let i = WAIT_BUCKETS.iter().position(|b| secs <= *b).unwrap_or(WAIT_BUCKETS.len());
         self.counts[i] += 1;

@@ -176,15 +176,7 @@ pub async fn run_task(
         None => {}
     }
     match spec.profile.launch_type {
-        LaunchType::FargateSpot => match run_once(aws, spec, Capacity::FargateSpot, "", None).await {
-            Ok(task) => Ok(Launched { task, capacity: Capacity::FargateSpot, fell_back_from_spot: false }),
-            Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
-                tracing::warn!(agent_id = %spec.work.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
-                let task = run_once(aws, spec, Capacity::Fargate, "-od", None).await?;
-                Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: true })
-            }
-            Err(e) => Err(e),
-        },
+        LaunchType::FargateSpot => run_spot(aws, spec).await,
         LaunchType::Fargate => {
             let task = run_once(aws, spec, Capacity::Fargate, "", None).await?;
             Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: false })
@@ -193,6 +185,78 @@ pub async fn run_task(
             let task = run_once(aws, spec, Capacity::Ec2, "", None).await?;
             Ok(Launched { task, capacity: Capacity::Ec2, fell_back_from_spot: false })
         }
+    }
+}
+
+/// Through the `FARGATE_SPOT` capacity provider, on `FARGATE` when Spot capacity is refused.
+async fn run_spot(aws: &AwsClients, spec: &LaunchSpec) -> Result<Launched, LaunchError> {
+    match run_once(aws, spec, Capacity::FargateSpot, "", None).await {
+        Ok(task) => Ok(Launched { task, capacity: Capacity::FargateSpot, fell_back_from_spot: false }),
+        Err(e) if !e.outcome_unknown && is_capacity_refusal(&e.error) => {
+            tracing::warn!(agent_id = %spec.work.agent_id, reason = %e.error.detail, "FARGATE_SPOT refused; launching on FARGATE");
+            let task = run_once(aws, spec, Capacity::Fargate, "-od", None).await?;
+            Ok(Launched { task, capacity: Capacity::Fargate, fell_back_from_spot: true })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Where one agent's task goes on a Fargate cluster profile, beside what the profile says for
+/// every agent ([`route`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// As the cluster profile says: its `LaunchType`, or its `CapacityProviderStrategy`.
+    AsProfile,
+    /// A warm agent where `WarmLaunchType` FARGATE says: on-demand.
+    WarmOnDemand,
+    /// A warm agent where `WarmLaunchType` FARGATE_SPOT says: through the `FARGATE_SPOT`
+    /// provider (on `FARGATE` when Spot capacity is refused).
+    WarmSpot,
+    /// Spot interrupted the job's previous agent: its rerun runs on `FARGATE`, on-demand.
+    Rerun,
+}
+
+/// Where the task of one agent goes: `warm` when it starts as a warm agent (no job of its own;
+/// a job it is later given runs where it runs), `interrupted` when Spot interrupted its job's
+/// previous agent. `WarmLaunchType` applies to warm agents on `LaunchType` FARGATE and
+/// FARGATE_SPOT only (validation refuses it elsewhere); a job rerun after an interruption goes
+/// on-demand wherever its agents can run on Spot, the profile's or its warm agents'.
+pub fn route(
+    profile: &crate::settings::ClusterProfile,
+    warm_launch: Option<LaunchType>,
+    warm: bool,
+    interrupted: bool,
+) -> Route {
+    if profile.capacity_providers.is_some() || !profile.launch_type.is_fargate() {
+        return Route::AsProfile;
+    }
+    match (warm, warm_launch) {
+        (true, Some(LaunchType::FargateSpot)) => return Route::WarmSpot,
+        (true, Some(_)) => return Route::WarmOnDemand,
+        _ => {}
+    }
+    let spot_somewhere = profile.launch_type == LaunchType::FargateSpot || warm_launch == Some(LaunchType::FargateSpot);
+    if interrupted && spot_somewhere {
+        Route::Rerun
+    } else {
+        Route::AsProfile
+    }
+}
+
+/// Starts the task where `route` says ([`run_task`] for [`Route::AsProfile`]).
+///
+/// # Errors
+/// As [`run_task`].
+pub async fn run_task_routed(
+    aws: &AwsClients,
+    launches: &ProviderLaunches,
+    spec: &LaunchSpec,
+    route: Route,
+) -> Result<Launched, LaunchError> {
+    match route {
+        Route::AsProfile => run_task(aws, launches, spec).await,
+        Route::WarmSpot => run_spot(aws, spec).await,
+        Route::WarmOnDemand | Route::Rerun => run_task_on_demand(aws, spec).await,
     }
 }
 
@@ -392,6 +456,45 @@ fn launch_request(spec: &LaunchSpec) -> LaunchRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn profile(pairs: &[(&str, &str)]) -> crate::settings::ClusterProfile {
+        let props = pairs.iter().map(|(k, v)| (k.to_string(), Some(v.to_string()))).collect();
+        crate::settings::ClusterProfile::parse(&props).unwrap_or_else(|e| panic!("{e:?}"))
+    }
+
+    #[test]
+    fn warm_agents_go_where_warm_launch_type_says_and_reruns_go_on_demand() {
+        use LaunchType::{Fargate, FargateSpot};
+        let fargate = profile(&[("ClusterName", "ci")]);
+        let spot = profile(&[("ClusterName", "ci"), ("LaunchType", "FARGATE_SPOT")]);
+        // A warm agent: WarmLaunchType, whatever the lending job went through.
+        assert_eq!(route(&fargate, Some(FargateSpot), true, false), Route::WarmSpot);
+        assert_eq!(route(&fargate, Some(FargateSpot), true, true), Route::WarmSpot);
+        assert_eq!(route(&spot, Some(Fargate), true, false), Route::WarmOnDemand);
+        assert_eq!(route(&spot, Some(FargateSpot), true, false), Route::WarmSpot);
+        // Without WarmLaunchType: the profile's own launch type.
+        assert_eq!(route(&fargate, None, true, false), Route::AsProfile);
+        assert_eq!(route(&spot, None, true, false), Route::AsProfile);
+        // An agent started for its job: the profile's launch type; after an interruption,
+        // on-demand where any of the profile's agents run on Spot.
+        assert_eq!(route(&fargate, Some(FargateSpot), false, false), Route::AsProfile);
+        assert_eq!(route(&fargate, Some(FargateSpot), false, true), Route::Rerun);
+        assert_eq!(route(&spot, None, false, true), Route::Rerun);
+        assert_eq!(route(&spot, Some(Fargate), false, true), Route::Rerun);
+        assert_eq!(route(&fargate, None, false, true), Route::AsProfile, "nothing of it runs on Spot");
+        assert_eq!(route(&fargate, Some(Fargate), false, true), Route::AsProfile);
+        // A strategy or EC2 decides itself (validation refuses WarmLaunchType there).
+        let strategy = profile(&[("ClusterName", "ci"), ("CapacityProviderStrategy", "FARGATE_SPOT:1\nFARGATE:0")]);
+        assert_eq!(route(&strategy, Some(FargateSpot), true, false), Route::AsProfile);
+        let ec2 = profile(&[
+            ("ClusterName", "ci"),
+            ("LaunchType", "EC2"),
+            ("Ec2InstanceType", "c5.xlarge"),
+            ("Ec2InstanceProfile", "ecsInstanceRole"),
+            ("Ec2AmiId", "ami-0a1b2c3d"),
+        ]);
+        assert_eq!(route(&ec2, Some(FargateSpot), true, true), Route::AsProfile);
+    }
 
     #[test]
     fn a_run_task_draws_on_the_bucket_of_where_its_task_runs() {

@@ -39,6 +39,7 @@ mod fixtures;
 pub mod gocd;
 pub mod guardrails;
 pub mod identity;
+pub mod image_pulls;
 pub mod job_cost;
 pub mod job_wait;
 pub mod launch;

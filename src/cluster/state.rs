@@ -18,8 +18,8 @@ use super::events::Events;
 use super::registry::Registry;
 use super::task_definition::TaskDefinitionRef;
 use super::{
-    assigned, cleanup, ec2, event_queue, job_cost, job_wait, launch, providers, retirement, warm_pools, EngineOptions,
-    NetworkKey,
+    assigned, cleanup, ec2, event_queue, image_pulls, job_cost, job_wait, launch, providers, retirement, warm_pools,
+    EngineOptions, NetworkKey,
 };
 use crate::aws::network::Network;
 use crate::ids::TaskArn;
@@ -34,6 +34,8 @@ pub(super) struct State {
     pub(super) took: Mutex<Vec<assigned::Took>>,
     /// How long jobs waited for their agents, by elastic profile and phase.
     pub(super) job_waits: Mutex<job_wait::WaitHistograms>,
+    /// Image pulls by elastic profile and image, and the images' sizes (`image_pulls.rs`).
+    pub(super) image_pulls: Mutex<image_pulls::ImagePulls>,
     /// Warm pools: unused keys and arrivals (`warm_pools.rs`).
     pub(super) warm: Mutex<warm_pools::WarmPools>,
     /// What jobs and warm pools cost lately (`job_cost.rs`).
@@ -82,6 +84,7 @@ impl State {
             registry: Mutex::new(Registry::default()),
             took: Mutex::new(Vec::new()),
             job_waits: Mutex::new(job_wait::WaitHistograms::default()),
+            image_pulls: Mutex::new(image_pulls::ImagePulls::default()),
             warm: Mutex::new(warm_pools::WarmPools::default()),
             cost: Mutex::new(job_cost::CostState::default()),
             task_definitions: Mutex::new(HashMap::new()),

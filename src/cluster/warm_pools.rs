@@ -7,7 +7,8 @@
 //! Keys are held here, in memory only, as `Secret`s (inside their requests): never logged, lost at a restart (the
 //! first jobs after one start cold, and the pool forms again from their agents). A pool's pass
 //! runs after a create-agent of a warm profile, after a job-completion and at each server-ping.
-//! Warm agents start on every launch type. On EC2 a warm agent's work waits for room like any
+//! Warm agents start on every launch type; on Fargate, `WarmLaunchType` says whether they run on
+//! `FARGATE` or `FARGATE_SPOT` (`launch::route`). On EC2 a warm agent's work waits for room like any
 //! other (an instance with room, a stopped one started, or a launch), but no job renews its key,
 //! so it is dropped if not placed within five minutes (`ec2::driver`), while its key still has
 //! time left for the agent to register.
@@ -133,6 +134,8 @@ pub struct PoolStatus {
     pub starting: u32,
     /// Unused keys held (never the keys themselves).
     pub keys: usize,
+    /// `WarmLaunchType` as set (`FARGATE_SPOT`); empty, the cluster profile's launch type.
+    pub launch_type: String,
 }
 
 impl Cluster {
@@ -157,6 +160,7 @@ impl Cluster {
                     idle: plan_view.idle.len(),
                     starting: plan_view.starting,
                     keys: plan_view.keys.len(),
+                    launch_type: warm.launch_type.map(|t| t.as_str().to_string()).unwrap_or_default(),
                 })
             })
             .collect()

@@ -39,6 +39,8 @@ pub async fn cluster_status_report(plugin: Arc<Plugin>, params: ClusterStatusRep
     if let Err(e) = cluster.ensure_adopted().await {
         cluster.event(crate::protocol::host_calls::HealthKind::Error, format!("could not read tasks: {e}"));
     }
+    // The "Images" table's sizes: one ECR read per image an hour at most.
+    cluster.refresh_image_sizes().await;
     Ok(StatusReport { view: status::render_cluster(&status::snapshot(&cluster)) })
 }
 

@@ -79,8 +79,26 @@ pub fn check_compatible(cluster: &ClusterProfile, elastic: &ElasticProfile) -> V
         .filter(|need| !(need.fits)(&place))
         .map(|need| FieldError { key: need.key.to_string(), message: (need.refusal)(cluster) })
         .collect();
+    // A strategy of FARGATE alone is a Fargate place like LaunchType FARGATE, but the strategy,
+    // not WarmLaunchType, says where its tasks go.
+    let warm_launch = elastic.warm.launch_type.is_some() && cluster.capacity_providers.is_some();
+    if warm_launch && !errors.iter().any(|e| e.key == "WarmLaunchType") {
+        errors.push(FieldError { key: "WarmLaunchType".to_string(), message: warm_launch_refusal(cluster) });
+    }
     errors.extend(permissions(cluster, elastic));
     errors
+}
+
+/// `WarmLaunchType` on a cluster profile it does not apply to.
+fn warm_launch_refusal(cluster: &ClusterProfile) -> String {
+    let place = if cluster.capacity_providers.is_some() {
+        "this cluster profile's CapacityProviderStrategy decides where every agent runs".to_string()
+    } else {
+        format!("this cluster profile's launch type is {}", cluster.launch_type.as_str())
+    };
+    format!(
+        "WarmLaunchType only applies to a cluster profile with LaunchType FARGATE or FARGATE_SPOT; {place}. Remove WarmLaunchType."
+    )
 }
 
 /// Problems of `elastic` whatever its cluster profile: each combination of its keys that no
@@ -458,6 +476,15 @@ fn needs(elastic: &ElasticProfile) -> Vec<Need<'_>> {
             }),
         });
     }
+    if elastic.warm.launch_type.is_some() {
+        needs.push(Need {
+            key: "WarmLaunchType",
+            fits: |p| p.fargate && !p.spot_in_strategy && !p.ecs_places_on_ec2,
+            clause: "WarmLaunchType only applies with LaunchType FARGATE or FARGATE_SPOT".to_string(),
+            fix: "remove WarmLaunchType".to_string(),
+            refusal: Box::new(warm_launch_refusal),
+        });
+    }
     let awslogs_options = elastic.firelens().is_none() && !elastic.log_options.is_empty();
     if awslogs_options && elastic.task_definition_arn.is_none() {
         needs.push(Need {
@@ -595,6 +622,22 @@ fn fargate_size_problem(cpu: u32, memory: u32) -> Option<(&'static str, String)>
     (!sizes.allows(memory)).then(|| {
         let allowed = sizes.describe();
         ("Memory", format!("On Fargate, Cpu {cpu} allows Memory {allowed} (MiB); {memory} is not one of them."))
+    })
+}
+
+/// The smallest Fargate size with at least `cpu` units and `memory` MiB: the fewest CPU units
+/// first, then the least memory that CPU allows; `None` when it exceeds Fargate's largest
+/// (`import` rounds sizes Fargate would refuse up with this).
+pub fn fargate_size_at_least(cpu: u32, memory: u32) -> Option<(u32, u32)> {
+    FARGATE_SIZES.iter().filter(|(c, _)| *c >= cpu).find_map(|(c, sizes)| {
+        let fits = match *sizes {
+            Sizes::List(values) => values.iter().copied().find(|m| *m >= memory),
+            Sizes::Steps { min, max, step } => {
+                let m = if memory <= min { min } else { min + (memory - min).div_ceil(step) * step };
+                (m <= max).then_some(m)
+            }
+        };
+        fits.map(|m| (*c, m))
     })
 }
 

@@ -111,6 +111,9 @@ pub struct Warm {
     pub agents: super::warm_agents::WarmAgents,
     /// When.
     pub schedule: super::warm_schedule::WarmSchedule,
+    /// `WarmLaunchType`: where warm agents run (`Fargate` or `FargateSpot`); `None`, the
+    /// cluster profile's `LaunchType`.
+    pub launch_type: Option<super::basics::LaunchType>,
 }
 
 impl Warm {
@@ -277,6 +280,24 @@ fn warm(f: &mut Fields<'_>) -> Warm {
     if !warm.is_on() && f.is_set("WarmSchedule") {
         f.error("WarmSchedule", "WarmSchedule needs WarmAgents above 0 (or auto): no agents are kept warm without it.");
     }
+    match f.raw("WarmLaunchType").map(super::warm_agents::parse_launch_type) {
+        Some(Ok(launch_type)) => warm.launch_type = launch_type,
+        Some(Err(e)) => f.error("WarmLaunchType", e.to_string()),
+        None => {}
+    }
+    if !warm.is_on() && f.is_set("WarmLaunchType") {
+        f.error(
+            "WarmLaunchType",
+            "WarmLaunchType needs WarmAgents above 0 (or auto): no agents are kept warm without it.",
+        );
+    }
+    let windows = f.raw("OperatingSystemFamily").is_some_and(|os| os != "LINUX");
+    if windows && warm.launch_type == Some(super::basics::LaunchType::FargateSpot) {
+        f.error(
+            "WarmLaunchType",
+            "WarmLaunchType FARGATE_SPOT: Windows tasks cannot run on Fargate Spot; use FARGATE.",
+        );
+    }
     warm
 }
 
@@ -290,7 +311,7 @@ fn reuse(f: &mut Fields<'_>) -> Option<Reuse> {
     (minutes > 0).then(|| Reuse { idle: std::time::Duration::from_secs(u64::from(minutes) * 60), max_jobs })
 }
 
-/// What the new task parts need of the rest of the profile (issue 19): Linux for Linux-only
+/// What the new task parts need of the rest of the profile: Linux for Linux-only
 /// container settings, a task role for EFS IAM authorization, an execution role for registry
 /// credentials, room for the agent beside the sidecars.
 fn check_task_parts(f: &mut Fields<'_>, profile: &ElasticProfile) {

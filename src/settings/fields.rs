@@ -273,11 +273,11 @@ impl<'a> Fields<'a> {
 /// A short, stable hash of a profile: 12 lowercase hex characters of SHA-256 over the lines
 /// `key=value\n` of the set (non-blank, trimmed) properties in key order.
 /// Keys left out of [`profile_hash`].
-const NOT_IDENTITY: [&str; 2] = ["WarmAgents", "WarmSchedule"];
+const NOT_IDENTITY: [&str; 3] = ["WarmAgents", "WarmSchedule", "WarmLaunchType"];
 
 pub fn profile_hash(props: &Properties) -> String {
     let mut hasher = Sha256::new();
-    // How many warm agents a pool keeps, and when, is not what the agents are: editing them
+    // How many warm agents a pool keeps, when and where, is not what the agents are: editing them
     // changes the pool, not the profile pair its agents belong to.
     for key in props.keys().filter(|k| !NOT_IDENTITY.contains(&k.as_str())) {
         if let Some(value) = set_value(props, key) {

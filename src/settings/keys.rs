@@ -310,6 +310,8 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
         "Idle agents kept ready for the next jobs of this elastic profile, cluster profile and environment, so a job starts without waiting for a task: a number (0 to 1000, within MaxAgents) or auto (sized from the last hour's arrivals). Warm agents start only with the unused registration keys of jobs that a warm or kept agent served, so a pool forms from agents kept after their jobs. Default: 0, none."),
     spec("WarmSchedule", ADVANCED, "Warm agents' schedule", Input::Text,
         "When warm agents are kept: windows DAYS HH:MM-HH:MM ZONE separated by ;, for example Mon-Fri 07:00-19:00 Europe/Berlin. Outside them none is kept. Default: empty, always."),
+    spec("WarmLaunchType", ADVANCED, "Warm agents' launch type", Input::Text,
+        "Where warm agents run on a Fargate cluster profile: FARGATE or FARGATE_SPOT. FARGATE_SPOT bills their idle time at the Fargate Spot price; a warm agent Spot takes back while idle is replaced, and a job whose warm agent Spot interrupts reruns on FARGATE. Not for EC2 or a CapacityProviderStrategy. Default: the cluster profile's LaunchType."),
     spec("Sidecars", ADVANCED, "Sidecar containers", Input::Lines,
         "A JSON list of extra containers: name, image, memory (MiB, required), cpu, essential (default true), environment (an object), command (a list), privileged (EC2 with AllowPrivileged only), firelens (fluentbit or fluentd: the log router). Their cpu and memory come out of the task's; the GoCD agent stays essential. Images must pass AllowedImages. Example: [{\"name\": \"postgres\", \"image\": \"postgres:16\", \"memory\": 512}]."),
 ];
@@ -340,7 +342,7 @@ mod tests {
         let secure: Vec<_> = CLUSTER_KEYS.iter().chain(ELASTIC_KEYS).filter(|s| s.secure).map(|s| s.key).collect();
         assert_eq!(secure, ["AccessKeyId", "SecretAccessKey"]);
         assert_eq!(CLUSTER_KEYS.len(), 39);
-        assert_eq!(ELASTIC_KEYS.len(), 37);
+        assert_eq!(ELASTIC_KEYS.len(), 38);
     }
 
     #[test]
@@ -367,6 +369,7 @@ mod tests {
             ("ReuseMaxJobs", "Advanced"),
             ("WarmAgents", "Advanced"),
             ("WarmSchedule", "Advanced"),
+            ("WarmLaunchType", "Advanced"),
             ("PlacementStrategy", "Advanced"),
             ("PlacementConstraints", "Advanced"),
         ] {

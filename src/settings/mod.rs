@@ -41,7 +41,9 @@ mod tests;
 pub use basics::LaunchType;
 pub use capacity_providers::{ProviderShare, ProviderStrategy};
 pub use cluster_profile::{validate_cluster_profile, ClusterProfile, StaticCredentials};
-pub use compat::{allowed, check_compatible, check_fits_some_cluster, patterns, validate_elastic_profile};
+pub use compat::{
+    allowed, check_compatible, check_fits_some_cluster, fargate_size_at_least, patterns, validate_elastic_profile,
+};
 pub use ec2_capacity::{
     Ec2Capacity, EC2_USER_DATA_MAX, JOIN_SCRIPT_RESERVE, SCALE_OUT_WAIT_SECONDS, STOPPED_INSTANCES_DEFAULT,
     STOPPED_INSTANCES_MAX,

@@ -93,6 +93,8 @@ pub struct ClusterSnapshot {
     pub ec2: Option<crate::cluster::ec2::report::PoolSnapshot<When>>,
     /// Agents Spot interrupted (Fargate Spot).
     pub spot_interruptions: u64,
+    /// The same, by elastic profile (its hash), those with any.
+    pub spot_interruptions_by_profile: Vec<ProfileCount>,
     /// Warm starts: jobs given to a kept agent, and jobs of a reusing elastic profile that
     /// started a task.
     pub reuse_hits: u64,
@@ -104,6 +106,63 @@ pub struct ClusterSnapshot {
     pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
     /// What jobs and warm pools cost lately (in memory since the plugin started).
     pub cost: cost::CostView,
+    /// Image pulls per elastic profile and image (`cluster::image_pulls`).
+    pub images: Vec<ImageRow>,
+}
+
+/// One image of one elastic profile: its pulls, their p50 and p95, its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageRow {
+    /// The elastic profile's hash.
+    pub elastic_profile: String,
+    /// The image.
+    pub image: String,
+    /// Pulls counted since the plugin started.
+    pub pulls: u64,
+    /// Pulls in the window p50 and p95 are taken over.
+    pub window: usize,
+    /// Median pull, e.g. `14.2 s`.
+    pub p50: String,
+    /// 95th percentile pull.
+    pub p95: String,
+    /// ECR's `imageSizeInBytes`, e.g. `312.4 MiB`; `None` where ECR did not say.
+    pub size: Option<String>,
+}
+
+/// The rows of the "Images" table.
+pub fn image_rows(pulls: &crate::cluster::image_pulls::ImagePulls) -> Vec<ImageRow> {
+    let secs = |d: Option<std::time::Duration>| d.map_or_else(String::new, |d| format!("{:.1} s", d.as_secs_f64()));
+    pulls
+        .all()
+        .map(|(elastic_profile, image, s)| ImageRow {
+            elastic_profile: elastic_profile.to_string(),
+            image: image.to_string(),
+            pulls: s.pulls,
+            window: s.window(),
+            p50: secs(s.p50()),
+            p95: secs(s.p95()),
+            size: pulls.size(image).map(size_text),
+        })
+        .collect()
+}
+
+/// `312.4 MiB`, `1.2 GiB`.
+fn size_text(bytes: u64) -> String {
+    let mib = bytes as f64 / (1024.0 * 1024.0);
+    if mib >= 1024.0 {
+        format!("{:.1} GiB", mib / 1024.0)
+    } else {
+        format!("{mib:.1} MiB")
+    }
+}
+
+/// A count for one elastic profile (its hash).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileCount {
+    /// The elastic profile's hash.
+    pub elastic_profile: String,
+    /// How many.
+    pub count: u64,
 }
 
 /// How many agents are in one state.
@@ -284,9 +343,16 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
     }
     snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2().snapshot(cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
+    snapshot.spot_interruptions_by_profile = cluster
+        .registry()
+        .interruptions_by_profile()
+        .iter()
+        .map(|(elastic_profile, count)| ProfileCount { elastic_profile: elastic_profile.clone(), count: *count })
+        .collect();
     (snapshot.reuse_hits, snapshot.reuse_misses) = cluster.registry().reuse_counts();
     snapshot.warm_pools = cluster.warm_pool_status(now);
     snapshot.cost = cost::cost_view(&cluster.cost_summary(now));
+    snapshot.images = image_rows(&cluster.image_pulls());
     if let Some(url) = &profile.event_queue_url {
         let mut queue = cluster.queue_status().clone();
         queue.url = Some(url.clone());
@@ -350,11 +416,13 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
         console_url: links::ecs_cluster(&region, &name_only),
         ec2: None,
         spot_interruptions: 0,
+        spot_interruptions_by_profile: Vec::new(),
         reuse_hits: 0,
         reuse_misses: 0,
         warm_pools: Vec::new(),
         event_queue: None,
         cost: cost::CostView::default(),
+        images: Vec::new(),
         region,
         cluster_name: profile.cluster_name.clone(),
     }

@@ -965,3 +965,46 @@ async fn the_event_queue_must_exist_be_readable_and_have_a_rule_targeting_it() {
     assert_eq!(d.verdict("event rule"), "ok", "{}", d.line("event rule"));
     assert!(d.line("event rule").contains("gocd-ecs-events-ci"), "{}", d.line("event rule"));
 }
+
+/// `soci`: a Fargate profile's ECR image without a SOCI index warns, naming the image, what lazy
+/// loading saves and how to add an index; one whose tag names an image index with a SOCI index
+/// v2 is ok. moto serves PutImage and BatchGetImage; it does not serve ListImageReferrers, so
+/// the warning says v1 was not checked. A Docker Hub image is not looked at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn soci_warns_of_an_ecr_image_without_an_index_and_passes_one_with_a_v2_index() {
+    let (moto, base) = world().await;
+    moto::create_cluster(&base, "ci").await;
+    let manifest = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":7023,"digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111"},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","size":32654,"digest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}]}"#;
+    let index = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:3333333333333333333333333333333333333333333333333333333333333333","size":1024,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"com.amazon.soci.index-digest":"sha256:4444444444444444444444444444444444444444444444444444444444444444"}},{"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.amazon.soci.index.v2+json","digest":"sha256:4444444444444444444444444444444444444444444444444444444444444444","size":1000}]}"#;
+    crate::images::push_manifest(&base, "gocd/agent", "plain", manifest, "application/vnd.oci.image.manifest.v1+json")
+        .await;
+    crate::images::push_manifest(&base, "gocd/agent", "soci", index, "application/vnd.oci.image.index.v1+json").await;
+    let registry = "123456789012.dkr.ecr.us-east-1.amazonaws.com";
+    let role = ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole");
+    let plain_image = format!("{registry}/gocd/agent:plain");
+    let soci_image = format!("{registry}/gocd/agent:soci");
+    let plain = profile_file(&[("Image", &plain_image), role]).display().to_string();
+    let soci = profile_file(&[("Image", &soci_image), role]).display().to_string();
+    let hub = profile_file(&[("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0")]).display().to_string();
+    let cluster = [("ClusterName", "ci"), ("Region", REGION), ("LogGroup", "/gocd/agents")];
+    let args = ["--elastic-profile", &plain, "--elastic-profile", &soci, "--elastic-profile", &hub];
+    let d = doctor(&moto.endpoint(), &cluster, &args).await;
+    let lines = lines_of(&d, "soci");
+    assert_eq!(lines.len(), 2, "one line per ECR image: {lines:#?}");
+    let warn = lines.iter().find(|l| l.contains(&plain)).expect("the plain image's line");
+    assert!(warn.starts_with(&format!("warn soci: {plain}: {plain_image} has no SOCI index")), "{warn}");
+    assert!(warn.contains("v1 was not checked"), "moto has no ListImageReferrers: {warn}");
+    for says in [
+        "pulls the whole image",
+        "up to 60 %",
+        "under 10 MiB",
+        "zstd",
+        "soci convert",
+        "cfn-ecr-aws-soci-index-builder",
+    ] {
+        assert!(warn.contains(says), "{says}: {warn}");
+    }
+    assert!(warn.contains("digest") && warn.contains("task definition"), "the converted image must be named: {warn}");
+    let ok = lines.iter().find(|l| l.contains(&soci)).expect("the SOCI-enabled image's line");
+    assert!(ok.starts_with(&format!("ok   soci: {soci}: {soci_image} has a SOCI index v2 sha256:4444")), "{ok}");
+}

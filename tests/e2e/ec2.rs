@@ -925,6 +925,7 @@ async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
         ecs: aws_sdk_ecs::Client::new(&cfg),
         ec2: aws_sdk_ec2::Client::new(&cfg),
         sqs: aws_sdk_sqs::Client::new(&cfg),
+        ecr: aws_sdk_ecr::Client::new(&cfg),
         pricing: aws_sdk_pricing::Client::new(&cfg),
         region: REGION.to_string(),
         role_arn: None,

@@ -30,6 +30,7 @@ mod fargate;
 mod faults;
 mod guide;
 mod hostile_input;
+mod images;
 mod isolation;
 mod leftovers;
 mod metrics;

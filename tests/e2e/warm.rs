@@ -6,12 +6,18 @@
 //!   kept; a job takes one without waiting for a cold start, and a replacement starts on an
 //!   unused key (that job's, or an older one held); no agent ever registers with a used or
 //!   expired key; `WarmAgents` taken out of the profile retires the pool;
-//! - outside the `WarmSchedule` window, no agent is kept.
+//! - outside the `WarmSchedule` window, no agent is kept;
+//! - with `WarmLaunchType` FARGATE_SPOT on a FARGATE cluster profile, warm agents start through
+//!   the FARGATE_SPOT provider on unused young keys, a job one takes runs there and its cost line
+//!   prices it at Fargate Spot; Spot taking back an idle one only starts a replacement (no job
+//!   hears of it); Spot interrupting one mid-job reruns the job on FARGATE, its console saying
+//!   why.
 //!
 //! Needs `MOTO_SERVER`; never skips.
 
 use std::time::Duration;
 
+use crate::world::eventbridge::{self, EventBridge};
 use crate::world::host::{JobHandle, JobState, Props};
 use crate::world::profiles::{cluster_props, elastic_props};
 use crate::world::*;
@@ -163,4 +169,136 @@ fn weekday_in_two_days() -> &'static str {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
     // 1970-01-01 was a Thursday.
     ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][usize::try_from((days + 2) % 7).unwrap_or(0)]
+}
+
+/// Whether a RunTask went through the FARGATE_SPOT provider (no launch type).
+fn through_spot(run: &serde_json::Value) -> bool {
+    run["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE_SPOT" && run.get("launchType").is_none()
+}
+
+/// The one live task, once it is registered (the pool's one warm agent): its ARN and agent id.
+async fn the_idle_warm_task(sim: &AgentSimulator, what: &str, after: std::time::Instant) -> (String, String) {
+    sim.wait_until(what, Duration::from_secs(60), |s| {
+        let live: Vec<_> = s.tasks.values().filter(|t| !t.stopped).collect();
+        live.len() == 1 && live[0].first_seen > after && matches!(live[0].registration, Some(Ok(())))
+    })
+    .await;
+    sim.with_state(|s| {
+        let t = s.tasks.values().find(|t| !t.stopped).expect("the live task");
+        (t.task_arn.clone(), t.agent_id.clone().expect("an agent id"))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn warm_agents_on_fargate_spot_serve_jobs_and_spot_interruptions_cost_no_job() {
+    let mut w = Scenario::new("warm_spot").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    let queue = eventbridge::create_queue(&base, "gocd-ecs-events").await;
+    let bridge = EventBridge::start(w.fleets.clone(), &base, &queue).await;
+    // One job per agent, so every agent after the first cold one is a warm agent.
+    let reuse = [("ReuseIdleMinutes", "10"), ("ReuseMaxJobs", "1")];
+    let mut spot = reuse.to_vec();
+    spot.extend([("WarmAgents", "1"), ("WarmLaunchType", "FARGATE_SPOT")]);
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("EventQueueUrl", &queue)]))
+        .elastic_profile("warm", "p", warm(&spot));
+    let host = GoCdHost::launch(cfg).await;
+    // A cold start of 8 s: GoCD re-sends the first job's create-agent (every 3 s) twice, with
+    // two new keys: one starts the warm agent, the other is held.
+    let sim = w.agents(&host, SimPolicy { register_delay: Duration::from_secs(8), ..SimPolicy::default() });
+    let start = std::time::Instant::now();
+
+    // The first job starts cold, on FARGATE; a warm agent starts through FARGATE_SPOT on one of
+    // the keys of its re-sent create-agents.
+    let (first, _) = run_one(&host, "warm").await;
+    let (warm_arn, warm_agent) = the_idle_warm_task(&sim, "the warm agent registered, idle", start).await;
+    let runs = w.proxy.requests("ecs", "RunTask");
+    assert_eq!(runs[0]["launchType"], "FARGATE", "the cold job runs where the profile says: {}", runs[0]);
+    assert!(runs[1..].iter().all(through_spot), "warm agents go through FARGATE_SPOT: {runs:?}");
+    let (seen, first_keys) =
+        (sim.with_state(|s| s.tasks[&warm_arn].clone()), host.with_state(|s| s.job(first).keys.clone()));
+    assert_eq!(seen.capacity_provider.as_deref(), Some("FARGATE_SPOT"), "{seen:?}");
+    let key = seen.auto_register_key.clone().expect("a key");
+    assert!(first_keys.contains(&key) && first_keys[0] != key, "an unused key of a re-sent create-agent");
+
+    // Spot takes the idle warm agent back: it is removed, a replacement starts on the held key,
+    // and no job hears of it.
+    no_pings(&host).await;
+    bridge.interrupt_spot(&w.fleets[0], &warm_arn).await;
+    host.wait_until("the interrupted warm agent deleted", Duration::from_secs(30), |s| {
+        s.deleted_agents.contains(&warm_agent)
+    })
+    .await;
+    host.wait_until("server health says why", Duration::from_secs(10), |s| s.health_ever_mentions("SpotInterruption"))
+        .await;
+    host.pause_pings(false);
+    let interrupted_at = std::time::Instant::now();
+    let (replacement_arn, replacement) =
+        the_idle_warm_task(&sim, "a replacement warm agent registered", interrupted_at).await;
+    let replacement_key = sim.with_state(|s| s.tasks[&replacement_arn].auto_register_key.clone()).expect("a key");
+    assert!(first_keys.contains(&replacement_key) && replacement_key != key, "its own unused key");
+    assert!(through_spot(w.proxy.requests("ecs", "RunTask").last().expect("a RunTask")));
+    let heard = host.with_state(|s| s.console.iter().any(|c| c.text.contains(&warm_agent)));
+    assert!(!heard, "no job's console mentions the idle agent Spot took back");
+
+    // A job takes the warm agent and runs there; its cost line prices it at Fargate Spot.
+    let (second, wait) = run_one(&host, "warm").await;
+    assert_eq!(agent_of(&host, second), replacement, "the warm agent took it");
+    assert!(wait < Duration::from_secs(8), "no cold start: {wait:?}");
+    host.wait_until("the job's cost line", Duration::from_secs(10), |s| {
+        s.console.iter().any(|c| c.job == Some(second) && c.text.contains("on Fargate Spot,"))
+    })
+    .await;
+
+    // The second job's key started the next warm agent; a long job takes it, and Spot
+    // interrupts it mid-job: the job reruns on FARGATE, its console saying why.
+    let second_added = host.with_state(|s| s.job(second).added_at);
+    let (busy_arn, busy_agent) = the_idle_warm_task(&sim, "the next warm agent registered", second_added).await;
+    let long = host.add_job(JobSpec::new("warm", Duration::from_secs(60))).await;
+    host.wait_until(
+        "the long job building",
+        Duration::from_secs(30),
+        |s| matches!(&s.job(long).state, JobState::Running { agent_id } if *agent_id == busy_agent),
+    )
+    .await;
+    no_pings(&host).await;
+    let before = w.proxy.requests("ecs", "RunTask").len();
+    bridge.interrupt_spot(&w.fleets[0], &busy_arn).await;
+    host.wait_until("the cause in the job's console", Duration::from_secs(30), |s| {
+        s.console.iter().any(|c| c.text.contains("Your Spot Task was interrupted") && c.text.contains("on-demand"))
+    })
+    .await;
+    host.pause_pings(false);
+    host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    let runs = w.proxy.requests("ecs", "RunTask");
+    let reruns: Vec<_> = runs[before..].iter().filter(|r| !through_spot(r)).collect();
+    assert_eq!(reruns.len(), 1, "one on-demand task, the rerun's: {:?}", &runs[before..]);
+    assert_eq!(reruns[0]["launchType"], "FARGATE", "{}", reruns[0]);
+    assert!(reruns[0].get("capacityProviderStrategy").is_none(), "{}", reruns[0]);
+    assert!(host.with_state(|s| s.console.iter().any(|c| c.text.contains("on FARGATE (on-demand: Spot interrupted"))));
+    let report = host.cluster_status_report("p").await.expect("answered");
+    let page = report.body["view"].as_str().unwrap_or_default().to_string();
+    let row = page.split("Spot interruptions").nth(1).and_then(|r| r.split("</tr>").next()).unwrap_or_default();
+    assert!(row.contains("2 agents") && row.contains(": 2</div>"), "two, both of the warm profile: {row}");
+    assert!(page.contains("on FARGATE_SPOT"), "the pool's launch type");
+
+    // WarmAgents taken out: the pool retires.
+    host.edit_elastic_profile("warm", warm(&reuse));
+    run_one(&host, "warm").await;
+    host.wait_until("every agent retired", Duration::from_secs(60), |s| s.agents.is_empty()).await;
+    let rejections = host.rejections();
+    assert!(rejections.is_empty(), "no agent registered with a used or expired key: {rejections:?}");
+    let figures = format!("run_task={}", w.proxy.count("ecs:RunTask"));
+    drop(bridge);
+    w.finish(host, sim, &figures).await;
+}
+
+/// Pauses server-ping and waits until none is in flight (a ping would see a stopped task
+/// before its event, without the event's stop code).
+async fn no_pings(host: &GoCdHost) {
+    host.pause_pings(true);
+    host.wait_until("in-flight pings done", Duration::from_secs(60), |s| s.pings.iter().all(|p| p.finished.is_some()))
+        .await;
 }

@@ -336,6 +336,7 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
                         "ReceiveMessage" | "DeleteMessageBatch" | "GetQueueAttributes" => "sqs",
                         "ListRuleNamesByTarget" => "events",
                         "GetProducts" => "pricing",
+                        "BatchGetImage" | "ListImageReferrers" => "ecr",
                         n if EC2.contains(&n) => "ec2",
                         _ => "ecs",
                     };
@@ -365,7 +366,15 @@ fn the_policy_covers_every_call_the_plugin_makes_under_tag_and_cluster_condition
     // INACTIVE, as the plugin leaves its own, and says so (docs/getting-started.md). ListClusters
     // is `leftovers`' only, an operator's tool run with the operator's credentials
     // (docs/operators.md, "leftovers").
-    let not_the_plugins = ["sts:GetCallerIdentity", "ecs:DeleteTaskDefinitions", "ecs:ListClusters"];
+    // The ECR reads are optional: without them the Images table shows no size and `doctor`'s
+    // soci line says it could not read the image (docs/operators.md, "Image pulls and SOCI").
+    let not_the_plugins = [
+        "sts:GetCallerIdentity",
+        "ecs:DeleteTaskDefinitions",
+        "ecs:ListClusters",
+        "ecr:BatchGetImage",
+        "ecr:ListImageReferrers",
+    ];
     let missing: Vec<&String> =
         called.iter().filter(|c| !allowed.contains(*c) && !not_the_plugins.contains(&c.as_str())).collect();
     assert!(missing.is_empty(), "calls the policy does not allow: {missing:?}");

@@ -246,6 +246,10 @@ fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     ledger.job(at(400), "build\"><img src=x onerror=alert(1)>", "test'stage<script>", "h<b>", 0.0123);
     ledger.pool_idle(at(450), "h<b>", 0.001);
     snapshot.cost = status::cost::cost_view(&ledger.summary(at(500), 10));
+    // The Images table shows the image as the elastic profile names it, escaped.
+    let mut pulls = ecs_elastic_agent::cluster::image_pulls::ImagePulls::default();
+    pulls.observe("h<b>", "agent\"><script>alert(1)</script>", std::time::Duration::from_millis(14_200), at(450));
+    snapshot.images = status::image_rows(&pulls);
     let counts: Vec<(&str, usize)> = snapshot.states.iter().map(|s| (s.label, s.count)).collect();
     assert_eq!(
         counts,
@@ -256,6 +260,10 @@ fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     check_safe("cluster", &html);
     assert!(html.contains("&lt;script&gt;"), "hostile text is shown escaped");
     assert!(html.contains("test&#x27;stage&lt;script&gt;") && html.contains("$0.0123"), "the cost rows, escaped");
+    assert!(
+        html.contains("agent&quot;&gt;&lt;script&gt;alert(1)&lt;&#x2f;script&gt;") && html.contains("14.2 s"),
+        "the Images row, escaped"
+    );
     assert!(html.contains(&long_value()), "long values are shown whole (CSS wraps them)");
     let cards = html.find("class=\"cards\"").expect("summary cards");
     let agents = html.find("<h3>Agents</h3>").expect("agents table");

@@ -26,6 +26,7 @@ pub(super) async fn all(
     super::task_parts::all(aws, network.as_ref(), elastic, r).await?;
     capacity(aws, profile, cluster.as_ref(), r).await?;
     super::given::check(aws, profile, elastic, r).await?;
+    super::soci::check(aws, profile, elastic, r).await?;
     if profile.launch_type == LaunchType::Ec2 {
         ec2(aws, profile, network.as_ref(), r).await?;
     }

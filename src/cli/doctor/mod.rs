@@ -13,7 +13,8 @@
 //! over — SSH 22, git:// 9418, HTTP 80, HTTPS 443 — per set of security groups, the elastic
 //! profiles' own included; `image`: Docker Hub images pulled anonymously through a NAT gateway),
 //! the elastic profiles' EFS volumes and registry credentials, capacity, the task definitions
-//! elastic profiles name (`TaskDefinitionArn`), EC2 (image, instance profile, key pair, dry run),
+//! elastic profiles name (`TaskDefinitionArn`), SOCI indexes of Fargate profiles' ECR images
+//! (`soci`), EC2 (image, instance profile, key pair, dry run),
 //! log group, tasks.
 
 mod checks;
@@ -25,6 +26,7 @@ mod given;
 mod image;
 mod network;
 mod reach;
+mod soci;
 mod task_parts;
 
 use std::fmt::Display;

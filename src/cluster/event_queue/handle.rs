@@ -175,11 +175,12 @@ impl Cluster {
 
 /// What a stop an event told of asks for (pure, like server-ping's plan): a running agent whose
 /// job had not completed is reported (job console, server health) and removed from GoCD when
-/// listed there; one stopped as asked (its job completed) needs nothing (`complete` removed it),
-/// unless GoCD still lists it.
+/// listed there; so is a live agent waiting for a job (warm or kept: reported in server health
+/// only, no job ran on it); one stopped as asked (its job completed) needs nothing (`complete`
+/// removed it), unless GoCD still lists it.
 pub fn on_stopped(record: &AgentRecord, job_finished: bool, listed: bool) -> Vec<Step> {
     let mut steps = Vec::new();
-    let unexpected = record.phase.is_live() && !job_finished;
+    let unexpected = record.phase.is_live() && (!job_finished || record.waiting_since.is_some());
     if unexpected {
         let reason = record.task.as_ref().map(TaskView::stop_summary).unwrap_or_default();
         steps.push(Step::ReportUnexpectedStop { agent_id: record.agent_id.clone(), job: record.job.clone(), reason });

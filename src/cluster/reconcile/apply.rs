@@ -37,6 +37,10 @@ impl Cluster {
                 }
                 Step::ReportUnexpectedStop { agent_id, job, reason } => {
                     let now = SystemTime::now();
+                    if self.registry().get(&agent_id).is_some_and(|a| a.waiting_since.is_some()) {
+                        self.waiting_agent_stopped(&agent_id, &reason, now);
+                        continue;
+                    }
                     let spot = self.registry().get(&agent_id).is_some_and(AgentRecord::spot_interrupted);
                     self.registry().stopped(&agent_id, reason.clone(), now);
                     let mut message = format!(
@@ -70,5 +74,23 @@ impl Cluster {
         self.gocd.disable_agents(&remove).await?;
         self.gocd.delete_agents(&remove).await?;
         Ok(())
+    }
+
+    /// The task of an agent waiting for a job (warm, or kept after one) stopped: no job ran on
+    /// it, so no console hears of it. Its idle time is its pool's cost, a Spot interruption is
+    /// counted, and the warm pool's next pass replaces it on an unused key.
+    fn waiting_agent_stopped(&self, agent_id: &crate::ids::AgentId, reason: &str, now: SystemTime) {
+        let spot = self.registry().get(agent_id).is_some_and(AgentRecord::spot_interrupted);
+        self.idle_agent_stopped(agent_id, now);
+        if spot {
+            self.registry().interrupted(agent_id, now);
+        }
+        self.registry().stopped(agent_id, reason.to_string(), now);
+        self.queue_missed(agent_id);
+        let mut message = format!("the task of idle agent {agent_id} stopped while it waited for a job: {reason}");
+        if spot {
+            message.push_str("; Spot interrupted it: no job ran on it, and its warm pool starts a replacement on an unused registration key");
+        }
+        self.event(HealthKind::Warning, message);
     }
 }

@@ -164,6 +164,8 @@ pub struct Registry {
     interrupted_agents: std::collections::BTreeSet<AgentId>,
     /// Spot interruptions so far.
     interruptions: u64,
+    /// Spot interruptions so far, by elastic profile (its hash).
+    interruptions_by_profile: BTreeMap<String, u64>,
     /// Warm starts: jobs given to a kept agent, and jobs of a reuse-enabled elastic profile
     /// that found none and started a task.
     reuse_hits: u64,

@@ -71,6 +71,9 @@ impl Registry {
         if !waiting || self.live_for_job(job.job_id).is_some() || self.is_finished(job.job_id) {
             return Assignment::No;
         }
+        if self.get(agent_id).is_some_and(|a| self.spot_for_interrupted(a, job)) {
+            return Assignment::No;
+        }
         let offer = offer();
         let Some(max_jobs) =
             self.get(agent_id).filter(|a| takes(a, &offer, now)).and_then(|a| a.reuse).map(|r| r.max_jobs)
@@ -93,7 +96,7 @@ impl Registry {
         let ready = |a: &super::AgentRecord| !a.served_jobs.is_empty() || a.registered_at.is_some();
         let agent_id = self
             .all()
-            .filter(|a| takes(a, offer, now))
+            .filter(|a| takes(a, offer, now) && !self.spot_for_interrupted(a, job))
             .max_by_key(|a| (ready(a), a.waiting_since))
             .map(|a| a.agent_id.clone())?;
         let jobs = self.bind(&agent_id, job, now);

@@ -64,14 +64,32 @@ impl Registry {
     }
 
     /// The agent's task was interrupted by Spot (Fargate Spot, or an EC2 Spot instance): its
-    /// job's next agent runs on on-demand capacity. Counted once per agent.
+    /// job's next agent runs on on-demand capacity. Counted once per agent, and per elastic
+    /// profile. An agent waiting for a job (warm, or kept after one) had none running: nothing
+    /// of any job is remembered.
     pub fn interrupted(&mut self, agent_id: &str, now: SystemTime) {
         let Some(record) = self.get(agent_id) else { return };
-        let key = job_key(&record.job);
+        let key = (record.waiting_since.is_none()).then(|| job_key(&record.job));
+        let profile = record.elastic_profile.clone();
         if self.interrupted_agents.insert(agent_id.into()) {
             self.interruptions += 1;
+            *self.interruptions_by_profile.entry(profile).or_insert(0) += 1;
         }
-        self.interrupted_jobs.insert(key, now);
+        if let Some(key) = key {
+            self.interrupted_jobs.insert(key, now);
+        }
+    }
+
+    /// Spot interruptions so far by elastic profile (its hash), for the report.
+    pub fn interruptions_by_profile(&self) -> &std::collections::BTreeMap<String, u64> {
+        &self.interruptions_by_profile
+    }
+
+    /// Whether `agent_id` must not be given `job`: Spot interrupted the job's previous agent,
+    /// and this one runs on Fargate Spot too (a warm agent of `WarmLaunchType` FARGATE_SPOT, or
+    /// kept after a job there); the job's rerun gets an on-demand agent.
+    pub(super) fn spot_for_interrupted(&self, agent: &super::AgentRecord, job: &JobIdentifier) -> bool {
+        agent.capacity == Some(crate::cluster::launch::Capacity::FargateSpot) && self.was_interrupted(job)
     }
 
     /// Whether the job's earlier agent was interrupted by Spot.
@@ -148,5 +166,28 @@ mod tests {
         assert!(!r.was_interrupted(&other));
         r.prune_interruptions(now + REMEMBER_INTERRUPTIONS);
         assert!(!r.was_interrupted(&rescheduled));
+    }
+
+    #[test]
+    fn an_idle_warm_agent_interrupted_marks_no_job_and_counts_for_its_profile() {
+        let mut r = Registry::default();
+        let now = SystemTime::UNIX_EPOCH;
+        let new = NewAgent { elastic_profile: "warm".into(), ..NewAgent::default() };
+        assert!(r.reserve_warm(&job(1), "w".into(), 10, new, now));
+        r.launched("w", task("t1", tags("w", 1), "RUNNING"), Capacity::FargateSpot);
+        r.interrupted("w", now);
+        assert!(!r.was_interrupted(&job(1)), "the job that lent it its key is not affected");
+        assert!(r.get("w").is_some_and(|w| !r.spot_for_interrupted(w, &job(1))));
+        assert_eq!(r.interruptions(), 1);
+        assert_eq!(r.interruptions_by_profile().get("warm"), Some(&1));
+        // A job's agent interrupted: the job is remembered, and no Spot agent gets its rerun.
+        running(&mut r, "a", 2, "t2");
+        r.interrupted("a", now);
+        assert!(r.was_interrupted(&job(3)), "the job rescheduled");
+        let spot = r.get("w").cloned().expect("record");
+        assert!(r.spot_for_interrupted(&spot, &job(3)));
+        let mut other = job(4);
+        other.job_name = "another-job".into();
+        assert!(!r.spot_for_interrupted(&spot, &other), "another job may take it");
     }
 }
