@@ -41,6 +41,9 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Serve(args) => return with_runtime(|rt| serve_with_traces(rt, cli.log_format, args)),
         Command::Validate(args) => cli::validate::run(&args, &mut stdout.lock()),
+        Command::Import(args) => {
+            return with_runtime(|rt| exit_code(rt.block_on(cli::import::run(&args, &mut stdout.lock()))));
+        }
         Command::IamPolicy(args) => cli::iam::run(&args, &mut stdout.lock(), &mut stderr.lock()),
         Command::Profile(args) => {
             return with_runtime(|rt| {

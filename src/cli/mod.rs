@@ -8,6 +8,7 @@
 pub mod doctor;
 pub mod files;
 pub mod iam;
+pub mod import;
 pub mod leftovers;
 pub mod prices;
 pub mod profile;
@@ -33,6 +34,7 @@ Examples:
   ecs-elastic-agent profile --from-stack gocd-agents --region eu-west-1 > cluster.json
   ecs-elastic-agent try --cluster-profile cluster.json --elastic-profile profiles/elastic-small.json
   ecs-elastic-agent leftovers --region eu-west-1 --server-id 6f1c2a3e-... --remove
+  ecs-elastic-agent import --out imported cluster-profiles.json elastic-profiles.json
 
 Exit codes (`try` has its own, per class of failure: see `try --help`): 0 success; 1 a problem was found (validate, doctor) or the command failed; 2 bad arguments.";
 
@@ -80,8 +82,8 @@ default chain, then RoleArn): credentials, role, cluster, subnets and security g
 way to the registry and to GoServerUrl (a URL a GoCD server answers at: http://host:8153/go, or
 https://host/go behind a TLS proxy), the outbound ports builds check out over (SSH 22, git:// 9418,
 HTTP 80, HTTPS 443; the cluster profile's groups and each elastic profile's own), Docker Hub images
-pulled anonymously through a NAT gateway, capacity, EC2 image and instance profile, log group,
-ListTasks. One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
+pulled anonymously through a NAT gateway, a SOCI index of Fargate profiles' ECR images, capacity,
+EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
 Exit code 0 when nothing FAILed, 1 otherwise.";
 
 const PRICES_EXAMPLES: &str = "\
@@ -149,6 +151,36 @@ Exit status:
    16  not GoCD            something answered, but not a GoCD server
    17  material            a --material host did not resolve, or refused or timed out
   130  interrupted         SIGINT or SIGTERM; what try knows it created was removed first";
+
+const IMPORT_EXAMPLES: &str = "\
+Examples:
+  curl -u admin -H 'Accept: application/vnd.go.cd.v1+json' https://gocd.example.com/go/api/admin/elastic/cluster_profiles > clusters.json
+  curl -u admin -H 'Accept: application/vnd.go.cd.v2+json' https://gocd.example.com/go/api/elastic/profiles > elastic.json
+  ecs-elastic-agent import --out imported clusters.json elastic.json
+  ecs-elastic-agent import --out imported /godata/config/cruise-config.xml
+  GOCD_TOKEN=... ecs-elastic-agent import --out imported clusters.json elastic.json --apply --server https://gocd.example.com/go
+
+Switching from GoCD's ECS elastic agent plugin (com.thoughtworks.gocd.elastic-agent.ecs): reads
+their cluster and elastic agent profiles, as GoCD's API lists them (JSON) or from the <elastic>
+section of cruise-config.xml, and writes ours under --out:
+  gocd-api/cluster-profiles/<id>.json   bodies for POST /go/api/admin/elastic/cluster_profiles
+  gocd-api/elastic-profiles/<id>.json   bodies for PUT /go/api/elastic/profiles/<id> (the same ids)
+  profiles/cluster-<id>.json, profiles/elastic-<id>.json   flat files for `validate`
+  report.md                             every key of theirs: where it went, what has no counterpart
+Their launch type is per elastic profile (Fargate, RunAsSpotInstance), ours per cluster profile, so
+one cluster profile of theirs becomes one of ours per launch type used: <id>-fargate,
+<id>-fargate-spot, <id>-ec2, <id>-ec2-spot, <id>-ec2-windows. Sizes become MiB (2G: 2048), CPU
+units stay CPU units, Fargate sizes Fargate refuses are rounded up. Secrets are never copied:
+GoCD hands secure values out encrypted, and static AWS keys and registry passwords are left for a
+role (RoleArn) or to be typed again. Profiles of other plugins are skipped. Every profile written
+passes `validate`; one that would not is not written and the report says why. Nothing is sent to
+AWS, and nothing to GoCD without --apply. With --apply and --server, the access token of a GoCD
+administrator in GOCD_TOKEN (never printed) creates each cluster profile (or replaces one of this
+plugin's with that id, with If-Match), then replaces each elastic profile under its same id (GET
+for its ETag, PUT with If-Match), which moves its pipelines to this plugin; one line each:
+`created|updated cluster profile ID`, `switched|created elastic profile ID`, or `FAIL ...`.
+A cluster profile of another plugin with one of the new ids is left alone, with its elastic profiles.
+Exit code 0 when every elastic profile of theirs was written (and applied), 1 otherwise.";
 
 const LEFTOVERS_EXAMPLES: &str = "\
 Examples:
@@ -245,6 +277,9 @@ pub enum Command {
     /// definitions), and remove it with --remove.
     #[command(after_help = LEFTOVERS_EXAMPLES)]
     Leftovers(LeftoversArgs),
+    /// Translate the profiles of GoCD's own ECS elastic agent plugin into this plugin's, with a report.
+    #[command(after_help = IMPORT_EXAMPLES)]
+    Import(import::ImportArgs),
 }
 
 /// Options of `leftovers`.

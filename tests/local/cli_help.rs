@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
-const SUBCOMMANDS: [&str; 7] = ["serve", "validate", "iam-policy", "doctor", "profile", "try", "leftovers"];
+const SUBCOMMANDS: [&str; 8] = ["serve", "validate", "iam-policy", "doctor", "profile", "try", "leftovers", "import"];
 
 fn run(args: &[&str]) -> Output {
     Command::new(BIN).args(args).env("RUST_LOG", "off").output().expect("run the binary")

@@ -6,6 +6,7 @@
 
 mod cli_help;
 mod cli_iam_policy;
+mod cli_import;
 mod cli_logs;
 mod cli_validate;
 mod in_memory;

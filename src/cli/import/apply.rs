@@ -1,0 +1,207 @@
+//! `import --apply --server URL`: the translated profiles put into a GoCD server through its API,
+//! as an administrator would with curl: each cluster profile created (`POST`) or, when one of ours
+//! with that id exists, replaced (`PUT` with the `If-Match` of its `ETag`); then each elastic
+//! profile replaced under its same id (`GET` for the `ETag`, `PUT` with `If-Match`), which moves
+//! its pipelines to this plugin, or created when GoCD has none with that id.
+//!
+//! The access token comes from `GOCD_TOKEN` only, is sent as `Authorization: Bearer`, and is never
+//! printed. Nothing is sent for a cluster profile of another plugin that has one of our ids.
+
+use std::io::{self, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use opentelemetry_http::hyper::HyperClient;
+use opentelemetry_http::{Bytes, HttpClient as _, Request};
+use serde_json::{json, Value};
+
+use super::output::api_properties;
+use super::translate::OUR_PLUGIN_ID;
+use super::Plan;
+
+/// The environment variable the access token is read from.
+pub const TOKEN_VAR: &str = "GOCD_TOKEN";
+const CLUSTER_PROFILES_V1: &str = "application/vnd.go.cd.v1+json";
+const ELASTIC_PROFILES_V2: &str = "application/vnd.go.cd.v2+json";
+
+/// GoCD's API at one server.
+struct Gocd {
+    /// The server URL without a trailing slash, ending in `/go`.
+    base: String,
+    client: HyperClient<HttpsConnector<HttpConnector>>,
+    /// `Bearer <token>`; never printed.
+    authorization: String,
+}
+
+/// One answer: status, `ETag`, body (`Null` when not JSON).
+type Answer = (u16, Option<String>, Value);
+
+impl Gocd {
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        accept: &str,
+        if_match: Option<&str>,
+        body: Option<&Value>,
+    ) -> Result<Answer, String> {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header("Accept", accept)
+            .header("Authorization", &self.authorization);
+        if let Some(etag) = if_match {
+            request = request.header("If-Match", etag);
+        }
+        let bytes = match body {
+            Some(body) => {
+                request = request.header("Content-Type", "application/json");
+                Bytes::from(body.to_string())
+            }
+            None => Bytes::new(),
+        };
+        let request = request.body(bytes).map_err(|e| format!("{method} {path}: {e}"))?;
+        let response = self.client.send_bytes(request).await.map_err(|e| format!("{method} {path}: {e}"))?;
+        let etag = response.headers().get("ETag").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let body = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
+        Ok((response.status().as_u16(), etag, body))
+    }
+}
+
+/// A failed call in one line: the status and GoCD's message.
+fn refused(what: &str, (status, _, body): &Answer) -> String {
+    let message = body.get("message").and_then(Value::as_str).unwrap_or("no message");
+    format!("{what}: HTTP {status}: {}", message.replace(['\n', '\r'], " "))
+}
+
+fn connector() -> Result<HttpsConnector<HttpConnector>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    let _ = roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS could not be set up: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config).https_or_http().enable_http1().build())
+}
+
+/// Creates or replaces the plan's written profiles at `server`; one line each on `out`.
+/// `Ok(true)` when every call succeeded.
+///
+/// # Errors
+/// Only when writing to `out` fails.
+pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut dyn Write) -> io::Result<bool> {
+    let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
+        writeln!(out, "FAIL apply: set {TOKEN_VAR} to an access token of a GoCD administrator (nothing was sent)")?;
+        return Ok(false);
+    };
+    let client = match connector() {
+        Ok(c) => HyperClient::new(c, Duration::from_secs(30), None),
+        Err(e) => {
+            writeln!(out, "FAIL apply: {e}")?;
+            return Ok(false);
+        }
+    };
+    let gocd = Gocd {
+        base: server.trim_end_matches('/').to_string(),
+        client,
+        authorization: format!("Bearer {}", token.trim()),
+    };
+    let mut ok = true;
+    let mut applied_clusters = Vec::new();
+    for c in &plan.clusters {
+        if !plan.elastics.iter().any(|e| e.cluster_id == c.id && e.written()) {
+            continue;
+        }
+        let body = json!({"id": c.id, "plugin_id": OUR_PLUGIN_ID, "properties": api_properties(&c.properties)});
+        match put_cluster(&gocd, &c.id, &body).await {
+            Ok(done) => {
+                writeln!(out, "{done} cluster profile {}", c.id)?;
+                applied_clusters.push(c.id.clone());
+            }
+            Err(e) => {
+                ok = false;
+                writeln!(out, "FAIL cluster profile {e}")?;
+            }
+        }
+    }
+    for e in plan.elastics.iter().filter(|e| e.written()) {
+        if !applied_clusters.contains(&e.cluster_id) {
+            ok = false;
+            writeln!(
+                out,
+                "FAIL elastic profile {}: its cluster profile {} was not applied; left as it is",
+                e.id, e.cluster_id
+            )?;
+            continue;
+        }
+        let body = json!({"id": e.id, "cluster_profile_id": e.cluster_id, "properties": api_properties(&e.properties)});
+        match put_elastic(&gocd, &e.id, &body).await {
+            Ok(done) => writeln!(out, "{done} elastic profile {} (cluster profile {})", e.id, e.cluster_id)?,
+            Err(why) => {
+                ok = false;
+                writeln!(out, "FAIL elastic profile {why}")?;
+            }
+        }
+    }
+    Ok(ok)
+}
+
+async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str, String> {
+    let path = format!("/api/admin/elastic/cluster_profiles/{id}");
+    let current =
+        gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
+    let answer = match current {
+        (404, ..) => {
+            let answer = gocd
+                .request("POST", "/api/admin/elastic/cluster_profiles", CLUSTER_PROFILES_V1, None, Some(body))
+                .await
+                .map_err(|e| format!("{id}: {e}"))?;
+            (answer, "created")
+        }
+        (200, etag, existing) => {
+            let plugin = existing.get("plugin_id").and_then(Value::as_str).unwrap_or_default();
+            if plugin != OUR_PLUGIN_ID {
+                return Err(format!("{id}: GoCD has a cluster profile {id} of plugin {plugin}; left as it is"));
+            }
+            let answer = gocd
+                .request("PUT", &path, CLUSTER_PROFILES_V1, etag.as_deref(), Some(body))
+                .await
+                .map_err(|e| format!("{id}: {e}"))?;
+            (answer, "updated")
+        }
+        other => return Err(refused(id, &other)),
+    };
+    match answer {
+        ((200 | 201, ..), done) => Ok(done),
+        (other, _) => Err(refused(id, &other)),
+    }
+}
+
+async fn put_elastic(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str, String> {
+    let path = format!("/api/elastic/profiles/{id}");
+    let current =
+        gocd.request("GET", &path, ELASTIC_PROFILES_V2, None, None).await.map_err(|e| format!("{id}: {e}"))?;
+    let (answer, done) = match current {
+        (404, ..) => (
+            gocd.request("POST", "/api/elastic/profiles", ELASTIC_PROFILES_V2, None, Some(body))
+                .await
+                .map_err(|e| format!("{id}: {e}"))?,
+            "created",
+        ),
+        (200, etag, _) => (
+            gocd.request("PUT", &path, ELASTIC_PROFILES_V2, etag.as_deref(), Some(body))
+                .await
+                .map_err(|e| format!("{id}: {e}"))?,
+            "switched",
+        ),
+        other => return Err(refused(id, &other)),
+    };
+    match answer {
+        (200 | 201, ..) => Ok(done),
+        other => Err(refused(id, &other)),
+    }
+}
