@@ -294,7 +294,7 @@ async fn an_asg_capacity_provider_runs_twenty_jobs_with_no_instance_of_ours_and_
     // 4 vCPU, 1 GiB of 7482 MiB: 14 %), each instance described once, the type's price read
     // from the Price List once.
     for h in (0..host.with_state(|s| s.jobs.len())).map(JobHandle) {
-        let line = host.cost_line(h);
+        let line = host.cost_line(h).await;
         assert!(line.contains("on capacity provider ci-asg's EC2 instance i-"), "{line}");
         assert!(line.contains("(c5a.xlarge, us-east-1), reserving 14 % of it: $"), "{line}");
     }
@@ -327,7 +327,7 @@ async fn a_job_on_an_asg_spot_instance_pays_its_reservation_at_the_spot_price() 
     assert_all_done(&host, &sim, Duration::from_secs(60)).await;
 
     for h in (0..3).map(JobHandle) {
-        let line = host.cost_line(h);
+        let line = host.cost_line(h).await;
         assert!(line.contains("(c5.xlarge, Spot at $0.0680 an hour, us-east-1), reserving 14 % of it: $"), "{line}");
         assert!(line.contains("(its reservation at the Spot price;"), "{line}");
     }
@@ -403,6 +403,12 @@ async fn a_managed_instances_provider_runs_jobs_through_it_with_managed_instance
 
     host.add_jobs(JobSpec::new("small", Duration::from_secs(2)), 6).await;
     host.wait_until("all six jobs completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    // The cost line is written while the plugin handles job-completion: read the console once
+    // every job-completion was answered, not when GoCD marked the jobs done.
+    host.wait_until("job-completion answered for all six", Duration::from_secs(60), |s| {
+        s.jobs.iter().filter(|j| j.state != JobState::Waiting).all(|j| j.completion_code.is_some())
+    })
+    .await;
     let console = host.console_log(JobHandle(0)).join("\n");
     assert!(
         console.contains("cost not known: it ran on ECS Managed Instances (ci-mi), whose management fee the price table does not hold"),

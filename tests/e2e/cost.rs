@@ -29,7 +29,7 @@ async fn run_job(host: &GoCdHost) -> (JobHandle, String) {
         matches!(s.job(h).state, JobState::Completed { .. }) && s.job(h).completion_code.is_some()
     })
     .await;
-    (h, host.cost_line(h))
+    (h, host.cost_line(h).await)
 }
 
 /// The job-cost counter of the elastic profile's series (0 before any job).

@@ -530,7 +530,7 @@ async fn a_type_refused_for_spot_capacity_falls_to_the_next_type_before_on_deman
     assert_eq!(instances.len(), 1, "4 quarter tasks fit one instance");
     assert_eq!((instances[0].instance_type.as_str(), instances[0].spot), ("c5a.xlarge", true));
     // Each job is priced at the instance's Spot price, read once for the four.
-    let line = host.cost_line(JobHandle(0));
+    let line = host.cost_line(JobHandle(0)).await;
     assert!(line.contains("(c5a.xlarge, Spot at $0.0612 an hour"), "{line}");
     assert_eq!(w.proxy.count("ec2:DescribeSpotPriceHistory"), 1, "one read for the four jobs");
     host.wait_until("a server-health warning names the refused type", Duration::from_secs(10), |s| {

@@ -227,11 +227,15 @@ impl GoCdHost {
         self.with_state(|s| s.console.iter().filter(|c| c.job == Some(h)).map(|c| c.text.clone()).collect())
     }
 
-    /// The job's cost line (the plugin's "this job's agent ran …" at its completion).
+    /// The job's cost line (the plugin's "this job's agent ran …" at its completion), read once
+    /// the plugin answered the job's job-completion (it writes the line while it handles it).
     ///
     /// # Panics
-    /// When the job's console has none, showing the console.
-    pub fn cost_line(&self, h: JobHandle) -> String {
+    /// When job-completion is not answered within a minute, or the job's console has no cost
+    /// line then, showing the console.
+    pub async fn cost_line(&self, h: JobHandle) -> String {
+        self.wait_until("job-completion answered", Duration::from_secs(60), |s| s.job(h).completion_code.is_some())
+            .await;
         let console = self.console_log(h);
         let line = console.iter().find(|l| l.contains("this job's agent ran")).cloned();
         line.unwrap_or_else(|| panic!("no cost line in the job's console: {console:#?}"))
