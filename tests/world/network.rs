@@ -448,7 +448,13 @@ impl TaskNetwork {
             })
             .collect();
 
-        let public_ip = agent_id.and_then(|id| assigned_public_ip(run_tasks, &id, private_ip));
+        // The proxy logs a call once moto answered it: a task moto already shows may not be in
+        // the log yet. Not deciding without its RunTask, the caller looks again at its next poll.
+        let public_ip = match agent_id {
+            Some(id) => assigned_public_ip(run_tasks, &id, private_ip)
+                .ok_or_else(|| format!("the RunTask of {id} is not in the proxy's log yet"))?,
+            None => None,
+        };
         Ok(TaskNetwork { subnet, private_ip, public_ip, vpc_ranges, routes, egress, groups })
     }
 
@@ -617,11 +623,13 @@ impl NetworkWorld {
 
 /// The public address AWS gave the task when its RunTask asked for one (`assignPublicIp`
 /// ENABLED): a stable address of the documentation range, derived from the private one.
-fn assigned_public_ip(run_tasks: &[Value], agent_id: &str, private_ip: Ipv4Addr) -> Option<Ipv4Addr> {
+/// `None` when no RunTask the proxy logged carries the agent; `Some(None)` when it asked for no
+/// public address.
+fn assigned_public_ip(run_tasks: &[Value], agent_id: &str, private_ip: Ipv4Addr) -> Option<Option<Ipv4Addr>> {
     let asked = run_tasks.iter().find(|body| carries_agent(body, agent_id))?;
     let enabled = asked["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == "ENABLED";
     let [_, _, c, d] = private_ip.octets();
-    enabled.then(|| Ipv4Addr::new(198, 51, c.wrapping_add(100), d))
+    Some(enabled.then(|| Ipv4Addr::new(198, 51, c.wrapping_add(100), d)))
 }
 
 fn carries_agent(body: &Value, agent_id: &str) -> bool {

@@ -108,7 +108,8 @@ async fn run_due(
             .and_then(|c| c.name())
             .unwrap_or("gocd-agent")
             .to_string();
-        let network = TaskNetwork::read(cfg, cluster, arn, run_tasks).await?;
+        // Not readable yet (its RunTask not logged yet): the next poll decides.
+        let Ok(network) = TaskNetwork::read(cfg, cluster, arn, run_tasks).await else { continue };
         let code = network.probe_exit(internet, Some(server), &materials);
         exits.lock().unwrap().insert(arn.to_string(), (container, code));
         ecs.stop_task()
