@@ -12,6 +12,14 @@
 //! volume ([`model::gp3_gib_month`] × [`model::ROOT_GIB`]) until it is started, terminated, or
 //! the day ends. With the image pre-pull (the plugin's user data), a new instance pulls the
 //! image from [`model::PREPULL_START`] after its launch, during its boot.
+//!
+//! A job is scheduled at its arrival and becomes demand when its create-agent comes, at GoCD's
+//! next 5 s tick ([`model::create_agent_at`]). With `warm` (`WarmAgents` on an EC2 profile),
+//! agents are kept on their instances after their jobs, holding their room (the instance billed
+//! as any other), and `cluster::warm`'s planner keeps the pool as on Fargate, with the same key
+//! rule: an idle agent takes a scheduled job at once ([`model::pickup`]), a warm agent is a task
+//! placed by `ec2::plan` on the unused key of a job an idle agent took, and an agent started
+//! for a job that another took joins the idle ones when it registers.
 
 use std::time::{Duration, SystemTime};
 
@@ -19,6 +27,7 @@ use ecs_elastic_agent::cluster::ec2::plan::parked::{reuse, Parked};
 use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer};
 use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::ec2::{capacity, Arch, OsClass, Resources};
+use ecs_elastic_agent::cluster::warm::{self, IdleAgent, PoolView, UnusedKey, WarmAgents};
 
 use crate::model;
 use crate::trace::Job;
@@ -42,6 +51,10 @@ pub struct Setup {
     pub stopped: u32,
     /// New instances pull the image at boot (the plugin's user data does).
     pub prepull: bool,
+    /// `WarmAgents`, `MaxAgents` and `ReuseMaxJobs` of the elastic profiles.
+    pub warm: WarmAgents,
+    pub max_agents: u32,
+    pub max_jobs: u32,
 }
 
 /// What the day cost and how long its jobs waited.
@@ -51,6 +64,9 @@ pub struct Outcome {
     pub instance_hours: f64,
     pub cost_usd: f64,
     pub launches: usize,
+    /// With `warm`: agents started for a job, and warm.
+    pub cold_starts: usize,
+    pub warm_starts: usize,
     /// Stopped instances started again instead of launches.
     pub restarts: usize,
     /// What the stopped instances' root volumes cost (in `cost_usd`).
@@ -72,12 +88,33 @@ struct Instance {
     stopped_for: u64,
     retired_at: Option<u64>,
     remaining: Resources,
-    /// (end, need) of the tasks on it.
-    tasks: Vec<(u64, Resources)>,
+    /// (end, need, agent) of the tasks on it: a kept agent's task ends when the agent stops.
+    tasks: Vec<(u64, Resources, Option<usize>)>,
     /// When its first pull of the image ends.
     pulled_at: Option<u64>,
     idle_since: Option<SystemTime>,
     last_placed: Option<SystemTime>,
+}
+
+/// A kept agent (with `warm`).
+#[derive(Debug)]
+struct Agent {
+    pool: usize,
+    state: State,
+    jobs: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum State {
+    /// Waiting for room, or placed and starting.
+    Starting,
+    Idle {
+        since: u64,
+    },
+    Busy {
+        until: u64,
+    },
+    Stopped,
 }
 
 fn at(t: u64) -> SystemTime {
@@ -90,6 +127,13 @@ pub fn lower_bound_hours(jobs: &[Job]) -> f64 {
     let cap = capacity::estimate(INSTANCE_TYPE).expect("a known instance type");
     let sum = |f: &dyn Fn(&Job) -> u32| jobs.iter().map(|j| f64::from(f(j)) * j.duration as f64).sum::<f64>();
     (sum(&|j| j.cpu) / f64::from(cap.cpu)).max(sum(&|j| j.memory) / f64::from(cap.memory)) / 3600.0
+}
+
+/// Ends the task of agent `k` at `t`.
+fn end_task(instances: &mut [Instance], k: usize, t: u64) {
+    for task in instances.iter_mut().flat_map(|i| i.tasks.iter_mut()).filter(|task| task.2 == Some(k)) {
+        task.0 = t;
+    }
 }
 
 /// Plays `jobs` through `setup`.
@@ -106,6 +150,24 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         spot_turn: 0,
         rules: Rules::default(),
     };
+    let warm_on = setup.warm != WarmAgents::Off;
+    let mut sizes: Vec<(u32, u32)> = jobs.iter().map(|j| (j.cpu, j.memory)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let pool_of = |j: &Job| sizes.iter().position(|s| *s == (j.cpu, j.memory)).expect("a size");
+    // The planner's cold start: a new instance's boot, then the agent's start.
+    let cold = model::EC2_BOOT + model::RUNTASK + model::PULL_CACHED + model::AGENT;
+    let mut arrivals: Vec<Vec<SystemTime>> = vec![Vec::new(); sizes.len()];
+    let mut keys: Vec<Vec<(usize, u64)>> = vec![Vec::new(); sizes.len()];
+    let mut agents: Vec<Agent> = Vec::new();
+    // Warm agents waiting for room: (agent, since).
+    let mut warm_demand: Vec<(usize, u64)> = Vec::new();
+    // Jobs scheduled and not taken (with `warm`), and whether their create-agent came and started
+    // an agent.
+    let mut pending: Vec<usize> = Vec::new();
+    let mut launched = vec![false; jobs.len()];
+    let mut taken_at = vec![None::<u64>; jobs.len()];
+    let (mut next_create, mut done) = (0, 0);
     let mut instances: Vec<Instance> = Vec::new();
     let mut waiting: Vec<usize> = Vec::new();
     let mut out = Outcome { waits: vec![0; jobs.len()], ..Outcome::default() };
@@ -114,9 +176,9 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
     loop {
         let now = at(t);
         for i in instances.iter_mut().filter(|i| i.retired_at.is_none()) {
-            let (ended, left): (Vec<_>, Vec<_>) = i.tasks.iter().partition(|(end, _)| *end <= t);
+            let (ended, left): (Vec<_>, Vec<_>) = i.tasks.iter().partition(|(end, _, _)| *end <= t);
             i.tasks = left;
-            for (_, need) in ended {
+            for (_, need, _) in ended {
                 i.remaining = i.remaining.plus(need);
             }
             if i.stopped_at.is_none() && i.launched_at + i.boot <= t {
@@ -124,14 +186,83 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 i.idle_since = idle_since(i.idle_since, tasks, i.last_placed, PLACEMENT_GRACE, now);
             }
         }
-        while next < jobs.len() && jobs[next].arrival <= t {
-            waiting.push(next);
-            next += 1;
+        // Kept agents: registrations are set at placement; job ends.
+        for (n, a) in agents.iter_mut().enumerate() {
+            if let State::Busy { until } = a.state {
+                if until <= t {
+                    a.jobs += 1;
+                    done += 1;
+                    if a.jobs < setup.max_jobs {
+                        a.state = State::Idle { since: until };
+                    } else {
+                        a.state = State::Stopped;
+                        end_task(&mut instances, n, t);
+                    }
+                }
+            }
+        }
+        if warm_on {
+            while next < jobs.len() && jobs[next].arrival <= t {
+                pending.push(next);
+                next += 1;
+            }
+            // Idle agents take scheduled jobs at once: each to the agent that asks first.
+            let mut i = 0;
+            while i < pending.len() {
+                let n = pending[i];
+                let p = pool_of(&jobs[n]);
+                let best = agents
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, a)| match a.state {
+                        State::Idle { since } if a.pool == p && since <= t => Some((model::pickup(since, t), k)),
+                        _ => None,
+                    })
+                    .min();
+                let Some((taken, k)) = best else {
+                    i += 1;
+                    continue;
+                };
+                pending.remove(i);
+                agents[k].state = State::Busy { until: taken + jobs[n].duration };
+                out.waits[n] = taken - jobs[n].arrival;
+                taken_at[n] = Some(taken);
+                placed += 1;
+                // A job whose create-agent came and started no agent leaves its key unused.
+                let create_at = model::create_agent_at(jobs[n].arrival);
+                if create_at <= t && !launched[n] {
+                    waiting.retain(|m| *m != n);
+                    keys[p].push((n, create_at));
+                }
+            }
+            // create-agent requests: a key each; a job not yet taken becomes demand.
+            while next_create < next && model::create_agent_at(jobs[next_create].arrival) <= t {
+                let n = next_create;
+                let create_at = model::create_agent_at(jobs[n].arrival);
+                let p = pool_of(&jobs[n]);
+                arrivals[p].push(at(create_at));
+                if taken_at[n].is_some() {
+                    keys[p].push((n, create_at));
+                } else {
+                    waiting.push(n);
+                }
+                next_create += 1;
+            }
+        } else {
+            while next < jobs.len() && model::create_agent_at(jobs[next].arrival) <= t {
+                waiting.push(next);
+                next += 1;
+            }
         }
         let alive: Vec<usize> = (0..instances.len())
             .filter(|i| instances[*i].retired_at.is_none() && instances[*i].stopped_at.is_none())
             .collect();
-        if placed == jobs.len() && alive.iter().all(|i| instances[*i].tasks.is_empty()) {
+        let all_done = if warm_on {
+            done == jobs.len() && agents.iter().all(|a| a.state == State::Stopped)
+        } else {
+            placed == jobs.len()
+        };
+        if all_done && alive.iter().all(|i| instances[*i].tasks.is_empty()) {
             for i in &alive {
                 let inst = &mut instances[*i];
                 inst.billed += t - inst.launched_at;
@@ -179,17 +310,19 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 }
             })
             .collect();
-        let demands: Vec<Demand> = waiting
+        let demand = |id: String, (cpu, memory): (u32, u32), since: u64| Demand {
+            id,
+            need: Resources::new(cpu, memory),
+            os: OsClass::Linux,
+            arch: Arch::X86_64,
+            since: at(since),
+            on_demand: false,
+        };
+        let mut demands: Vec<Demand> = waiting
             .iter()
-            .map(|n| Demand {
-                id: n.to_string(),
-                need: Resources::new(jobs[*n].cpu, jobs[*n].memory),
-                os: OsClass::Linux,
-                arch: Arch::X86_64,
-                since: at(jobs[*n].arrival),
-                on_demand: false,
-            })
+            .map(|n| demand(format!("j{n}"), (jobs[*n].cpu, jobs[*n].memory), model::create_agent_at(jobs[*n].arrival)))
             .collect();
+        demands.extend(warm_demand.iter().map(|(k, since)| demand(format!("w{k}"), sizes[agents[*k].pool], *since)));
         let mut decided = plan(&slots, &demands, &policy, now);
         let pool = reuse(&mut decided, &parked, &slots, &policy, setup.stopped);
         for r in &decided.retire {
@@ -215,21 +348,89 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
             out.restarts += 1;
         }
         for p in &decided.start {
-            let n: usize = p.demand.parse().expect("a job index");
-            let job = jobs[n];
+            let (kind, index) = p.demand.split_at(1);
+            let index: usize = index.parse().expect("an index");
+            let size = if kind == "j" { (jobs[index].cpu, jobs[index].memory) } else { sizes[agents[index].pool] };
             let inst = instances.iter_mut().find(|i| i.id == p.instance).expect("a known instance");
-            let need = Resources::new(job.cpu, job.memory);
+            let need = Resources::new(size.0, size.1);
             // The instance's first task pulls the image; the others wait for that pull to end.
             let pulled = *inst.pulled_at.get_or_insert(t + model::RUNTASK + model::pull(setup.image_mb));
             let registered = pulled.max(t + model::RUNTASK + model::PULL_CACHED) + model::AGENT;
-            let taken = model::pickup(registered, registered);
             inst.remaining = inst.remaining.minus(need);
-            inst.tasks.push((taken + job.duration, need));
             inst.last_placed = Some(now);
             inst.idle_since = None;
-            waiting.retain(|m| *m != n);
-            out.waits[n] = taken - job.arrival;
-            placed += 1;
+            if !warm_on {
+                let taken = model::pickup(registered, registered);
+                inst.tasks.push((taken + jobs[index].duration, need, None));
+                waiting.retain(|m| *m != index);
+                out.waits[index] = taken - jobs[index].arrival;
+                placed += 1;
+                continue;
+            }
+            // An agent, kept: for a job (which the first agent to ask takes), or warm.
+            let k = if kind == "j" {
+                waiting.retain(|m| *m != index);
+                launched[index] = true;
+                out.cold_starts += 1;
+                agents.push(Agent { pool: pool_of(&jobs[index]), state: State::Starting, jobs: 0 });
+                agents.len() - 1
+            } else {
+                warm_demand.retain(|(k, _)| *k != index);
+                index
+            };
+            agents[k].state = State::Idle { since: registered };
+            inst.tasks.push((u64::MAX, need, Some(k)));
+        }
+        // The warm pass, per pool (the passes the plugin runs at every event and ping come down
+        // to every tick here).
+        if warm_on {
+            let mut alive_agents = agents.iter().filter(|a| a.state != State::Stopped).count();
+            for p in 0..sizes.len() {
+                let target =
+                    warm::target(setup.warm, true, &arrivals[p], Duration::from_secs(cold), setup.max_agents, now);
+                let idle: Vec<IdleAgent> = agents
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(k, a)| match a.state {
+                        State::Idle { since } if a.pool == p && since <= t => {
+                            Some(IdleAgent { id: k.to_string().into(), idle_since: at(since) })
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let starting = agents
+                    .iter()
+                    .filter(|a| {
+                        a.pool == p
+                            && (a.state == State::Starting || matches!(a.state, State::Idle { since } if since > t))
+                    })
+                    .count();
+                let view = PoolView {
+                    idle,
+                    starting: u32::try_from(starting).expect("a count"),
+                    keys: keys[p]
+                        .iter()
+                        .map(|(job, received)| UnusedKey { id: job.to_string(), received_at: at(*received) })
+                        .collect(),
+                    headroom: u32::try_from((setup.max_agents as usize).saturating_sub(alive_agents)).expect("a count"),
+                };
+                let plan = warm::plan(&view, target, now);
+                for id in &plan.retire {
+                    let k: usize = id.parse().expect("an index");
+                    agents[k].state = State::Stopped;
+                    end_task(&mut instances, k, t);
+                }
+                for id in plan.start.iter().chain(&plan.drop_keys) {
+                    let job: usize = id.parse().expect("a job");
+                    keys[p].retain(|(n, _)| *n != job);
+                    if plan.start.contains(id) {
+                        out.warm_starts += 1;
+                        alive_agents += 1;
+                        agents.push(Agent { pool: p, state: State::Starting, jobs: 0 });
+                        warm_demand.push((agents.len() - 1, t));
+                    }
+                }
+            }
         }
         for _ in &decided.launch {
             instances.push(Instance {
