@@ -31,6 +31,7 @@ mod faults;
 mod guide;
 mod hostile_input;
 mod images;
+mod import;
 mod isolation;
 mod leftovers;
 mod metrics;

@@ -265,3 +265,82 @@ fn apply_without_a_token_sends_nothing_and_a_foreign_profile_is_left_alone() {
     );
     let _ = std::fs::remove_dir_all(&cwd);
 }
+
+/// GoCD refuses two elastic profiles (its 422, validation failed): each stays as it was in GoCD,
+/// the output names GoCD's message, the cluster profile this run created only for a refused one
+/// is deleted again with its ETag, and the one that existed before the run is not deleted.
+#[test]
+fn apply_refused_by_gocd_leaves_the_profile_as_it_was_and_deletes_what_it_created_for_it() {
+    use serde_json::json;
+    const TOKEN: &str = "gocd-access-token-refused-2c9e";
+    let their = |id: &str| {
+        json!({"id": id, "cluster_profile_id": "ecs-prod", "properties": [
+            {"key": "Image", "value": "gocd/gocd-agent-alpine-3.19:v24.1.0"}, {"key": "Fargate", "value": "true"}
+        ]})
+    };
+    // `build-tiny` is alone in the cluster profile `ecs-prod-fargate-spot`, which the run creates;
+    // `linux-ec2` is alone in `ecs-prod-ec2`, which an earlier run created.
+    let (url, state) = gocd_stand_in::start_refusing(
+        TOKEN,
+        &[
+            ("/go/api/elastic/profiles/build-small", their("build-small")),
+            ("/go/api/elastic/profiles/build-tiny", their("build-tiny")),
+            ("/go/api/elastic/profiles/linux-ec2", their("linux-ec2")),
+            (
+                "/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2",
+                json!({"id": "ecs-prod-ec2", "plugin_id": "cd.go.contrib.elastic-agent.ecs", "properties": []}),
+            ),
+        ],
+        &["build-tiny", "linux-ec2"],
+    );
+    let before = state.lock().unwrap().profiles.clone();
+    let cwd = std::env::temp_dir().join(format!("ecs-ea-import-apply-refused-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = Command::new(BIN)
+        .current_dir(&cwd)
+        .args(["import", "--out", "imported", "--apply", "--server", &url])
+        .arg(data("cluster-profiles.json"))
+        .arg(data("elastic-profiles.json"))
+        .env("GOCD_TOKEN", TOKEN)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).to_string();
+    assert_eq!(run.status.code(), Some(1), "{stdout}");
+    assert!(!stdout.contains(TOKEN), "the token was printed");
+    for id in ["build-tiny", "linux-ec2"] {
+        let line = stdout.lines().find(|l| l.starts_with(&format!("FAIL elastic profile {id}:"))).unwrap_or_default();
+        assert!(line.contains("HTTP 422") && line.contains(&gocd_stand_in::refusal_message(id)), "{stdout}");
+        assert!(line.contains("left as it was"), "{stdout}");
+    }
+    assert!(stdout.contains("switched elastic profile build-small (cluster profile ecs-prod-fargate)"), "{stdout}");
+    assert!(stdout.contains("created cluster profile ecs-prod-fargate-spot"), "{stdout}");
+    assert!(stdout.contains("deleted cluster profile ecs-prod-fargate-spot again"), "{stdout}");
+    assert!(!stdout.contains("deleted cluster profile ecs-prod-ec2"), "{stdout}");
+
+    let state = state.lock().unwrap();
+    // The refused profiles are as they were: same body, same revision.
+    for path in ["/go/api/elastic/profiles/build-tiny", "/go/api/elastic/profiles/linux-ec2"] {
+        assert_eq!(state.profiles.get(path), before.get(path), "{path} changed");
+    }
+    // The cluster profile created for build-tiny alone is gone, deleted with the ETag it had.
+    let spot = "/go/api/admin/elastic/cluster_profiles/ecs-prod-fargate-spot";
+    assert!(!state.profiles.contains_key(spot), "{spot} left behind");
+    assert_eq!(state.deleted, [(spot.to_string(), Some("\"rev-1\"".to_string()))], "the only DELETE");
+    let created = state.calls.iter().position(|(m, p, _)| m == "POST" && p.ends_with("/cluster_profiles")).unwrap();
+    let deleted = state.calls.iter().position(|(m, _, _)| m == "DELETE").unwrap();
+    assert!(created < deleted);
+    // The one that existed before the run is still there (updated, never deleted); the others
+    // GoCD took are the run's.
+    assert!(state.profiles.contains_key("/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2"));
+    assert_eq!(state.profiles["/go/api/elastic/profiles/build-small"].0["cluster_profile_id"], "ecs-prod-fargate");
+    // Nothing else GoCD had before changed except what the run switched or replaced.
+    for (path, was) in &before {
+        if path.ends_with("/build-small") || path.ends_with("/ecs-prod-ec2") {
+            continue;
+        }
+        assert_eq!(state.profiles.get(path), Some(was), "{path} changed");
+    }
+    let _ = std::fs::remove_dir_all(&cwd);
+}

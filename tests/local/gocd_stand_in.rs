@@ -1,9 +1,13 @@
 //! A stand-in for the parts of GoCD's API that `import --apply` calls: cluster profiles (v1) and
 //! elastic agent profiles (v2), each `GET`/`POST`/`PUT` by id with GoCD's `ETag`/`If-Match`
-//! rules (a `PUT` without the current `ETag` is refused with 412), behind a bearer token. It
-//! serves on a loopback port from a thread, one request a connection, and keeps a log of calls.
+//! rules (a `PUT` without the current `ETag` is refused with 412), cluster profiles also
+//! `DELETE` (with the current `ETag`; refused with 422 while an elastic profile uses it, as GoCD
+//! does), behind a bearer token. Elastic profiles chosen by id are refused as GoCD refuses one its
+//! plugin does not validate: 422 with GoCD's body (`message`, and `data` with the profile and its
+//! `errors`). It serves on a loopback port from a thread, one request a connection, and keeps a
+//! log of calls.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
@@ -22,6 +26,18 @@ pub struct State {
     pub calls: Vec<Call>,
     /// Every `Authorization` header value received.
     pub authorizations: Vec<String>,
+    /// Ids of elastic profiles whose `POST` or `PUT` is refused with GoCD's 422.
+    pub refuse: BTreeSet<String>,
+    /// Every profile deleted: its path and the `If-Match` sent.
+    pub deleted: Vec<(String, Option<String>)>,
+}
+
+/// The message GoCD's 422 carries for an elastic profile its plugin does not validate.
+pub fn refusal_message(id: &str) -> String {
+    format!(
+        "Validations failed for elasticProfile '{id}'. Error(s): [Image must be an image this GoCD may pull.]. \
+         Please correct and resubmit."
+    )
 }
 
 const CLUSTERS: &str = "/go/api/admin/elastic/cluster_profiles";
@@ -29,9 +45,15 @@ const ELASTICS: &str = "/go/api/elastic/profiles";
 
 /// Starts the server; returns its base URL (`http://127.0.0.1:PORT/go`) and its state.
 pub fn start(token: &str, seed: &[(&str, Value)]) -> (String, Arc<Mutex<State>>) {
+    start_refusing(token, seed, &[])
+}
+
+/// As [`start`], refusing the elastic profiles `refuse` (by id) with GoCD's 422.
+pub fn start_refusing(token: &str, seed: &[(&str, Value)], refuse: &[&str]) -> (String, Arc<Mutex<State>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/go", listener.local_addr().unwrap());
     let state = Arc::new(Mutex::new(State::default()));
+    state.lock().unwrap().refuse = refuse.iter().map(|id| (*id).to_string()).collect();
     for (path, body) in seed {
         state.lock().unwrap().profiles.insert((*path).to_string(), (body.clone(), 1));
     }
@@ -106,7 +128,20 @@ fn answer(
     }
     let etag = |rev: u32| Some(format!("\"rev-{rev}\""));
     let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let refused = |id: &str| {
+        let mut data = body.clone();
+        data["errors"] = json!({});
+        if let Some(properties) = data["properties"].as_array_mut() {
+            for p in properties.iter_mut().filter(|p| p["key"] == "Image") {
+                p["errors"] = json!({"Image": ["Image must be an image this GoCD may pull."]});
+            }
+        }
+        (422, None, json!({"message": refusal_message(id), "data": data}))
+    };
     match method {
+        "POST" | "PUT" if collection == ELASTICS && state.refuse.contains(body["id"].as_str().unwrap_or_default()) => {
+            refused(body["id"].as_str().unwrap_or_default())
+        }
         "GET" => match state.profiles.get(path) {
             Some((profile, rev)) => (200, etag(*rev), profile.clone()),
             None => (404, None, message("Either the resource you requested was not found, or you are not authorized")),
@@ -129,6 +164,34 @@ fn answer(
             }
             state.profiles.insert(path.to_string(), (body.clone(), rev + 1));
             (200, etag(rev + 1), body)
+        }
+        "DELETE" if collection == CLUSTERS => {
+            let Some((_, rev)) = state.profiles.get(path).cloned() else {
+                return (404, None, message("not found"));
+            };
+            if headers.get("if-match") != etag(rev).as_ref() {
+                return (412, None, message("Someone has modified the configuration for this profile. Please update your copy of the config with the changes and try again."));
+            }
+            let id = path.rsplit('/').next().unwrap_or_default().to_string();
+            let users: Vec<String> = state
+                .profiles
+                .iter()
+                .filter(|(p, (b, _))| p.starts_with(ELASTICS) && b["cluster_profile_id"] == id.as_str())
+                .map(|(_, (b, _))| b["id"].as_str().unwrap_or_default().to_string())
+                .collect();
+            if !users.is_empty() {
+                return (
+                    422,
+                    None,
+                    message(&format!(
+                        "Cannot delete cluster profile '{id}' as it is referenced from elastic agent profile(s) [{}]",
+                        users.join(", ")
+                    )),
+                );
+            }
+            state.profiles.remove(path);
+            state.deleted.push((path.to_string(), headers.get("if-match").cloned()));
+            (200, None, message(&format!("The cluster profile '{id}' was deleted successfully.")))
         }
         _ => (405, None, message("method not allowed")),
     }

@@ -4,6 +4,12 @@
 //! profile replaced under its same id (`GET` for the `ETag`, `PUT` with `If-Match`), which moves
 //! its pipelines to this plugin, or created when GoCD has none with that id.
 //!
+//! Nothing is left half-changed when GoCD refuses: an elastic profile GoCD refuses (a 422 with
+//! its validation message) stays as it was, and the line names GoCD's message; a cluster profile
+//! this run created for elastic profiles that were all refused is deleted again (`DELETE` with the
+//! `If-Match` of its `ETag`), so no cluster profile serving nothing is left behind. A cluster
+//! profile that existed before the run is never deleted.
+//!
 //! The access token comes from `GOCD_TOKEN` only, is sent as `Authorization: Bearer`, and is never
 //! printed. Nothing is sent for a cluster profile of another plugin that has one of our ids.
 
@@ -112,6 +118,10 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
     };
     let mut ok = true;
     let mut applied_clusters = Vec::new();
+    // Cluster profiles this run created (none of that id existed before).
+    let mut created_clusters = Vec::new();
+    // Cluster profiles with an elastic profile GoCD took.
+    let mut serving = Vec::new();
     for c in &plan.clusters {
         if !plan.elastics.iter().any(|e| e.cluster_id == c.id && e.written()) {
             continue;
@@ -121,6 +131,9 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
             Ok(done) => {
                 writeln!(out, "{done} cluster profile {}", c.id)?;
                 applied_clusters.push(c.id.clone());
+                if done == "created" {
+                    created_clusters.push(c.id.clone());
+                }
             }
             Err(e) => {
                 ok = false;
@@ -140,14 +153,55 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
         }
         let body = json!({"id": e.id, "cluster_profile_id": e.cluster_id, "properties": api_properties(&e.properties)});
         match put_elastic(&gocd, &e.id, &body).await {
-            Ok(done) => writeln!(out, "{done} elastic profile {} (cluster profile {})", e.id, e.cluster_id)?,
+            Ok(done) => {
+                writeln!(out, "{done} elastic profile {} (cluster profile {})", e.id, e.cluster_id)?;
+                serving.push(e.cluster_id.clone());
+            }
             Err(why) => {
                 ok = false;
-                writeln!(out, "FAIL elastic profile {why}")?;
+                writeln!(out, "FAIL elastic profile {why}; left as it was")?;
+            }
+        }
+    }
+    // A cluster profile created for elastic profiles GoCD all refused serves nothing: deleted
+    // again. One that existed before is left, whatever happened to its elastic profiles.
+    for id in created_clusters.iter().filter(|id| !serving.contains(id)) {
+        match delete_cluster(&gocd, id).await {
+            Ok(()) => writeln!(
+                out,
+                "deleted cluster profile {id} again: created by this run, and every elastic profile of it failed"
+            )?,
+            Err(why) => {
+                ok = false;
+                writeln!(
+                    out,
+                    "FAIL cluster profile {why}: created by this run for elastic profiles that all failed, \
+                     and not deleted again; delete it in GoCD"
+                )?;
             }
         }
     }
     Ok(ok)
+}
+
+/// Deletes a cluster profile this run created, with the `If-Match` of its current `ETag`, so a
+/// change made by someone else since is not deleted with it.
+async fn delete_cluster(gocd: &Gocd, id: &str) -> Result<(), String> {
+    let path = format!("/api/admin/elastic/cluster_profiles/{id}");
+    let current =
+        gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
+    let etag = match current {
+        (200, etag, _) => etag,
+        other => return Err(refused(id, &other)),
+    };
+    let answer = gocd
+        .request("DELETE", &path, CLUSTER_PROFILES_V1, etag.as_deref(), None)
+        .await
+        .map_err(|e| format!("{id}: {e}"))?;
+    match answer {
+        (200 | 204, ..) => Ok(()),
+        other => Err(refused(id, &other)),
+    }
 }
 
 async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str, String> {
