@@ -83,33 +83,7 @@ fn file(name: &str, props: &[(&str, &str)]) -> PathBuf {
 
 /// Runs `try` with the test keys and the proxy as AWS.
 async fn try_run(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &str)]) -> Tried {
-    let (cluster, elastic) = (file("cluster.json", cluster), file("elastic.json", elastic));
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
-    cmd.args(["--timeout", "60"]);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-try/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-try/credentials");
-    let out = tokio::time::timeout(Duration::from_secs(150), cmd.output())
-        .await
-        .expect("try finished in time")
-        .expect("run try");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    eprintln!("try:\n{stdout}{stderr}");
-    for secret in [TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY] {
-        assert!(!stdout.contains(secret) && !stderr.contains(secret), "try printed a secret");
-    }
-    Tried { code: out.status.code(), stdout }
+    try_with(proxy, cluster, elastic, &[]).await
 }
 
 fn cluster_profile() -> Vec<(&'static str, &'static str)> {
@@ -390,7 +364,11 @@ async fn try_with(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &st
         .expect("try finished in time")
         .expect("run try");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    eprintln!("try {extra:?}:\n{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    eprintln!("try {extra:?}:\n{stdout}{stderr}");
+    for secret in [TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY] {
+        assert!(!stdout.contains(secret) && !stderr.contains(secret), "try printed a secret");
+    }
     Tried { code: out.status.code(), stdout }
 }
 
