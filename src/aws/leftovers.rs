@@ -1,5 +1,5 @@
 //! The port's calls for `ecs-elastic-agent leftovers` (`cli::leftovers`): the clusters of a
-//! region (ListClusters), the ARNs of a cluster's live tasks (ListTasks, desired RUNNING), the
+//! region (ListClusters) (a cluster's tasks are `ecs::list_tasks`'s), the
 //! instances that carry a GoCD server's tag (DescribeInstances), the ACTIVE revisions of a
 //! task-definition family with their tags and age (ListTaskDefinitions, DescribeTaskDefinition),
 //! and TerminateInstances with each instance's outcome. Each goes through the account's budget
@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::SystemTime;
 
 use aws_sdk_ec2::types::Filter;
-use aws_sdk_ecs::types::{DesiredStatus, TaskDefinitionField, TaskDefinitionStatus};
+use aws_sdk_ecs::types::{TaskDefinitionField, TaskDefinitionStatus};
 
 use super::budget::Category;
 use super::tags::TAG_SERVER_ID;
@@ -74,31 +74,6 @@ impl AwsClients {
             let request = self.ecs.list_clusters().max_results(100).set_next_token(next.take());
             let page = self.calls.call("ListClusters", || request.clone().send()).await?;
             arns.extend(page.cluster_arns().iter().cloned());
-            match page.next_token() {
-                Some(token) if !token.is_empty() => next = Some(token.to_string()),
-                _ => return Ok(arns),
-            }
-        }
-    }
-
-    /// The ARNs of the tasks of `cluster` meant to run (desired status RUNNING: provisioning,
-    /// pending, activating or running), whoever started them (every page).
-    ///
-    /// # Errors
-    /// The failed ListTasks call ([`Failure::NotFound`] when the cluster does not exist).
-    pub async fn live_task_arns(&self, cluster: &str) -> Result<Vec<String>, AwsError> {
-        let mut arns = Vec::new();
-        let mut next: Option<String> = None;
-        loop {
-            let request = self
-                .ecs
-                .list_tasks()
-                .cluster(cluster)
-                .desired_status(DesiredStatus::Running)
-                .max_results(100)
-                .set_next_token(next.take());
-            let page = self.calls.call("ListTasks", || request.clone().send()).await?;
-            arns.extend(page.task_arns().iter().cloned());
             match page.next_token() {
                 Some(token) if !token.is_empty() => next = Some(token.to_string()),
                 _ => return Ok(arns),

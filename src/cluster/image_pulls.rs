@@ -210,6 +210,12 @@ impl super::Cluster {
         pulls
     }
 
+    /// Counts the pulls the registry's records now show (what [`Cluster::image_pulls`] does
+    /// before every look), without looking.
+    pub fn count_image_pulls(&self) {
+        drop(self.image_pulls());
+    }
+
     /// Reads from ECR the size of each pulled image whose size is due ([`SIZE_EVERY`]): one
     /// DescribeImages per image (waited for up to [`SIZE_READ_LIMIT`]), and only for an image
     /// in the ECR registry of the profile's account and region; other images have no size.

@@ -185,7 +185,8 @@ async fn tasks(
 
 /// The plugin's live tasks of one cluster (ListTasks, then DescribeTasks with tags).
 async fn tasks_of(aws: &AwsClients, cluster: &str, only: Option<&str>) -> Result<Vec<Leftover>, AwsError> {
-    let arns = aws.live_task_arns(cluster).await?;
+    // Whoever started them: the owner tags, read below, say which are the plugin's.
+    let arns = aws.list_tasks(cluster, None).await?;
     if arns.is_empty() {
         return Ok(Vec::new());
     }

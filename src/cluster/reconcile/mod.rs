@@ -64,7 +64,7 @@ impl Cluster {
             (registered, steps, swept.plan)
         };
         // The pulls the refresh brought, counted before stopped records go.
-        drop(self.image_pulls());
+        self.count_image_pulls();
         // Stopping tasks only: a failed stop is told by `stop_task` and tried again next pass.
         let _stopped = self.clean_up(orphans).await;
         task_definitions::run(self).await;
