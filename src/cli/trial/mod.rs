@@ -239,7 +239,7 @@ impl Run {
         watch::phases(&running, asked, r).map_err(write_failed)?;
         watch::logs(&cluster, &aws.region, &spec.work.task_definition, &running, r).map_err(write_failed)?;
         let Some(probe) = probe else { return Ok(Probed::No) };
-        let status = watch::until_exited(&watched, &container, r).await?;
+        let status = watch::until_exited(&watched, asked, &running, &container, r).await?;
         let outcome = probe::Outcome::of_exit(status);
         let server = probe.server_url.as_deref().unwrap_or("(no server URL)");
         outcome.verdict(server, &probe.materials)?;

@@ -50,9 +50,7 @@ pub(super) async fn until_running(
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        let task = describe(aws, cluster, arn).await.map_err(|e| {
-            Failed::new(Class::Failed, e.to_string(), "`ecs-elastic-agent doctor` checks ecs:DescribeTasks")
-        })?;
+        let task = look(aws, cluster, arn).await?;
         if let Some(task) = &task {
             if task.last_status != last {
                 last.clone_from(&task.last_status);
@@ -90,23 +88,33 @@ fn exit_code(task: &TaskView, name: &str) -> Option<i32> {
 /// # Errors
 /// The task stopped with no exit code for it (classified by its stop reason), it did not exit
 /// within `timeout`, or the task could not be described.
-pub(super) async fn until_exited(w: &Watched<'_>, name: &str, r: &mut Report<'_>) -> Result<i32, Failed> {
+pub(super) async fn until_exited(
+    w: &Watched<'_>,
+    asked: SystemTime,
+    seen: &TaskView,
+    name: &str,
+    r: &mut Report<'_>,
+) -> Result<i32, Failed> {
     let Watched { aws, cluster, arn, timeout, elastic } = *w;
     let started = Instant::now();
-    let mut last = String::new();
+    let mut last = seen.last_status.clone();
+    let mut next = Some(seen.clone());
     loop {
-        let task = describe(aws, cluster, arn).await.map_err(|e| {
-            Failed::new(Class::Failed, e.to_string(), "`ecs-elastic-agent doctor` checks ecs:DescribeTasks")
-        })?;
+        // The first look is the one until_running ended with.
+        let task = match next.take() {
+            Some(seen) => Some(seen),
+            None => look(aws, cluster, arn).await?,
+        };
+        let since = || secs(SystemTime::now().duration_since(asked).unwrap_or_default());
         if let Some(task) = &task {
             if let Some(code) = exit_code(task, name) {
-                r.line("status", format!("the probe exited with status {code} after {}", secs(started.elapsed())))
+                r.line("status", format!("the probe exited with status {code} after {}", since()))
                     .map_err(super::write_failed)?;
                 return Ok(code);
             }
             if task.last_status != last {
                 last.clone_from(&task.last_status);
-                r.line("status", format!("{last} after {}", secs(started.elapsed()))).map_err(super::write_failed)?;
+                r.line("status", format!("{last} after {}", since())).map_err(super::write_failed)?;
             }
             if task.last_status == "STOPPED" {
                 return Err(stopped(task, elastic));
@@ -152,6 +160,13 @@ pub(super) async fn interrupted() {
         _ = term.recv() => {}
         _ = int.recv() => {}
     }
+}
+
+/// [`describe`], a failure of which ends the watch.
+async fn look(aws: &AwsClients, cluster: &str, arn: &str) -> Result<Option<TaskView>, Failed> {
+    describe(aws, cluster, arn)
+        .await
+        .map_err(|e| Failed::new(Class::Failed, e.to_string(), "`ecs-elastic-agent doctor` checks ecs:DescribeTasks"))
 }
 
 /// The task as ECS describes it now; `None` while ECS does not show it yet.
