@@ -20,7 +20,6 @@ use crate::world::proxy::rules;
 use crate::world::Proxy;
 use aws_config::SdkConfig;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 
 /// What one doctor run said.
@@ -70,20 +69,8 @@ async fn doctor(endpoint: &str, props: &[(&str, &str)], extra: &[&str]) -> Docto
         props.push(("AssignPublicIp", "true"));
     }
     let path = profile_file(&props);
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(endpoint, Some(REGION));
     cmd.arg("doctor").arg("--cluster-profile").arg(&path).args(["--timeout", "20"]).args(extra);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-doctor/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-doctor/credentials");
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
         .expect("doctor finished in time")

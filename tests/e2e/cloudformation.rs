@@ -25,14 +25,13 @@ use aws_config::SdkConfig;
 use serde_json::Value;
 
 use crate::world::http::{self, HttpRequest};
-use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
+use crate::world::moto::{REGION, TEST_ACCESS_KEY_ID};
 use crate::world::profiles::elastic_props;
 use crate::world::stack::{self, as_cloudformation_makes_the_vpc};
 use crate::world::*;
 
 use crate::world::network::{self, Internet, NetworkWorld, GIT_HOST, GOCD_HOST};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const STACK: &str = "gocd-ci";
 /// A stock GoCD server's URL (plain HTTP on 8153).
 const STOCK_SERVER_URL: &str = "http://gocd.example.com:8153/go";
@@ -46,20 +45,8 @@ async fn deploy(cfg: &SdkConfig, given: &[(&str, &str)]) -> BTreeMap<String, Str
 
 /// Runs the binary with the test keys and moto as AWS, like an operator with credentials.
 async fn run(endpoint: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(endpoint, Some(REGION));
     cmd.args(args);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-cfn/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-cfn/credentials");
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output()).await.expect("in time").expect("run");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code(), text(&out.stdout), text(&out.stderr))

@@ -33,7 +33,6 @@ use crate::world::probes::ProbeRunner;
 use crate::world::stack;
 use crate::world::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const GUIDE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/getting-started.md"));
 /// The command the guide names the binary by.
 const GUIDE_BIN: &str = "bin/ecs-elastic-agent";
@@ -170,19 +169,8 @@ async fn run_guide_command(dir: &Path, endpoint: &str, command: &[String]) -> Ra
         Some(i) => (&command[1..i], command.get(i + 1).cloned()),
         None => (&command[1..], None),
     };
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(endpoint, None);
     cmd.args(args).current_dir(dir);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", endpoint)
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-guide/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-guide/credentials");
     let out = tokio::time::timeout(Duration::from_secs(240), cmd.output())
         .await
         .unwrap_or_else(|_| panic!("{command:?} finished in time"))

@@ -17,7 +17,6 @@ use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACC
 use crate::world::proxy::Call;
 use crate::world::{Proxy, Verdict};
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const IMAGE: &str = "gocd/gocd-agent-alpine-3.19:v24.1.0";
 const AMI: &str = "ami-0abcdef1234567890";
 const SERVER_A: &str = "6f1c2a3e-0000-4000-8000-00000000000a";
@@ -202,20 +201,8 @@ impl Ran {
 
 /// Runs `leftovers` with the test keys, the region in AWS_REGION and the proxy as AWS.
 async fn leftovers(proxy: &Proxy, args: &[&str]) -> Ran {
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(&proxy.endpoint(), Some(REGION));
     cmd.arg("leftovers").args(args);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-leftovers/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-leftovers/credentials");
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
         .expect("leftovers finished in time")

@@ -21,7 +21,6 @@ use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACC
 use crate::world::proxy::{Call, Verdict};
 use crate::world::Proxy;
 
-const BIN: &str = env!("CARGO_BIN_EXE_ecs-elastic-agent");
 const CLUSTER: &str = "ci";
 const EXECUTION_ROLE: &str = "arn:aws:iam::123456789012:role/agent-execution";
 
@@ -305,19 +304,9 @@ async fn an_interrupted_try_removes_what_it_created() {
     });
     let elastic = [("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0"), ("ExecutionRoleArn", EXECUTION_ROLE)];
     let (cluster, elastic) = (file("cluster.json", &cluster_profile()), file("elastic.json", &elastic));
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(&w.proxy.endpoint(), Some(REGION));
     cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
     cmd.args(["--timeout", "5"]).stdout(std::process::Stdio::piped());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", w.proxy.endpoint())
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true");
     let mut child = cmd.spawn().expect("run try");
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut seen = Vec::new();
@@ -344,21 +333,9 @@ async fn an_interrupted_try_removes_what_it_created() {
 /// `try` with its arguments: the profiles as files, and `extra` (`--server-url`, `--material`).
 async fn try_with(proxy: &Proxy, cluster: &[(&str, &str)], elastic: &[(&str, &str)], extra: &[&str]) -> Tried {
     let (cluster, elastic) = (file("cluster.json", cluster), file("elastic.json", elastic));
-    let mut cmd = tokio::process::Command::new(BIN);
+    let mut cmd = crate::world::moto::operator_command(&proxy.endpoint(), Some(REGION));
     cmd.arg("try").arg("--cluster-profile").arg(&cluster).arg("--elastic-profile").arg(&elastic);
     cmd.args(["--timeout", "60"]).args(extra);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("AWS_ENDPOINT_URL", proxy.endpoint())
-        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
-        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
-        .env("AWS_REGION", REGION)
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-try/config")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-try/credentials");
     let out = tokio::time::timeout(Duration::from_secs(150), cmd.output())
         .await
         .expect("try finished in time")

@@ -392,3 +392,25 @@ pub fn task_override_env<'a>(task: &'a Task, name: &str) -> Option<&'a str> {
         .find(|kv| kv.name() == Some(name))
         .and_then(|kv| kv.value())
 }
+
+/// The plugin's binary as an operator runs it against `endpoint`: the test keys, none of this
+/// process's AWS settings, no config or credentials file, and `region` as `AWS_REGION` when
+/// given (else the command must find one in its flags or files).
+pub fn operator_command(endpoint: &str, region: Option<&str>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(super::host::plugin_binary());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("AWS_ENDPOINT_URL", endpoint)
+        .env("AWS_ACCESS_KEY_ID", TEST_ACCESS_KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", TEST_SECRET_ACCESS_KEY)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_CONFIG_FILE", "/nonexistent/ecs-ea-operator/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/ecs-ea-operator/credentials");
+    if let Some(region) = region {
+        cmd.env("AWS_REGION", region);
+    }
+    cmd
+}
