@@ -5,6 +5,7 @@
 
 use aws_sdk_ecs::types::{CapacityProvider, CapacityProviderType};
 
+use super::status::ResourceStatus;
 use super::{AwsClients, AwsError};
 
 /// The kind of capacity a provider gives.
@@ -65,7 +66,7 @@ pub struct DescribedProvider {
     /// What it is.
     pub kind: ProviderKind,
     /// ECS's status (`ACTIVE`, `INACTIVE`, `UNKNOWN` when ECS gave none).
-    pub status: String,
+    pub status: ResourceStatus,
 }
 
 impl AwsClients {
@@ -99,7 +100,7 @@ pub(crate) fn described(p: &CapacityProvider) -> DescribedProvider {
         name: p.name().unwrap_or_default().to_string(),
         arn: p.capacity_provider_arn().map(str::to_string),
         kind: kind_of(p),
-        status: p.status().map_or("UNKNOWN", |s| s.as_str()).to_string(),
+        status: p.status().map_or_else(|| ResourceStatus::from("UNKNOWN"), ResourceStatus::from),
     }
 }
 
@@ -132,9 +133,9 @@ mod tests {
             )
             .build();
         assert_eq!(kind_of(&asg), ProviderKind::AutoScaling, "moto sends no type: the block tells");
-        assert_eq!(described(&asg).status, "ACTIVE");
+        assert_eq!(described(&asg).status, ResourceStatus::Active);
         assert_eq!(kind_of(&CapacityProvider::builder().name("x").build()), ProviderKind::Unknown);
-        assert_eq!(described(&CapacityProvider::builder().name("x").build()).status, "UNKNOWN");
+        assert_eq!(described(&CapacityProvider::builder().name("x").build()).status.as_str(), "UNKNOWN");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use aws_sdk_ecs::types::DesiredStatus;
 
 use super::capacity_providers::{described, DescribedProvider};
 use super::doctor::CheckClients;
+use super::status::ResourceStatus;
 use super::AwsError;
 
 /// What DescribeClusters said of one cluster.
@@ -27,7 +28,7 @@ pub struct ClusterView {
     /// Its name.
     pub name: Option<String>,
     /// `ACTIVE`, `INACTIVE`, ... (`UNKNOWN` when ECS gave none).
-    pub status: String,
+    pub status: ResourceStatus,
     /// Running tasks.
     pub running_tasks: i32,
     /// Registered container instances.
@@ -131,7 +132,7 @@ impl CheckClients {
         };
         Ok(ClusterLookup::Found(ClusterView {
             name: found.cluster_name().map(str::to_string),
-            status: found.status().unwrap_or("UNKNOWN").to_string(),
+            status: ResourceStatus::from(found.status().unwrap_or("UNKNOWN")),
             running_tasks: found.running_tasks_count(),
             container_instances: found.registered_container_instances_count(),
             capacity_providers: found.capacity_providers().to_vec(),

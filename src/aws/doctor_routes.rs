@@ -6,6 +6,7 @@
 use aws_sdk_ec2::types::{Filter, RouteState};
 
 use super::doctor::CheckClients;
+use super::status::VpcEndpointState;
 use super::AwsError;
 
 /// One route table of a VPC.
@@ -90,10 +91,7 @@ impl CheckClients {
             services.extend(
                 out.vpc_endpoints()
                     .iter()
-                    .filter(|e| {
-                        e.state()
-                            .is_none_or(|s| matches!(s.as_str().to_ascii_lowercase().as_str(), "available" | "pending"))
-                    })
+                    .filter(|e| e.state().is_none_or(|s| VpcEndpointState::from(s).serves()))
                     .filter_map(|e| e.service_name())
                     .map(str::to_string),
             );

@@ -9,7 +9,7 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, EbsBlockDevice, Filter, HttpTokensState, IamInstanceProfileSpecification,
-    InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
+    InstanceInterruptionBehavior, InstanceLifecycleType, InstanceMarketOptionsRequest, InstanceMetadataEndpointState,
     InstanceMetadataOptionsRequest, InstanceNetworkInterfaceSpecification, InstanceType, MarketType, ResourceType,
     SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, VolumeType,
 };
@@ -17,6 +17,7 @@ use aws_sdk_ec2::types::{
 use super::budget::Category;
 use super::ec2_types::sizes as capacity;
 use super::ec2_types::{AmiInfo, Arch, ContainerInstance, Ec2Instance, OsClass, Resources, TypeInfo};
+use super::status::{ContainerInstanceStatus, Ec2State};
 use super::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use super::{AwsClients, AwsError, Failure};
 
@@ -95,9 +96,9 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
     Some(Ec2Instance {
         id: i.instance_id()?.to_string(),
         instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-        state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+        state: i.state().and_then(|s| s.name()).map(Ec2State::from).unwrap_or_default(),
         launched_at: i.launch_time().and_then(|t| SystemTime::try_from(*t).ok()),
-        spot: i.instance_lifecycle().is_some_and(|l| l.as_str() == "spot"),
+        spot: i.instance_lifecycle() == Some(&InstanceLifecycleType::Spot),
         os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
         spot_warned_at: tag(TAG_SPOT_WARNED).and_then(spot_warned_at),
         launch_spec: tag(TAG_LAUNCH_SPEC).map(str::to_string),
@@ -133,8 +134,7 @@ pub async fn mark_spot_warned(aws: &AwsClients, instance_id: &str, at: SystemTim
 /// The failed DescribeInstances call.
 pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str) -> Result<Vec<Ec2Instance>, AwsError> {
     let mut filters = ours(server_id, cluster_key).to_vec();
-    let states = ["pending", "running", "stopping", "stopped"].map(String::from).to_vec();
-    filters.push(Filter::builder().name("instance-state-name").set_values(Some(states)).build());
+    filters.push(not_terminated());
     let found = describe_pages(aws, filters).await?;
     Ok(found.iter().filter_map(instance_view).collect())
 }
@@ -145,16 +145,22 @@ pub async fn describe_ours(aws: &AwsClients, server_id: &str, cluster_key: &str)
 /// # Errors
 /// The failed DescribeInstances call.
 pub async fn of_server(aws: &AwsClients, server_id: &str) -> Result<Vec<(String, String)>, AwsError> {
-    let states = ["pending", "running", "stopping", "stopped"];
-    let filters = vec![
-        filter(&format!("tag:{TAG_SERVER_ID}"), server_id),
-        Filter::builder().name("instance-state-name").set_values(Some(states.map(String::from).to_vec())).build(),
-    ];
+    let filters = vec![filter(&format!("tag:{TAG_SERVER_ID}"), server_id), not_terminated()];
     let found = describe_pages(aws, filters).await?;
     let key_of = |i: &aws_sdk_ec2::types::Instance| {
         i.tags().iter().find(|t| t.key() == Some(TAG_CLUSTER_PROFILE)).and_then(|t| t.value()).map(str::to_string)
     };
     Ok(found.iter().filter_map(|i| Some((i.instance_id()?.to_string(), key_of(i)?))).collect())
+}
+
+/// The states of an instance that still exists (terminated ones stay listed for an hour;
+/// shutting-down ones are on their way there).
+pub const NOT_TERMINATED: [Ec2State; 4] = [Ec2State::Pending, Ec2State::Running, Ec2State::Stopping, Ec2State::Stopped];
+
+/// The `instance-state-name` filter of the instances that still exist ([`NOT_TERMINATED`]).
+pub fn not_terminated() -> Filter {
+    let states = NOT_TERMINATED.iter().map(ToString::to_string).collect();
+    Filter::builder().name("instance-state-name").set_values(Some(states)).build()
 }
 
 /// DescribeInstances with these filters, every page.
@@ -191,7 +197,7 @@ pub async fn states_of_ours(
     ids: &[String],
     server_id: &str,
     cluster_key: &str,
-) -> Result<Vec<(String, String)>, AwsError> {
+) -> Result<Vec<(String, Ec2State)>, AwsError> {
     let found = by_ids(aws, ids, &ours(server_id, cluster_key)).await?;
     Ok(found.into_iter().map(|i| (i.id, i.state)).collect())
 }
@@ -283,7 +289,7 @@ fn container_view(c: &aws_sdk_ecs::types::ContainerInstance) -> ContainerInstanc
         ec2_id: c.ec2_instance_id().map(str::to_string),
         instance_type: instance_type.map(str::to_string),
         zone: attribute("ecs.availability-zone").map(str::to_string),
-        status: c.status().unwrap_or_default().to_string(),
+        status: c.status().map(ContainerInstanceStatus::from).unwrap_or_default(),
         connected: c.agent_connected(),
         total,
         remaining,
@@ -550,8 +556,8 @@ pub async fn run_instances(
             .iter()
             .filter_map(instance_view)
             .map(|mut i| {
-                if i.state.is_empty() {
-                    i.state = "pending".into();
+                if i.state == Ec2State::default() {
+                    i.state = Ec2State::Pending;
                 }
                 i.os = launch.os;
                 i
@@ -580,7 +586,7 @@ mod tests {
             .tags(Tag::builder().key(TAG_LAUNCH_SPEC).value("0123abcd").build())
             .build();
         let v = instance_view(&i).unwrap();
-        assert_eq!((v.id.as_str(), v.instance_type.as_str(), v.state.as_str()), ("i-0abc", "c5.xlarge", "running"));
+        assert_eq!((v.id.as_str(), v.instance_type.as_str(), &v.state), ("i-0abc", "c5.xlarge", &Ec2State::Running));
         assert!(v.spot);
         assert_eq!(v.os, OsClass::Windows);
         assert_eq!(v.spot_warned_at, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)));

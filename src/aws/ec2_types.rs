@@ -8,6 +8,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::status::{ContainerInstanceStatus, Ec2State};
+
 /// CPU units (1024 a vCPU) and memory in MiB, as ECS counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Resources {
@@ -178,7 +180,7 @@ pub struct Ec2Instance {
     /// Instance type.
     pub instance_type: String,
     /// `pending`, `running`, ...
-    pub state: String,
+    pub state: Ec2State,
     /// When EC2 launched it.
     pub launched_at: Option<SystemTime>,
     /// Spot (else on-demand).
@@ -204,7 +206,7 @@ pub struct ContainerInstance {
     /// Its availability zone (the ECS agent's `ecs.availability-zone` attribute).
     pub zone: Option<String>,
     /// `ACTIVE`, `DRAINING`, ...
-    pub status: String,
+    pub status: ContainerInstanceStatus,
     /// Whether its ECS agent is connected.
     pub connected: bool,
     /// Registered CPU and memory.
@@ -213,6 +215,13 @@ pub struct ContainerInstance {
     pub remaining: Resources,
     /// Running plus pending tasks.
     pub tasks: u32,
+}
+
+impl ContainerInstance {
+    /// ACTIVE with its ECS agent connected: ECS places tasks on it.
+    pub fn usable(&self) -> bool {
+        self.status == ContainerInstanceStatus::Active && self.connected
+    }
 }
 
 #[cfg(test)]

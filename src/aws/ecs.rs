@@ -7,12 +7,13 @@ use aws_sdk_ecs::operation::run_task::builders::RunTaskFluentBuilder;
 use aws_sdk_ecs::operation::start_task::builders::StartTaskFluentBuilder;
 use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, CapacityProviderStrategyItem, ContainerInstanceStatus, ContainerOverride,
-    Failure as EcsFailure, KeyValuePair, LaunchType, NetworkConfiguration, PlacementConstraint,
+    DesiredStatus, Failure as EcsFailure, KeyValuePair, LaunchType, NetworkConfiguration, PlacementConstraint,
     PlacementConstraintType, PlacementStrategy, PlacementStrategyType, Tag, TaskField, TaskOverride,
 };
 
 use super::budget::Category;
 use super::outcome::Placement;
+use super::status::TaskStatus;
 use super::task_view::TaskView;
 use super::{AwsClients, AwsError, Failure};
 
@@ -127,6 +128,28 @@ impl AwsClients {
     /// # Errors
     /// The failed ListTasks call.
     pub async fn list_tasks(&self, cluster: &str, started_by: Option<&str>) -> Result<Vec<String>, AwsError> {
+        // AWS: "when you specify startedBy as the filter, it must be the only filter"; the
+        // default desiredStatus is RUNNING already.
+        self.list_task_pages(cluster, started_by, None).await
+    }
+
+    /// The ARNs of the tasks in `cluster` whose desired status is `desired` (every page):
+    /// `RUNNING` lists the tasks ECS keeps running, `STOPPED` those stopped lately (ECS lists a
+    /// stopped task for about an hour).
+    ///
+    /// # Errors
+    /// The failed ListTasks call.
+    pub async fn list_tasks_desired(&self, cluster: &str, desired: &TaskStatus) -> Result<Vec<String>, AwsError> {
+        self.list_task_pages(cluster, None, Some(DesiredStatus::from(desired.as_str()))).await
+    }
+
+    /// Every page of one ListTasks.
+    async fn list_task_pages(
+        &self,
+        cluster: &str,
+        started_by: Option<&str>,
+        desired: Option<DesiredStatus>,
+    ) -> Result<Vec<String>, AwsError> {
         let mut arns = Vec::new();
         let mut next: Option<String> = None;
         loop {
@@ -134,9 +157,8 @@ impl AwsClients {
                 .ecs
                 .list_tasks()
                 .cluster(cluster)
-                // AWS: "when you specify startedBy as the filter, it must be the only filter";
-                // the default desiredStatus is RUNNING already.
                 .set_started_by(started_by.map(str::to_string))
+                .set_desired_status(desired.clone())
                 .max_results(100)
                 .set_next_token(next.take());
             let page = self.calls.call("ListTasks", || request.clone().send()).await?;

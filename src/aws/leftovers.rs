@@ -13,15 +13,12 @@ use aws_sdk_ec2::types::Filter;
 use aws_sdk_ecs::types::{TaskDefinitionField, TaskDefinitionStatus};
 
 use super::budget::Category;
+use super::status::{Ec2State, ResourceStatus};
 use super::tags::TAG_SERVER_ID;
 use super::{AwsClients, AwsError, Failure};
 
 /// AWS's limit of instance ids per TerminateInstances.
 pub const TERMINATE_BATCH: usize = 1000;
-
-/// The instance states of an instance that still exists (terminated ones stay listed for an
-/// hour; shutting-down ones are on their way there).
-const NOT_TERMINATED: [&str; 4] = ["pending", "running", "stopping", "stopped"];
 
 /// An EC2 instance, with every tag.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +26,7 @@ pub struct TaggedInstance {
     /// Its id.
     pub id: String,
     /// Its state (`running`, `stopped`, ...).
-    pub state: String,
+    pub state: Ec2State,
     /// Its instance type.
     pub instance_type: String,
     /// When it was launched (last started, for one that was stopped).
@@ -44,7 +41,7 @@ pub struct TaggedRevision {
     /// Its ARN.
     pub arn: String,
     /// `ACTIVE` or `INACTIVE` (`DELETE_IN_PROGRESS` on its way out).
-    pub status: String,
+    pub status: ResourceStatus,
     /// When it was registered.
     pub registered_at: Option<SystemTime>,
     /// Its tags.
@@ -57,9 +54,9 @@ pub struct Terminating {
     /// The instance id.
     pub id: String,
     /// Its state before.
-    pub previous: String,
+    pub previous: Ec2State,
     /// Its state now (`shutting-down`, `terminated`).
-    pub current: String,
+    pub current: Ec2State,
 }
 
 impl AwsClients {
@@ -87,13 +84,8 @@ impl AwsClients {
     /// # Errors
     /// The failed DescribeInstances call.
     pub async fn instances_with_server_tag(&self, server_id: Option<&str>) -> Result<Vec<TaggedInstance>, AwsError> {
-        let mut filters = vec![
-            Filter::builder().name("tag-key").values(TAG_SERVER_ID).build(),
-            Filter::builder()
-                .name("instance-state-name")
-                .set_values(Some(NOT_TERMINATED.map(String::from).to_vec()))
-                .build(),
-        ];
+        let mut filters =
+            vec![Filter::builder().name("tag-key").values(TAG_SERVER_ID).build(), super::ec2::not_terminated()];
         if let Some(id) = server_id {
             filters.push(Filter::builder().name(format!("tag:{TAG_SERVER_ID}")).values(id).build());
         }
@@ -158,7 +150,7 @@ impl AwsClients {
             .collect();
         Ok(out.task_definition().map(|td| TaggedRevision {
             arn: td.task_definition_arn().unwrap_or(arn).to_string(),
-            status: td.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+            status: td.status().map(ResourceStatus::from).unwrap_or_default(),
             registered_at: td.registered_at().and_then(|t| SystemTime::try_from(*t).ok()),
             tags,
         }))
@@ -174,7 +166,7 @@ impl AwsClients {
         self.calls.spend(Category::Ec2InstancesTerminated, u32::try_from(ids.len()).unwrap_or(u32::MAX)).await;
         let out = self.calls.call("TerminateInstances", || request.clone().send()).await?;
         let state = |s: Option<&aws_sdk_ec2::types::InstanceState>| {
-            s.and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default()
+            s.and_then(|s| s.name()).map(Ec2State::from).unwrap_or_default()
         };
         Ok(out
             .terminating_instances()
@@ -193,7 +185,7 @@ impl AwsClients {
 fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<TaggedInstance> {
     Some(TaggedInstance {
         id: i.instance_id()?.to_string(),
-        state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
+        state: i.state().and_then(|s| s.name()).map(Ec2State::from).unwrap_or_default(),
         instance_type: i.instance_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
         launched_at: i.launch_time().and_then(|t| SystemTime::try_from(*t).ok()),
         tags: i
@@ -218,7 +210,7 @@ mod tests {
             .tags(Tag::builder().key(TAG_SERVER_ID).value("A").build())
             .build();
         let v = instance_view(&i).expect("an instance with an id");
-        assert_eq!((v.id.as_str(), v.state.as_str(), v.instance_type.as_str()), ("i-0abc", "stopped", "c5.xlarge"));
+        assert_eq!((v.id.as_str(), &v.state, v.instance_type.as_str()), ("i-0abc", &Ec2State::Stopped, "c5.xlarge"));
         assert_eq!(v.tags.get(TAG_SERVER_ID).map(String::as_str), Some("A"));
         assert_eq!(instance_view(&Instance::builder().build()), None, "no id, nothing to name");
     }

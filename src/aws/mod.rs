@@ -1,6 +1,7 @@
 //! AWS access, the port: one set of SDK clients per account (credentials, role, external id,
 //! region), built once and shared by every cluster profile of that account, and the one place
-//! that turns SDK errors into typed failures ([`Failure`]) and sentences for operators.
+//! that turns SDK errors into typed failures ([`Failure`]) and sentences for operators, and the
+//! statuses ECS and EC2 report into types ([`status`]).
 
 pub mod accounts;
 pub mod budget;
@@ -21,6 +22,7 @@ pub mod network;
 pub mod outcome;
 pub mod pricing;
 pub mod sqs;
+pub mod status;
 pub mod stop_cause;
 pub mod tags;
 pub mod task_definition_parts;

@@ -5,6 +5,8 @@
 //! Nothing outside `aws/` reads a code or a message to decide anything: it matches on
 //! [`Failure`] and [`Placement`].
 
+use super::status::ContainerInstanceStatus;
+
 /// What became of an AWS call that did not succeed, decided once, here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Failure {
@@ -171,10 +173,17 @@ impl Placement {
         {
             return Placement::NoCapacity;
         }
+        // `INACTIVE` and `DRAINING` name the container instance's status: it takes no task.
+        if matches!(
+            ContainerInstanceStatus::from(upper.as_str()),
+            ContainerInstanceStatus::Inactive | ContainerInstanceStatus::Draining
+        ) {
+            return Placement::Missing;
+        }
         match upper.as_str() {
             "AGENT" => Placement::AgentDisconnected,
             "ATTRIBUTE" => Placement::Unsuitable,
-            "MISSING" | "INACTIVE" | "DRAINING" => Placement::Missing,
+            "MISSING" => Placement::Missing,
             _ if text.contains("placement constraint") => Placement::Unsuitable,
             _ => Placement::Other,
         }

@@ -91,7 +91,7 @@ mod tests {
                 .map(|r| ContainerView {
                     name: "gocd-agent".into(),
                     image: None,
-                    last_status: Some("STOPPED".into()),
+                    last_status: Some(crate::aws::status::TaskStatus::Stopped),
                     exit_code: None,
                     reason: Some(r.into()),
                 })

@@ -15,6 +15,7 @@ use aws_sdk_ecs::types::{
 };
 
 use super::capacity_providers::Compatibility;
+use super::status::ResourceStatus;
 use super::{AwsClients, AwsError, Failure};
 use crate::settings::task_parts::is_sensitive_host_path;
 use crate::settings::{ClusterProfile, ElasticProfile, AGENT_CONTAINER};
@@ -162,7 +163,9 @@ impl AwsClients {
                 let td = out.task_definition();
                 Ok(Some(Revision {
                     arn: td.and_then(|td| td.task_definition_arn()).map(str::to_string),
-                    active: td.and_then(|td| td.status()).is_some_and(|s| s.as_str() == "ACTIVE"),
+                    active: td
+                        .and_then(|td| td.status())
+                        .is_some_and(|s| ResourceStatus::from(s) == ResourceStatus::Active),
                     tags: out
                         .tags()
                         .iter()

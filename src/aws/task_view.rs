@@ -8,6 +8,8 @@ use std::time::SystemTime;
 use aws_sdk_ecs::types::Task;
 use serde::Serialize;
 
+use super::status::{StopCode, TaskStatus};
+
 /// One task as ECS last described it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TaskView {
@@ -16,9 +18,9 @@ pub struct TaskView {
     /// Cluster ARN.
     pub cluster_arn: String,
     /// `lastStatus` (PROVISIONING … RUNNING … STOPPED).
-    pub last_status: String,
+    pub last_status: TaskStatus,
     /// `desiredStatus`.
-    pub desired_status: String,
+    pub desired_status: TaskStatus,
     /// Launch type, or capacity provider when launched through one.
     pub capacity: String,
     /// Task definition ARN.
@@ -26,7 +28,7 @@ pub struct TaskView {
     /// Tags.
     pub tags: HashMap<String, String>,
     /// `stopCode`.
-    pub stop_code: Option<String>,
+    pub stop_code: Option<StopCode>,
     /// `stoppedReason`.
     pub stopped_reason: Option<String>,
     /// Each container's name, image, exit code and reason.
@@ -59,7 +61,7 @@ pub struct ContainerView {
     /// Image.
     pub image: Option<String>,
     /// Its last status.
-    pub last_status: Option<String>,
+    pub last_status: Option<TaskStatus>,
     /// Exit code once stopped.
     pub exit_code: Option<i32>,
     /// Why it stopped.
@@ -78,8 +80,8 @@ impl TaskView {
         TaskView {
             arn: task.task_arn().unwrap_or_default().to_string(),
             cluster_arn: task.cluster_arn().unwrap_or_default().to_string(),
-            last_status: task.last_status().unwrap_or_default().to_string(),
-            desired_status: task.desired_status().unwrap_or_default().to_string(),
+            last_status: task.last_status().map(TaskStatus::from).unwrap_or_default(),
+            desired_status: task.desired_status().map(TaskStatus::from).unwrap_or_default(),
             capacity,
             task_definition: task.task_definition_arn().unwrap_or_default().to_string(),
             tags: task
@@ -87,7 +89,7 @@ impl TaskView {
                 .iter()
                 .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
                 .collect(),
-            stop_code: task.stop_code().map(|c| c.as_str().to_string()),
+            stop_code: task.stop_code().map(StopCode::from),
             stopped_reason: task.stopped_reason().filter(|r| !r.is_empty()).map(str::to_string),
             containers: task
                 .containers()
@@ -95,7 +97,7 @@ impl TaskView {
                 .map(|c| ContainerView {
                     name: c.name().unwrap_or_default().to_string(),
                     image: c.image().map(str::to_string),
-                    last_status: c.last_status().map(str::to_string),
+                    last_status: c.last_status().map(TaskStatus::from),
                     exit_code: c.exit_code(),
                     reason: c.reason().map(str::to_string),
                 })
@@ -133,8 +135,8 @@ mod tests {
             .build();
         let view = TaskView::from_sdk(&task);
         assert_eq!(view.tags.get("gocd:agent-id").map(String::as_str), Some("ea-1"));
-        assert_eq!((view.last_status.as_str(), view.desired_status.as_str()), ("STOPPED", "STOPPED"));
-        assert_eq!(view.stop_code.as_deref(), Some("EssentialContainerExited"));
+        assert_eq!((&view.last_status, &view.desired_status), (&TaskStatus::Stopped, &TaskStatus::Stopped));
+        assert_eq!(view.stop_code, Some(StopCode::EssentialContainerExited));
         assert_eq!(view.capacity, "FARGATE");
         assert_eq!(view.containers[0].exit_code, Some(137));
         assert_eq!(view.containers[0].reason.as_deref(), Some("OutOfMemoryError"));

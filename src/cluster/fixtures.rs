@@ -1,7 +1,7 @@
 //! Test fixtures shared by the cluster module's table tests: a job and an ECS task of ours.
 
 use super::identity::{task_tags, TaskLabels};
-use super::tasks::TaskView;
+use super::tasks::{TaskStatus, TaskView};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::Properties;
 
@@ -35,13 +35,13 @@ pub fn tags(agent: &str, job_id: i64) -> Vec<(String, String)> {
 }
 
 /// A task with these tags, in `status` (`RUNNING` or `STOPPED`, stopped by a user).
-pub fn task(arn: &str, tags: Vec<(String, String)>, status: &str) -> TaskView {
-    let stopped = status == "STOPPED";
+pub fn task(arn: &str, tags: Vec<(String, String)>, status: TaskStatus) -> TaskView {
+    let stopped = status == TaskStatus::Stopped;
     TaskView {
         arn: arn.into(),
         cluster_arn: "arn:aws:ecs:us-east-1:1:cluster/c".into(),
-        last_status: status.into(),
-        desired_status: if stopped { "STOPPED".into() } else { "RUNNING".into() },
+        last_status: status,
+        desired_status: if stopped { TaskStatus::Stopped } else { TaskStatus::Running },
         capacity: "FARGATE".into(),
         task_definition: "td".into(),
         tags: tags.into_iter().collect(),

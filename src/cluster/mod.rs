@@ -345,7 +345,7 @@ impl Cluster {
             // Listed tasks whose desired status is STOPPED are stopping: AWS does not list them
             // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
             // is described below as fallen out of the list.
-            let views = views.into_iter().filter(|t| t.desired_status != "STOPPED");
+            let views = views.into_iter().filter(|t| t.desired_status != tasks::TaskStatus::Stopped);
             running.extend(views.map(|t| if known.contains(t.arn.as_str()) { t.without_own_tags() } else { t }));
         }
         drop(known);

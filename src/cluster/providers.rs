@@ -12,6 +12,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 pub use crate::aws::capacity_providers::{Compatibility, ProviderKind};
+pub use crate::aws::status::ResourceStatus;
 use crate::aws::{AwsClients, AwsError};
 use crate::settings::{ClusterProfile, ProviderStrategy};
 
@@ -45,7 +46,7 @@ pub struct KnownProvider {
     /// What it is.
     pub kind: ProviderKind,
     /// ECS's status (`ACTIVE`, `INACTIVE`, `MISSING` when not described; Fargate's: `ACTIVE`).
-    pub status: String,
+    pub status: ResourceStatus,
 }
 
 /// The providers of one strategy, by kind.
@@ -116,7 +117,7 @@ pub fn known_by_name(strategy: &ProviderStrategy) -> Option<ProviderKinds> {
             is_fargate(&s.name).then(|| KnownProvider {
                 name: s.name.clone(),
                 kind: ProviderKind::Fargate,
-                status: "ACTIVE".to_string(),
+                status: ResourceStatus::Active,
             })
         })
         .collect::<Option<Vec<_>>>()?;
@@ -147,12 +148,12 @@ pub async fn learn(aws: &AwsClients, cluster: &str, strategy: &ProviderStrategy)
         .into_iter()
         .map(|name| {
             if is_fargate(&name) {
-                return KnownProvider { name, kind: ProviderKind::Fargate, status: "ACTIVE".to_string() };
+                return KnownProvider { name, kind: ProviderKind::Fargate, status: ResourceStatus::Active };
             }
             let found = described.iter().find(|p| p.name == name || p.arn.as_deref() == Some(name.as_str()));
             match found {
                 Some(p) => KnownProvider { kind: p.kind, status: p.status.clone(), name },
-                None => KnownProvider { name, kind: ProviderKind::Unknown, status: "MISSING".to_string() },
+                None => KnownProvider { name, kind: ProviderKind::Unknown, status: ResourceStatus::from("MISSING") },
             }
         })
         .collect();
@@ -233,7 +234,7 @@ mod tests {
     use super::*;
 
     fn provider(name: &str, kind: ProviderKind) -> KnownProvider {
-        KnownProvider { name: name.into(), kind, status: "ACTIVE".into() }
+        KnownProvider { name: name.into(), kind, status: ResourceStatus::Active }
     }
 
     #[test]
@@ -262,7 +263,11 @@ mod tests {
                 provider("FARGATE", ProviderKind::Fargate),
                 provider("ci-asg", ProviderKind::AutoScaling),
                 provider("ci-mi", ProviderKind::ManagedInstances),
-                KnownProvider { name: "gone".into(), kind: ProviderKind::Unknown, status: "MISSING".into() },
+                KnownProvider {
+                    name: "gone".into(),
+                    kind: ProviderKind::Unknown,
+                    status: ResourceStatus::from("MISSING"),
+                },
             ],
         };
         let lacking = |runs_on: &[Compatibility]| -> Vec<(String, Compatibility)> {

@@ -20,6 +20,7 @@
 use std::time::SystemTime;
 
 use super::job_wait::StartPoints;
+use super::tasks::TaskStatus;
 use crate::telemetry::jobs::PhaseSpan;
 
 /// The points of one job's start, as far as known.
@@ -37,16 +38,16 @@ pub struct TracePoints {
 struct Step {
     name: &'static str,
     to: &'static str,
-    status: Option<&'static str>,
+    status: Option<TaskStatus>,
 }
 
-const STEPS: [Step; 6] = [
+static STEPS: [Step; 6] = [
     Step { name: "queued", to: "task accepted", status: None },
-    Step { name: "provisioning", to: "image pull started", status: Some("PROVISIONING") },
-    Step { name: "image pull", to: "image pulled", status: Some("PENDING") },
-    Step { name: "container start", to: "task running", status: Some("PENDING") },
-    Step { name: "agent registration", to: "agent registered", status: Some("RUNNING") },
-    Step { name: "assignment", to: "job assigned", status: Some("RUNNING") },
+    Step { name: "provisioning", to: "image pull started", status: Some(TaskStatus::Provisioning) },
+    Step { name: "image pull", to: "image pulled", status: Some(TaskStatus::Pending) },
+    Step { name: "container start", to: "task running", status: Some(TaskStatus::Pending) },
+    Step { name: "agent registration", to: "agent registered", status: Some(TaskStatus::Running) },
+    Step { name: "assignment", to: "job assigned", status: Some(TaskStatus::Running) },
 ];
 
 /// The phase spans of a start, in order, from create-agent to the assignment; none for a job
@@ -58,7 +59,7 @@ pub fn phase_spans(p: &TracePoints) -> Vec<PhaseSpan> {
     }
     let ends = [w.accepted, w.pull_started, w.pull_stopped, p.running, p.registered, Some(w.assigned)];
     let mut spans = Vec::new();
-    let mut open: Vec<&Step> = Vec::new();
+    let mut open: Vec<&'static Step> = Vec::new();
     let mut from = w.requested;
     for (step, end) in STEPS.iter().zip(ends) {
         open.push(step);
@@ -70,8 +71,8 @@ pub fn phase_spans(p: &TracePoints) -> Vec<PhaseSpan> {
             _ => format!("{} through {}", first.name, last.name),
         };
         // A status only where the span covers one.
-        let status = open.iter().map(|s| s.status).reduce(|a, b| if a == b { a } else { None }).flatten();
-        spans.push(PhaseSpan { name, start: from, end, to: last.to, ecs_status: status });
+        let status = open.iter().map(|s| s.status.as_ref()).reduce(|a, b| if a == b { a } else { None }).flatten();
+        spans.push(PhaseSpan { name, start: from, end, to: last.to, ecs_status: status.map(TaskStatus::as_str) });
         open.clear();
         from = end;
     }

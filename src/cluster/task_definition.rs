@@ -263,10 +263,10 @@ mod compat_tests {
 
     #[test]
     fn managed_instances_get_their_compatibility_and_their_own_family() {
-        use crate::cluster::providers::{KnownProvider, ProviderKind};
+        use crate::cluster::providers::{KnownProvider, ProviderKind, ResourceStatus};
         let profile = cluster(&[("CapacityProviderStrategy", "ci-mi")]);
         let kind = |kind| ProviderKinds {
-            providers: vec![KnownProvider { name: "ci-mi".into(), kind, status: "ACTIVE".into() }],
+            providers: vec![KnownProvider { name: "ci-mi".into(), kind, status: ResourceStatus::Active }],
         };
         let (mi, asg) = (kind(ProviderKind::ManagedInstances), kind(ProviderKind::AutoScaling));
         assert_eq!(compatibilities(&profile, Some(&mi)), [Compatibility::Fargate, Compatibility::ManagedInstances]);

@@ -5,6 +5,7 @@
 
 use super::identity::{is_ours, TAG_AGENT_ID};
 pub use crate::aws::ecs::DESCRIBE_CHUNK;
+pub use crate::aws::status::{StopCode, TaskStatus};
 pub use crate::aws::task_view::{ContainerView, TaskView};
 use crate::aws::{AwsClients, AwsError};
 
@@ -117,8 +118,7 @@ impl TaskView {
 
     /// Whether ECS has stopped it, or is stopping it.
     pub fn is_stopping(&self) -> bool {
-        self.desired_status == "STOPPED"
-            || matches!(self.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED")
+        self.desired_status == TaskStatus::Stopped || self.last_status.is_stopping()
     }
 
     /// Why it stopped, in one line: stop code, reason and the containers' exit codes.
@@ -149,7 +149,7 @@ impl TaskView {
     /// forgets it). A copy kept from while it ran says nothing of why it stopped, so its stop
     /// details are dropped rather than shown as the reason.
     pub fn forgotten_by_ecs(&mut self) {
-        if self.last_status != "STOPPED" {
+        if self.last_status != TaskStatus::Stopped {
             self.stop_code = None;
             self.stopped_reason = None;
             for c in &mut self.containers {
@@ -157,8 +157,8 @@ impl TaskView {
                 c.reason = None;
             }
         }
-        self.last_status = "STOPPED".into();
-        self.desired_status = "STOPPED".into();
+        self.last_status = TaskStatus::Stopped;
+        self.desired_status = TaskStatus::Stopped;
         self.stopped_reason.get_or_insert_with(|| "ECS no longer knows this task".into());
     }
 }
@@ -226,11 +226,11 @@ pub async fn describe_where(
 mod tests {
     use super::*;
 
-    fn task(arn: &str, last_status: &str, reason: Option<&str>, exit_code: i32) -> TaskView {
+    fn task(arn: &str, last_status: TaskStatus, reason: Option<&str>, exit_code: i32) -> TaskView {
         TaskView {
             arn: arn.into(),
-            last_status: last_status.into(),
-            desired_status: last_status.into(),
+            last_status: last_status.clone(),
+            desired_status: last_status,
             stopped_reason: reason.map(str::to_string),
             containers: vec![ContainerView {
                 name: "gocd-agent".into(),
@@ -245,13 +245,17 @@ mod tests {
 
     #[test]
     fn a_task_ecs_forgot_says_so_not_what_it_said_while_running() {
-        let mut view = task("arn:aws:ecs:us-east-1:123456789012:task/ci/abc", "RUNNING", None, 0);
+        let mut view = task("arn:aws:ecs:us-east-1:123456789012:task/ci/abc", TaskStatus::Running, None, 0);
         view.forgotten_by_ecs();
-        assert_eq!((view.last_status.as_str(), view.desired_status.as_str()), ("STOPPED", "STOPPED"));
+        assert_eq!((&view.last_status, &view.desired_status), (&TaskStatus::Stopped, &TaskStatus::Stopped));
         assert_eq!(view.stop_summary(), "ECS no longer knows this task");
 
-        let mut view =
-            task("arn:aws:ecs:us-east-1:123456789012:task/ci/def", "STOPPED", Some("Task stopped by user"), 143);
+        let mut view = task(
+            "arn:aws:ecs:us-east-1:123456789012:task/ci/def",
+            TaskStatus::Stopped,
+            Some("Task stopped by user"),
+            143,
+        );
         view.forgotten_by_ecs();
         assert_eq!(view.stop_summary(), "Task stopped by user; container gocd-agent exited 143", "seen stopped: kept");
     }
@@ -260,11 +264,11 @@ mod tests {
     fn says_why_a_task_stopped() {
         let mut view = task(
             "arn:aws:ecs:us-east-1:123456789012:task/ci/abc",
-            "STOPPED",
+            TaskStatus::Stopped,
             Some("Essential container in task exited"),
             137,
         );
-        view.stop_code = Some("EssentialContainerExited".into());
+        view.stop_code = Some(StopCode::EssentialContainerExited);
         view.containers[0].reason = Some("OutOfMemoryError".into());
         view.tags.insert(TAG_AGENT_ID.into(), "ea-1".into());
         assert_eq!(view.agent_id(), Some("ea-1"));

@@ -23,7 +23,7 @@ use crate::aws::budget::Category;
 use crate::aws::calls::OpCounts;
 use crate::cluster::events::Event;
 use crate::cluster::registry::{AgentRecord, Phase};
-use crate::cluster::tasks::ContainerView;
+use crate::cluster::tasks::{ContainerView, StopCode, TaskStatus};
 use crate::cluster::Cluster;
 use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
@@ -228,12 +228,14 @@ pub struct AgentRow {
     pub task_url: Option<String>,
     /// Why it stopped.
     pub stop_reason: Option<String>,
-    /// ECS status.
-    pub last_status: String,
-    /// Desired status.
-    pub desired_status: String,
+    /// ECS status (`—` before there is a task).
+    #[serde(serialize_with = "or_dash")]
+    pub last_status: Option<TaskStatus>,
+    /// Desired status (`—` before there is a task).
+    #[serde(serialize_with = "or_dash")]
+    pub desired_status: Option<TaskStatus>,
     /// Stop code.
-    pub stop_code: Option<String>,
+    pub stop_code: Option<StopCode>,
     /// Containers.
     pub containers: Vec<ContainerView>,
     /// The pipeline's environment.
@@ -446,6 +448,11 @@ pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>
     ))
 }
 
+/// A task's status as the report shows it: `—` when there is no task yet.
+fn or_dash<S: serde::Serializer>(status: &Option<TaskStatus>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(status.as_ref().map_or("—", TaskStatus::as_str))
+}
+
 /// The states of the reports, in display order: (label, badge class).
 const STATES: [(&str, &str); 6] = [
     ("launching", "st-launching"),
@@ -467,7 +474,7 @@ pub struct Provisioning {
 
 /// The tasks of `rows` that ECS holds in `PROVISIONING`.
 fn provisioning(rows: &[AgentRow]) -> Provisioning {
-    let waiting: Vec<&AgentRow> = rows.iter().filter(|r| r.last_status == "PROVISIONING").collect();
+    let waiting: Vec<&AgentRow> = rows.iter().filter(|r| r.last_status == Some(TaskStatus::Provisioning)).collect();
     let oldest = waiting.iter().min_by(|a, b| a.created.iso.cmp(&b.created.iso)).map(|r| r.created.clone());
     Provisioning { count: waiting.len(), oldest }
 }
@@ -506,7 +513,7 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
     let stop_code = task.and_then(|t| t.stop_code.clone());
     let failed = a.phase == Phase::Stopped
         && (containers.iter().any(|c| c.exit_code.is_some_and(|code| code != 0))
-            || matches!(stop_code.as_deref(), Some("TaskFailedToStart" | "EssentialContainerExited"))
+            || matches!(stop_code, Some(StopCode::TaskFailedToStart | StopCode::EssentialContainerExited))
             || a.stop_reason.as_deref().is_some_and(|r| r.starts_with("launch failed")));
     let (state, state_class) = state_of(a);
     let mut tags: Vec<(String, String)> =
@@ -543,8 +550,8 @@ pub fn agent_row(a: &AgentRecord, region: &str, cluster: &str, log_group: Option
         task_arn: a.task_arn.clone(),
         task_url,
         stop_reason: a.stop_reason.clone(),
-        last_status: task.map(|t| t.last_status.clone()).unwrap_or_else(|| "—".into()),
-        desired_status: task.map(|t| t.desired_status.clone()).unwrap_or_else(|| "—".into()),
+        last_status: task.map(|t| t.last_status.clone()),
+        desired_status: task.map(|t| t.desired_status.clone()),
         stop_code,
         containers,
         environment: a.environment.clone(),
@@ -577,6 +584,8 @@ fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep>
         ("stopped", stopped),
     ];
     let last_done = points.iter().rposition(|(_, t)| t.is_some()).unwrap_or(0);
+    // The last point is the stop, shown failed when the agent stopped because something failed.
+    let stop = points.len() - 1;
     let mut previous: Option<SystemTime> = None;
     points
         .iter()
@@ -590,7 +599,7 @@ fn timeline(a: &AgentRecord, failed: bool, now: SystemTime) -> Vec<TimelineStep>
                 previous = *at;
             }
             let state = match at {
-                Some(_) if *name == "stopped" && failed => "failed",
+                Some(_) if i == stop && failed => "failed",
                 Some(_) => "done",
                 None if i < last_done && stopped.is_none() => "skipped",
                 None if stopped.is_some() => "never",

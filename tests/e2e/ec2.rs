@@ -875,6 +875,7 @@ async fn a_profile_deleted_while_the_plugin_was_down_leaves_no_instance_after_a_
 /// instance.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
+    use ecs_elastic_agent::aws::status::Ec2State;
     use ecs_elastic_agent::aws::AwsClients;
     use ecs_elastic_agent::cluster::ec2::api::states_of_ours;
     use ecs_elastic_agent::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
@@ -935,7 +936,7 @@ async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
     };
     let asked = [forgotten.clone(), ours.clone()];
     let states = states_of_ours(&aws, &asked, "server-1", "profile-1").await.expect("DescribeInstances");
-    assert_eq!(states, [(ours, "terminated".to_string())], "ours, terminated; the forgotten one is not ours");
+    assert_eq!(states, [(ours, Ec2State::Terminated)], "ours, terminated; the forgotten one is not ours");
 }
 
 /// The stopped-instance pool: with `Ec2StoppedInstances` 1, the instance idle for

@@ -12,5 +12,6 @@ mod cli_validate;
 mod in_memory;
 mod packaging;
 mod references;
+mod status_literals;
 mod status_reports;
 mod transcripts;

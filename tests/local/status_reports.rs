@@ -15,7 +15,7 @@ use ecs_elastic_agent::aws::calls::OpCounts;
 use ecs_elastic_agent::cluster::events::Event;
 use ecs_elastic_agent::cluster::launch::Capacity;
 use ecs_elastic_agent::cluster::registry::{AgentRecord, NewAgent, Phase, Registry};
-use ecs_elastic_agent::cluster::tasks::TaskView;
+use ecs_elastic_agent::cluster::tasks::{TaskStatus, TaskView};
 use ecs_elastic_agent::protocol::host_calls::HealthKind;
 use ecs_elastic_agent::protocol::types::JobIdentifier;
 use ecs_elastic_agent::settings::{ClusterProfile, Properties};
@@ -359,7 +359,7 @@ fn cluster_report_counts_tasks_waiting_in_provisioning() {
     assert!(!status::render_cluster(&quiet).contains("waiting in PROVISIONING"), "no card while none waits");
     for a in registry.0.iter_mut().filter(|a| a.agent_id == "ea-starting") {
         if let Some(t) = a.task.as_mut() {
-            t.last_status = "PROVISIONING".into();
+            t.last_status = TaskStatus::Provisioning;
         }
     }
     let snapshot = status::build_snapshot(&facts(&profile, &registry), at(500));

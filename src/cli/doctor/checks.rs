@@ -8,6 +8,7 @@ use super::fix::fix_for;
 use super::network::Network;
 use super::{Aws, Report};
 use crate::aws::doctor_reads::{ClusterLookup, ClusterView as Cluster, DryRunLaunch};
+use crate::aws::status::ResourceStatus;
 use crate::aws::Failure;
 use crate::cluster::ec2::catalog::Catalog;
 use crate::cluster::ec2::OsClass;
@@ -18,6 +19,7 @@ pub(super) async fn all(
     aws: &Aws,
     profile: &ClusterProfile,
     elastic: &[(String, ElasticProfile)],
+    server_id: Option<&str>,
     r: &mut Report<'_>,
 ) -> io::Result<()> {
     let cluster = cluster(aws, profile, r).await?;
@@ -26,7 +28,7 @@ pub(super) async fn all(
     super::task_parts::all(aws, network.as_ref(), elastic, r).await?;
     capacity(aws, profile, cluster.as_ref(), r).await?;
     super::given::check(aws, profile, elastic, r).await?;
-    super::soci::check(aws, profile, elastic, r).await?;
+    super::soci::check(aws, profile, elastic, server_id, r).await?;
     if profile.launch_type == LaunchType::Ec2 {
         ec2(aws, profile, network.as_ref(), r).await?;
     }
@@ -65,8 +67,8 @@ async fn cluster(aws: &Aws, profile: &ClusterProfile, r: &mut Report<'_>) -> io:
     let Some(found) = found else {
         return Ok(None);
     };
-    let status = found.status.as_str();
-    if status != "ACTIVE" {
+    let status = &found.status;
+    if *status != ResourceStatus::Active {
         r.fail(
             "cluster",
             format!("ECS cluster {name} is {status}, not ACTIVE"),
@@ -370,8 +372,8 @@ async fn providers_active(aws: &Aws, names: &[String], r: &mut Report<'_>) -> io
             continue;
         };
         let kind = found.kind.describe();
-        let status = found.status.as_str();
-        if status == "ACTIVE" {
+        let status = &found.status;
+        if *status == ResourceStatus::Active {
             r.ok("capacity", format!("capacity provider {name}: {kind}, ACTIVE"))?;
         } else {
             r.fail(

@@ -23,6 +23,7 @@ use super::files::load_cluster;
 use super::LeftoversArgs;
 use crate::aws::ecs::Stopped;
 use crate::aws::leftovers::TERMINATE_BATCH;
+use crate::aws::status::{ResourceStatus, TaskStatus};
 use crate::aws::{Accounts, AwsClients, AwsError, Failure};
 use crate::cluster::cleanup::plan::family_of;
 use crate::settings::ClusterProfile;
@@ -191,7 +192,7 @@ async fn tasks_of(aws: &AwsClients, cluster: &str, only: Option<&str>) -> Result
         return Ok(Vec::new());
     }
     let ours = |t: &crate::aws::task_view::TaskView| {
-        in_cluster(&t.cluster_arn, cluster) && t.last_status != "STOPPED" && owner(&t.tags, only).is_some()
+        in_cluster(&t.cluster_arn, cluster) && t.last_status != TaskStatus::Stopped && owner(&t.tags, only).is_some()
     };
     let described = aws.describe_tasks(cluster, &arns, ours).await?;
     let mut found: Vec<Leftover> = described
@@ -200,7 +201,7 @@ async fn tasks_of(aws: &AwsClients, cluster: &str, only: Option<&str>) -> Result
             Some(Leftover {
                 kind: Kind::Task,
                 owner: owner(&t.tags, only)?,
-                state: t.last_status,
+                state: t.last_status.to_string(),
                 since: t.created_at,
                 extra: vec![("cluster", found::cluster_name(&t.cluster_arn).to_string())],
                 cluster: Some(t.cluster_arn),
@@ -227,7 +228,7 @@ async fn instances(aws: &AwsClients, only: Option<&str>, r: &mut Report<'_>) -> 
             Some(Leftover {
                 kind: Kind::Instance,
                 owner: owner(&i.tags, only)?,
-                state: i.state,
+                state: i.state.to_string(),
                 since: i.launched_at,
                 cluster: None,
                 extra: vec![("type", i.instance_type)],
@@ -275,7 +276,7 @@ async fn revisions_of(aws: &AwsClients, family: &str, only: Option<&str>) -> Res
             continue; // a fake that answers by prefix
         }
         let Some(revision) = aws.tagged_revision(&arn).await? else { continue };
-        if revision.status != "ACTIVE" {
+        if revision.status != ResourceStatus::Active {
             continue;
         }
         let Some(owner) = owner(&revision.tags, only) else { continue };
@@ -283,7 +284,7 @@ async fn revisions_of(aws: &AwsClients, family: &str, only: Option<&str>) -> Res
             kind: Kind::TaskDefinition,
             id: revision.arn,
             owner,
-            state: revision.status,
+            state: revision.status.to_string(),
             since: revision.registered_at,
             cluster: None,
             extra: Vec::new(),

@@ -11,7 +11,7 @@ use crate::aws::stop_cause::StopCause;
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::job_wait::WaitPhase;
 use crate::cluster::task_definition::TaskDefinitionRef;
-use crate::cluster::tasks::TaskView;
+use crate::cluster::tasks::{TaskStatus, TaskView};
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// How often the task is described.
@@ -48,7 +48,7 @@ pub(super) async fn until_running(
 ) -> Result<TaskView, Failed> {
     let Watched { aws, cluster, arn, timeout, elastic } = *w;
     let started = Instant::now();
-    let mut last = String::new();
+    let mut last = TaskStatus::default();
     loop {
         let task = look(aws, cluster, arn).await?;
         if let Some(task) = &task {
@@ -57,17 +57,19 @@ pub(super) async fn until_running(
                 let since = SystemTime::now().duration_since(asked).unwrap_or_default();
                 r.line("status", format!("{last} after {}", secs(since))).map_err(super::write_failed)?;
             }
-            match task.last_status.as_str() {
-                "RUNNING" => return Ok(task.clone()),
+            match task.last_status {
+                TaskStatus::Running => return Ok(task.clone()),
                 _ if exits.is_some_and(|c| exit_code(task, c).is_some()) => return Ok(task.clone()),
-                "STOPPED" | "DEPROVISIONING" | "STOPPING" => return Err(stopped(task, elastic)),
+                TaskStatus::Stopped | TaskStatus::Deprovisioning | TaskStatus::Stopping => {
+                    return Err(stopped(task, elastic))
+                }
                 _ => {}
             }
         }
         if started.elapsed() >= timeout {
             return Err(Failed::new(
                 Class::Timeout,
-                format!("the task was not RUNNING after {} (last status {})", secs(timeout), or_none(&last)),
+                format!("the task was not RUNNING after {} (last status {})", secs(timeout), or_none(last.as_str())),
                 "a large image takes long to pull: give a longer --timeout; else look at the task in the ECS console",
             ));
         }
@@ -78,7 +80,7 @@ pub(super) async fn until_running(
 /// The exit code of the container `name`, once it exited (ECS gives one when the container
 /// stopped; its task is then on its way to STOPPED).
 fn exit_code(task: &TaskView, name: &str) -> Option<i32> {
-    let stopping = matches!(task.last_status.as_str(), "DEACTIVATING" | "STOPPING" | "DEPROVISIONING" | "STOPPED");
+    let stopping = task.last_status.is_stopping();
     task.containers.iter().find(|c| c.name == name).and_then(|c| c.exit_code).filter(|_| stopping)
 }
 
@@ -116,14 +118,14 @@ pub(super) async fn until_exited(
                 last.clone_from(&task.last_status);
                 r.line("status", format!("{last} after {}", since())).map_err(super::write_failed)?;
             }
-            if task.last_status == "STOPPED" {
+            if task.last_status == TaskStatus::Stopped {
                 return Err(stopped(task, elastic));
             }
         }
         if started.elapsed() >= timeout {
             return Err(Failed::new(
                 Class::Timeout,
-                format!("the probe had not exited after {} (last status {})", secs(timeout), or_none(&last)),
+                format!("the probe had not exited after {} (last status {})", secs(timeout), or_none(last.as_str())),
                 "the probe gives each connection 30 s at most: look at the task in the ECS console",
             ));
         }
@@ -144,7 +146,7 @@ fn stopped(task: &TaskView, elastic: &ElasticProfile) -> Failed {
     let mut reasons: Vec<String> = task.stopped_reason.iter().cloned().collect();
     reasons.extend(task.containers.iter().filter_map(|c| c.reason.as_ref().map(|r| format!("{}: {r}", c.name))));
     if let Some(code) = &task.stop_code {
-        reasons.insert(0, code.clone());
+        reasons.insert(0, code.to_string());
     }
     let reason = if reasons.is_empty() { "ECS gave no reason".to_string() } else { reasons.join("; ") };
     class::of_stop(StopCause::of(task), &reason, elastic)
@@ -246,7 +248,7 @@ pub(super) async fn stop(aws: &AwsClients, cluster: &str, arn: &str, timeout: Du
     aws.stop_task(cluster, arn, "ecs-elastic-agent try: done").await.map_err(|e| e.to_string())?;
     loop {
         match describe(aws, cluster, arn).await {
-            Ok(Some(task)) if task.last_status != "STOPPED" => {}
+            Ok(Some(task)) if task.last_status != TaskStatus::Stopped => {}
             // Gone from ECS's answers, or STOPPED.
             Ok(_) => return Ok(Stop::Stopped(started.elapsed())),
             // The StopTask was taken: the task stops whether or not we can watch it.

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
+use super::{ContainerInstanceStatus, Ec2State};
 use crate::aws::ecs::InstanceStatus;
 use crate::aws::Failure;
 use crate::cluster::gocd::console_line;
@@ -50,7 +51,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             st.gone.insert(r.instance.clone(), SystemTime::now());
             if let Some(record) = st.instances.get_mut(&r.instance) {
                 record.container = None;
-                record.ec2_state = "shutting-down".into();
+                record.ec2_state = Ec2State::ShuttingDown;
             }
             drop(st);
             let message = format!("terminated EC2 instance {}: {}", r.instance, r.reason.describe());
@@ -102,12 +103,12 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
             st.counters.stopped += 1;
             if let Some(record) = st.instances.get_mut(id) {
                 record.retiring = None;
-                record.ec2_state = "stopping".into();
+                record.ec2_state = Ec2State::Stopping;
                 record.stopped_at = Some(now);
                 record.restarted_at = None;
                 record.idle_since = None;
                 if let Some(c) = &mut record.container {
-                    c.status = "DRAINING".into();
+                    c.status = ContainerInstanceStatus::Draining;
                 }
             }
             drop(st);
@@ -140,7 +141,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
                 let Some(record) = st.instances.get_mut(id) else {
                     return true;
                 };
-                record.ec2_state = "pending".into();
+                record.ec2_state = Ec2State::Pending;
                 record.restarted_at = Some(SystemTime::now());
                 record.stopped_at = None;
                 record.idle_since = None;
@@ -176,7 +177,7 @@ pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: 
     match cluster.aws().set_instance_status(&profile.cluster_name, arn, InstanceStatus::Active).await {
         Ok(()) => {
             if let Some(c) = cluster.ec2().state().instances.get_mut(id).and_then(|r| r.container.as_mut()) {
-                c.status = "ACTIVE".into();
+                c.status = ContainerInstanceStatus::Active;
             }
         }
         Err(e) => {

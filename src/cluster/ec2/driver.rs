@@ -17,7 +17,7 @@ use super::catalog::{self, Catalog};
 use super::plan::parked::Reuse;
 use super::plan::{self, Plan, TypeOffer};
 use super::pool::WaitingTask;
-use super::{api, apply, launch, Arch, OsClass, Resources};
+use super::{api, apply, launch, Arch, ContainerInstanceStatus, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::cleanup;
 use crate::cluster::error::EngineError;
@@ -291,7 +291,10 @@ async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
         .instances
         .values()
         .filter(|r| r.restarting() && r.retiring.is_none())
-        .filter_map(|r| r.container.as_ref().filter(|c| c.status == "DRAINING").map(|c| (r.id.clone(), c.arn.clone())))
+        .filter_map(|r| {
+            let draining = r.container.as_ref().filter(|c| c.status == ContainerInstanceStatus::Draining);
+            draining.map(|c| (r.id.clone(), c.arn.clone()))
+        })
         .collect();
     for (id, arn) in due {
         apply::reactivate(cluster, profile, &id, &arn).await;

@@ -46,4 +46,5 @@ pub use crate::aws::ec2 as api;
 /// The port's instance type figures.
 pub use crate::aws::ec2_types::sizes as capacity;
 pub use crate::aws::ec2_types::{Arch, OsClass, Resources};
+pub use crate::aws::status::{ContainerInstanceStatus, Ec2State};
 pub use pool::Pool;

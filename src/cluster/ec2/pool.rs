@@ -14,7 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::catalog::Catalog;
 use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffer};
-use super::{capacity, Arch, OsClass, Resources};
+use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
 use crate::cluster::snapshot::LaunchSpec;
@@ -46,7 +46,7 @@ pub struct InstanceRecord {
     /// Its OS.
     pub os: OsClass,
     /// EC2's state name.
-    pub ec2_state: String,
+    pub ec2_state: Ec2State,
     /// When EC2 launched it.
     pub launched_at: SystemTime,
     /// Seen in a DescribeInstances since we launched it.
@@ -79,7 +79,7 @@ impl InstanceRecord {
     /// Stopped or stopping in EC2: in the stopped pool, neither placed on nor counted against
     /// `Ec2MaxInstances`.
     pub fn parked(&self) -> bool {
-        matches!(self.ec2_state.as_str(), "stopping" | "stopped")
+        matches!(self.ec2_state, Ec2State::Stopping | Ec2State::Stopped)
     }
 
     /// Started again from the stopped pool, its ECS agent not back yet.
@@ -279,7 +279,7 @@ impl PoolState {
             if self.instances.contains_key(&ec2_id) {
                 by_instance.insert(ec2_id, c);
             } else if self.gone.contains_key(&ec2_id) {
-                if c.status != "INACTIVE" && !out.deregister.contains(&c.arn) {
+                if c.status != ContainerInstanceStatus::Inactive && !out.deregister.contains(&c.arn) {
                     out.deregister.push(c.arn);
                 }
             } else if !self.foreign.contains(&ec2_id) {
@@ -301,8 +301,8 @@ impl PoolState {
                 continue;
             }
             if record.restarted_at.is_some()
-                && record.ec2_state == "running"
-                && record.container.as_ref().is_some_and(|c| c.status == "ACTIVE" && c.connected)
+                && record.ec2_state == Ec2State::Running
+                && record.container.as_ref().is_some_and(ContainerInstance::usable)
             {
                 // Its ECS agent is back: from now on it is registered like any other.
                 record.restarted_at = None;
@@ -413,9 +413,9 @@ impl PoolState {
                 instance_type: r.instance_type.clone(),
                 arch: self.arch_of(&r.instance_type),
                 launched_at: r.restarted_at.unwrap_or(r.launched_at),
-                running: r.ec2_state == "running",
+                running: r.ec2_state == Ec2State::Running,
                 registered: r.container.as_ref().filter(|_| !r.restarting()).map(|c| Registered {
-                    usable: c.status == "ACTIVE" && c.connected,
+                    usable: c.usable(),
                     total: c.total,
                     remaining: c.remaining,
                     tasks: c.tasks,
@@ -448,7 +448,7 @@ impl PoolState {
                     os: r.os,
                     arch,
                     instance_type: r.instance_type.clone(),
-                    stopped: r.ec2_state == "stopped",
+                    stopped: r.ec2_state == Ec2State::Stopped,
                     fresh,
                     spot: r.spot,
                     since: r.stopped_at.unwrap_or(r.launched_at),
@@ -500,7 +500,7 @@ impl PoolState {
     pub fn busy(&self) -> bool {
         !self.waiting.is_empty()
             || self.instances.values().any(|r| {
-                r.ec2_state == "stopping"
+                r.ec2_state == Ec2State::Stopping
                     || (!r.parked() && (r.container.is_none() || r.restarting() || r.retiring.is_some()))
             })
     }
@@ -512,7 +512,7 @@ fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_a
         instance_type: instance_type.to_string(),
         spot,
         os,
-        ec2_state: "pending".into(),
+        ec2_state: Ec2State::Pending,
         launched_at,
         seen: false,
         container: None,
@@ -538,11 +538,11 @@ mod tests {
         T0 + Duration::from_secs(s)
     }
 
-    fn ec2(id: &str, state: &str) -> Ec2Instance {
+    fn ec2(id: &str, state: Ec2State) -> Ec2Instance {
         Ec2Instance {
             id: id.into(),
             instance_type: "c5.xlarge".into(),
-            state: state.into(),
+            state,
             launched_at: Some(T0),
             spot: false,
             os: OsClass::Linux,
@@ -557,7 +557,7 @@ mod tests {
             ec2_id: Some(ec2_id.into()),
             instance_type: Some("c5.xlarge".into()),
             zone: Some("us-east-1a".into()),
-            status: "ACTIVE".into(),
+            status: ContainerInstanceStatus::Active,
             connected: true,
             total: Resources::new(4096, 7482),
             remaining: Resources::new(4096 - 1024 * tasks, 7482 - 1800 * tasks),
@@ -568,37 +568,37 @@ mod tests {
     #[test]
     fn adopts_registers_and_times_idleness() {
         let mut st = PoolState::default();
-        let seen = st.observe(vec![ec2("i-a", "pending")], vec![], at(1), at(1));
+        let seen = st.observe(vec![ec2("i-a", Ec2State::Pending)], vec![], at(1), at(1));
         assert_eq!(seen, Observed::default());
         assert!(st.instances["i-a"].container.is_none());
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(5), at(5));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(5), at(5));
         let a = &st.instances["i-a"];
         assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
         assert_eq!(st.capacity("c5.xlarge"), Some(Resources::new(4096, 7482)));
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(9), at(9));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 1)], at(9), at(9));
         assert_eq!(st.instances["i-a"].idle_since, None);
     }
 
     #[test]
     fn our_placements_count_until_a_description_that_began_after_them() {
         let mut st = PoolState::default();
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(1), at(1));
         st.placed("i-a", "agent-1", Resources::new(1024, 1800), at(2));
         assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
         // A description that began before the placement does not show it yet.
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(3));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(1), at(3));
         let c = st.instances["i-a"].container.clone().unwrap();
         assert_eq!((c.remaining, c.tasks), (Resources::new(3072, 5682), 1));
         assert_eq!(st.instances["i-a"].idle_since, None);
         // One that began after it does.
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 1)], at(4), at(4));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 1)], at(4), at(4));
         assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
     }
 
     #[test]
     fn vanished_instances_leave_their_container_instance_to_deregister() {
         let mut st = PoolState::default();
-        st.observe(vec![ec2("i-a", "running")], vec![ci("i-a", 0)], at(1), at(1));
+        st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(1), at(1));
         let seen = st.observe(vec![], vec![ci("i-a", 0)], at(2), at(2));
         assert_eq!(seen.deregister, vec!["arn:ci/i-a".to_string()]);
         assert!(st.instances.is_empty() && st.gone.contains_key("i-a"));
@@ -609,12 +609,12 @@ mod tests {
     #[test]
     fn a_spot_warning_before_a_restart_is_known_from_the_tag() {
         let mut st = PoolState::default();
-        let warned = Ec2Instance { spot: true, spot_warned_at: Some(at(3)), ..ec2("i-w", "running") };
-        st.observe(vec![warned, ec2("i-a", "running")], vec![ci("i-w", 2), ci("i-a", 1)], at(5), at(5));
+        let warned = Ec2Instance { spot: true, spot_warned_at: Some(at(3)), ..ec2("i-w", Ec2State::Running) };
+        st.observe(vec![warned, ec2("i-a", Ec2State::Running)], vec![ci("i-w", 2), ci("i-a", 1)], at(5), at(5));
         let warned: Vec<bool> = st.slots().iter().map(|s| s.spot_warned).collect();
         assert_eq!(warned, [false, true], "i-a, i-w");
         // A description taken before the tag landed does not forget the warning.
-        let untagged = Ec2Instance { spot: true, ..ec2("i-w", "running") };
+        let untagged = Ec2Instance { spot: true, ..ec2("i-w", Ec2State::Running) };
         st.observe(vec![untagged], vec![ci("i-w", 2)], at(6), at(6));
         assert_eq!(st.instances["i-w"].spot_warned_at, Some(at(3)));
     }
@@ -622,7 +622,7 @@ mod tests {
     #[test]
     fn just_launched_instances_survive_a_stale_description() {
         let mut st = PoolState::default();
-        st.launched(&[ec2("i-new", "pending")], at(0));
+        st.launched(&[ec2("i-new", Ec2State::Pending)], at(0));
         st.observe(vec![], vec![], at(10), at(10));
         assert!(st.instances.contains_key("i-new"));
         st.observe(vec![], vec![], at(200), at(200));
@@ -634,7 +634,12 @@ mod tests {
         let cfg = Ec2Capacity::for_tests();
         let mut st = PoolState::default();
         assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
-        st.observe(vec![ec2("i-a", "running"), ec2("i-b", "pending")], vec![ci("i-a", 0)], at(10), at(10));
+        st.observe(
+            vec![ec2("i-a", Ec2State::Running), ec2("i-b", Ec2State::Pending)],
+            vec![ci("i-a", 0)],
+            at(10),
+            at(10),
+        );
         let policy = st.policy(&cfg);
         assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
         assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
@@ -644,8 +649,8 @@ mod tests {
     fn slots_know_their_type_and_architecture_from_ec2_and_the_catalog() {
         use super::super::catalog::{AmiInfo, TypeInfo};
         let mut st = PoolState::default();
-        let graviton = Ec2Instance { instance_type: "c6g.xlarge".into(), ..ec2("i-g", "running") };
-        st.observe(vec![ec2("i-x", "running"), graviton], vec![], at(1), at(1));
+        let graviton = Ec2Instance { instance_type: "c6g.xlarge".into(), ..ec2("i-g", Ec2State::Running) };
+        st.observe(vec![ec2("i-x", Ec2State::Running), graviton], vec![], at(1), at(1));
         let arch =
             |st: &PoolState, id: &str| st.slots().into_iter().find(|s| s.id == id).map(|s| (s.instance_type, s.arch));
         assert_eq!(arch(&st, "i-g"), Some(("c6g.xlarge".into(), Arch::Arm64)), "guessed before the catalog");

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::pool::{Counters, InstanceRecord, Pool};
+use super::Ec2State;
 use crate::settings::Ec2Capacity;
 
 impl Pool {
@@ -87,11 +88,11 @@ pub fn stopped_ebs_usd_month(stopped: usize, gib: u32) -> f64 {
 fn instance_state(r: &InstanceRecord) -> String {
     match (&r.retiring, &r.container) {
         (Some(reason), _) => format!("retiring: {}", reason.describe()),
-        (None, _) if r.ec2_state == "stopping" => "stopping into the stopped pool".into(),
+        (None, _) if r.ec2_state == Ec2State::Stopping => "stopping into the stopped pool".into(),
         (None, _) if r.parked() => "stopped (Ec2StoppedInstances): started again before a new launch".into(),
         (None, _) if r.restarting() => "started again, ECS agent reconnecting".into(),
         (None, None) => "starting (not registered yet)".into(),
-        (None, Some(c)) if c.status != "ACTIVE" || !c.connected => {
+        (None, Some(c)) if !c.usable() => {
             format!("registered, {}{}", c.status, if c.connected { "" } else { ", agent disconnected" })
         }
         (None, Some(c)) if c.tasks == 0 => "registered, idle".into(),
@@ -170,7 +171,7 @@ pub struct InstanceRow<T> {
     /// Where it is in its life.
     pub state: String,
     /// EC2's state.
-    pub ec2_state: String,
+    pub ec2_state: Ec2State,
     /// Launch time.
     pub launched: T,
     /// Registered with the cluster.

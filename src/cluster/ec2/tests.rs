@@ -332,7 +332,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
     let instance = super::pool::Ec2Instance {
         id: id.into(),
         instance_type: "m5.large".into(),
-        state: "running".into(),
+        state: super::Ec2State::Running,
         launched_at: Some(now - idle_for),
         spot: false,
         os: super::OsClass::Linux,
@@ -347,7 +347,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         ec2_id: Some(id.into()),
         instance_type: Some("c5.xlarge".into()),
         zone: Some("us-east-1a".into()),
-        status: "ACTIVE".into(),
+        status: super::ContainerInstanceStatus::Active,
         connected: true,
         total: super::Resources::new(2048, 7680),
         remaining: super::Resources::new(2048, 7680),

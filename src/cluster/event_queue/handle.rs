@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use super::parse::QueueEvent;
 use crate::aws::ecs::InstanceStatus;
-use crate::cluster::ec2::api;
+use crate::cluster::ec2::{api, ContainerInstanceStatus};
 use crate::cluster::error::EngineError;
 use crate::cluster::gocd::console_line;
 use crate::cluster::reconcile::Step;
@@ -80,7 +80,7 @@ impl Cluster {
                     if let Some(c) =
                         self.ec2().state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
                     {
-                        c.status = "DRAINING".into();
+                        c.status = ContainerInstanceStatus::Draining;
                     }
                 }
                 Err(e) => {
@@ -198,15 +198,16 @@ mod tests {
     use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::launch::Capacity;
     use crate::cluster::registry::{NewAgent, Registry};
+    use crate::cluster::tasks::{StopCode, TaskStatus};
 
     fn stopped_record(phase_after: impl FnOnce(&mut Registry)) -> AgentRecord {
         let mut r = Registry::default();
         r.reserve(&job(1), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
-        r.launched("a", task("t1", tags("a", 1), "RUNNING"), Capacity::Fargate);
+        r.launched("a", task("t1", tags("a", 1), TaskStatus::Running), Capacity::Fargate);
         phase_after(&mut r);
-        let mut gone = task("t1", vec![], "STOPPED");
+        let mut gone = task("t1", vec![], TaskStatus::Stopped);
         gone.stopped_reason = Some("Essential container in task exited".into());
-        gone.stop_code = Some("EssentialContainerExited".into());
+        gone.stop_code = Some(StopCode::EssentialContainerExited);
         assert!(r.task_event(&gone).is_some_and(|e| e.newly_stopped));
         r.get("a").cloned().expect("the record")
     }

@@ -1,13 +1,16 @@
 //! What arrives on the event queue, read: the EventBridge events AWS documents ("ECS Task State
 //! Change", "EC2 Spot Instance Interruption Warning", "EC2 Instance State-change Notification"),
 //! as SQS message bodies. Pure: no I/O, no clock. Anything else, or anything unreadable, is
-//! told apart so the poller can count it and move on.
+//! told apart so the poller can count it and move on. The statuses the events carry as text
+//! (a task's, its stop code, an instance's state) are read into the port's types here, as
+//! DescribeTasks' and DescribeInstances' are in the port.
 
 use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::cluster::tasks::{ContainerView, TaskView};
+use crate::aws::status::Ec2State;
+use crate::cluster::tasks::{ContainerView, StopCode, TaskStatus, TaskView};
 
 /// One event from the queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +34,7 @@ pub enum QueueEvent {
         /// The instance id.
         instance_id: String,
         /// `pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`.
-        state: String,
+        state: Ec2State,
     },
     /// An event of another kind (another rule's, or a test message): ignored.
     Other {
@@ -81,7 +84,7 @@ pub fn parse(body: &str) -> Result<QueueEvent, Unreadable> {
         }),
         ("aws.ec2", "EC2 Instance State-change Notification") => Ok(QueueEvent::InstanceState {
             instance_id: text(&detail["instance-id"]).ok_or(Unreadable::StateChangeWithoutInstance)?,
-            state: text(&detail["state"]).unwrap_or_default(),
+            state: text(&detail["state"]).map(Ec2State::from).unwrap_or_default(),
         }),
         (_, other) => Ok(QueueEvent::Other { detail_type: other.to_string() }),
     }
@@ -94,12 +97,12 @@ fn task_view(detail: &Value) -> Option<TaskView> {
     Some(TaskView {
         arn: text("taskArn")?,
         cluster_arn: text("clusterArn")?,
-        last_status: text("lastStatus").unwrap_or_default(),
-        desired_status: text("desiredStatus").unwrap_or_default(),
+        last_status: text("lastStatus").map(TaskStatus::from).unwrap_or_default(),
+        desired_status: text("desiredStatus").map(TaskStatus::from).unwrap_or_default(),
         capacity: capacity.unwrap_or_default(),
         task_definition: text("taskDefinitionArn").unwrap_or_default(),
         tags: std::collections::HashMap::new(),
-        stop_code: text("stopCode"),
+        stop_code: text("stopCode").map(StopCode::from),
         stopped_reason: text("stoppedReason"),
         containers: detail["containers"]
             .as_array()
@@ -108,7 +111,7 @@ fn task_view(detail: &Value) -> Option<TaskView> {
             .map(|c| ContainerView {
                 name: c["name"].as_str().unwrap_or_default().to_string(),
                 image: c["image"].as_str().map(str::to_string),
-                last_status: c["lastStatus"].as_str().map(str::to_string),
+                last_status: c["lastStatus"].as_str().map(TaskStatus::from),
                 exit_code: c["exitCode"].as_i64().and_then(|c| i32::try_from(c).ok()),
                 reason: c["reason"].as_str().map(str::to_string),
             })
@@ -184,7 +187,7 @@ mod tests {
         assert_eq!(started_by.as_deref(), Some("gocd-0123456789abcdef"));
         assert!(task.is_stopping());
         assert_eq!(task.capacity, "FARGATE_SPOT");
-        assert_eq!(task.stop_code.as_deref(), Some("SpotInterruption"));
+        assert_eq!(task.stop_code, Some(StopCode::SpotInterruption));
         assert_eq!(
             task.stop_summary(),
             "Your Spot Task was interrupted.; stop code SpotInterruption; container gocd-agent exited 143"
@@ -209,7 +212,7 @@ mod tests {
           "detail":{"instance-id":"i-abcd1111","state":"terminated"}}"#;
         assert_eq!(
             parse(state),
-            Ok(QueueEvent::InstanceState { instance_id: "i-abcd1111".into(), state: "terminated".into() })
+            Ok(QueueEvent::InstanceState { instance_id: "i-abcd1111".into(), state: Ec2State::Terminated })
         );
     }
 

@@ -248,12 +248,13 @@ mod tests {
     use crate::cluster::fixtures::{self, job};
     use crate::cluster::launch::Capacity;
     use crate::cluster::registry::{NewAgent, Reservation};
+    use crate::cluster::tasks::TaskStatus;
     use crate::protocol::types::{AgentState, BuildState, ConfigState};
 
     const T0: SystemTime = SystemTime::UNIX_EPOCH;
     const TIMEOUT: Duration = Duration::from_secs(600);
 
-    fn task(arn: &str, agent: &str, job_id: i64, status: &str) -> TaskView {
+    fn task(arn: &str, agent: &str, job_id: i64, status: TaskStatus) -> TaskView {
         fixtures::task(arn, fixtures::tags(agent, job_id), status)
     }
 
@@ -272,7 +273,7 @@ mod tests {
     fn launched(registry: &mut Registry, agent_id: &str, job_id: i64, arn: &str) {
         let r = registry.reserve(&job(job_id), agent_id.into(), 10, NewAgent::default(), T0);
         assert!(matches!(r, Reservation::Reserved { .. }));
-        registry.launched(agent_id, task(arn, agent_id, job_id, "RUNNING"), Capacity::Fargate);
+        registry.launched(agent_id, task(arn, agent_id, job_id, TaskStatus::Running), Capacity::Fargate);
     }
 
     #[test]
@@ -281,9 +282,9 @@ mod tests {
         let reuse = Some(crate::settings::Reuse { idle: TIMEOUT * 3, max_jobs: 5 });
         let r = reg.reserve(&job(1), "a".into(), 10, NewAgent { reuse, ..NewAgent::default() }, T0);
         assert!(matches!(r, Reservation::Reserved { .. }));
-        reg.launched("a", task("t1", "a", 1, "RUNNING"), Capacity::Fargate);
+        reg.launched("a", task("t1", "a", 1, TaskStatus::Running), Capacity::Fargate);
         let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &idle, T0);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &idle, T0);
         reg.job_finished(1, T0);
         assert!(matches!(reg.job_done("a", 1, T0), crate::cluster::registry::JobDone::Keep { jobs: 1, max_jobs: 5 }));
         assert_eq!(plan(&reg, &idle, TIMEOUT, T0 + TIMEOUT * 2), vec![], "its job finished, yet it is kept");
@@ -299,7 +300,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        let registered = reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0 + TIMEOUT * 3);
+        let registered = reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &gocd, T0 + TIMEOUT * 3);
         assert_eq!(registered, vec![TIMEOUT * 3], "launch to register, once");
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 3), vec![]);
     }
@@ -309,7 +310,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let none = HashMap::new();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &none, T0 + TIMEOUT);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &none, T0 + TIMEOUT);
         assert_eq!(plan(&reg, &none, TIMEOUT, T0 + TIMEOUT), vec![], "not before the timeout");
         let steps = plan(&reg, &none, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(matches!(&steps[..], [Step::StopTask { task_arn, job: Some(_), .. }] if task_arn == "t1"), "{steps:?}");
@@ -320,7 +321,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        reg.observe(&[], &[task("t1", "a", 1, "STOPPED")], &[], &gocd, T0);
+        reg.observe(&[], &[task("t1", "a", 1, TaskStatus::Stopped)], &[], &gocd, T0);
         let steps = plan(&reg, &gocd, TIMEOUT, T0);
         assert!(
             matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user"))
@@ -336,7 +337,7 @@ mod tests {
             agent("ghost", AgentState::Idle, BuildState::Idle),
         ]
         .into();
-        reg.observe(&[task("t2", "b", 2, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t2", "b", 2, TaskStatus::Running)], &[], &[], &gocd, T0);
         assert_eq!(reg.get("b").unwrap().job.job_id, 2);
         assert_eq!(reg.get("b").unwrap().phase, Phase::Running);
         let steps = plan(&reg, &gocd, TIMEOUT, T0);
@@ -348,7 +349,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &gocd, T0);
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT), vec![]);
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT + Duration::from_secs(1));
         assert!(
@@ -363,7 +364,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &gocd, T0);
         let resent = reg.reserve(&job(1), "a2".into(), 10, NewAgent::default(), T0 + TIMEOUT);
         assert_eq!(resent, Reservation::Existing("a".into()));
         assert_eq!(plan(&reg, &gocd, TIMEOUT, T0 + TIMEOUT * 2), vec![], "asked for {TIMEOUT:?} ago");
@@ -381,7 +382,7 @@ mod tests {
         launched(&mut reg, "a", 1, "t1");
         launched(&mut reg, "b", 2, "t2");
         let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        let running = [task("t1", "a", 1, "RUNNING"), task("t2", "b", 2, "RUNNING")];
+        let running = [task("t1", "a", 1, TaskStatus::Running), task("t2", "b", 2, TaskStatus::Running)];
         reg.observe(&running, &[], &[], &idle, T0);
         let late = T0 + TIMEOUT * 2;
         assert!(reg.assigned("a", 1, late));
@@ -394,7 +395,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "a", 1, "t1");
         let gocd: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &gocd, T0);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &gocd, T0);
         let later = T0 + TIMEOUT * 2;
         assert!(matches!(&plan(&reg, &gocd, TIMEOUT, later)[..], [Step::StopTask { .. }, ..]));
         reg.claim_for_stop("a");
@@ -408,7 +409,7 @@ mod tests {
         // completion reaches the new process while the agent builds its next one.
         let mut reg = Registry::default();
         let building: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
-        reg.observe(&[task("t1", "a", 1, "RUNNING")], &[], &[], &building, T0);
+        reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &building, T0);
         reg.job_finished(1, T0);
         assert_eq!(plan(&reg, &building, TIMEOUT, T0), vec![], "it builds a job GoCD gave it");
         let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
@@ -430,7 +431,7 @@ mod tests {
             agent("b", AgentState::LostContact, BuildState::Unknown),
         ]
         .into();
-        let running = [task("t1", "a", 1, "RUNNING"), task("t2", "b", 2, "RUNNING")];
+        let running = [task("t1", "a", 1, TaskStatus::Running), task("t2", "b", 2, TaskStatus::Running)];
         reg.observe(&running, &[], &[], &both, T0);
         let only_b: HashMap<_, _> = [agent("b", AgentState::LostContact, BuildState::Unknown)].into();
         reg.observe(&running, &[], &[], &only_b, T0 + Duration::from_secs(1));
@@ -450,7 +451,7 @@ mod tests {
         let mut reg = Registry::default();
         launched(&mut reg, "c", 3, "t3");
         assert_eq!(reg.stopping("c"), Some(Some("t3".into())));
-        reg.observe(&[], &[task("t3", "c", 3, "STOPPED")], &[], &HashMap::new(), T0);
+        reg.observe(&[], &[task("t3", "c", 3, TaskStatus::Stopped)], &[], &HashMap::new(), T0);
         assert_eq!(reg.get("c").map(|a| a.phase), Some(Phase::Stopped));
     }
 

@@ -407,6 +407,7 @@ mod tests {
     use super::*;
     use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::registry::Offer;
+    use crate::cluster::tasks::TaskStatus;
     use crate::settings::Reuse;
 
     fn new() -> NewAgent {
@@ -423,7 +424,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut r = Registry::default();
         assert!(r.reserve_warm(&job(1), "ea-w".into(), 5, new(), now));
-        r.launched("ea-w", task("arn:w", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("ea-w", task("arn:w", vec![], TaskStatus::Running), Capacity::Fargate);
         assert!(r.live_for_job(1).is_none(), "the lender's job is not served by it");
         assert!(!r.assigned("ea-w", 1, now), "nor assigned to it");
         // A new job takes it, through should-assign-work.
@@ -441,13 +442,13 @@ mod tests {
         // A kept agent, waiting since `now` after its job.
         let kept = r.reserve(&job(1), "ea-kept".into(), 5, new(), now);
         assert!(matches!(kept, crate::cluster::registry::Reservation::Reserved { .. }));
-        r.launched("ea-kept", task("arn:k", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("ea-kept", task("arn:k", vec![], TaskStatus::Running), Capacity::Fargate);
         assert!(r.assigned("ea-kept", 1, now));
         assert!(matches!(r.job_done("ea-kept", 1, now), crate::cluster::registry::JobDone::Keep { .. }));
         // A warm agent started later, its task running, not seen registered yet.
         let later = now + Duration::from_secs(5);
         assert!(r.reserve_warm(&job(1), "ea-warm".into(), 5, new(), later));
-        r.launched("ea-warm", task("arn:w", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("ea-warm", task("arn:w", vec![], TaskStatus::Running), Capacity::Fargate);
         let reserved = r.reserve(&job(2), "ea-new".into(), 5, new(), later);
         assert!(
             matches!(&reserved, crate::cluster::registry::Reservation::Reused { agent_id, .. } if agent_id == "ea-kept"),
@@ -463,7 +464,7 @@ mod tests {
         assert!(r.reserve_warm(&job(1), "ea-b".into(), 2, new(), now));
         assert!(!r.reserve_warm(&job(1), "ea-c".into(), 2, new(), now), "MaxAgents 2");
         assert_eq!(r.retire_waiting("ea-a"), None, "no task yet");
-        r.launched("ea-a", task("arn:a", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("ea-a", task("arn:a", vec![], TaskStatus::Running), Capacity::Fargate);
         assert_eq!(r.retire_waiting("ea-a").as_deref(), Some("arn:a"));
         assert_eq!(r.get("ea-a").map(|a| a.phase), Some(Phase::Stopping));
         assert_eq!(r.retire_waiting("ea-a"), None, "once");
@@ -537,7 +538,7 @@ mod tests {
         r.reserve(&job(3), "c".into(), 5, NewAgent::default(), t0);
         r.launch_unknown("c", t0);
         r.launch_failed("c", "launch failed", t0);
-        r.observe(&[task("t-c", tags("c", 3), "RUNNING")], &[], &[], &std::collections::HashMap::new(), t0);
+        r.observe(&[task("t-c", tags("c", 3), TaskStatus::Running)], &[], &[], &std::collections::HashMap::new(), t0);
         assert_eq!(r.settle_unknown_launches(t0 + LAUNCH_SETTLE * 2), 1);
         assert_eq!(r.get("c").unwrap().phase, Phase::Running);
     }
@@ -552,7 +553,7 @@ mod tests {
         assert_eq!((a.phase, a.capacity, a.task_arn.is_none()), (Phase::Launching, Some(Capacity::Ec2), true));
         assert_eq!(r.live_for_job(1).map(|a| a.agent_id.as_str()), Some("a"), "it serves its job while it waits");
         let placed = t0 + Duration::from_secs(300);
-        r.started_on_instance("a", task("t-a", tags("a", 1), "PENDING"), placed);
+        r.started_on_instance("a", task("t-a", tags("a", 1), TaskStatus::Pending), placed);
         let a = r.get("a").unwrap();
         assert_eq!(a.phase, Phase::Running);
         assert_eq!(a.task_arn.as_deref(), Some("t-a"));
@@ -564,13 +565,13 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let mut r = Registry::default();
         r.reserve(&job(1), "a".into(), 5, NewAgent::default(), now);
-        r.launched("a", task("t-a", tags("a", 1), "PENDING"), Capacity::FargateSpot);
+        r.launched("a", task("t-a", tags("a", 1), TaskStatus::Pending), Capacity::FargateSpot);
         let a = r.get("a").unwrap();
         assert_eq!((a.phase, a.capacity), (Phase::Running, Some(Capacity::FargateSpot)));
         assert!(a.task.as_ref().is_some_and(|t| !t.tags.contains_key("gocd:elastic-agent-id")), "own tags dropped");
         r.reserve(&job(2), "b".into(), 5, NewAgent::default(), now);
         r.stopped("b", "launch failed", now);
-        r.launched("b", task("t-b", tags("b", 2), "PENDING"), Capacity::Fargate);
+        r.launched("b", task("t-b", tags("b", 2), TaskStatus::Pending), Capacity::Fargate);
         assert_eq!(r.get("b").unwrap().phase, Phase::Stopped);
     }
 
@@ -599,16 +600,16 @@ mod tests {
         assert_eq!(r.job_done("nobody", 1, now), JobDone::NotOurs);
         // One job per agent without warm starts.
         r.reserve(&job(1), "plain".into(), 9, NewAgent::default(), now);
-        r.launched("plain", task("t-p", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("plain", task("t-p", vec![], TaskStatus::Running), Capacity::Fargate);
         assert!(r.assigned("plain", 1, now));
         assert_eq!(r.job_done("plain", 1, now), JobDone::Stop);
         // Reusing, but never registered (nor assigned): it may not be able to take a job.
         r.reserve(&job(2), "unseen".into(), 9, reusing(3), now);
-        r.launched("unseen", task("t-u", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("unseen", task("t-u", vec![], TaskStatus::Running), Capacity::Fargate);
         assert_eq!(r.job_done("unseen", 2, now), JobDone::Stop);
         // Reusing and assigned: kept, waiting from now.
         r.reserve(&job(3), "kept".into(), 9, reusing(2), now);
-        r.launched("kept", task("t-k", vec![], "RUNNING"), Capacity::Fargate);
+        r.launched("kept", task("t-k", vec![], TaskStatus::Running), Capacity::Fargate);
         assert!(r.assigned("kept", 3, now));
         assert_eq!(r.job_done("kept", 3, now), JobDone::Keep { jobs: 1, max_jobs: 2 });
         assert_eq!(r.get("kept").unwrap().waiting_since, Some(now));
@@ -625,7 +626,7 @@ mod tests {
         assert_eq!(r.stopping("nobody"), None, "not ours");
         r.reserve(&job(1), "a".into(), 5, NewAgent::default(), now);
         assert_eq!(r.stopping("a"), Some(None), "no task yet");
-        r.launched("a", task("t-a", tags("a", 1), "RUNNING"), Capacity::Fargate);
+        r.launched("a", task("t-a", tags("a", 1), TaskStatus::Running), Capacity::Fargate);
         assert_eq!(r.stopping("a"), Some(Some("t-a".into())));
         assert_eq!(r.get("a").unwrap().phase, Phase::Stopping);
         assert!(r.is_completing("a"));
@@ -644,13 +645,13 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let mut r = Registry::default();
         r.reserve(&job(1), "a".into(), 5, NewAgent::default(), now);
-        r.launched("a", task("t-a", tags("a", 1), "RUNNING"), Capacity::Fargate);
+        r.launched("a", task("t-a", tags("a", 1), TaskStatus::Running), Capacity::Fargate);
         r.stopping("a");
         let none = std::collections::HashMap::new();
-        r.observe(&[task("t-a", tags("a", 1), "RUNNING")], &[], &[], &none, now);
+        r.observe(&[task("t-a", tags("a", 1), TaskStatus::Running)], &[], &[], &none, now);
         assert_eq!(r.get("a").unwrap().phase, Phase::Stopping, "still running");
-        let mut gone = task("t-a", tags("a", 1), "STOPPED");
-        gone.desired_status = "STOPPED".into();
+        let mut gone = task("t-a", tags("a", 1), TaskStatus::Stopped);
+        gone.desired_status = TaskStatus::Stopped;
         r.observe(&[], &[gone], &[], &none, now);
         let a = r.get("a").unwrap();
         assert_eq!((a.phase, a.stop_reason.as_deref()), (Phase::Stopped, Some("job completed")));

@@ -23,7 +23,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::launch::Capacity;
-use super::tasks::TaskView;
+use super::tasks::{StopCode, TaskView};
 use crate::ids::{AgentId, JobKey, SettingsFingerprint, TaskArn};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::Reuse;
@@ -98,7 +98,7 @@ pub struct AgentRecord {
 impl AgentRecord {
     /// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
     pub fn spot_interrupted(&self) -> bool {
-        self.task.as_ref().and_then(|t| t.stop_code.as_deref()) == Some("SpotInterruption")
+        self.task.as_ref().is_some_and(|t| t.stop_code == Some(StopCode::SpotInterruption))
     }
 }
 
@@ -251,6 +251,7 @@ impl Registry {
 mod tests {
     use super::super::fixtures::{job, tags, task};
     use super::*;
+    use crate::cluster::tasks::TaskStatus;
 
     #[test]
     fn agent_of_finds_a_task_through_its_agent_id_tag() {
@@ -259,12 +260,12 @@ mod tests {
         for (id, job_id) in [("a", 1), ("b", 2)] {
             r.reserve(&job(job_id), id.into(), 5, NewAgent::default(), now);
         }
-        r.launched("a", task("t-a", tags("a", 1), "RUNNING"), Capacity::Fargate);
-        assert_eq!(r.agent_of(&task("t-a", tags("a", 1), "RUNNING")).map(|a| a.agent_id.as_str()), Some("a"));
+        r.launched("a", task("t-a", tags("a", 1), TaskStatus::Running), Capacity::Fargate);
+        assert_eq!(r.agent_of(&task("t-a", tags("a", 1), TaskStatus::Running)).map(|a| a.agent_id.as_str()), Some("a"));
         // A second task tagged for `a`, and a task of `b`, which has none yet: neither is theirs.
-        assert!(r.agent_of(&task("t-a2", tags("a", 1), "RUNNING")).is_none());
-        assert!(r.agent_of(&task("t-b", tags("b", 2), "RUNNING")).is_none());
+        assert!(r.agent_of(&task("t-a2", tags("a", 1), TaskStatus::Running)).is_none());
+        assert!(r.agent_of(&task("t-b", tags("b", 2), TaskStatus::Running)).is_none());
         // Without tags, only the ARN tells.
-        assert_eq!(r.agent_of(&task("t-a", vec![], "RUNNING")).map(|a| a.agent_id.as_str()), Some("a"));
+        assert_eq!(r.agent_of(&task("t-a", vec![], TaskStatus::Running)).map(|a| a.agent_id.as_str()), Some("a"));
     }
 }

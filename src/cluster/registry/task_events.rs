@@ -116,10 +116,11 @@ mod tests {
     use super::*;
     use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::launch::Capacity;
+    use crate::cluster::tasks::{StopCode, TaskStatus};
 
     fn running(r: &mut Registry, agent: &str, job_id: i64, arn: &str) {
         r.reserve(&job(job_id), agent.into(), 10, NewAgent::default(), SystemTime::UNIX_EPOCH);
-        r.launched(agent, task(arn, tags(agent, job_id), "RUNNING"), Capacity::FargateSpot);
+        r.launched(agent, task(arn, tags(agent, job_id), TaskStatus::Running), Capacity::FargateSpot);
     }
 
     #[test]
@@ -127,7 +128,7 @@ mod tests {
         let mut r = Registry::default();
         running(&mut r, "a", 1, "t1");
         let t = |s| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
-        let mut pulled = task("t1", Default::default(), "RUNNING");
+        let mut pulled = task("t1", Default::default(), TaskStatus::Running);
         pulled.pull_started_at = Some(t(10));
         pulled.pull_stopped_at = Some(t(13));
         pulled.started_at = Some(t(14));
@@ -138,9 +139,9 @@ mod tests {
             (Some(t(10)), Some(t(13)), Some(t(14)))
         );
 
-        let mut stopped = task("t1", Default::default(), "STOPPED");
-        stopped.desired_status = "STOPPED".into();
-        stopped.stop_code = Some("SpotInterruption".into());
+        let mut stopped = task("t1", Default::default(), TaskStatus::Stopped);
+        stopped.desired_status = TaskStatus::Stopped;
+        stopped.stop_code = Some(StopCode::SpotInterruption);
         assert_eq!(r.task_event(&stopped), Some(TaskEvent { agent_id: "a".into(), newly_stopped: true }));
         assert_eq!(r.task_event(&stopped).map(|e| e.newly_stopped), Some(false), "told once");
         // A late RUNNING event changes nothing.
@@ -148,7 +149,7 @@ mod tests {
         let kept = r.get("a").unwrap().task.clone().unwrap();
         assert!(kept.is_stopping() && kept.started_at == Some(t(14)) && kept.stop_code.is_some());
         // Not ours: nothing.
-        assert_eq!(r.task_event(&task("t-foreign", Default::default(), "STOPPED")), None);
+        assert_eq!(r.task_event(&task("t-foreign", Default::default(), TaskStatus::Stopped)), None);
     }
 
     #[test]
@@ -174,7 +175,7 @@ mod tests {
         let now = SystemTime::UNIX_EPOCH;
         let new = NewAgent { elastic_profile: "warm".into(), ..NewAgent::default() };
         assert!(r.reserve_warm(&job(1), "w".into(), 10, new, now));
-        r.launched("w", task("t1", tags("w", 1), "RUNNING"), Capacity::FargateSpot);
+        r.launched("w", task("t1", tags("w", 1), TaskStatus::Running), Capacity::FargateSpot);
         r.interrupted("w", now);
         assert!(!r.was_interrupted(&job(1)), "the job that lent it its key is not affected");
         assert!(r.get("w").is_some_and(|w| !r.spot_for_interrupted(w, &job(1))));

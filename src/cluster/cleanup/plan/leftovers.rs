@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use super::{CleanupPlan, Kind};
+use crate::aws::status::Ec2State;
 use crate::cluster::identity::{is_ours, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::cluster::tasks::TaskView;
 use crate::ids::ClusterKey;
@@ -87,14 +88,14 @@ pub struct Unknown {
 pub fn leftover_container_instances(
     vanished: Vec<String>,
     unknown: Vec<(String, String)>,
-    ours: &[(String, String)],
+    ours: &[(String, Ec2State)],
 ) -> (CleanupPlan, Unknown) {
     let mut plan = CleanupPlan::new(Kind::Leftovers);
     plan.deregister_container_instances = vanished;
     let mut learned = Unknown::default();
     for (id, arn) in unknown {
         match ours.iter().find(|(i, _)| *i == id) {
-            Some((_, state)) if state != "pending" && state != "running" => {
+            Some((_, state)) if !matches!(state, Ec2State::Pending | Ec2State::Running) => {
                 learned.gone.push(id);
                 plan.deregister_container_instances.push(arn);
             }
@@ -109,10 +110,11 @@ pub fn leftover_container_instances(
 mod tests {
     use super::*;
     use crate::cluster::fixtures::task;
+    use crate::cluster::tasks::TaskStatus;
 
     const SUFFIX: &str = ":cluster/c";
 
-    fn tagged(arn: &str, server: &str, key: &str, status: &str) -> TaskView {
+    fn tagged(arn: &str, server: &str, key: &str, status: TaskStatus) -> TaskView {
         task(arn, vec![(TAG_SERVER_ID.into(), server.into()), (TAG_CLUSTER_PROFILE.into(), key.into())], status)
     }
 
@@ -123,10 +125,10 @@ mod tests {
     #[test]
     fn strays_are_this_servers_tasks_of_the_vanished_key_only() {
         let tasks = [
-            tagged("t-stray", "sid", "old", "RUNNING"),
-            tagged("t-stopping", "sid", "old", "STOPPED"),
-            tagged("t-live-key", "sid", "live", "RUNNING"),
-            tagged("t-other-server", "another", "old", "RUNNING"),
+            tagged("t-stray", "sid", "old", TaskStatus::Running),
+            tagged("t-stopping", "sid", "old", TaskStatus::Stopped),
+            tagged("t-live-key", "sid", "live", TaskStatus::Running),
+            tagged("t-other-server", "another", "old", TaskStatus::Running),
         ];
         let plan = strays(&tasks, SUFFIX, "sid", &"old".into());
         assert_eq!(plan.kind, Kind::Strays { key: "old".into() });
@@ -138,12 +140,12 @@ mod tests {
     #[test]
     fn leftover_tasks_carry_this_server_and_a_key_no_live_profile_has() {
         let live: HashSet<ClusterKey> = [ClusterKey::from("live")].into();
-        let untagged = task("t-untagged", vec![(TAG_SERVER_ID.into(), "sid".into())], "RUNNING");
+        let untagged = task("t-untagged", vec![(TAG_SERVER_ID.into(), "sid".into())], TaskStatus::Running);
         let tasks = [
-            tagged("t-left", "sid", "gone", "RUNNING"),
-            tagged("t-left-stopping", "sid", "gone", "STOPPED"),
-            tagged("t-live", "sid", "live", "RUNNING"),
-            tagged("t-foreign", "another", "gone", "RUNNING"),
+            tagged("t-left", "sid", "gone", TaskStatus::Running),
+            tagged("t-left-stopping", "sid", "gone", TaskStatus::Stopped),
+            tagged("t-live", "sid", "live", TaskStatus::Running),
+            tagged("t-foreign", "another", "gone", TaskStatus::Running),
             untagged.clone(),
         ];
         let plan = leftover_tasks(&tasks, SUFFIX, "sid", &live);
@@ -171,7 +173,7 @@ mod tests {
             ("i-alive".to_string(), "arn:ci/i-alive".to_string()),
             ("i-foreign".to_string(), "arn:ci/i-foreign".to_string()),
         ];
-        let ours = [("i-gone".to_string(), "terminated".to_string()), ("i-alive".to_string(), "running".to_string())];
+        let ours = [("i-gone".to_string(), Ec2State::Terminated), ("i-alive".to_string(), Ec2State::Running)];
         let (plan, learned) = leftover_container_instances(vec!["arn:ci/i-vanished".into()], unknown, &ours);
         assert_eq!(plan.deregister_container_instances, ["arn:ci/i-vanished", "arn:ci/i-gone"]);
         assert_eq!(learned, Unknown { gone: vec!["i-gone".into()], foreign: vec!["i-foreign".into()] });

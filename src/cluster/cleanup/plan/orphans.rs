@@ -62,10 +62,11 @@ mod tests {
     use super::*;
     use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::registry::NewAgent;
+    use crate::cluster::tasks::TaskStatus;
     use std::time::SystemTime;
 
     fn running(arn: &str, tags: Vec<(String, String)>) -> TaskView {
-        task(arn, tags, "RUNNING")
+        task(arn, tags, TaskStatus::Running)
     }
 
     #[test]
