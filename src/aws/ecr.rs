@@ -1,11 +1,14 @@
 //! The port's ECR reads: which images are ECR's ([`EcrImage::parse`]), an image's size and
-//! manifest media type (DescribeImages), its manifest (BatchGetImage, for `doctor`'s SOCI
-//! check) and the artifact types of its referrers (ListImageReferrers). Plain data out; what
-//! the figures mean is the engine's (`cluster::image_pulls`) and `doctor`'s (`cli::doctor::soci`).
+//! manifest media type (DescribeImages), its manifest (BatchGetImage, for the SOCI check of
+//! `doctor` and `try`) and the artifact types of its referrers (ListImageReferrers). Plain data
+//! out; what the figures mean is the engine's (`cluster::image_pulls`) and the SOCI check's
+//! (`cli::doctor::soci`).
+
+use std::time::Duration;
 
 use aws_sdk_ecr::types::{ImageIdentifier, ListImageReferrersFilter, SubjectIdentifier};
 
-use super::doctor::CheckClients;
+use super::doctor::{within, CheckClients};
 use super::{AwsClients, AwsError};
 
 /// The manifest media types `doctor` accepts from BatchGetImage: an image index or manifest
@@ -134,13 +137,44 @@ fn facts(d: &aws_sdk_ecr::types::ImageDetail) -> EcrImageFacts {
     }
 }
 
+/// The ECR reads of the SOCI check (BatchGetImage, ListImageReferrers), each within a time
+/// limit: over `doctor`'s clients ([`CheckClients::ecr_reads`]) or the plugin's, for `try`
+/// ([`AwsClients::ecr_reads`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EcrReads<'a> {
+    ecr: &'a aws_sdk_ecr::Client,
+    timeout: Duration,
+}
+
 impl CheckClients {
+    /// The SOCI check's ECR reads, within the check's time limit.
+    pub fn ecr_reads(&self) -> EcrReads<'_> {
+        EcrReads { ecr: &self.ecr, timeout: self.timeout }
+    }
+}
+
+impl AwsClients {
+    /// The SOCI check's ECR reads over these clients, each within `timeout`.
+    pub fn ecr_reads(&self, timeout: Duration) -> EcrReads<'_> {
+        EcrReads { ecr: &self.ecr, timeout }
+    }
+}
+
+impl EcrReads<'_> {
+    /// Runs one call within the time limit.
+    async fn call<T, F>(&self, operation: &'static str, call: F) -> Result<T, AwsError>
+    where
+        F: std::future::Future<Output = Result<T, AwsError>>,
+    {
+        within(self.timeout, operation, call).await
+    }
+
     /// The image's manifest as BatchGetImage answers it, index media types accepted first;
     /// `None` when ECR has no such image.
     ///
     /// # Errors
     /// The failed call (`NotFound` for a repository that does not exist).
-    pub async fn ecr_manifest(&self, image: &EcrImage) -> Result<Option<EcrManifest>, AwsError> {
+    pub async fn manifest(&self, image: &EcrImage) -> Result<Option<EcrManifest>, AwsError> {
         let mut request = self
             .ecr
             .batch_get_image()
@@ -165,7 +199,7 @@ impl CheckClients {
     ///
     /// # Errors
     /// The failed call (an endpoint that does not know the operation among them).
-    pub async fn ecr_referrers(
+    pub async fn referrers(
         &self,
         image: &EcrImage,
         digest: &str,

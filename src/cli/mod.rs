@@ -82,7 +82,8 @@ default chain, then RoleArn): credentials, role, cluster, subnets and security g
 way to the registry and to GoServerUrl (a URL a GoCD server answers at: http://host:8153/go, or
 https://host/go behind a TLS proxy), the outbound ports builds check out over (SSH 22, git:// 9418,
 HTTP 80, HTTPS 443; the cluster profile's groups and each elastic profile's own), Docker Hub images
-pulled anonymously through a NAT gateway, a SOCI index of Fargate profiles' ECR images, capacity,
+pulled anonymously through a NAT gateway, a SOCI index of Fargate profiles' ECR images (without one,
+the image's pulls measured in the last hour and what an index could save), capacity,
 EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
 Exit code 0 when nothing FAILed, 1 otherwise.";
 
@@ -118,7 +119,9 @@ Examples:
   ecs-elastic-agent try --cluster-profile member.json --elastic-profile small.json --server-id 6f1c2a3e-...
 
 Starts one agent task as the plugin would (the same credentials, role, task definition,
-networking and RunTask) and prints each status and the phases of its start. With a GoCD server URL
+networking and RunTask) and prints each status, the phases of its start and its image pull; for an
+image in the account's ECR on Fargate, whether it has a SOCI index and what one would save of this
+pull. With a GoCD server URL
 (--server-url, else the cluster profile's GoServerUrl) the task proves the server is reachable from
 where agents run: in place of the agent it runs a probe (sh and curl, which the GoCD agent images
 have) that makes the agent's first request, GET <server>/admin/latest-agent.status, which only a GoCD

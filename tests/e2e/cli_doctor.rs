@@ -7,7 +7,8 @@
 //! IP behind an internet gateway, no NAT and no endpoints, outbound rules) FAIL the reach
 //! check; security groups that block the ports builds check out over warn, per profile; a Docker
 //! Hub image pulled anonymously through a NAT gateway warns; a GoServerUrl no GoCD server answers
-//! at FAILs; no secret is ever printed.
+//! at FAILs; an ECR image without a SOCI index warns with its pulls measured in the last hour; no
+//! secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -17,8 +18,10 @@ use std::time::Duration;
 
 use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
 use crate::world::proxy::rules;
+use crate::world::starts::TaskStarts;
 use crate::world::Proxy;
 use aws_config::SdkConfig;
+use ecs_elastic_agent::cluster::identity::{cluster_key, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 
@@ -957,8 +960,16 @@ async fn the_event_queue_must_exist_be_readable_and_have_a_rule_targeting_it() {
 /// loading saves and how to add an index; one whose tag names an image index with a SOCI index
 /// v2 is ok. moto serves PutImage and BatchGetImage; it does not serve ListImageReferrers, so
 /// the warning says v1 was not checked. A Docker Hub image is not looked at.
+///
+/// The warning gives the image's pulls measured in the last hour: the world times each task's
+/// start as ECS does ([`TaskStarts`]: each image pull takes the time the test gives it), and
+/// the pulls counted are those of the plugin's agent tasks of this cluster profile that ECS
+/// lists, stopped or running, of the image, with both pull times: not another image's, not a
+/// task without the owner tags or `try`'s, not one stopped during its pull, and, with
+/// `--server-id`, not another GoCD server's. doctor only reads (ListTasks of STOPPED and
+/// RUNNING tasks, DescribeTasks).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn soci_warns_of_an_ecr_image_without_an_index_and_passes_one_with_a_v2_index() {
+async fn soci_warns_of_an_ecr_image_without_an_index_with_its_measured_pulls_and_passes_one_with_a_v2_index() {
     let (moto, base) = world().await;
     moto::create_cluster(&base, "ci").await;
     let manifest = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":7023,"digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111"},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","size":32654,"digest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}]}"#;
@@ -970,12 +981,47 @@ async fn soci_warns_of_an_ecr_image_without_an_index_and_passes_one_with_a_v2_in
     let role = ("ExecutionRoleArn", "arn:aws:iam::123456789012:role/ecsTaskExecutionRole");
     let plain_image = format!("{registry}/gocd/agent:plain");
     let soci_image = format!("{registry}/gocd/agent:soci");
+    let hub_image = "gocd/gocd-agent-alpine-3.19:v24.1.0";
+
+    // Agent tasks of the plain image, started through the proxy, whose pulls the world times.
+    let proxy = Proxy::start(moto.addr()).await;
+    let secs = Duration::from_secs_f64;
+    let starts = TaskStarts {
+        provisioning: secs(0.2),
+        // In RunTask order: ours (three), another server's, untagged, try's, ours stopped mid-pull.
+        pulls: vec![(plain_image.clone(), [1.5, 2.5, 3.5, 0.5, 0.4, 0.3, 60.0].map(secs).to_vec())],
+        other_pull: secs(0.1),
+        container_start: secs(0.2),
+    };
+    proxy.add_rewrite("ecs.task_starts", starts.rewrite());
+    let tasks = Tasks::new(&proxy).await;
+    let plain_td = moto::register_team_task_definition(&base, "agent-plain", &plain_image, &["FARGATE"]).await;
+    let hub_td = moto::register_team_task_definition(&base, "agent-hub", hub_image, &["FARGATE"]).await;
+    let key = cluster_key(moto::BASE_ACCOUNT, REGION, "ci", None);
+    let ours = [(TAG_SERVER_ID, SERVER), (TAG_CLUSTER_PROFILE, key.as_str())];
+    let theirs = [(TAG_SERVER_ID, OTHER_SERVER), (TAG_CLUSTER_PROFILE, key.as_str())];
+    let tried = [(TAG_SERVER_ID, "try"), (TAG_CLUSTER_PROFILE, key.as_str()), ("gocd:try", "true")];
+    let a = tasks.run(&plain_td, &ours).await;
+    let b = tasks.run(&plain_td, &ours).await;
+    let c = tasks.run(&plain_td, &ours).await;
+    tasks.run(&plain_td, &theirs).await;
+    tasks.run(&plain_td, &[("team", "web")]).await;
+    tasks.run(&plain_td, &tried).await;
+    let mid_pull = tasks.run(&plain_td, &ours).await;
+    tasks.run(&hub_td, &ours).await;
+    tasks.wait_running(&c).await;
+    for arn in [&a, &b, &mid_pull] {
+        tasks.stop(arn).await;
+    }
+
     let plain = profile_file(&[("Image", &plain_image), role]).display().to_string();
     let soci = profile_file(&[("Image", &soci_image), role]).display().to_string();
-    let hub = profile_file(&[("Image", "gocd/gocd-agent-alpine-3.19:v24.1.0")]).display().to_string();
+    let hub = profile_file(&[("Image", hub_image)]).display().to_string();
     let cluster = [("ClusterName", "ci"), ("Region", REGION), ("LogGroup", "/gocd/agents")];
     let args = ["--elastic-profile", &plain, "--elastic-profile", &soci, "--elastic-profile", &hub];
-    let d = doctor(&moto.endpoint(), &cluster, &args).await;
+    let server = ["--server-id", SERVER];
+    let mark = proxy.mark();
+    let d = doctor(&proxy.endpoint(), &cluster, &[&args[..], &server[..]].concat()).await;
     let lines = lines_of(&d, "soci");
     assert_eq!(lines.len(), 2, "one line per ECR image: {lines:#?}");
     let warn = lines.iter().find(|l| l.contains(&plain)).expect("the plain image's line");
@@ -992,6 +1038,98 @@ async fn soci_warns_of_an_ecr_image_without_an_index_and_passes_one_with_a_v2_in
         assert!(warn.contains(says), "{says}: {warn}");
     }
     assert!(warn.contains("digest") && warn.contains("task definition"), "the converted image must be named: {warn}");
+    // Ours only: two stopped and one running; 1.5, 2.5 and 3.5 s.
+    assert!(
+        warn.contains(
+            "3 pulls measured in the last hour: p50 2.5 s, p95 3.5 s; a SOCI index could take up to 1.5 s off each \
+             start (60 % of the p50 pull"
+        ),
+        "{warn}"
+    );
     let ok = lines.iter().find(|l| l.contains(&soci)).expect("the SOCI-enabled image's line");
     assert!(ok.starts_with(&format!("ok   soci: {soci}: {soci_image} has a SOCI index v2 sha256:4444")), "{ok}");
+    assert!(!ok.contains("measured"), "{ok}");
+    // Reads only: stopped and running tasks listed, described in batches.
+    let listed: Vec<String> = proxy
+        .requests("ecs", "ListTasks")
+        .iter()
+        .filter_map(|r| r["desiredStatus"].as_str().map(str::to_string))
+        .collect();
+    assert!(listed.contains(&"STOPPED".to_string()) && listed.contains(&"RUNNING".to_string()), "{listed:?}");
+    let changed: Vec<String> = proxy
+        .counts_since(mark)
+        .into_keys()
+        .filter(|k| !["Describe", "List", "Get", "BatchGet", "AssumeRole"].iter().any(|r| k.contains(&format!(":{r}"))))
+        .collect();
+    assert!(changed.is_empty(), "doctor changed something: {changed:?}");
+
+    // Without --server-id, every GoCD server's agent tasks of the profile: 0.5 s joins them.
+    let d = doctor(&proxy.endpoint(), &cluster, &args).await;
+    let warn = lines_of(&d, "soci").into_iter().find(|l| l.contains(&plain)).expect("the plain image's line").clone();
+    assert!(
+        warn.contains("4 pulls measured in the last hour: p50 1.5 s, p95 3.5 s; a SOCI index could take up to 0.9 s"),
+        "{warn}"
+    );
+
+    // No task of the image within the hour: said so.
+    let fresh = Proxy::start(moto.addr()).await;
+    moto.api("POST", "/moto-api/reset", None).await;
+    moto::create_cluster(&base, "ci").await;
+    crate::images::push_manifest(&base, "gocd/agent", "plain", manifest, "application/vnd.oci.image.manifest.v1+json")
+        .await;
+    let d = doctor(&fresh.endpoint(), &cluster, &["--elastic-profile", &plain]).await;
+    assert!(d.line("soci").contains("No pull of this image measured in the last hour"), "{}", d.line("soci"));
+}
+
+/// GoCD server ids, as the plugin tags its tasks with them.
+const SERVER: &str = "6f1c2a3e-0000-4000-8000-0000000000aa";
+const OTHER_SERVER: &str = "6f1c2a3e-0000-4000-8000-0000000000bb";
+
+/// Tasks of cluster `ci` started and stopped through a proxy, as the plugin would.
+struct Tasks {
+    ecs: aws_sdk_ecs::Client,
+    network: moto::DefaultNetwork,
+}
+
+impl Tasks {
+    async fn new(proxy: &Proxy) -> Tasks {
+        let config = moto::base_config_at(&proxy.endpoint()).await;
+        Tasks { ecs: aws_sdk_ecs::Client::new(&config), network: moto::default_network(&config).await }
+    }
+
+    /// Starts a Fargate task of `td` with `tags`; its ARN.
+    async fn run(&self, td: &str, tags: &[(&str, &str)]) -> String {
+        use aws_sdk_ecs::types::{AssignPublicIp, AwsVpcConfiguration, LaunchType, NetworkConfiguration, Tag};
+        let vpc = AwsVpcConfiguration::builder()
+            .subnets(&self.network.subnet_ids[0])
+            .security_groups(&self.network.security_group_id)
+            .assign_public_ip(AssignPublicIp::Enabled)
+            .build()
+            .expect("awsvpc");
+        let out = self
+            .ecs
+            .run_task()
+            .cluster("ci")
+            .task_definition(td)
+            .launch_type(LaunchType::Fargate)
+            .network_configuration(NetworkConfiguration::builder().awsvpc_configuration(vpc).build())
+            .set_tags(Some(tags.iter().map(|(k, v)| Tag::builder().key(*k).value(*v).build()).collect()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("RunTask: {}", moto::aws_error_text(&e)));
+        out.tasks()[0].task_arn().expect("a task ARN").to_string()
+    }
+
+    /// Waits until the task is RUNNING (its pull done).
+    async fn wait_running(&self, arn: &str) {
+        world::wait_for("the task to run", Duration::from_secs(30), || async {
+            let out = self.ecs.describe_tasks().cluster("ci").tasks(arn).send().await.expect("DescribeTasks");
+            out.tasks().first().and_then(|t| t.last_status()) == Some("RUNNING")
+        })
+        .await;
+    }
+
+    async fn stop(&self, arn: &str) {
+        self.ecs.stop_task().cluster("ci").task(arn).reason("done").send().await.expect("StopTask");
+    }
 }

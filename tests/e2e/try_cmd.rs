@@ -5,7 +5,8 @@
 //! missing `ExecutionRoleArn` (awslogs on Fargate), no capacity, RunTask throttled past every
 //! retry (a quota), invalid profiles, and tasks that stop before RUNNING for ECS's documented
 //! reasons (image not found, execution role denied, no route to the registry; moto pulls
-//! nothing, so the proxy answers DescribeTasks as ECS does for them).
+//! nothing, so the proxy answers DescribeTasks as ECS does for them); and, with starts timed as
+//! ECS times them, its image pull and the SOCI verdict of an ECR image.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -19,6 +20,7 @@ use crate::world::aws_rules::TD_AWSLOGS_NEEDS_EXECUTION_ROLE;
 use crate::world::http::HttpResponse;
 use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
 use crate::world::proxy::{Call, Verdict};
+use crate::world::starts::TaskStarts;
 use crate::world::Proxy;
 
 const CLUSTER: &str = "ci";
@@ -103,6 +105,9 @@ async fn try_runs_one_task_and_leaves_nothing_behind() {
     assert!(t.stdout.contains("cleanup: stopped task "), "{}", t.stdout);
     assert!(t.stdout.contains("cleanup: deregistered and deleted task definition "), "{}", t.stdout);
     assert!(t.stdout.contains("will not register"), "{}", t.stdout);
+    // moto gives no pull times, and a Docker Hub image has no SOCI verdict.
+    assert!(t.stdout.contains("\npull: ECS gave no pull times for this task"), "{}", t.stdout);
+    assert!(!t.stdout.contains("\nsoci: "), "{}", t.stdout);
     assert!(w.proxy.aws_refusals().is_empty(), "{:?}", w.proxy.aws_refusals());
     w.assert_nothing_left().await;
     // The one task it started carries the plugin's ownership tags with server id `try`, and
@@ -118,6 +123,73 @@ async fn try_runs_one_task_and_leaves_nothing_behind() {
     let key = moto::task_tag(&all[0], "gocd:cluster-profile").unwrap();
     let td = all[0].task_definition_arn().unwrap();
     assert!(td.contains(&format!(":task-definition/gocd-{key}-try-")), "inside the policy's gocd-<key>-*: {td}");
+}
+
+/// Once its task runs, `try` says how long the task's image pull took (ECS's `pullStartedAt` to
+/// `pullStoppedAt`: the world times each start as ECS does, [`TaskStarts`], each image's pull
+/// taking what the test gives it) and, for an image in the account's ECR, `doctor`'s SOCI
+/// verdict: no index, with what one could take off a start like this one (60 % of its pull)
+/// and how to add one; or the index v2 found. Neither changes how the run ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_says_its_image_pull_and_what_a_soci_index_would_save() {
+    let w = Rig::new().await;
+    let manifest = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","size":7023,"digest":"sha256:1111111111111111111111111111111111111111111111111111111111111111"},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","size":32654,"digest":"sha256:2222222222222222222222222222222222222222222222222222222222222222"}]}"#;
+    let index = r#"{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:3333333333333333333333333333333333333333333333333333333333333333","size":1024,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"com.amazon.soci.index-digest":"sha256:4444444444444444444444444444444444444444444444444444444444444444"}},{"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.amazon.soci.index.v2+json","digest":"sha256:4444444444444444444444444444444444444444444444444444444444444444","size":1000}]}"#;
+    let (oci_manifest, oci_index) =
+        ("application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json");
+    crate::images::push_manifest(&w.direct, "gocd/agent", "plain", manifest, oci_manifest).await;
+    crate::images::push_manifest(&w.direct, "gocd/agent", "soci", index, oci_index).await;
+    let plain = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/agent:plain";
+    let soci = "123456789012.dkr.ecr.us-east-1.amazonaws.com/gocd/agent:soci";
+    let secs = Duration::from_secs_f64;
+    let starts = TaskStarts {
+        provisioning: secs(0.3),
+        pulls: vec![(plain.to_string(), vec![secs(2.0)]), (soci.to_string(), vec![secs(0.8)])],
+        other_pull: secs(0.1),
+        container_start: secs(0.3),
+    };
+    w.proxy.add_rewrite("ecs.task_starts", starts.rewrite());
+
+    let t = try_run(&w.proxy, &cluster_profile(), &[("Image", plain), ("ExecutionRoleArn", EXECUTION_ROLE)]).await;
+    assert_eq!(t.code, Some(0), "{}", t.stdout);
+    for line in
+        ["status: PROVISIONING after ", "status: PENDING after ", "status: RUNNING after ", ", image pull 2.0 s, "]
+    {
+        assert!(t.stdout.contains(line), "no {line:?} in:\n{}", t.stdout);
+    }
+    assert!(
+        t.stdout.contains("\npull: the image pull took 2.0 s (ECS's pullStartedAt to pullStoppedAt)\n"),
+        "{}",
+        t.stdout
+    );
+    let line =
+        t.stdout.lines().find(|l| l.starts_with("soci: ")).unwrap_or_else(|| panic!("no soci line:\n{}", t.stdout));
+    assert!(line.starts_with(&format!("soci: {plain} has no SOCI index (a SOCI index v1 was not checked")), "{line}");
+    assert!(
+        line.contains(
+            "This task's pull took 2.0 s: a SOCI index could take up to 1.2 s off each start like it (60 % of the pull"
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("; fix: add a SOCI index v2 with the SOCI CLI (soci convert {plain} <new tag>")),
+        "{line}"
+    );
+    assert!(line.contains("cfn-ecr-aws-soci-index-builder") && line.contains("set Image"), "{line}");
+    w.assert_nothing_left().await;
+
+    let t = try_run(&w.proxy, &cluster_profile(), &[("Image", soci), ("ExecutionRoleArn", EXECUTION_ROLE)]).await;
+    assert_eq!(t.code, Some(0), "{}", t.stdout);
+    assert!(t.stdout.contains("\npull: the image pull took 0.8 s "), "{}", t.stdout);
+    assert!(
+        t.stdout.contains(&format!(
+            "\nsoci: {soci} has a SOCI index v2 sha256:4444444444444444444444444444444444444444444444444444444444444444: \
+             Fargate loads its large layers lazily\n"
+        )),
+        "{}",
+        t.stdout
+    );
+    w.assert_nothing_left().await;
 }
 
 /// Fargate with `LogGroup` and no execution role: the strict world refuses the task definition

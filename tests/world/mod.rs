@@ -17,6 +17,8 @@
 //! - [`scenario`]: `Scenario`, one test's moto, proxy and watched clusters.
 //! - [`secrets`]: `SecretScanner`, fails a test when a secret reaches what operators read.
 //! - [`stack`]: the cluster stack in moto's CloudFormation, and what moto leaves out of it.
+//! - [`starts`]: `TaskStarts`, a task's start timed as on AWS (PROVISIONING, the image pull,
+//!   PENDING, RUNNING, with ECS's times), through a proxy rewrite.
 //! - [`http`]: the minimal HTTP/1.1 codec the proxy and moto-api calls use.
 //!
 //! Environment: `MOTO_SERVER` (required: path of `moto_server`, see `scripts/moto.sh`);
@@ -40,6 +42,7 @@ pub mod proxy;
 pub mod scenario;
 pub mod secrets;
 pub mod stack;
+pub mod starts;
 
 #[allow(unused_imports)]
 pub use agents::{AgentSimulator, Fleet, SimPolicy};

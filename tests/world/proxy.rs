@@ -9,7 +9,9 @@
 //! Rules are plain closures `Fn(&Call) -> Verdict`, evaluated in the order added; the first verdict
 //! other than [`Verdict::Forward`] wins ([`Verdict::Delay`] sleeps and keeps evaluating). Ready-made
 //! rules live in [`rules`]; a fault proxy (throttling, 5xx, dropped connections at set rates) is
-//! just more rules.
+//! just more rules. Rewrites (`Fn(&Call, &mut HttpResponse)`, [`Proxy::add_rewrite`]) change the
+//! answers of forwarded calls into what AWS would add to moto's (a task start's times:
+//! [`super::starts`]).
 //!
 //! Before the test's own rules, every call meets AWS's own rules ([`super::aws_rules`], installed by
 //! [`Proxy::start`]): a call that breaks one is answered with AWS's error and never reaches moto;
@@ -156,6 +158,10 @@ fn xml_escape(s: &str) -> String {
 /// A rule: decides per call.
 pub type Rule = Arc<dyn Fn(&Call) -> Verdict + Send + Sync>;
 
+/// A rewrite: changes moto's answer to a forwarded call (after AWS's own rules made it AWS's)
+/// into what AWS adds to it, such as the times of a task's start ([`super::starts`]).
+pub type Rewrite = Arc<dyn Fn(&Call, &mut HttpResponse) + Send + Sync>;
+
 /// How a call ended at the proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -220,6 +226,7 @@ struct EcsLive {
 #[derive(Default)]
 struct Shared {
     rules: RwLock<Vec<(String, Rule)>>,
+    rewrites: RwLock<Vec<(String, Rewrite)>>,
     log: Mutex<Vec<CallRecord>>,
     captured: Mutex<Vec<CapturedCredentials>>,
     key_accounts: Mutex<HashMap<String, String>>,
@@ -292,6 +299,12 @@ impl Proxy {
     /// Removes every rule of that name.
     pub fn remove_rule(&self, name: &str) {
         self.shared.rules.write().unwrap().retain(|(n, _)| n != name);
+    }
+
+    /// Adds a rewrite of the answers to forwarded calls (applied in the order added, after the
+    /// side records are taken from moto's answer).
+    pub fn add_rewrite(&self, name: &str, rewrite: impl Fn(&Call, &mut HttpResponse) + Send + Sync + 'static) {
+        self.shared.rewrites.write().unwrap().push((name.to_string(), Arc::new(rewrite)));
     }
 
     /// Switches one of AWS's rules off (named as in [`super::aws_rules`], e.g.
@@ -468,7 +481,7 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
             Verdict::DelayAnswer(d) => Some(Verdict::DelayAnswer(*d)),
             _ => None,
         };
-        let (response, outcome) = match verdict {
+        let (mut response, outcome) = match verdict {
             Verdict::Drop => {
                 record(&shared, &call, 0, Outcome::Dropped, rule_name);
                 return;
@@ -494,6 +507,10 @@ async fn serve_connection(stream: TcpStream, upstream: SocketAddr, shared: Arc<S
         if outcome == Outcome::Forwarded {
             if !replayed {
                 observe(&shared, &call, &response);
+            }
+            let rewrites: Vec<(String, Rewrite)> = shared.rewrites.read().unwrap().clone();
+            for (_, rewrite) in rewrites {
+                rewrite(&call, &mut response);
             }
             match after {
                 Some(Verdict::DropAnswer) => {

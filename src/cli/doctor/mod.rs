@@ -14,7 +14,7 @@
 //! profiles' own included; `image`: Docker Hub images pulled anonymously through a NAT gateway),
 //! the elastic profiles' EFS volumes and registry credentials, capacity, the task definitions
 //! elastic profiles name (`TaskDefinitionArn`), SOCI indexes of Fargate profiles' ECR images
-//! (`soci`), EC2 (image, instance profile, key pair, dry run),
+//! (`soci`, with the image's pulls measured in the last hour), EC2 (image, instance profile, key pair, dry run),
 //! log group, tasks.
 
 mod checks;
@@ -26,7 +26,7 @@ mod given;
 mod image;
 mod network;
 mod reach;
-mod soci;
+pub mod soci;
 mod task_parts;
 
 use std::fmt::Display;
@@ -129,7 +129,7 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
         return Ok(false);
     };
     let aws = Aws::new(&config, region, account, profile.cluster_short_name().to_string(), timeout);
-    checks::all(&aws, &profile, &elastic, &mut r).await?;
+    checks::all(&aws, &profile, &elastic, args.server_id.as_deref(), &mut r).await?;
     Ok(!r.failed)
 }
 

@@ -11,11 +11,13 @@
 //! awslogs driver writes to the `LogGroup` that exists).
 //!
 //! Steps: profiles → clients and account → task definition → networking → RunTask → wait
-//! for RUNNING (`watch`) → stop the task, deregister and delete the task definition. A
+//! for RUNNING (`watch`), then the start's phases, the image pull and, for an ECR image on
+//! Fargate, its SOCI index (`pull`) → stop the task, deregister and delete the task definition. A
 //! failure names its class ([`class::Class`]: the exit status), what happened and the fix.
 
 pub mod class;
 pub mod probe;
+mod pull;
 mod watch;
 
 use std::io::{self, Write};
@@ -237,6 +239,7 @@ impl Run {
             watch::Watched { aws: &aws, cluster: &cluster.cluster_name, arn: &task.arn, timeout, elastic: &elastic };
         let running = watch::until_running(&watched, asked, exits, r).await?;
         watch::phases(&running, asked, r).map_err(write_failed)?;
+        pull::report(&aws, &cluster, &elastic, &running, r).await.map_err(write_failed)?;
         watch::logs(&cluster, &aws.region, &spec.work.task_definition, &running, r).map_err(write_failed)?;
         let Some(probe) = probe else { return Ok(Probed::No) };
         let status = watch::until_exited(&watched, asked, &running, &container, r).await?;
