@@ -40,6 +40,7 @@
 
 #![allow(clippy::print_stdout)]
 
+#[path = "../days.rs"]
 mod days;
 
 use std::time::{Duration, SystemTime};
@@ -486,7 +487,15 @@ fn main() {
     }
     print_row(CLAIRVOYANT, &jobs, "c5.xlarge", &clairvoyant(&jobs));
 
-    let days: Vec<Vec<Job>> = (1..=DAYS).map(days::day).collect();
+    let days: Vec<Vec<Job>> = (1..=DAYS)
+        .map(|seed| {
+            let drawn = days::day(seed);
+            drawn
+                .iter()
+                .map(|d| Job { arrival: d.arrival, duration: d.duration, need: Resources::new(d.cpu, d.memory) })
+                .collect()
+        })
+        .collect();
     let task_hours: Vec<f64> = days.iter().map(|d| d.iter().map(|j| j.duration as f64).sum::<f64>() / 3600.0).collect();
     println!();
     println!(

@@ -393,7 +393,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     .enumerate()
                     .filter_map(|(k, a)| match a.state {
                         State::Idle { since } if a.pool == p && since <= t => {
-                            Some(IdleAgent { id: k.to_string().into(), idle_since: at(since) })
+                            Some(IdleAgent { id: k.to_string().into(), idle_since: at(since), spot: false })
                         }
                         _ => None,
                     })

@@ -8,7 +8,9 @@
 //! A waiting job is taken by the first agent of its pool that is idle (as GoCD offers waiting
 //! jobs to any idle agent of the profile); a cold agent whose job was taken by another joins
 //! the idle agents when it registers. Warm passes run at every create-agent, registration and
-//! job end, and every 60 s (server-ping). The day ends when every job is done and no agent is
+//! job end, and every 60 s (server-ping). The days before the measured one (`from`) are played
+//! the same way, so that `auto` has their arrivals to look back on; only the measured day's jobs
+//! and the seconds billed from its start count. It ends when every job is done and no agent is
 //! left; with a fixed `WarmAgents` count the pool is stopped when the last job ends, as a
 //! `WarmSchedule` closing then would.
 //!
@@ -24,8 +26,8 @@
 //! can within the two minutes, else the job is lost when the task stops, and GoCD schedules it
 //! again: the rerun starts cold on `FARGATE` (on demand), its wait added to the job's wait and
 //! its task to the job's cost. With `floor`, the pool keeps at least that many idle agents per
-//! elastic profile through quiet hours (the bench's candidate rule, not the engine's): the day
-//! starts with them registered from the evening before, and they are billed to the day's end
+//! elastic profile through quiet hours (the bench's candidate rule, not the engine's): the first
+//! day starts with them registered from the evening before, and they are billed to the measured day's end
 //! (24 h), so the night is in the cost.
 
 use std::time::{Duration, SystemTime};
@@ -36,7 +38,7 @@ use ecs_elastic_agent::cost::job::{per_second, split, AgentTimes, Span};
 use crate::model;
 use crate::trace::Job;
 
-/// A day: the floor's agents are billed to its end.
+/// A day: the floor's agents are billed to the measured day's end.
 const DAY: u64 = 86_400;
 
 /// One Fargate configuration.
@@ -163,7 +165,7 @@ fn agent(pool: usize, n: usize, ready_at: u64, billed_from: u64, warm: bool, spo
 }
 
 /// Plays `jobs` through `setup`.
-pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
+pub fn play(jobs: &[Job], setup: &Setup, from: u64) -> Outcome {
     let mut sizes: Vec<(u32, u32)> = jobs.iter().map(|j| (j.cpu, j.memory)).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -186,6 +188,11 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
     let (mut next, mut done) = (0, 0);
     let mut t = 0;
     loop {
+        if t == from && from > 0 {
+            // The measured day begins: what came before was the plugin's memory.
+            let (waits, job_usd) = (std::mem::take(&mut out.waits), std::mem::take(&mut out.job_usd));
+            out = Outcome { waits, job_usd, ..Outcome::default() };
+        }
         let mut due = vec![t % 60 == 0; pools.len()];
         let mut reruns: Vec<(usize, usize, u64)> = Vec::new();
         // Registrations, Spot warnings, job ends and interruptions.
@@ -213,8 +220,9 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     // The plugin's split at job-completion: the job's time, and its pool's before it.
                     let (job, taken) = a.current.take().expect("a busy agent runs a job");
                     let parts = split(AgentTimes {
-                        billing_start: at(a.billed_from),
-                        charged_until: a.charged_until.map(at),
+                        // Only the measured day's share: what came before it is not in its cost.
+                        billing_start: at(a.billed_from.max(from)),
+                        charged_until: a.charged_until.map(|c| at(c.max(from))),
                         given_at: (a.warm || a.jobs > 0).then_some(at(taken)),
                         end: at(t),
                     });
@@ -361,7 +369,7 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                     .enumerate()
                     .filter_map(|(i, a)| match a.state {
                         State::Idle { since } if a.pool == p => {
-                            Some(IdleAgent { id: i.to_string().into(), idle_since: at(since) })
+                            Some(IdleAgent { id: i.to_string().into(), idle_since: at(since), spot: a.spot })
                         }
                         _ => None,
                     })
@@ -403,20 +411,14 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
                 }
             }
         }
-        // The end of the day.
+        // The end of the day: every job done, and only idle agents left past the measured day.
         if done == jobs.len() {
-            // The last job ended at `t`.
             let fixed = matches!(setup.warm, WarmAgents::Count(_));
-            let floor_only = floor > 0
-                && agents.iter().all(|a| matches!(a.state, State::Idle { .. } | State::Stopped))
-                && (0..pools.len()).all(|p| {
-                    agents.iter().filter(|a| a.pool == p && a.state != State::Stopped).count() <= floor as usize
-                });
-            if fixed || floor_only || agents.iter().all(|a| a.state == State::Stopped) {
-                let end = if floor_only { t.max(DAY) } else { t };
+            let idle_only = agents.iter().all(|a| matches!(a.state, State::Idle { .. } | State::Stopped));
+            if fixed || agents.iter().all(|a| a.state == State::Stopped) || (idle_only && t >= from + DAY) {
                 for a in agents.iter_mut().filter(|a| a.state != State::Stopped) {
                     a.state = State::Stopped;
-                    a.stopped_at = end.max(a.billed_from);
+                    a.stopped_at = t.max(a.billed_from);
                 }
                 break;
             }
@@ -424,16 +426,16 @@ pub fn play(jobs: &[Job], setup: &Setup) -> Outcome {
         t += 1;
     }
     let mut billed = 0;
-    for a in &agents {
+    for a in agents.iter().filter(|a| a.stopped_at > from) {
         let (cpu, memory) = sizes[a.pool];
-        let seconds = a.stopped_at.saturating_sub(a.billed_from);
+        let seconds = a.stopped_at - a.billed_from.max(from);
         billed += seconds;
         out.cost_usd += model::fargate_cost(cpu, memory, seconds, a.spot);
         // Idle until it stopped (waiting for a job that did not come): its pool's.
-        let idle = Span::new(at(a.charged_until.unwrap_or(a.billed_from)), at(a.stopped_at));
+        let idle = Span::new(at(a.charged_until.unwrap_or(a.billed_from).max(from)), at(a.stopped_at));
         out.pool_idle_usd += per_second(hourly(a.pool, a.spot), idle, 0);
     }
-    let running: u64 = jobs.iter().map(|j| j.duration).sum();
+    let running: u64 = jobs.iter().filter(|j| j.arrival >= from).map(|j| j.duration).sum();
     out.overhead_hours = billed.saturating_sub(running) as f64 / 3600.0;
     out
 }

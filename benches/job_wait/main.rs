@@ -26,12 +26,15 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "../days.rs"]
+#[allow(dead_code)]
+mod days;
 mod ec2;
 mod fargate;
 mod model;
 mod trace;
 
-use ecs_elastic_agent::cluster::warm::WarmAgents;
+use ecs_elastic_agent::cluster::warm::{WarmAgents, AUTO_MEMORY_DAYS};
 use ecs_elastic_agent::settings::{SCALE_OUT_WAIT_SECONDS, STOPPED_INSTANCES_DEFAULT};
 use serde_json::json;
 
@@ -44,6 +47,17 @@ const EC2_MAX: u32 = 50;
 const EC2_IDLE_MINUTES: u64 = 10;
 /// The candidate night floors: idle Spot agents kept per elastic profile through quiet hours.
 const NIGHT_FLOORS: [u32; 2] = [1, 2];
+/// A day, in seconds: the measured day starts this many seconds after each earlier one.
+const DAY: u64 = 86_400;
+/// The days each Fargate row plays before the measured day, so that `WarmAgents` `auto` looks
+/// at the same hours of as many earlier days as the plugin does after running that long
+/// (`AUTO_MEMORY_DAYS`): days drawn from the reference day's model ([`days`]) with these seeds.
+const DAYS_BEFORE: std::ops::Range<u64> = 101..101 + AUTO_MEMORY_DAYS as u64;
+/// The row of `warm auto spot` on the plugin's first day: `auto` with no earlier days.
+const FIRST_DAY: &str = "warm auto spot first day";
+/// The seeds of the days `--days N` plays (after days of their own): drawn from the same model,
+/// none of them the reference day the rules were chosen on.
+const HELD_OUT_FIRST_SEED: u64 = 201;
 
 /// The job-wait goals, on the reference day, in one run.
 /// Fargate `warm auto spot`: p50, p95, and its cost against the `cold` row.
@@ -84,10 +98,12 @@ struct Args {
     trace: Option<String>,
     json: bool,
     image_mb: u64,
+    /// Play this many held-out drawn days instead of the reference day.
+    days: Option<u64>,
 }
 
 fn args() -> Result<Args, String> {
-    let mut out = Args { trace: None, json: false, image_mb: model::IMAGE_MB };
+    let mut out = Args { trace: None, json: false, image_mb: model::IMAGE_MB, days: None };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -98,7 +114,11 @@ fn args() -> Result<Args, String> {
                 let n = it.next().ok_or("--image-mb needs a number")?;
                 out.image_mb = n.parse().map_err(|_| format!("--image-mb: not a number: {n}"))?;
             }
-            other => return Err(format!("unknown argument {other} (--trace FILE, --image-mb N, --json)")),
+            "--days" => {
+                let n = it.next().ok_or("--days needs a number")?;
+                out.days = Some(n.parse().ok().filter(|n| *n > 0).ok_or(format!("--days: not a count of days: {n}"))?);
+            }
+            other => return Err(format!("unknown argument {other} (--trace FILE, --image-mb N, --days N, --json)")),
         }
     }
     Ok(out)
@@ -126,6 +146,10 @@ fn main() {
     if jobs.is_empty() {
         eprintln!("job_wait: the trace has no jobs");
         std::process::exit(2);
+    }
+    if let Some(n) = args.days {
+        held_out(n, &args);
+        return;
     }
     let rows = rows(&jobs, args.image_mb);
     if args.json {
@@ -166,6 +190,7 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
         ("defaults", fargate(WarmAgents::Off)),
         ("warm auto", fargate(WarmAgents::Auto)),
         ("warm auto spot", spot.clone()),
+        (FIRST_DAY, spot.clone()),
         ("warm auto spot night", fargate::Setup { floor: NIGHT_FLOORS[0], ..spot.clone() }),
         ("warm auto spot night 2", fargate::Setup { floor: NIGHT_FLOORS[1], ..spot }),
         ("cold soci", fargate::Setup { soci: true, ..fargate(WarmAgents::Off) }),
@@ -173,7 +198,12 @@ fn rows(jobs: &[Job], image_mb: u64) -> Vec<Row> {
     let mut rows = Vec::new();
     let mut cold_cost = 0.0;
     for (name, setup) in &fargate_setups {
-        let out = fargate::play(jobs, setup);
+        // The plugin's first day has no earlier days to look back on.
+        let before = if *name == FIRST_DAY { Vec::new() } else { days_before() };
+        let (all, first, from) = after(&before, jobs);
+        let mut out = fargate::play(&all, setup, from);
+        out.waits.drain(..first);
+        out.job_usd.drain(..first);
         if *name == "cold" {
             cold_cost = out.cost_usd;
         }
@@ -348,9 +378,9 @@ fn print_goals(rows: &[Row]) {
         let hours: Vec<String> =
             r.slow_by_hour.iter().enumerate().filter(|(_, n)| **n > 0).map(|(h, n)| format!("hour {h}: {n}")).collect();
         let slow = r.slow_by_hour.iter().sum::<usize>();
-        // (Every job of a cold row waits a cold start: no hour stands out.)
-        if r.p95 > p95 && !r.setup.starts_with("cold") {
-            println!("  Where its p95 comes from: {slow} jobs waited over {} s ({}).", SLOW, hours.join(", "),);
+        // Where the slow jobs are (every job of a cold row waits a cold start: no hour stands out).
+        if slow > 0 && !r.setup.starts_with("cold") {
+            println!("  Jobs that waited over {} s: {slow} ({}).", SLOW, hours.join(", "));
         }
     };
     goal("FARGATE", "warm auto spot", Some(SPOT_P50), SPOT_P95, SPOT_RATIO);
@@ -399,4 +429,111 @@ fn percentile(sorted: &[u64], p: f64) -> u64 {
         return 0;
     }
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Drawn days, one after another, each starting [`DAY`] after the one before.
+fn drawn(seeds: impl Iterator<Item = u64>) -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (n, seed) in seeds.enumerate() {
+        let start = n as u64 * DAY;
+        jobs.extend(days::day(seed).iter().map(|d| Job {
+            arrival: start + d.arrival,
+            duration: d.duration,
+            cpu: d.cpu,
+            memory: d.memory,
+        }));
+    }
+    jobs
+}
+
+/// The days every Fargate row plays before its measured day.
+fn days_before() -> Vec<Job> {
+    drawn(DAYS_BEFORE)
+}
+
+/// `before`, then `day` on the day after its last: every job, the measured day's first job's
+/// index, and the second the measured day starts.
+fn after(before: &[Job], day: &[Job]) -> (Vec<Job>, usize, u64) {
+    let from = before.last().map_or(0, |j| (j.arrival / DAY + 1) * DAY);
+    let mut all = before.to_vec();
+    all.extend(day.iter().map(|j| Job { arrival: from + j.arrival, ..*j }));
+    (all, before.len(), from)
+}
+
+/// `--days N`: the Fargate `cold` and `warm auto spot` rows (and a night floor) over N days
+/// drawn from the reference day's model with seeds the rules were not chosen on, after as many
+/// days of their own as `auto` remembers: the waits of every job of the N days, and their cost
+/// over the N days.
+fn held_out(n: u64, args: &Args) {
+    let memory = u64::from(AUTO_MEMORY_DAYS);
+    let before = drawn(HELD_OUT_FIRST_SEED..HELD_OUT_FIRST_SEED + memory);
+    let measured = drawn(HELD_OUT_FIRST_SEED + memory..HELD_OUT_FIRST_SEED + memory + n);
+    let (all, first, from) = after(&before, &measured);
+    let setup = |warm: WarmAgents, spot: bool, floor: u32| fargate::Setup {
+        reuse_idle: 0,
+        max_jobs: 10,
+        warm,
+        max_agents: FARGATE_MAX_AGENTS,
+        image_mb: args.image_mb,
+        soci: false,
+        spot,
+        floor,
+    };
+    let setups = [
+        ("cold", setup(WarmAgents::Off, false, 0)),
+        ("warm auto spot", setup(WarmAgents::Auto, true, 0)),
+        ("warm auto spot night", setup(WarmAgents::Auto, true, NIGHT_FLOORS[0])),
+    ];
+    if !args.json {
+        println!(
+            "Held out: {n} days drawn from the reference day's model (seeds {}..={}), {} jobs, each Fargate setup \
+             after the {memory} days before them. Waits of every job of the {n} days; per-day p95 lowest to highest; \
+             cost of the {n} days.",
+            HELD_OUT_FIRST_SEED + memory,
+            HELD_OUT_FIRST_SEED + memory + n - 1,
+            measured.len(),
+        );
+        println!();
+        println!("| setup | wait p50 | wait p95 | per-day p95 | wait max | cost USD | cost ratio |");
+        println!("|---|---:|---:|---|---:|---:|---:|");
+    }
+    let mut cold_cost = 0.0;
+    for (name, s) in &setups {
+        let out = fargate::play(&all, s, from);
+        if *name == "cold" {
+            cold_cost = out.cost_usd;
+        }
+        let waits = sorted(&out.waits[first..]);
+        let mut per_day: Vec<u64> = (0..n)
+            .map(|d| {
+                let day: Vec<u64> = all[first..]
+                    .iter()
+                    .zip(&out.waits[first..])
+                    .filter(|(j, _)| (j.arrival - from) / DAY == d)
+                    .map(|(_, w)| *w)
+                    .collect();
+                percentile(&sorted(&day), 0.95)
+            })
+            .collect();
+        per_day.sort_unstable();
+        let (p50, p95, max) = (percentile(&waits, 0.5), percentile(&waits, 0.95), *waits.last().unwrap_or(&0));
+        let ratio = out.cost_usd / cold_cost;
+        if args.json {
+            let line = json!({
+                "setup": name, "launch_type": "FARGATE", "days": n,
+                "wait_p50_s": p50, "wait_p95_s": p95, "wait_max_s": max,
+                "day_p95_lowest_s": per_day[0], "day_p95_highest_s": per_day[per_day.len() - 1],
+                "cost_usd": (out.cost_usd * 100.0).round() / 100.0,
+                "cost_ratio": (ratio * 1000.0).round() / 1000.0,
+            });
+            println!("{line}");
+        } else {
+            println!(
+                "| {name} | {p50} s | {p95} s | {} to {} s | {max} s | {:.2} | {ratio:.2}× cold |",
+                per_day[0],
+                per_day[per_day.len() - 1],
+                out.cost_usd,
+            );
+        }
+    }
 }

@@ -1,6 +1,6 @@
 //! The warm pools of one cluster profile at run time (`WarmAgents`, `WarmSchedule`): per pool
 //! (elastic profile, cluster profile settings, environment) the unused registration keys that
-//! create-agent requests brought, the arrivals of the last hour, and the pass that applies the
+//! create-agent requests brought, the arrivals of the last three days, and the pass that applies the
 //! pure planner ([`super::warm`]): start warm agents on the oldest usable keys, retire the
 //! surplus idle ones, forget keys too old to use. The rules and why are in `warm`'s docs.
 //!
@@ -83,7 +83,7 @@ impl WarmPools {
         let p = self.pools.entry(pool).or_default();
         p.latest = Some(snapshot.clone());
         p.arrivals.push_back(now);
-        while p.arrivals.front().is_some_and(|t| now.duration_since(*t).unwrap_or_default() > warm::AUTO_LOOKBACK) {
+        while p.arrivals.front().is_some_and(|t| now.duration_since(*t).unwrap_or_default() > warm::AUTO_MEMORY) {
             p.arrivals.pop_front();
         }
     }
@@ -267,7 +267,11 @@ impl Cluster {
         let idle = waiting
             .iter()
             .filter(|a| a.phase == super::registry::Phase::Running && (a.registered_at.is_some() || !a.warm))
-            .map(|a| IdleAgent { id: a.agent_id.clone(), idle_since: a.waiting_since.unwrap_or(now) })
+            .map(|a| IdleAgent {
+                id: a.agent_id.clone(),
+                idle_since: a.waiting_since.unwrap_or(now),
+                spot: a.capacity == Some(super::launch::Capacity::FargateSpot),
+            })
             .collect::<Vec<_>>();
         let starting = u32::try_from(waiting.len() - idle.len()).unwrap_or(u32::MAX);
         let live = registry.all().filter(|a| a.phase.occupies_capacity() && a.settings == id.settings).count();

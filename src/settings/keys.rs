@@ -307,7 +307,7 @@ pub const ELASTIC_KEYS: &[KeySpec] = &[
     spec("ReuseMaxJobs", ADVANCED, "Jobs per reused agent", Input::Text,
         "With ReuseIdleMinutes: how many jobs one agent runs before it is stopped, 1 to 1000. Default: 10."),
     spec("WarmAgents", ADVANCED, "Warm agents", Input::Text,
-        "Idle agents kept ready for the next jobs of this elastic profile, cluster profile and environment, so a job starts without waiting for a task: a number (0 to 1000, within MaxAgents) or auto (sized from the last hour's arrivals). Warm agents start only with the unused registration keys of jobs that a warm or kept agent served, so a pool forms from agents kept after their jobs. Default: 0, none."),
+        "Idle agents kept ready for the next jobs of this elastic profile, cluster profile and environment, so a job starts without waiting for a task: a number (0 to 1000, within MaxAgents) or auto (sized from the last hour's arrivals and those of the coming hour on the last three days). Warm agents start only with the unused registration keys of jobs that a warm or kept agent served, so a pool forms from agents kept after their jobs. Default: 0, none."),
     spec("WarmSchedule", ADVANCED, "Warm agents' schedule", Input::Text,
         "When warm agents are kept: windows DAYS HH:MM-HH:MM ZONE separated by ;, for example Mon-Fri 07:00-19:00 Europe/Berlin. Outside them none is kept. Default: empty, always."),
     spec("WarmLaunchType", ADVANCED, "Warm agents' launch type", Input::Text,

@@ -1,5 +1,6 @@
 //! `WarmAgents` of an elastic profile: how many idle agents its pool keeps ready — a number,
-//! or `auto` (sized from the arrivals of the last hour by `cluster::warm::target`); and
+//! or `auto` (sized from the arrivals of the last hour and of the coming hour on earlier days by
+//! `cluster::warm::target`); and
 //! `WarmLaunchType`: where its warm agents run on a Fargate cluster profile (`FARGATE` or
 //! `FARGATE_SPOT`; by default where the cluster profile's `LaunchType` runs every agent).
 
@@ -17,7 +18,7 @@ pub enum WarmAgents {
     Off,
     /// This many, at least 1.
     Count(u32),
-    /// Sized from the arrivals of the last hour.
+    /// Sized from the arrivals of the last hour and of the coming hour on earlier days.
     Auto,
 }
 

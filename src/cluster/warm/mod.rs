@@ -7,7 +7,7 @@
 //! - [`schedule`]: `WarmSchedule`, when warm agents are kept (weekday and time windows in an
 //!   IANA time zone; empty means always);
 //! - [`target`]: `WarmAgents`, how many are kept (a number, or `auto` sized from the arrivals of
-//!   the last hour);
+//!   the last hour and of the coming hour on the last three days);
 //! - [`plan`]: one pass over a pool — which unused keys start warm agents, which idle agents
 //!   retire, which keys are dropped.
 //!
@@ -48,4 +48,7 @@ pub use crate::settings::warm_schedule as schedule;
 
 pub use plan::{key_usable, plan, IdleAgent, PoolView, UnusedKey, WarmPlan, KEY_LIFETIME, KEY_MAX_AGE};
 pub use schedule::{ScheduleError, WarmSchedule};
-pub use target::{auto_size, target, WarmAgents, WarmAgentsError, AUTO_LOOKBACK, AUTO_MAX, MAX_WARM_AGENTS};
+pub use target::{
+    auto_size, earlier_burst, recent_burst, target, WarmAgents, WarmAgentsError, AUTO_AHEAD, AUTO_LOOKBACK, AUTO_MAX,
+    AUTO_MEMORY, AUTO_MEMORY_DAYS, MAX_WARM_AGENTS,
+};

@@ -21,6 +21,8 @@ pub struct IdleAgent {
     pub id: AgentId,
     /// Since when it has had no job.
     pub idle_since: SystemTime,
+    /// It runs on Spot capacity (`WarmLaunchType` `FARGATE_SPOT`): the cheaper agent to keep.
+    pub spot: bool,
 }
 
 /// An auto-register key that came with a create-agent request and that no agent has used.
@@ -72,8 +74,10 @@ pub fn key_usable(received_at: SystemTime, now: SystemTime) -> bool {
 
 /// One pass: drop the keys older than [`KEY_MAX_AGE`]; while the pool (idle and starting)
 /// holds fewer than `target`, start warm agents on the oldest usable keys, as many as the keys
-/// and the headroom allow; while it holds more, retire idle agents, idle longest first (agents
-/// still starting are left to register, and go at a later pass if still surplus).
+/// and the headroom allow; while it holds more, retire idle agents: those on on-demand capacity
+/// first (an idle second there costs about three times a Spot one, and a kept agent started cold
+/// for its job runs on the profile's own launch type), then those idle longest (agents still
+/// starting are left to register, and go at a later pass if still surplus).
 pub fn plan(pool: &PoolView, target: u32, now: SystemTime) -> WarmPlan {
     let (mut usable, old): (Vec<&UnusedKey>, Vec<&UnusedKey>) =
         pool.keys.iter().partition(|k| key_usable(k.received_at, now));
@@ -84,7 +88,7 @@ pub fn plan(pool: &PoolView, target: u32, now: SystemTime) -> WarmPlan {
     let start = usable.iter().take(missing).map(|k| k.id.clone()).collect();
     let surplus = usize::try_from(held.saturating_sub(target).min(idle)).unwrap_or(usize::MAX);
     let mut by_idle: Vec<&IdleAgent> = pool.idle.iter().collect();
-    by_idle.sort_by(|a, b| a.idle_since.cmp(&b.idle_since).then_with(|| a.id.cmp(&b.id)));
+    by_idle.sort_by(|a, b| (a.spot, a.idle_since).cmp(&(b.spot, b.idle_since)).then_with(|| a.id.cmp(&b.id)));
     let retire = by_idle.iter().take(surplus).map(|a| a.id.clone()).collect();
     let drop_keys = old.iter().map(|k| k.id.clone()).collect();
     WarmPlan { start, retire, drop_keys }
@@ -104,7 +108,10 @@ mod tests {
     /// A pool: idle agents (id, seconds idle), starting, keys (id, age in seconds), headroom.
     fn pool(idle: &[(&str, u64)], starting: u32, keys: &[(&str, u64)], headroom: u32) -> PoolView {
         PoolView {
-            idle: idle.iter().map(|(id, s)| IdleAgent { id: (*id).into(), idle_since: at(NOW - s) }).collect(),
+            idle: idle
+                .iter()
+                .map(|(id, s)| IdleAgent { id: (*id).into(), idle_since: at(NOW - s), spot: id.starts_with("spot") })
+                .collect(),
             starting,
             keys: keys.iter().map(|(id, s)| UnusedKey { id: id.to_string(), received_at: at(NOW - s) }).collect(),
             headroom,
@@ -153,6 +160,14 @@ mod tests {
                 1,
                 &[],
                 &["b", "c"],
+                &[],
+            ),
+            (
+                "surplus on on-demand capacity retires before Spot, then idle longest first",
+                pool(&[("spot-a", 900), ("b", 5), ("spot-c", 50), ("d", 60)], 0, &[], 10),
+                1,
+                &[],
+                &["d", "b", "spot-a"],
                 &[],
             ),
             (

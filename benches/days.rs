@@ -8,10 +8,20 @@
 //! three in ten followed by a second stage of 1–3 jobs once the first ends; durations log-normal
 //! around 6 minutes (σ 0.8, the reference's spread) kept within 30 s and 1 h; sizes 45% 512/1024,
 //! 30% 1024/1800, 17% 2048/3600, 8% 4096/7000.
+//!
+//! Shared by the EC2 cost bench and the job-wait bench (each includes this file).
 
-use ecs_elastic_agent::cluster::ec2::Resources;
-
-use crate::Job;
+/// One drawn job: as a trace's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    /// Seconds after the day starts when GoCD asks for an agent.
+    pub arrival: u64,
+    /// Seconds it runs.
+    pub duration: u64,
+    /// CPU units and MiB of its elastic profile.
+    pub cpu: u32,
+    pub memory: u32,
+}
 
 /// The reference day's jobs per half hour (its arrivals counted by `arrival_s / 1800`).
 const JOBS_PER_HALF_HOUR: [f64; 20] = [
@@ -27,7 +37,7 @@ const SIGMA: f64 = 0.8;
 const SIZES: [(f64, u32, u32); 4] = [(0.45, 512, 1024), (0.30, 1024, 1800), (0.17, 2048, 3600), (0.08, 4096, 7000)];
 
 /// One generated day, in arrival order.
-pub fn day(seed: u64) -> Vec<Job> {
+pub fn day(seed: u64) -> Vec<Drawn> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut jobs = Vec::new();
     for (half_hour, expected) in JOBS_PER_HALF_HOUR.iter().enumerate() {
@@ -47,7 +57,7 @@ pub fn day(seed: u64) -> Vec<Job> {
 }
 
 /// The jobs of one commit: a first stage, and sometimes a second once the first has ended.
-fn commit(rng: &mut fastrand::Rng, at: u64, jobs: &mut Vec<Job>) {
+fn commit(rng: &mut fastrand::Rng, at: u64, jobs: &mut Vec<Drawn>) {
     let first_ends = stage(rng, at, 6, jobs);
     if rng.f64() < SECOND_STAGE {
         stage(rng, first_ends + 10, 3, jobs);
@@ -56,29 +66,29 @@ fn commit(rng: &mut fastrand::Rng, at: u64, jobs: &mut Vec<Job>) {
 
 /// 1 to `most` parallel jobs of one size requested within a minute of `at`; returns when the
 /// last of them ends.
-fn stage(rng: &mut fastrand::Rng, at: u64, most: u32, jobs: &mut Vec<Job>) -> u64 {
+fn stage(rng: &mut fastrand::Rng, at: u64, most: u32, jobs: &mut Vec<Drawn>) -> u64 {
     let count = rng.u32(1..=most);
-    let need = size(rng);
+    let (cpu, memory) = size(rng);
     let mut last_end = at;
     for _ in 0..count {
         let arrival = at + rng.u64(0..60);
         let duration = (MEDIAN_DURATION * (SIGMA * normal(rng)).exp()).clamp(30.0, 3600.0) as u64;
-        jobs.push(Job { arrival, duration, need });
+        jobs.push(Drawn { arrival, duration, cpu, memory });
         last_end = last_end.max(arrival + duration);
     }
     last_end
 }
 
-fn size(rng: &mut fastrand::Rng) -> Resources {
+fn size(rng: &mut fastrand::Rng) -> (u32, u32) {
     let mut x = rng.f64();
     for (share, cpu, memory) in SIZES {
         if x < share {
-            return Resources::new(cpu, memory);
+            return (cpu, memory);
         }
         x -= share;
     }
     let (_, cpu, memory) = SIZES[SIZES.len() - 1];
-    Resources::new(cpu, memory)
+    (cpu, memory)
 }
 
 fn exponential(rng: &mut fastrand::Rng, rate: f64) -> f64 {
