@@ -177,7 +177,10 @@ fn apply_creates_cluster_profiles_and_switches_elastic_profiles_in_place() {
             ),
             (
                 "/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2",
-                json!({"id": "ecs-prod-ec2", "plugin_id": "cd.go.contrib.elastic-agent.ecs", "properties": []}),
+                json!({"id": "ecs-prod-ec2", "plugin_id": "cd.go.contrib.elastic-agent.ecs", "properties": [
+                    {"key": "Region", "value": "eu-west-1"},
+                    {"key": "SecretAccessKey", "encrypted_value": "AES:c2VjcmV0:ZW5jcnlwdGVk"}
+                ]}),
             ),
         ],
     );
@@ -268,7 +271,8 @@ fn apply_without_a_token_sends_nothing_and_a_foreign_profile_is_left_alone() {
 
 /// GoCD refuses two elastic profiles (its 422, validation failed): each stays as it was in GoCD,
 /// the output names GoCD's message, the cluster profile this run created only for a refused one
-/// is deleted again with its ETag, and the one that existed before the run is not deleted.
+/// is deleted again with its ETag, and the one that existed before the run is not deleted but
+/// gets its earlier properties back.
 #[test]
 fn apply_refused_by_gocd_leaves_the_profile_as_it_was_and_deletes_what_it_created_for_it() {
     use serde_json::json;
@@ -288,7 +292,10 @@ fn apply_refused_by_gocd_leaves_the_profile_as_it_was_and_deletes_what_it_create
             ("/go/api/elastic/profiles/linux-ec2", their("linux-ec2")),
             (
                 "/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2",
-                json!({"id": "ecs-prod-ec2", "plugin_id": "cd.go.contrib.elastic-agent.ecs", "properties": []}),
+                json!({"id": "ecs-prod-ec2", "plugin_id": "cd.go.contrib.elastic-agent.ecs", "properties": [
+                    {"key": "Region", "value": "eu-west-1"},
+                    {"key": "SecretAccessKey", "encrypted_value": "AES:c2VjcmV0:ZW5jcnlwdGVk"}
+                ]}),
             ),
         ],
         &["build-tiny", "linux-ec2"],
@@ -318,6 +325,8 @@ fn apply_refused_by_gocd_leaves_the_profile_as_it_was_and_deletes_what_it_create
     assert!(stdout.contains("created cluster profile ecs-prod-fargate-spot"), "{stdout}");
     assert!(stdout.contains("deleted cluster profile ecs-prod-fargate-spot again"), "{stdout}");
     assert!(!stdout.contains("deleted cluster profile ecs-prod-ec2"), "{stdout}");
+    assert!(stdout.contains("updated cluster profile ecs-prod-ec2"), "{stdout}");
+    assert!(stdout.contains("restored cluster profile ecs-prod-ec2"), "{stdout}");
 
     let state = state.lock().unwrap();
     // The refused profiles are as they were: same body, same revision.
@@ -331,13 +340,19 @@ fn apply_refused_by_gocd_leaves_the_profile_as_it_was_and_deletes_what_it_create
     let created = state.calls.iter().position(|(m, p, _)| m == "POST" && p.ends_with("/cluster_profiles")).unwrap();
     let deleted = state.calls.iter().position(|(m, _, _)| m == "DELETE").unwrap();
     assert!(created < deleted);
-    // The one that existed before the run is still there (updated, never deleted); the others
-    // GoCD took are the run's.
-    assert!(state.profiles.contains_key("/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2"));
+    // The one that existed before the run is still there, never deleted, with the properties it
+    // had (its secret as GoCD holds it): updated, then put back with its new ETag.
+    let ec2 = "/go/api/admin/elastic/cluster_profiles/ecs-prod-ec2";
+    assert_eq!(state.profiles[ec2].0, before[ec2].0, "{ec2} not restored");
+    let puts: Vec<&Option<String>> =
+        state.calls.iter().filter(|(m, p, _)| m == "PUT" && p == ec2).map(|(_, _, etag)| etag).collect();
+    assert_eq!(puts.len(), 2, "replaced, then restored: {puts:?}");
+    assert_ne!(puts[0], puts[1], "the restore sent the ETag of the replaced profile");
+    // The others GoCD took are the run's.
     assert_eq!(state.profiles["/go/api/elastic/profiles/build-small"].0["cluster_profile_id"], "ecs-prod-fargate");
     // Nothing else GoCD had before changed except what the run switched or replaced.
     for (path, was) in &before {
-        if path.ends_with("/build-small") || path.ends_with("/ecs-prod-ec2") {
+        if path.ends_with("/build-small") || path == ec2 {
             continue;
         }
         assert_eq!(state.profiles.get(path), Some(was), "{path} changed");

@@ -8,7 +8,9 @@
 //! its validation message) stays as it was, and the line names GoCD's message; a cluster profile
 //! this run created for elastic profiles that were all refused is deleted again (`DELETE` with the
 //! `If-Match` of its `ETag`), so no cluster profile serving nothing is left behind. A cluster
-//! profile that existed before the run is never deleted.
+//! profile that existed before the run is never deleted: when this run replaced it and GoCD
+//! refused every elastic profile of it, its earlier properties are put back (`PUT` with the
+//! `If-Match` of its new `ETag`).
 //!
 //! The access token comes from `GOCD_TOKEN` only, is sent as `Authorization: Bearer`, and is never
 //! printed. Nothing is sent for a cluster profile of another plugin that has one of our ids.
@@ -120,6 +122,8 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
     let mut applied_clusters = Vec::new();
     // Cluster profiles this run created (none of that id existed before).
     let mut created_clusters = Vec::new();
+    // Cluster profiles this run replaced, with the body GoCD had before.
+    let mut replaced_clusters: Vec<(String, Value)> = Vec::new();
     // Cluster profiles with an elastic profile GoCD took.
     let mut serving = Vec::new();
     for c in &plan.clusters {
@@ -129,10 +133,11 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
         let body = json!({"id": c.id, "plugin_id": OUR_PLUGIN_ID, "properties": api_properties(&c.properties)});
         match put_cluster(&gocd, &c.id, &body).await {
             Ok(done) => {
-                writeln!(out, "{done} cluster profile {}", c.id)?;
+                writeln!(out, "{} cluster profile {}", done.verb(), c.id)?;
                 applied_clusters.push(c.id.clone());
-                if done == "created" {
-                    created_clusters.push(c.id.clone());
+                match done {
+                    Put::Created => created_clusters.push(c.id.clone()),
+                    Put::Replaced(before) => replaced_clusters.push((c.id.clone(), before)),
                 }
             }
             Err(e) => {
@@ -181,7 +186,62 @@ pub async fn apply(plan: &Plan, server: &str, token: Option<String>, out: &mut d
             }
         }
     }
+    // One that existed before and now serves nothing gets its earlier properties back.
+    for (id, before) in replaced_clusters.iter().filter(|(id, _)| !serving.contains(id)) {
+        match restore_cluster(&gocd, id, before).await {
+            Ok(()) => writeln!(
+                out,
+                "restored cluster profile {id}: every elastic profile of it failed, so it has its earlier properties again"
+            )?,
+            Err(why) => {
+                ok = false;
+                writeln!(
+                    out,
+                    "FAIL cluster profile {why}: replaced by this run for elastic profiles that all failed, and not \
+                     restored; the report keeps what it had"
+                )?;
+            }
+        }
+    }
     Ok(ok)
+}
+
+/// What a cluster profile's `PUT` or `POST` did.
+enum Put {
+    Created,
+    /// Replaced one of ours; GoCD's body of it before.
+    Replaced(Value),
+}
+
+impl Put {
+    fn verb(&self) -> &'static str {
+        match self {
+            Put::Created => "created",
+            Put::Replaced(_) => "updated",
+        }
+    }
+}
+
+/// Puts a cluster profile's earlier properties back, with the `If-Match` of its current `ETag`.
+async fn restore_cluster(gocd: &Gocd, id: &str, before: &Value) -> Result<(), String> {
+    let path = format!("/api/admin/elastic/cluster_profiles/{id}");
+    let current =
+        gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
+    let etag = match current {
+        (200, etag, _) => etag,
+        other => return Err(refused(id, &other)),
+    };
+    // What GoCD's GET gave, less its links: the properties as it holds them (a secure one as its
+    // `encrypted_value`, which the API takes back as it is).
+    let body = json!({"id": id, "plugin_id": before["plugin_id"], "properties": before["properties"]});
+    let answer = gocd
+        .request("PUT", &path, CLUSTER_PROFILES_V1, etag.as_deref(), Some(&body))
+        .await
+        .map_err(|e| format!("{id}: {e}"))?;
+    match answer {
+        (200, ..) => Ok(()),
+        other => Err(refused(id, &other)),
+    }
 }
 
 /// Deletes a cluster profile this run created, with the `If-Match` of its current `ETag`, so a
@@ -204,7 +264,7 @@ async fn delete_cluster(gocd: &Gocd, id: &str) -> Result<(), String> {
     }
 }
 
-async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str, String> {
+async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<Put, String> {
     let path = format!("/api/admin/elastic/cluster_profiles/{id}");
     let current =
         gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
@@ -214,7 +274,7 @@ async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str
                 .request("POST", "/api/admin/elastic/cluster_profiles", CLUSTER_PROFILES_V1, None, Some(body))
                 .await
                 .map_err(|e| format!("{id}: {e}"))?;
-            (answer, "created")
+            (answer, Put::Created)
         }
         (200, etag, existing) => {
             let plugin = existing.get("plugin_id").and_then(Value::as_str).unwrap_or_default();
@@ -225,7 +285,7 @@ async fn put_cluster(gocd: &Gocd, id: &str, body: &Value) -> Result<&'static str
                 .request("PUT", &path, CLUSTER_PROFILES_V1, etag.as_deref(), Some(body))
                 .await
                 .map_err(|e| format!("{id}: {e}"))?;
-            (answer, "updated")
+            (answer, Put::Replaced(existing))
         }
         other => return Err(refused(id, &other)),
     };
