@@ -2,8 +2,6 @@
 //! (`job_cost.rs`), then disable it in GoCD, stop its task, delete it — and
 //! [`Cluster::stop_task`], the one StopTask of the engine.
 
-use std::time::SystemTime;
-
 use super::error::EngineError;
 use super::gocd::console_line;
 use super::registry::JobDone;
@@ -35,7 +33,7 @@ impl Cluster {
     /// a finished job is stopped once adoption finds it).
     pub async fn complete(&self, agent_id: &AgentId, job: &JobIdentifier) -> Completed {
         // First, so that a create-agent for this job arriving late never starts another agent.
-        self.registry().job_finished(job.job_id, SystemTime::now());
+        self.registry().job_finished(job.job_id, self.now());
         match self.finish(agent_id, job).await {
             Ok(done) => done,
             Err(e) => {
@@ -51,7 +49,7 @@ impl Cluster {
 
     async fn finish(&self, agent_id: &AgentId, job: &JobIdentifier) -> Result<Completed, EngineError> {
         self.ensure_adopted().await?;
-        let done = self.registry().job_done(agent_id, job.job_id, SystemTime::now());
+        let done = self.registry().job_done(agent_id, job.job_id, self.now());
         match done {
             JobDone::NotOurs => {
                 tracing::warn!(
@@ -85,7 +83,7 @@ impl Cluster {
             self.stop_task(arn, &format!("GoCD job {} completed", job.locator())).await?;
         }
         self.gocd.delete_agents(&ids).await?;
-        self.registry().stopped(agent_id, "job completed", SystemTime::now());
+        self.registry().stopped(agent_id, "job completed", self.now());
         tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), "job completed: agent stopped and deleted");
         Ok(Completed::Stopped)
     }
@@ -93,7 +91,7 @@ impl Cluster {
     /// The job's cost ([`super::job_cost`]), in its console.
     async fn say_cost(&self, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
         self.read_what_pricing_needs(agent_id).await;
-        if let Some(line) = self.job_cost(agent_id, job, SystemTime::now(), stops) {
+        if let Some(line) = self.job_cost(agent_id, job, self.now(), stops) {
             let _ = self.gocd.console_log(job, console_line(line)).await;
         }
     }

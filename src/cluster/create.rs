@@ -18,7 +18,6 @@
 //!    released on failure.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use tracing::Instrument;
 
@@ -98,7 +97,7 @@ impl Cluster {
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
-        let kinds = match self.state.providers.get(&self.aws(), &profile).await {
+        let kinds = match self.state.providers.get(&self.aws(), &profile, self.clock()).await {
             Ok(kinds) => kinds,
             Err(e) => return Err(self.could_not_start(&request.job, e.into()).await),
         };
@@ -135,8 +134,7 @@ impl Cluster {
             reuse: snapshot.reuse(),
         };
         let agent_id = new_agent_id(self.key(), &request.job);
-        let reserved =
-            self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, SystemTime::now());
+        let reserved = self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, self.now());
         // A warm profile's pool: a new job counts as an arrival; a job that needed no new agent
         // leaves its registration key unused, for a warm agent.
         let (new_job, key_unused) = match &reserved {
@@ -145,7 +143,7 @@ impl Cluster {
             // An EC2 agent still waiting for room takes the newest key GoCD sent (it registers
             // with that one): then the key is not free for a warm agent.
             Reservation::Existing(agent_id) => {
-                (false, !self.ec2().renew(agent_id, &request.auto_register_key, SystemTime::now()))
+                (false, !self.ec2().renew(agent_id, &request.auto_register_key, self.now()))
             }
             Reservation::Finished => (false, true),
             Reservation::Full { .. } => (false, false),
@@ -163,7 +161,7 @@ impl Cluster {
                 Ok(created)
             }
             Err(error) => {
-                self.registry().launch_failed(&agent_id, format!("launch failed: {error}"), SystemTime::now());
+                self.registry().launch_failed(&agent_id, format!("launch failed: {error}"), self.now());
                 Err(self.could_not_start(&request.job, error).await)
             }
         }
@@ -230,7 +228,7 @@ impl Cluster {
         let launched = run_task_routed(&self.aws(), &self.state.provider_launches, &spec, route).await;
         let launched = launched.map_err(|failure| {
             if failure.outcome_unknown {
-                self.registry().launch_unknown(&work.agent_id, SystemTime::now());
+                self.registry().launch_unknown(&work.agent_id, self.now());
             }
             failure.error
         })?;

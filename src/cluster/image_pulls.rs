@@ -220,7 +220,7 @@ impl super::Cluster {
     /// DescribeImages per image (waited for up to [`SIZE_READ_LIMIT`]), and only for an image
     /// in the ECR registry of the profile's account and region; other images have no size.
     pub async fn refresh_image_sizes(&self) {
-        let now = SystemTime::now();
+        let now = self.now();
         let due = self.image_pulls().sizes_due(now);
         if due.is_empty() {
             return;

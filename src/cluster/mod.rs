@@ -18,6 +18,8 @@
 //! when GoCD sends an edit, and the port to GoCD), and its changing state (`state.rs`: agents,
 //! task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass locks).
 //! The agents' lifecycle, every state and transition, is on one page: `registry/lifecycle.rs`.
+//! The engine reads the time from the [`clock::Clock`] it was built with ([`Cluster::now`]),
+//! never from the wall.
 //!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
@@ -26,6 +28,7 @@
 
 mod assigned;
 pub mod cleanup;
+pub mod clock;
 pub mod complete;
 mod create;
 pub mod ec2;
@@ -70,6 +73,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard, PoisonError, RwLock};
 use std::time::SystemTime;
 
+use self::clock::{Clock, SystemClock};
 use self::events::Events;
 pub use self::identity::Identity;
 use self::registry::{Assignment, Offer, Registry};
@@ -123,6 +127,8 @@ pub struct Cluster {
     config: RwLock<Arc<Config>>,
     /// The port to GoCD (console lines, agent deletes).
     gocd: Arc<dyn Gocd>,
+    /// Where it reads the time ([`clock`]): the wall clock in production.
+    clock: Arc<dyn Clock>,
     /// What changes: agents, what it resolved and launched in AWS, what happened lately.
     state: state::State,
 }
@@ -138,7 +144,7 @@ struct Config {
 }
 
 impl Cluster {
-    /// A cluster profile's engine, empty until [`Cluster::ensure_adopted`].
+    /// A cluster profile's engine on the wall clock, empty until [`Cluster::ensure_adopted`].
     pub fn new(
         key: ClusterKey,
         server_id: String,
@@ -147,12 +153,38 @@ impl Cluster {
         gocd: Arc<dyn Gocd>,
         options: &EngineOptions,
     ) -> Self {
+        Self::with_clock(key, server_id, aws, profile, gocd, options, Arc::new(SystemClock))
+    }
+
+    /// [`Cluster::new`] reading the time from `clock` (tests and benches pass a
+    /// [`clock::ManualClock`]).
+    pub fn with_clock(
+        key: ClusterKey,
+        server_id: String,
+        aws: Arc<AwsClients>,
+        profile: ClusterProfile,
+        gocd: Arc<dyn Gocd>,
+        options: &EngineOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let state = state::State::new(options, clock.now());
         Cluster {
             identity: Identity::new(key, server_id),
             config: RwLock::new(Arc::new(Config { aws, profile: Arc::new(profile) })),
             gocd,
-            state: state::State::new(options),
+            clock,
+            state,
         }
+    }
+
+    /// The engine's current time, from its clock.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// The engine's clock, for what reads the time after awaiting on the engine's behalf.
+    pub fn clock(&self) -> &dyn Clock {
+        &*self.clock
     }
 
     /// Who this engine is: fixed for its life.
@@ -217,7 +249,7 @@ impl Cluster {
         job: &JobIdentifier,
         offer: impl FnOnce() -> Offer,
     ) -> bool {
-        let now = SystemTime::now();
+        let now = self.now();
         // One lock: the answer, and whether it is the agent taking its job (its wait announced
         // once; not for an agent adopted after a restart) and whether it was kept before.
         let (assignment, took) = {
@@ -287,7 +319,7 @@ impl Cluster {
     pub fn event(&self, kind: HealthKind, message: impl Into<String>) {
         let profile = self.profile();
         let message = format!("ECS cluster {} ({}): {}", profile.cluster_name, self.aws().region, message.into());
-        self.events().push(kind, message, SystemTime::now());
+        self.events().push(kind, message, self.now());
     }
 
     /// Rebuilds the picture from AWS once per process, before the first decision.
@@ -310,7 +342,7 @@ impl Cluster {
                 let refresh = self.refresh().await?;
                 {
                     let mut registry = self.registry();
-                    registry.observe(&refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), SystemTime::now());
+                    registry.observe(&refresh.running, &refresh.described, &refresh.missing, &HashMap::new(), self.now());
                 }
                 // Turn-taking survives a restart: the strategy's split goes on from the running tasks.
                 if self.profile().capacity_providers.is_some() {
@@ -376,7 +408,7 @@ impl Cluster {
     /// The failed lookup or registration; the next launch tries again.
     pub async fn task_definition(&self, snapshot: &RequestSnapshot) -> Result<TaskDefinitionRef, AwsError> {
         let (profile, elastic, family) = (&snapshot.profile, &snapshot.elastic, &snapshot.family);
-        self.state.task_definition_sweep.saw(family, SystemTime::now());
+        self.state.task_definition_sweep.saw(family, self.now());
         let cell = self
             .state
             .task_definitions

@@ -11,6 +11,7 @@
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
+use super::clock::Clock;
 pub use crate::aws::capacity_providers::{Compatibility, ProviderKind};
 pub use crate::aws::status::ResourceStatus;
 use crate::aws::{AwsClients, AwsError};
@@ -198,7 +199,7 @@ impl ProviderCache {
     }
 
     /// The kinds for `profile`'s strategy, learned from AWS the first time (and again when the
-    /// strategy or cluster changed). `None` without a strategy.
+    /// strategy or cluster changed), dated by `clock`. `None` without a strategy.
     ///
     /// # Errors
     /// The failed DescribeClusters or DescribeCapacityProviders call.
@@ -206,6 +207,7 @@ impl ProviderCache {
         &self,
         aws: &AwsClients,
         profile: &ClusterProfile,
+        clock: &dyn Clock,
     ) -> Result<Option<Arc<ProviderKinds>>, AwsError> {
         let Some(strategy) = profile.capacity_providers.as_ref() else {
             return Ok(None);
@@ -223,7 +225,7 @@ impl ProviderCache {
             cluster: profile.cluster_name.clone(),
             strategy: strategy.clone(),
             kinds: kinds.clone(),
-            at: SystemTime::now(),
+            at: clock.now(),
         });
         Ok(Some(kinds))
     }

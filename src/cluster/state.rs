@@ -78,8 +78,8 @@ pub(super) struct State {
 }
 
 impl State {
-    /// An engine's state before it adopted anything.
-    pub(super) fn new(options: &EngineOptions) -> Self {
+    /// An engine's state before it adopted anything, made at `now`.
+    pub(super) fn new(options: &EngineOptions, now: SystemTime) -> Self {
         State {
             registry: Mutex::new(Registry::default()),
             took: Mutex::new(Vec::new()),
@@ -88,10 +88,7 @@ impl State {
             warm: Mutex::new(warm_pools::WarmPools::default()),
             cost: Mutex::new(job_cost::CostState::default()),
             task_definitions: Mutex::new(HashMap::new()),
-            task_definition_sweep: cleanup::task_definitions::SweepState::new(
-                SystemTime::now(),
-                options.task_definition_sweep_after,
-            ),
+            task_definition_sweep: cleanup::task_definitions::SweepState::new(now, options.task_definition_sweep_after),
             networks: Mutex::new(HashMap::new()),
             providers: providers::ProviderCache::default(),
             provider_launches: launch::ProviderLaunches::default(),

@@ -6,6 +6,7 @@ use super::fixtures::props;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use super::clock::ManualClock;
 use super::fake_gocd::FakeGocd;
 use super::fixtures::job;
 use super::identity::{self, cluster_key, task_tags, TaskLabels, TAG_AGENT_ID};
@@ -40,6 +41,8 @@ fn profile(max: u32) -> ClusterProfile {
 struct World {
     aws: FakeAws,
     gocd: Arc<FakeGocd>,
+    /// The engine's time: it starts at the wall's and moves only when a test advances it.
+    clock: Arc<ManualClock>,
     cluster: Arc<Cluster>,
 }
 
@@ -57,8 +60,17 @@ impl World {
         let gocd = Arc::new(FakeGocd::default());
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let options = super::EngineOptions::default();
-        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &options));
-        World { aws, gocd, cluster }
+        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let cluster = Arc::new(Cluster::with_clock(
+            key,
+            SERVER.into(),
+            aws.clients(),
+            profile,
+            gocd.clone(),
+            &options,
+            clock.clone(),
+        ));
+        World { aws, gocd, clock, cluster }
     }
 
     fn request(&self, job_id: i64, key: &str) -> AgentRequest {
@@ -221,7 +233,7 @@ async fn a_ping_stops_a_task_whose_agent_never_registered() {
     // A task adopted from before a restart, two hours old, whose agent GoCD never listed.
     let old_job = job(9);
     let tags = our_tags(&w.cluster, "ea-old", &old_job);
-    let stale = w.aws.seed_task(w.cluster.started_by(), &tags, SystemTime::now() - Duration::from_secs(7200));
+    let stale = w.aws.seed_task(w.cluster.started_by(), &tags, w.cluster.now() - Duration::from_secs(7200));
     let gocd = [listed(&agent_id, AgentState::Building, BuildState::Building)].into();
     w.cluster.ping(gocd).await.expect("pinged");
     let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
@@ -249,7 +261,7 @@ async fn a_restarted_engine_adopts_its_tasks_and_a_resent_create_agent_finds_the
     let first = World::with(aws.clone(), 5);
     first.cluster.create_agent(first.request(7, "k")).await.expect("launched");
     let agent_id = first.agent_of(7);
-    let foreign = aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
+    let foreign = aws.seed_task("someone-else", &[("team".into(), "x".into())], first.cluster.now());
     drop(first);
 
     let second = World::with(aws.clone(), 5);
@@ -408,7 +420,7 @@ async fn strays_of_a_vanished_profile_key_are_stopped_and_nothing_else() {
             *v = "000000000000".into();
         }
     }
-    let stray = w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &labels_tags, SystemTime::now());
+    let stray = w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &labels_tags, w.cluster.now());
     let mut foreign_tags = labels_tags.clone();
     for (k, v) in foreign_tags.iter_mut() {
         if k == identity::TAG_SERVER_ID {
@@ -416,7 +428,7 @@ async fn strays_of_a_vanished_profile_key_are_stopped_and_nothing_else() {
         }
     }
     let foreign =
-        w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &foreign_tags, SystemTime::now());
+        w.aws.seed_task(&identity::started_by(SERVER, &"000000000000".into()), &foreign_tags, w.cluster.now());
     assert_eq!(w.cluster.stop_strays(&"000000000000".into()).await.expect("looked"), 1);
     let running: Vec<String> = w.aws.running().into_iter().map(|t| t.arn).collect();
     assert!(!running.contains(&stray), "the stray is stopped");
@@ -440,9 +452,9 @@ async fn the_leftover_sweep_stops_by_tag_what_no_agent_names_and_nothing_else() 
         tags
     };
     // Started under another startedBy than the stray's key would give: found by its tags alone.
-    let leftover = w.aws.seed_task("an-older-plugin", &with_key(SERVER, "000000000000"), SystemTime::now());
-    let foreign = w.aws.seed_task("an-older-plugin", &with_key("another-server", "000000000000"), SystemTime::now());
-    let untagged = w.aws.seed_task("someone-else", &[("team".into(), "x".into())], SystemTime::now());
+    let leftover = w.aws.seed_task("an-older-plugin", &with_key(SERVER, "000000000000"), w.cluster.now());
+    let foreign = w.aws.seed_task("an-older-plugin", &with_key("another-server", "000000000000"), w.cluster.now());
+    let untagged = w.aws.seed_task("someone-else", &[("team".into(), "x".into())], w.cluster.now());
     let live = [w.cluster.key().clone()].into();
     let reads = || (w.aws.count("ListTasks"), w.aws.count("DescribeTasks"));
     let before = reads();

@@ -182,7 +182,7 @@ impl Cluster {
         key_unused: bool,
     ) {
         let pool = PoolId::of(snapshot, request.environment.as_deref());
-        let now = SystemTime::now();
+        let now = self.now();
         {
             let mut pools = self.warm_pools();
             if !snapshot.elastic.warm.is_on() {
@@ -214,7 +214,7 @@ impl Cluster {
     }
 
     async fn tend(self: &Arc<Self>, id: &PoolId) {
-        let now = SystemTime::now();
+        let now = self.now();
         let Some((plan, snapshot)) = self.plan_pool(id, now) else { return };
         if plan.is_empty() {
             return;
@@ -293,13 +293,13 @@ impl Cluster {
             reuse: snapshot.reuse(),
         };
         let max_agents = snapshot.profile.max_agents as usize;
-        if !self.registry().reserve_warm(&request.job, agent_id.clone(), max_agents, new, SystemTime::now()) {
+        if !self.registry().reserve_warm(&request.job, agent_id.clone(), max_agents, new, self.now()) {
             return;
         }
         match self.start(snapshot, &request, agent_id.clone(), 1, key.server_url).await {
             Ok((line, _)) => tracing::info!(agent_id = agent_id.as_str(), "warm agent started: {line}"),
             Err(e) => {
-                self.registry().launch_failed(&agent_id, format!("launch failed: {e}"), SystemTime::now());
+                self.registry().launch_failed(&agent_id, format!("launch failed: {e}"), self.now());
                 self.event(HealthKind::Warning, format!("could not start a warm agent: {e}"));
             }
         }

@@ -83,7 +83,7 @@ impl Cluster {
     /// snapshot (not of the profile stored meanwhile) stays registered.
     pub fn saw_elastic_profile(&self, snapshot: &RequestSnapshot) {
         if snapshot.registers_its_own() {
-            self.state.task_definition_sweep.saw(&snapshot.family, SystemTime::now());
+            self.state.task_definition_sweep.saw(&snapshot.family, self.now());
         }
     }
 
@@ -103,7 +103,7 @@ impl Cluster {
 
 /// Runs a pass if one is due; failures are logged (the next pass, an hour later, tries again).
 pub async fn run(cluster: &Cluster) {
-    if !cluster.state.task_definition_sweep.claim(SystemTime::now()) {
+    if !cluster.state.task_definition_sweep.claim(cluster.now()) {
         return;
     }
     if let Err(e) = sweep(cluster).await {
@@ -143,7 +143,7 @@ async fn read(cluster: &Cluster) -> Result<Read, AwsError> {
     let prefix = format!("gocd-{}-", cluster.key());
     let mut families = aws.list_families(&prefix).await?;
     families.retain(|f| f.starts_with(&prefix));
-    let in_use = cluster.families_in_use(SystemTime::now());
+    let in_use = cluster.families_in_use(cluster.now());
     let (mut revisions, mut kept, mut budget) = (Vec::new(), 0, Budget::default());
     for family in families {
         if in_use.contains(&family) {

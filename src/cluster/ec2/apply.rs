@@ -2,8 +2,6 @@
 //! stop an idle instance into the stopped pool and start one again, start a waiting task on its
 //! instance (StartTask), refuse work no instance can hold.
 
-use std::time::SystemTime;
-
 use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
@@ -48,7 +46,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         Ok(()) => {
             let mut st = cluster.ec2().state();
             st.counters.terminated += 1;
-            st.gone.insert(r.instance.clone(), SystemTime::now());
+            st.gone.insert(r.instance.clone(), cluster.now());
             if let Some(record) = st.instances.get_mut(&r.instance) {
                 record.container = None;
                 record.ec2_state = Ec2State::ShuttingDown;
@@ -96,7 +94,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
         }
     }
     let outcome = api::stop(&cluster.aws(), id).await;
-    let now = SystemTime::now();
+    let now = cluster.now();
     match outcome {
         Ok(()) => {
             let mut st = cluster.ec2().state();
@@ -142,7 +140,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
                     return true;
                 };
                 record.ec2_state = Ec2State::Pending;
-                record.restarted_at = Some(SystemTime::now());
+                record.restarted_at = Some(cluster.now());
                 record.stopped_at = None;
                 record.idle_since = None;
                 record.container.as_ref().map(|c| c.arn.clone())
@@ -206,7 +204,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     let aws = cluster.aws();
     let start = Box::pin(start_task(&aws, &waiting.spec, &container));
     let outcome = crate::telemetry::jobs::within_job(&work.job, "start on an EC2 instance", start).await;
-    let now = SystemTime::now();
+    let now = cluster.now();
     let (agent_id, instance) = (work.agent_id.as_str(), p.instance.as_str());
     match outcome {
         Ok(Some(task)) => {
@@ -287,7 +285,7 @@ fn take(cluster: &Cluster, id: &str) -> Option<WaitingTask> {
 
 /// Releases a refused task's agent and says why (health, the job's console).
 async fn refuse(cluster: &Cluster, waiting: &WaitingTask, message: String) {
-    cluster.registry().stopped(&waiting.spec.work.agent_id, message.clone(), SystemTime::now());
+    cluster.registry().stopped(&waiting.spec.work.agent_id, message.clone(), cluster.now());
     cluster.event(HealthKind::Warning, message.clone());
     let _ = cluster.gocd().console_log(&waiting.spec.work.job, console_line(message)).await;
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 use super::{api, capacity, Arch, OsClass};
 pub use crate::aws::ec2_types::{AmiInfo, TypeInfo};
 use crate::aws::{outcome, AwsClients, AwsError, Failure};
+use crate::cluster::clock::Clock;
 use crate::settings::Ec2Capacity;
 
 /// How long estimated type figures are used before DescribeInstanceTypes is tried again.
@@ -202,11 +203,11 @@ fn no_ami(t: &TypeInfo, amis: &[AmiInfo], region: &str) -> String {
 }
 
 /// Reads the catalog: one DescribeInstanceTypes and one DescribeImages, through the account's
-/// budget.
-pub async fn load(aws: &AwsClients, cfg: &Ec2Capacity) -> Catalog {
+/// budget; it is dated by `clock` once read.
+pub async fn load(aws: &AwsClients, cfg: &Ec2Capacity, clock: &dyn Clock) -> Catalog {
     let types = api::describe_instance_types(aws, &cfg.instance_types).await;
     let amis = api::describe_images(aws, &cfg.ami_ids).await;
-    build(cfg, &aws.region, types, amis, SystemTime::now())
+    build(cfg, &aws.region, types, amis, clock.now())
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
             sizes.join("; ")
         )));
     }
-    let now = SystemTime::now();
+    let now = cluster.now();
     let os = OsClass::of_family(&work.elastic.operating_system_family);
     // Spot interrupted this job's previous agent: it runs on an on-demand instance.
     let on_demand = cfg.spot && cluster.registry().was_interrupted(&work.job);
@@ -119,12 +119,12 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
 /// again when the settings change, or after a fallback to estimates); what is wrong with them
 /// goes to server health once per read.
 async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
-    let now = SystemTime::now();
+    let now = cluster.now();
     let current = cluster.ec2().state().catalog.clone();
     if current.as_ref().is_some_and(|c| c.types_key() == Catalog::key_of(cfg) && !c.stale(now)) {
         return;
     }
-    let catalog = catalog::load(&cluster.aws(), cfg).await;
+    let catalog = catalog::load(&cluster.aws(), cfg, cluster.clock()).await;
     if let Some(why) = &catalog.estimated {
         cluster.event(HealthKind::Warning, format!("EC2 instance types: {why}"));
     }
@@ -153,7 +153,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
                 return;
             };
             let outcome = tokio::time::timeout(PASS_BUDGET, pass(&cluster)).await;
-            let now = SystemTime::now();
+            let now = cluster.now();
             let (pause, error) = match outcome {
                 Ok(Ok(pause)) => (pause, None),
                 Ok(Err(e)) => (AFTER_ERROR, Some(e.to_string())),
@@ -195,12 +195,12 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
             wind_down()
         }
     };
-    expire_waiting(cluster, &profile, SystemTime::now());
+    expire_waiting(cluster, &profile, cluster.now());
 
-    let described_at = SystemTime::now();
+    let described_at = cluster.now();
     let instances = api::describe_ours(&cluster.aws(), cluster.server_id(), cluster.key()).await?;
     let containers = api::container_instances(&cluster.aws(), &profile.cluster_name).await?;
-    let now = SystemTime::now();
+    let now = cluster.now();
     let observed = cluster.ec2().state().observe(instances, containers, described_at, now);
     let ours = if observed.unknown.is_empty() {
         Vec::new()
@@ -213,7 +213,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     {
         let mut st = cluster.ec2().state();
         for id in learned.gone {
-            st.gone.insert(id, SystemTime::now());
+            st.gone.insert(id, cluster.now());
         }
         st.foreign.extend(learned.foreign);
     }
@@ -250,7 +250,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     for p in &decided.start {
         apply::start(cluster, p).await;
     }
-    if cluster.ec2().state().launch_backoff.is_none_or(|(until, _)| SystemTime::now() >= until) {
+    if cluster.ec2().state().launch_backoff.is_none_or(|(until, _)| cluster.now() >= until) {
         // A stopped instance EC2 will not start now is replaced by the launch it stood for.
         for r in reuse.start {
             if !apply::restart(cluster, &profile, &r.instance).await {
@@ -278,7 +278,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     } else {
         STEADY
     };
-    let due = st.next_deadline(&st.policy(&cfg), SystemTime::now()).map(|d| d + Duration::from_millis(500));
+    let due = st.next_deadline(&st.policy(&cfg), cluster.now()).map(|d| d + Duration::from_millis(500));
     Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
 }
 
@@ -359,6 +359,6 @@ fn drop_waiting(cluster: &Cluster, why: &str) {
     let dropped: Vec<AgentId> = cluster.ec2().state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
     let mut registry = cluster.registry();
     for id in dropped {
-        registry.stopped(&id, why, SystemTime::now());
+        registry.stopped(&id, why, cluster.now());
     }
 }

@@ -4,7 +4,7 @@
 //! type, spot first when asked, on-demand when every type's spot capacity is refused, the next
 //! subnet (another zone) when on-demand capacity is refused too; a growing pause after a failure.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
@@ -28,7 +28,7 @@ const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration:
 /// order, spot first when asked, on-demand when every type's spot capacity is refused, then the
 /// next subnet (another zone) when on-demand capacity is refused too.
 pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, launches: &[Launch]) {
-    let now = SystemTime::now();
+    let now = cluster.now();
     if cluster.ec2().state().launch_backoff.is_some_and(|(until, _)| now < until) {
         return;
     }
@@ -66,7 +66,7 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
                 let instance_type = instances.first().map(|i| i.instance_type.as_str()).unwrap_or_default();
                 tracing::info!(?ids, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
                 let mut st = cluster.ec2().state();
-                st.launched(&instances, SystemTime::now());
+                st.launched(&instances, cluster.now());
                 st.counters.launched += instances.len() as u64;
                 if fell_back {
                     st.counters.spot_fallbacks += instances.len() as u64;
@@ -232,7 +232,7 @@ pub(super) enum LaunchFailed {
 }
 
 fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
-    let now = SystemTime::now();
+    let now = cluster.now();
     let backoff = {
         let mut st = cluster.ec2().state();
         let next = st.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));

@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::driver;
 use crate::aws::verifier::{ec2_answer, Verifier};
+use crate::cluster::clock::ManualClock;
 use crate::cluster::fake_gocd::FakeGocd;
 use crate::cluster::fixtures::job;
 use crate::cluster::identity::cluster_key;
@@ -22,6 +23,8 @@ const SERVER: &str = "server-1";
 struct World {
     aws: Verifier,
     gocd: Arc<FakeGocd>,
+    /// The engine's time: it starts at the wall's and moves only when a test advances it.
+    clock: Arc<ManualClock>,
     cluster: Arc<Cluster>,
 }
 
@@ -44,10 +47,19 @@ impl World {
         let aws = Verifier::default();
         let gocd = Arc::new(FakeGocd::default());
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
-        let cluster =
-            Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &EngineOptions::default()));
+        let clock = Arc::new(ManualClock::new(std::time::SystemTime::now()));
+        let options = EngineOptions::default();
+        let cluster = Arc::new(Cluster::with_clock(
+            key,
+            SERVER.into(),
+            aws.clients(),
+            profile,
+            gocd.clone(),
+            &options,
+            clock.clone(),
+        ));
         cluster.ec2().hold_loop_for_test();
-        World { aws, gocd, cluster }
+        World { aws, gocd, clock, cluster }
     }
 
     fn request(&self, job_id: i64) -> AgentRequest {
@@ -327,7 +339,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
 
 /// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
 fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time::Duration) {
-    let now = std::time::SystemTime::now();
+    let now = w.cluster.now();
     let mut st = w.cluster.ec2().state();
     let instance = super::pool::Ec2Instance {
         id: id.into(),
@@ -362,8 +374,9 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     // No stopped pool (the default keeps five): an idle instance is terminated.
     let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "0")]);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0004";
-    // The clock is the record's: idle for 11 minutes (Ec2IdleMinutes 10).
-    registered_instance(&w, "i-0000000000000004", container, std::time::Duration::from_secs(11 * 60));
+    // Idle since it registered, 11 minutes ago (Ec2IdleMinutes 10).
+    registered_instance(&w, "i-0000000000000004", container, std::time::Duration::ZERO);
+    w.clock.advance(std::time::Duration::from_secs(11 * 60));
     w.cluster.ec2().state().catalog = None;
     expect_described(&w.aws, &[instance_xml("i-0000000000000004", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
@@ -527,7 +540,7 @@ fn catalog_read(w: &World) -> String {
         }],
         estimated: None,
         problems: vec![],
-        read_at: std::time::SystemTime::now(),
+        read_at: w.cluster.now(),
         key: Catalog::key_of(&cfg),
     };
     let profile = w.cluster.profile();
@@ -570,7 +583,8 @@ fn container_json(arn: &str, id: &str, status: &str, connected: bool) -> serde_j
 async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
     let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "1")]);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0010";
-    registered_instance(&w, "i-0000000000000010", container, std::time::Duration::from_secs(11 * 60));
+    registered_instance(&w, "i-0000000000000010", container, std::time::Duration::ZERO);
+    w.clock.advance(std::time::Duration::from_secs(11 * 60));
     catalog_read(&w);
     expect_described(&w.aws, &[instance_xml("i-0000000000000010", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000010", 2048, 7680, 0)]);
@@ -599,7 +613,8 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
 async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
     let w = World::new(&[("Ec2IdleMinutes", "10"), ("Ec2StoppedInstances", "1")]);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0011";
-    registered_instance(&w, "i-0000000000000011", container, std::time::Duration::from_secs(11 * 60));
+    registered_instance(&w, "i-0000000000000011", container, std::time::Duration::ZERO);
+    w.clock.advance(std::time::Duration::from_secs(11 * 60));
     let spec = catalog_read(&w);
     expect_described(
         &w.aws,

@@ -2,8 +2,6 @@
 //! ARN, started by its `startedBy` in its cluster) and instances of its own pool are acted on;
 //! anything else is [`Handled::NotOurs`] and changes nothing.
 
-use std::time::SystemTime;
-
 use super::parse::QueueEvent;
 use crate::aws::ecs::InstanceStatus;
 use crate::cluster::ec2::{api, ContainerInstanceStatus};
@@ -63,7 +61,7 @@ impl Cluster {
         let (container, newly_warned) = {
             let mut st = self.ec2().state();
             let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
-            let newly_warned = record.spot_warned_at.is_none().then(SystemTime::now);
+            let newly_warned = record.spot_warned_at.is_none().then(|| self.now());
             record.spot_warned_at = record.spot_warned_at.or(newly_warned);
             (record.container.as_ref().map(|c| c.arn.clone()), newly_warned)
         };
@@ -112,7 +110,7 @@ impl Cluster {
                 return;
             }
         };
-        let now = SystemTime::now();
+        let now = self.now();
         let jobs: Vec<(crate::ids::AgentId, crate::protocol::types::JobIdentifier)> = {
             let mut registry = self.registry();
             let found: Vec<_> = arns
@@ -163,7 +161,7 @@ impl Cluster {
         tracing::info!(agent_id = agent_id.as_str(), task = %task.arn, steps = steps.len(), "a task of ours stopped (event)");
         if steps.is_empty() {
             // Stopped as asked (the job completed): the record follows.
-            self.registry().stopped(&agent_id, "job completed", SystemTime::now());
+            self.registry().stopped(&agent_id, "job completed", self.now());
         } else {
             self.queue_told(&agent_id);
             self.apply(steps).await?;
@@ -194,6 +192,8 @@ pub fn on_stopped(record: &AgentRecord, job_finished: bool, listed: bool) -> Vec
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
     use crate::cluster::fixtures::{job, tags, task};
     use crate::cluster::launch::Capacity;

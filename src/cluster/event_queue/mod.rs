@@ -95,7 +95,7 @@ impl Cluster {
         if st.told.remove(agent_id) || st.error.is_some() {
             return;
         }
-        st.suspects.insert(agent_id.to_string(), SystemTime::now());
+        st.suspects.insert(agent_id.to_string(), self.now());
     }
 
     /// Stops server-ping found whose events have not come within [`MISSED_AFTER`] of `now`:
@@ -295,7 +295,7 @@ async fn poll_once(url: &str, reader: &Cluster, live: &[Arc<Cluster>]) -> Option
     let aws = reader.aws();
     let asked = Instant::now();
     let answer = aws.receive_messages(url, WAIT_SECONDS).await;
-    let now = SystemTime::now();
+    let now = reader.now();
     let messages = match answer {
         Ok(messages) => messages,
         Err(e) => {

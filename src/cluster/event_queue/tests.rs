@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::{poll_once, Handled, AFTER_ERROR};
 use crate::aws::fake_aws::{FakeAws, ACCOUNT, REGION};
+use crate::cluster::clock::ManualClock;
 use crate::cluster::fake_gocd::FakeGocd;
 use crate::cluster::fixtures::job;
 use crate::cluster::identity::cluster_key;
@@ -22,6 +23,8 @@ const QUEUE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/gocd-event
 struct World {
     aws: FakeAws,
     gocd: Arc<FakeGocd>,
+    /// The engine's time: it starts at the wall's and moves only when a test advances it.
+    clock: Arc<ManualClock>,
     cluster: Arc<Cluster>,
 }
 
@@ -39,8 +42,17 @@ impl World {
         let (aws, gocd) = (FakeAws::default(), Arc::new(FakeGocd::default()));
         let key = cluster_key(ACCOUNT, REGION, "ci", None);
         let options = EngineOptions::default();
-        let cluster = Arc::new(Cluster::new(key, "server-1".into(), aws.clients(), profile, gocd.clone(), &options));
-        World { aws, gocd, cluster }
+        let clock = Arc::new(ManualClock::new(std::time::SystemTime::now()));
+        let cluster = Arc::new(Cluster::with_clock(
+            key,
+            "server-1".into(),
+            aws.clients(),
+            profile,
+            gocd.clone(),
+            &options,
+            clock.clone(),
+        ));
+        World { aws, gocd, clock, cluster }
     }
 
     /// An agent started for job `job_id` (its task RUNNING) and registered with GoCD.
@@ -254,10 +266,10 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
     let started_by = w.cluster.started_by();
     w.aws.send_event(&task_event(&late_arn, started_by, "ci", "STOPPED", None));
     w.poll().await;
-    let now = std::time::SystemTime::now();
-    w.cluster.queue_settle(now);
+    w.cluster.queue_settle(w.cluster.now());
     assert_eq!(w.cluster.queue_status().missed, 0, "a ping may be quicker than EventBridge");
-    w.cluster.queue_settle(now + super::MISSED_AFTER);
+    w.clock.advance(super::MISSED_AFTER);
+    w.cluster.queue_settle(w.cluster.now());
     assert_eq!(w.cluster.queue_status().missed, 1);
     let warned: Vec<String> = w.health().into_iter().filter(|m| m.contains("told nothing of it")).collect();
     assert_eq!(warned.len(), 1, "{:?}", w.health());
@@ -316,13 +328,15 @@ async fn two_profiles_sharing_a_queue_each_act_on_their_own_tasks_only() {
     let b = World {
         aws: a.aws.clone(),
         gocd: gocd_b.clone(),
-        cluster: Arc::new(Cluster::new(
+        clock: a.clock.clone(),
+        cluster: Arc::new(Cluster::with_clock(
             key,
             "server-1".into(),
             a.aws.clients(),
             profile,
             gocd_b,
             &EngineOptions::default(),
+            a.clock.clone(),
         )),
     };
     assert_ne!(a.cluster.started_by(), b.cluster.started_by());

@@ -6,8 +6,6 @@
 //! shared by the completions that need it at once; a failed one leaves the job's cost "not
 //! known" (or a Spot instance at on-demand), said in its line.
 
-use std::time::SystemTime;
-
 use super::super::ec2::pool::InstanceRecord;
 use super::super::launch::Capacity;
 use super::super::price_fill::{self, Gap};
@@ -58,7 +56,7 @@ impl Cluster {
             cost.provider_instances.get(&arn).and_then(|cell| cell.get()).and_then(|i| provider_spot_key(i, os))
         };
         let Some(key) = ours.or_else(a_providers) else { return };
-        let now = SystemTime::now();
+        let now = self.now();
         let fresh = || {
             let cost = self.cost();
             cost.spot_prices
@@ -113,7 +111,7 @@ impl Cluster {
         }
         let reading = self.cost().reads.clone();
         let _one_at_a_time = reading.lock().await;
-        let gaps = self.cost().filled.to_ask(&region, wanted, SystemTime::now());
+        let gaps = self.cost().filled.to_ask(&region, wanted, self.now());
         let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
         for gap in gaps {
             match price_fill::read(&self.aws(), &region, &gap, &today).await {

@@ -23,8 +23,8 @@ impl Cluster {
                 Step::StopTask { agent_id, task_arn, reason, job } => {
                     tracing::info!(agent_id = agent_id.as_str(), task = %task_arn, %reason, "stopping task");
                     if self.stop_task(&task_arn, &reason).await.is_ok() {
-                        self.idle_agent_stopped(&agent_id, SystemTime::now());
-                        self.registry().stopped(&agent_id, reason.clone(), SystemTime::now());
+                        self.idle_agent_stopped(&agent_id, self.now());
+                        self.registry().stopped(&agent_id, reason.clone(), self.now());
                         if let Some(job) = job {
                             self.event(
                                 HealthKind::Warning,
@@ -36,7 +36,7 @@ impl Cluster {
                     }
                 }
                 Step::ReportUnexpectedStop { agent_id, job, reason } => {
-                    let now = SystemTime::now();
+                    let now = self.now();
                     if self.registry().get(&agent_id).is_some_and(|a| a.waiting_since.is_some()) {
                         self.waiting_agent_stopped(&agent_id, &reason, now);
                         continue;

@@ -8,7 +8,7 @@ mod apply;
 pub mod plan;
 
 use std::collections::HashMap;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::cleanup::{self, task_definitions};
 use super::error::EngineError;
@@ -31,13 +31,13 @@ impl Cluster {
     /// The failed refresh (nothing was decided), or a failed call to GoCD while applying.
     pub async fn ping(&self, gocd: HashMap<crate::ids::AgentId, AgentMetadata>) -> Result<PingReport, EngineError> {
         let _one_at_a_time = self.state.ping_lock.lock().await;
-        let refreshed_at = SystemTime::now();
+        let refreshed_at = self.now();
         // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.
         let refresh = match self.adopt().await? {
             Some(adopted) => adopted,
             None => self.refresh().await?,
         };
-        let now = SystemTime::now();
+        let now = self.now();
         let timeout = Duration::from_secs(u64::from(self.profile().agent_register_timeout_minutes) * 60);
         let (registered_after, steps, orphans) = {
             let mut registry = self.registry();

@@ -15,7 +15,7 @@ async fn a_completed_job_says_its_cost_and_counts_it_for_its_pipeline_and_profil
     let line = console.iter().find(|l| l.contains("this job's agent ran")).unwrap_or_else(|| panic!("{console:?}"));
     // 0.5 vCPU 1 GB, us-east-1, a minute at least: (0.5 × 0.04048 + 0.004445) / 60.
     assert!(line.contains("on Fargate, 0.5 vCPU 1 GB, us-east-1 (AWS bills 1 min at least): $0.0004"), "{line}");
-    let summary = w.cluster.cost_summary(std::time::SystemTime::now());
+    let summary = w.cluster.cost_summary(w.cluster.now());
     assert_eq!((summary.stages.len(), summary.today.jobs), (1, 1));
     assert_eq!((summary.stages[0].pipeline.as_str(), summary.stages[0].stage.as_str()), ("p", "s"));
     let (jobs, pools) = w.cluster.cost_totals();
@@ -29,7 +29,8 @@ async fn a_kept_agents_jobs_pay_their_own_time_and_the_wait_between_is_the_pools
     let w = World::new(5);
     let agent_id = super::registered_agent(&w, reusing(&w, 1)).await;
     assert_eq!(w.cluster.complete(&agent_id, &job(1)).await, Completed::Kept);
-    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    // The agent waits a minute in its pool before the next job takes it.
+    w.clock.advance(std::time::Duration::from_secs(60));
     w.cluster.create_agent(reusing(&w, 2)).await.expect("reused");
     assert!(w.cluster.should_assign(&agent_id, &job(2), no_offer));
     assert_eq!(w.cluster.complete(&agent_id, &job(2)).await, Completed::Kept);
@@ -39,7 +40,7 @@ async fn a_kept_agents_jobs_pay_their_own_time_and_the_wait_between_is_the_pools
     let (jobs, pools) = w.cluster.cost_totals();
     assert_eq!((jobs.len(), pools.len()), (1, 1), "{jobs:?} {pools:?}");
     assert!(pools[0].1 > 0.0);
-    let summary = w.cluster.cost_summary(std::time::SystemTime::now());
+    let summary = w.cluster.cost_summary(w.cluster.now());
     assert_eq!(summary.today.jobs, 2);
     assert!(summary.pools_today_usd > 0.0);
 }

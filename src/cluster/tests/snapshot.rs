@@ -3,7 +3,6 @@
 //! request's own profiles, whatever profile the engine stores meanwhile.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::{props, World};
 use crate::aws::fake_aws::{FakeAws, REGION};
@@ -65,7 +64,7 @@ async fn run_task_uses_the_family_of_the_requests_profile_though_the_stored_one_
     assert_eq!(runs.len(), 1);
     let task_definition = runs[0]["taskDefinition"].as_str().expect("a task definition");
     assert_eq!(family_of(task_definition), ours, "RunTask runs the request's family");
-    let seen = w.cluster.state.task_definition_sweep.recent(SystemTime::now());
+    let seen = w.cluster.state.task_definition_sweep.recent(w.cluster.now());
     assert!(seen.contains(&ours), "the request's family stays registered: {seen:?}");
     assert!(!seen.contains(&stored), "the stored profile's family was never asked for: {seen:?}");
 }
@@ -79,7 +78,7 @@ async fn saw_elastic_profile_records_the_family_of_the_requests_snapshot() {
     let snapshot = RequestSnapshot::new(w.cluster.key(), REGION, mine, "team-a".into(), elastic.clone(), None);
     w.cluster.saw_elastic_profile(&snapshot);
     let stored = family(w.cluster.key(), &w.cluster.profile(), &elastic, REGION, None);
-    let seen = w.cluster.state.task_definition_sweep.recent(SystemTime::now());
+    let seen = w.cluster.state.task_definition_sweep.recent(w.cluster.now());
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![snapshot.family.clone()]);
     assert_ne!(snapshot.family, stored);
 }

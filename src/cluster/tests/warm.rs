@@ -75,10 +75,12 @@ async fn a_job_given_a_kept_agent_leaves_its_key_to_a_replacement_warm_agent() {
 #[tokio::test]
 async fn outside_the_warm_schedule_the_pool_is_retired() {
     let w = World::new(5);
-    // One minute, two days from now (UTC): closed now, whenever the test runs.
-    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days());
+    // One minute, two days from the engine's now (UTC): closed now, whenever the test runs.
+    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
     w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
     let kept = run_job(&w, 1).await;
+    // It waits half a minute in its pool before the next pass.
+    w.clock.advance(std::time::Duration::from_secs(30));
     w.cluster.tend_warm_pools().await;
     let registry = w.cluster.registry();
     let a = registry.get(&kept).expect("record");
@@ -89,10 +91,9 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     assert!(pools.iter().any(|(_, usd)| *usd > 0.0), "its idle time until retired is its pool's cost: {pools:?}");
 }
 
-/// The UTC weekday two days from now, as `WarmSchedule` names it.
-fn weekday_in_two_days() -> &'static str {
-    let days =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
+/// The UTC weekday two days after `now`, as `WarmSchedule` names it.
+fn weekday_in_two_days(now: std::time::SystemTime) -> &'static str {
+    let days = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
     // 1970-01-01 was a Thursday.
     ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][usize::try_from((days + 2) % 7).unwrap_or(0)]
 }
