@@ -8,7 +8,7 @@ use super::registry::JobDone;
 use super::Cluster;
 use crate::aws::ecs::Stopped;
 use crate::aws::AwsError;
-use crate::ids::AgentId;
+use crate::ids::{AgentId, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 
@@ -77,15 +77,31 @@ impl Cluster {
         let Some(task_arn) = self.registry().stopping(agent_id) else {
             return Ok(Completed::NotOurs);
         };
-        let ids = [agent_id.clone()];
-        self.gocd.disable_agents(&ids).await?;
-        if let Some(arn) = &task_arn {
-            self.stop_task(arn, &format!("GoCD job {} completed", job.locator())).await?;
+        let ids = self.registry().claim_removal(std::slice::from_ref(agent_id), self.now());
+        let removed = self.remove_stopping(&ids, task_arn.as_ref(), job).await;
+        if removed.is_err() {
+            self.registry().removal_failed(&ids);
         }
-        self.gocd.delete_agents(&ids).await?;
+        removed?;
         self.registry().stopped(agent_id, "job completed", self.now());
         tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), "job completed: agent stopped and deleted");
         Ok(Completed::Stopped)
+    }
+
+    /// Disables the agents this caller claimed (none when another path removes the agent), stops
+    /// the task, and deletes them.
+    async fn remove_stopping(
+        &self,
+        ids: &[AgentId],
+        task_arn: Option<&TaskArn>,
+        job: &JobIdentifier,
+    ) -> Result<(), EngineError> {
+        self.gocd.disable_agents(ids).await?;
+        if let Some(arn) = task_arn {
+            self.stop_task(arn, &format!("GoCD job {} completed", job.locator())).await?;
+        }
+        self.gocd.delete_agents(ids).await?;
+        Ok(())
     }
 
     /// The job's cost ([`super::job_cost`]), in its console.

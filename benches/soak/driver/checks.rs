@@ -23,6 +23,8 @@ pub const MEMORY_SLOPE_LIMIT_PCT_PER_HOUR: f64 = 3.0;
 pub const P99_RATIO_LIMIT: f64 = 1.5;
 /// ... or this much above it, whichever is more (a few milliseconds are noise on 2 cores).
 pub const P99_SLACK: Duration = Duration::from_millis(20);
+/// How soon after its task is stopped mid-job an agent is to be deleted from GoCD.
+const DELETED_WITHIN: Duration = Duration::from_secs(10);
 /// How long the kept agents and instances get to settle to their bounds after the last job.
 const SETTLE: Duration = Duration::from_secs(150);
 
@@ -223,11 +225,25 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
     if !double_detail.is_empty() {
         eprintln!("soak: jobs with two tasks:\n  {}", double_detail.join("\n  "));
     }
+    // The jobs whose tasks were stopped by hand are GoCD's to schedule again, once each: they
+    // ran twice, in two tasks, by design.
+    let stopped_by_hand = out.hand_stops.len();
+    let hand_job_ids: Vec<String> = host.with_state(|s| {
+        out.hand_stops.iter().flat_map(|h| s.job(h.job).previous_job_ids.iter().map(|id| id.to_string())).collect()
+    });
+    let doubles: Vec<(String, usize)> = doubles.into_iter().filter(|(j, _)| !hand_job_ids.contains(j)).collect();
+    // Rescheduled otherwise: a job whose task nobody stopped by hand.
+    let rescheduled_otherwise = host.with_state(|s| {
+        s.jobs
+            .iter()
+            .filter(|j| !j.previous_job_ids.is_empty() && !out.hand_stops.iter().any(|h| h.job == j.handle))
+            .count()
+    });
     sum.check(
         "every job got exactly one agent and ran once",
-        out.completed && completed == n && rescheduled == 0 && doubles.is_empty() && rejections == 0,
+        out.completed && completed == n && rescheduled_otherwise == 0 && doubles.is_empty() && rejections == 0,
         format!(
-            "{completed}/{n} completed, {rescheduled} rescheduled, {} jobs with two tasks, {rejections} registrations refused ({warm_surplus} idle agents retired from the warm pool beyond WarmAgents)",
+            "{completed}/{n} completed, {rescheduled} rescheduled ({rescheduled_otherwise} but for the {stopped_by_hand} tasks stopped by hand mid-job; a job that ended first is not), {} jobs with two tasks, {rejections} registrations refused ({warm_surplus} idle agents retired from the warm pool beyond WarmAgents)",
             doubles.len()
         ),
     );
@@ -246,6 +262,58 @@ pub async fn check(world: SoakWorld, out: Outcome, options: &SoakOptions) -> Sum
             out.kills.len(),
             kills.join("; "),
             host.with_state(|s| s.generation)
+        ),
+    );
+
+    // 2b. Each agent acted on once: one plugin process names an agent in one delete-agents call
+    // at most, whichever of job-completion, server-ping or a task event saw it first.
+    let (twice, delete_calls, named) = host.with_state(|s| {
+        (
+            s.agents_deleted_twice(),
+            s.delete_calls.len(),
+            s.delete_calls.iter().map(|c| c.agent_ids.len()).sum::<usize>(),
+        )
+    });
+    if !twice.is_empty() {
+        eprintln!("soak: agents named in two delete-agents calls by one process: {twice:?}");
+    }
+    sum.check(
+        "no agent named in two delete-agents calls by one process",
+        twice.is_empty(),
+        format!("{delete_calls} delete-agents calls naming {named} agents; {} named twice by one process", twice.len()),
+    );
+
+    // 2c. The agent of a task stopped mid-job deleted within [`DELETED_WITHIN`] of the stop, by
+    // whichever process runs then (one stop is made just before a SIGKILL).
+    let late: Vec<String> = host.with_state(|s| {
+        out.hand_stops
+            .iter()
+            .filter_map(|h| {
+                let deleted = s.delete_calls.iter().find(|c| c.at >= h.at && c.agent_ids.contains(&h.agent_id));
+                match deleted.map(|c| c.at - h.at) {
+                    Some(after) if after <= DELETED_WITHIN => None,
+                    Some(after) => Some(format!("{} after {}", h.agent_id, secs(after))),
+                    None => Some(format!("{} never", h.agent_id)),
+                }
+            })
+            .collect()
+    });
+    let slowest = host.with_state(|s| {
+        out.hand_stops
+            .iter()
+            .filter_map(|h| {
+                s.delete_calls.iter().find(|c| c.at >= h.at && c.agent_ids.contains(&h.agent_id)).map(|c| c.at - h.at)
+            })
+            .max()
+            .unwrap_or_default()
+    });
+    sum.check(
+        "the agent of a task stopped mid-job deleted within 10 s",
+        stopped_by_hand > 0 && late.is_empty(),
+        format!(
+            "{stopped_by_hand} tasks stopped by hand mid-job ({} just before a SIGKILL); slowest deletion {} after the stop; late: {late:?}",
+            out.kills.len(),
+            secs(slowest)
         ),
     );
 

@@ -8,6 +8,7 @@
 //! | from 0.25, for 0.08 of the day (25 s at least) | the event queue deleted, then created again under the same name |
 //! | 0.05 of the day (35 s at least) later, for 0.08 (40 s at least) | the event queue unreachable (every new SQS connection dropped) |
 //! | from 0.80, for 0.04 of the day (20 s at least) | account C's credentials refused (`UnrecognizedClientException`, `AuthFailure`) |
+//! | 0.20, 0.60, and half a second before each SIGKILL | the task of a running job of `a-cold` stopped by hand (StopTask, as an operator would): GoCD schedules the job again |
 //!
 //! The plugin's resident memory is read from `/proc/<pid>/status` every second.
 
@@ -47,6 +48,8 @@ pub struct Outcome {
     pub jobs: Vec<(JobHandle, usize)>,
     /// When each SIGKILL happened, with the jobs (waiting, running, completed) then.
     pub kills: Vec<(Instant, (usize, usize, usize))>,
+    /// Tasks stopped by hand mid-job: when, the agent, and the job.
+    pub hand_stops: Vec<HandStop>,
     pub queue_deleted: Option<Window>,
     pub queue_unreachable: Option<Window>,
     pub refused: Option<Window>,
@@ -56,6 +59,17 @@ pub struct Outcome {
     /// Every job completed in time.
     pub completed: bool,
 }
+
+/// A task stopped by hand while its agent ran a job.
+#[derive(Debug, Clone)]
+pub struct HandStop {
+    pub at: Instant,
+    pub agent_id: String,
+    pub job: JobHandle,
+}
+
+/// The pair whose running jobs' tasks are stopped by hand: every task there is its job's own.
+const HAND_STOP_PAIR: &str = "a-cold";
 
 /// Draws in [0, 1) from a seed.
 struct Draws(u64);
@@ -109,12 +123,17 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
     let started = Instant::now();
     let at = |fraction: f64| started + Duration::from_secs_f64(day * fraction);
     let mut kills_due: Vec<Instant> = kill_points(options.kills).into_iter().map(at).collect();
+    let before_kill = Duration::from_millis(500);
+    let mut stops_due: Vec<Instant> =
+        [0.2, 0.6].into_iter().map(at).chain(kills_due.iter().map(|k| *k - before_kill)).collect();
+    stops_due.sort();
     let mut out = Outcome {
         started,
         arrivals_done: started,
         all_done: started,
         jobs: Vec::with_capacity(options.jobs),
         kills: Vec::new(),
+        hand_stops: Vec::new(),
         queue_deleted: None,
         queue_unreachable: None,
         refused: None,
@@ -160,6 +179,13 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
             next += 1;
             if next == times.len() {
                 out.arrivals_done = Instant::now();
+            }
+        }
+        if stops_due.first().is_some_and(|t| now >= *t) {
+            if let Some(stop) = stop_a_running_task(world, &out.jobs).await {
+                stops_due.remove(0);
+                eprintln!("soak: the task of agent {} stopped by hand mid-job at {elapsed:.1} s", stop.agent_id);
+                out.hand_stops.push(stop);
             }
         }
         if kills_due.first().is_some_and(|t| now >= *t) {
@@ -225,7 +251,8 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
         }
         let done = next == times.len() && host.with_state(|s| s.all_completed());
         let closed = |w: Option<Window>| w.is_some_and(|w| w.to != w.from);
-        if done && kills_due.is_empty() && closed(out.refused) && closed(out.queue_unreachable) {
+        if done && kills_due.is_empty() && stops_due.is_empty() && closed(out.refused) && closed(out.queue_unreachable)
+        {
             out.completed = true;
             break;
         }
@@ -237,6 +264,32 @@ pub async fn play(world: &SoakWorld, options: &SoakOptions) -> Outcome {
     }
     out.all_done = Instant::now();
     out
+}
+
+/// Stops the task of one running job of [`HAND_STOP_PAIR`] whose agent is registered and whose
+/// task the simulator has seen, as an operator would; `None` when no such job runs now (tried
+/// again at the next turn).
+async fn stop_a_running_task(world: &SoakWorld, jobs: &[(JobHandle, usize)]) -> Option<HandStop> {
+    let pair = world.pairs.iter().position(|p| p.id == HAND_STOP_PAIR)?;
+    let running: Vec<(JobHandle, i64, String)> = world.host.with_state(|s| {
+        jobs.iter()
+            .filter(|(_, p)| *p == pair)
+            .filter_map(|(h, _)| match &s.job(*h).state {
+                JobState::Running { agent_id } => Some((*h, s.job(*h).identifier.job_id, agent_id.clone())),
+                _ => None,
+            })
+            .collect()
+    });
+    for (job, job_id, agent_id) in running {
+        let live = world
+            .sim
+            .with_state(|s| s.tasks.values().any(|t| !t.stopped && t.job_id.as_deref() == Some(&job_id.to_string())));
+        if live {
+            world.sim.stop_task_by_hand(job_id, "stopped by hand mid-job (soak)").await;
+            return Some(HandStop { at: Instant::now(), agent_id, job });
+        }
+    }
+    None
 }
 
 async fn delete_queue(world: &SoakWorld) {

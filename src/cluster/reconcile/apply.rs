@@ -71,8 +71,18 @@ impl Cluster {
         }
         remove.sort();
         remove.dedup();
-        self.gocd.disable_agents(&remove).await?;
-        self.gocd.delete_agents(&remove).await?;
+        // Another path (job-completion, or the other of server-ping and the event queue) may have
+        // removed some since this plan was made: each agent is removed by one of them.
+        let remove = self.registry().claim_removal(&remove, self.now());
+        let removed = async {
+            self.gocd.disable_agents(&remove).await?;
+            self.gocd.delete_agents(&remove).await
+        }
+        .await;
+        if removed.is_err() {
+            self.registry().removal_failed(&remove);
+        }
+        removed?;
         Ok(())
     }
 

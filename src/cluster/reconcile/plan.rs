@@ -64,7 +64,9 @@ pub fn plan(
         if registry.is_completing(&record.agent_id) {
             continue; // its job-completion disables, stops and deletes it right now
         }
-        let registered = gocd.contains_key(&record.agent_id);
+        // An agent this process had GoCD delete moments ago may still be in a listing read
+        // before that: it is not registered any more, and is not deleted twice.
+        let registered = gocd.contains_key(&record.agent_id) && !record.recently_removed(now);
         // GoCD says it runs a job now: a kept or warm agent adopted after a restart carries the
         // tag of its first job (or of the job whose key started it), which may have completed
         // while it runs another.
@@ -327,6 +329,22 @@ mod tests {
             matches!(&steps[0], Step::ReportUnexpectedStop { reason, .. } if reason.contains("Task stopped by user"))
         );
         assert!(matches!(&steps[1], Step::RemoveAgent { agent_id, .. } if agent_id == "a"));
+    }
+
+    #[test]
+    fn an_agent_removed_moments_ago_is_not_removed_again_from_a_listing_read_before() {
+        let mut reg = Registry::default();
+        launched(&mut reg, "a", 1, "t1");
+        let gocd: HashMap<_, _> = [agent("a", AgentState::Building, BuildState::Building)].into();
+        reg.observe(&[], &[task("t1", "a", 1, TaskStatus::Stopped)], &[], &gocd, T0);
+        // Job-completion (or the other reader) removed it a second ago; GoCD's listing is older.
+        assert_eq!(reg.claim_removal(&["a".into()], T0), vec![AgentId::from("a")]);
+        let steps = plan(&reg, &gocd, TIMEOUT, T0 + Duration::from_secs(1));
+        assert!(!steps.iter().any(|s| matches!(s, Step::RemoveAgent { .. })), "{steps:?}");
+        // Still listed long after: removed again.
+        let later = T0 + crate::cluster::registry::REMOVAL_SETTLES;
+        let steps = plan(&reg, &gocd, TIMEOUT, later);
+        assert!(steps.iter().any(|s| matches!(s, Step::RemoveAgent { agent_id, .. } if agent_id == "a")), "{steps:?}");
     }
 
     #[test]

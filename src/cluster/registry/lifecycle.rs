@@ -135,6 +135,7 @@ impl AgentRecord {
             served_jobs: vec![job.job_id],
             waiting_since: None,
             warm: false,
+            removed_at: None,
         }
     }
 
@@ -386,6 +387,35 @@ impl Registry {
         }
     }
 
+    /// Claims the removal of these agents from GoCD (disable-agents, then delete-agents) for one
+    /// caller: returns those no other path of this process removed, or is removing, within
+    /// [`super::REMOVAL_SETTLES`] before `now`, and marks them, so that whichever of job-completion,
+    /// server-ping or a task event comes first removes an agent, and the others see it done.
+    /// Agents without a record (GoCD lists them, this process never knew them) are returned as they are.
+    pub fn claim_removal(&mut self, agent_ids: &[AgentId], now: SystemTime) -> Vec<AgentId> {
+        let mut claimed = Vec::new();
+        for id in agent_ids {
+            match self.agents.get_mut(id.as_str()) {
+                Some(a) if a.recently_removed(now) => {}
+                Some(a) => {
+                    a.removed_at = Some(now);
+                    claimed.push(id.clone());
+                }
+                None => claimed.push(id.clone()),
+            }
+        }
+        claimed
+    }
+
+    /// A claimed removal failed (GoCD did not answer): the agents may be removed again.
+    pub fn removal_failed(&mut self, agent_ids: &[AgentId]) {
+        for id in agent_ids {
+            if let Some(a) = self.agents.get_mut(id.as_str()) {
+                a.removed_at = None;
+            }
+        }
+    }
+
     /// Inserts an agent found in AWS that we do not know (adoption after a restart).
     pub fn adopt(&mut self, record: AgentRecord) {
         self.agents.entry(record.agent_id.clone()).or_insert_with(|| Box::new(record));
@@ -417,6 +447,26 @@ mod tests {
 
     fn offer() -> Offer {
         Offer { environment: None, elastic_profile: "e".into(), settings: "s".into() }
+    }
+
+    #[test]
+    fn one_path_claims_an_agents_removal_and_the_others_see_it_done() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut r = Registry::default();
+        assert!(r.reserve_warm(&job(1), "ea-a".into(), 5, new(), now));
+        let both: Vec<AgentId> = vec!["ea-a".into(), "ea-unknown".into()];
+        // Job-completion claims it; server-ping and an event a moment later do not.
+        assert_eq!(r.claim_removal(&both[..1], now), both[..1].to_vec());
+        let later = now + Duration::from_secs(5);
+        assert_eq!(r.claim_removal(&both, later), both[1..].to_vec(), "an agent never known is GoCD's to remove");
+        assert!(r.get("ea-a").is_some_and(|a| a.recently_removed(later)));
+        // A removal GoCD did not answer may be made again at once.
+        r.removal_failed(&both[..1]);
+        assert_eq!(r.claim_removal(&both[..1], later), both[..1].to_vec());
+        // Long after, an agent GoCD still lists is removed again.
+        let much_later = later + super::super::REMOVAL_SETTLES;
+        assert!(!r.get("ea-a").is_some_and(|a| a.recently_removed(much_later)));
+        assert_eq!(r.claim_removal(&both[..1], much_later), both[..1].to_vec());
     }
 
     #[test]

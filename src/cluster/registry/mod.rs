@@ -93,9 +93,23 @@ pub struct AgentRecord {
     /// Started as a warm agent (`WarmAgents`), with no job of its own: `job` is the job whose
     /// unused registration key it started with, until it is given a job.
     pub warm: bool,
+    /// When a path of this process took on removing the agent from GoCD (disable-agents, then
+    /// delete-agents; cleared if GoCD did not answer): for a short while after, GoCD's listing of
+    /// it is older than the removal, not a reason to remove it again ([`REMOVAL_SETTLES`]).
+    pub removed_at: Option<SystemTime>,
 }
 
+/// How long after this process had GoCD delete an agent a listing of it is taken as older than
+/// the deletion (server-ping's list and an event's look may have been read before it): no second
+/// delete-agents for it within this time. Past it, an agent GoCD still lists is deleted again.
+pub const REMOVAL_SETTLES: std::time::Duration = std::time::Duration::from_secs(120);
+
 impl AgentRecord {
+    /// Whether this process had GoCD delete the agent within [`REMOVAL_SETTLES`] before `now`.
+    pub fn recently_removed(&self, now: SystemTime) -> bool {
+        self.removed_at.is_some_and(|t| now.duration_since(t).unwrap_or_default() < REMOVAL_SETTLES)
+    }
+
     /// Whether Spot interrupted the agent's task (Fargate Spot's stop code).
     pub fn spot_interrupted(&self) -> bool {
         self.task.as_ref().is_some_and(|t| t.stop_code == Some(StopCode::SpotInterruption))

@@ -132,5 +132,6 @@ fn adopted_record(task: &TaskView, agent_id: &str, now: SystemTime) -> Option<Ag
         served_jobs: vec![job_id],
         waiting_since: None,
         warm: false,
+        removed_at: None,
     })
 }

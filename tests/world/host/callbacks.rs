@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::*;
 
 impl GoCdHost {
-    pub(super) fn handle_callback(&self, name: &str, version: &str, body: Value) -> (i64, Value) {
+    pub(super) fn handle_callback(&self, generation: u64, name: &str, version: &str, body: Value) -> (i64, Value) {
         *self.state().callbacks.entry(name.to_string()).or_insert(0) += 1;
         let bad_version = |host: &GoCdHost| {
             host.violation(format!("callback {name} with unsupported api version {version:?}"));
@@ -34,6 +34,11 @@ impl GoCdHost {
                 if name.ends_with("disable-agents") {
                     self.disable_agents(&list);
                 } else {
+                    self.state().delete_calls.push(DeleteCall {
+                        generation,
+                        at: std::time::Instant::now(),
+                        agent_ids: list.clone(),
+                    });
                     self.delete_agents(&list);
                 }
                 (200, Value::Null)

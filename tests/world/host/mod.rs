@@ -353,7 +353,7 @@ impl GoCdHost {
                     if !(id.is_u64() || id.is_string()) || name.is_empty() {
                         self.violation(format!("[{g}] callback without id or name: {}", preview(text)));
                     }
-                    let (code, answer) = self.handle_callback(&name, &version, body);
+                    let (code, answer) = self.handle_callback(g, &name, &version, body);
                     let line = json!({"type": "response", "id": id, "code": code, "body": answer}).to_string();
                     conn.send_line(line);
                 }

@@ -307,6 +307,8 @@ pub struct HostState {
     pub agents: Vec<Agent>,
     /// Agent ids deleted by the plugin, in order.
     pub deleted_agents: Vec<String>,
+    /// Every delete-agents call, as the plugin made it (agents GoCD no longer knew included).
+    pub delete_calls: Vec<DeleteCall>,
     /// Agent ids disabled by the plugin, in order.
     pub disabled_agents: Vec<String>,
     pub keys: HashMap<String, KeyInfo>,
@@ -462,4 +464,31 @@ pub struct LoadReport {
     pub cluster_profile_view: Value,
     pub icon: Value,
     pub capabilities: Value,
+}
+
+/// One delete-agents call of the plugin.
+#[derive(Debug, Clone)]
+pub struct DeleteCall {
+    /// Which plugin process made it (`HostState::generation` then).
+    pub generation: u64,
+    pub at: Instant,
+    pub agent_ids: Vec<String>,
+}
+
+impl HostState {
+    /// Agents one plugin process named in more than one delete-agents call: (process, agent, calls).
+    pub fn agents_deleted_twice(&self) -> Vec<(u64, String, usize)> {
+        let mut named: BTreeMap<(u64, &str), usize> = BTreeMap::new();
+        for call in &self.delete_calls {
+            for id in &call.agent_ids {
+                *named.entry((call.generation, id.as_str())).or_default() += 1;
+            }
+        }
+        named.into_iter().filter(|(_, n)| *n > 1).map(|((g, id), n)| (g, id.to_string(), n)).collect()
+    }
+
+    /// When an agent was first named in a delete-agents call.
+    pub fn first_deleted_at(&self, agent_id: &str) -> Option<Instant> {
+        self.delete_calls.iter().find(|c| c.agent_ids.iter().any(|a| a == agent_id)).map(|c| c.at)
+    }
 }
