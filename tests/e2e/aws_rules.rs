@@ -1359,3 +1359,94 @@ async fn capacity_provider_rules_refuse_what_aws_refuses() {
     passed(mi_td().container_definitions(container("agent")).send().await, "a plain Managed Instances task definition");
     eprintln!("FIGURES: aws_rules capacity {} refusals", p.aws_refusals().len());
 }
+
+/// `ecs.container_instance_resources`: through the proxy, a container instance registers what
+/// ECS registers for its type (1024 CPU units a vCPU, 7482 MiB of each 8192 of its memory), and
+/// its remaining resources follow the tasks started and stopped on it; relaxed, moto's own
+/// 4096 units and 7482 MiB for every type.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn container_instances_register_what_ecs_registers_for_their_type() {
+    use aws_sdk_ec2::types::InstanceType;
+    use aws_sdk_ecs::types::{ContainerInstance, Resource};
+    let w = Rig::new().await;
+    let ec2 = aws_sdk_ec2::Client::new(&w.direct);
+    let resource =
+        |name: &str, value: i32| Resource::builder().name(name).r#type("INTEGER").integer_value(value).build();
+    // An m5.4xlarge (16 vCPUs, 65536 MiB) registered through the proxy, a c5.xlarge (4 vCPUs,
+    // 8192 MiB) straight in moto, each with the totals its ECS agent would send.
+    let mut arns = Vec::new();
+    for (instance_type, cpu, memory) in [(InstanceType::M54xlarge, 16384, 59856), (InstanceType::C5Xlarge, 4096, 7482)]
+    {
+        let launched = ec2
+            .run_instances()
+            .image_id(AMI)
+            .instance_type(instance_type.clone())
+            .min_count(1)
+            .max_count(1)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("RunInstances: {}", aws_error_text(&e)));
+        let id = launched.instances()[0].instance_id().unwrap().to_string();
+        let ecs = if instance_type == InstanceType::M54xlarge { w.ecs() } else { aws_sdk_ecs::Client::new(&w.direct) };
+        let registered = passed(
+            ecs.register_container_instance()
+                .cluster(CLUSTER)
+                .instance_identity_document(serde_json::json!({ "instanceId": id, "region": "us-east-1" }).to_string())
+                .total_resources(resource("CPU", cpu))
+                .total_resources(resource("MEMORY", memory))
+                .send()
+                .await,
+            "RegisterContainerInstance",
+        );
+        let instance = registered.container_instance().unwrap();
+        arns.push(instance.container_instance_arn().unwrap().to_string());
+        if instance_type == InstanceType::M54xlarge {
+            assert_eq!(figures(instance.registered_resources()), (16384, 59856), "the registration's answer");
+        }
+    }
+    let described = || async {
+        let out = passed(
+            w.ecs()
+                .describe_container_instances()
+                .cluster(CLUSTER)
+                .set_container_instances(Some(arns.clone()))
+                .send()
+                .await,
+            "DescribeContainerInstances",
+        );
+        let by_arn = |arn: &str| -> ContainerInstance {
+            out.container_instances().iter().find(|c| c.container_instance_arn() == Some(arn)).unwrap().clone()
+        };
+        let (m5, c5) = (by_arn(&arns[0]), by_arn(&arns[1]));
+        [m5, c5].map(|c| (figures(c.registered_resources()), figures(c.remaining_resources())))
+    };
+    assert_eq!(described().await, [((16384, 59856), (16384, 59856)), ((4096, 7482), (4096, 7482))]);
+
+    // A task of 4096 units and 8192 MiB (more than moto's own figures) started on the
+    // m5.4xlarge, then stopped.
+    let family = aws_sdk_ecs::Client::new(&w.direct)
+        .register_task_definition()
+        .family("large")
+        .container_definitions(ContainerDefinition::builder().name("agent").image(IMAGE).cpu(4096).memory(8192).build())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("RegisterTaskDefinition: {}", aws_error_text(&e)));
+    let td = family.task_definition().and_then(|t| t.task_definition_arn()).unwrap();
+    let started = passed(
+        w.ecs().start_task().cluster(CLUSTER).task_definition(td).container_instances(&arns[0]).send().await,
+        "StartTask on the m5.4xlarge",
+    );
+    let task = started.tasks()[0].task_arn().unwrap().to_string();
+    assert_eq!(described().await, [((16384, 59856), (12288, 51664)), ((4096, 7482), (4096, 7482))]);
+    passed(w.ecs().stop_task().cluster(CLUSTER).task(&task).send().await, "StopTask");
+    assert_eq!(described().await, [((16384, 59856), (16384, 59856)), ((4096, 7482), (4096, 7482))]);
+
+    w.proxy.relax(aws_rules::CONTAINER_INSTANCE_RESOURCES, "the test shows what moto answers without the rule");
+    assert_eq!(described().await, [((4096, 7482), (4096, 7482)), ((4096, 7482), (4096, 7482))]);
+}
+
+/// CPU units and MiB of a `registeredResources` or `remainingResources` list.
+fn figures(resources: &[aws_sdk_ecs::types::Resource]) -> (i32, i32) {
+    let get = |name: &str| resources.iter().find(|r| r.name() == Some(name)).map_or(-1, |r| r.integer_value());
+    (get("CPU"), get("MEMORY"))
+}

@@ -95,25 +95,25 @@ fn for_the_world(mut p: Props, world: &WorldValues, windows: bool) -> Props {
     p
 }
 
-/// The elastic profile that cannot run in the world, and why (asserted, not skipped).
+/// The elastic profile that cannot run yet, and why (asserted, not skipped).
 const CANNOT_RUN: &str = "windows-dotnet";
-/// What the plugin answers create-agent for it in the world.
-/// What the plugin answers create-agent for it in the world: the type it names varies
-/// (`m5.4xlarge`, or `c5.xlarge` of the Linux EC2 profiles on the same ECS cluster), the figures not.
+/// What the plugin answers create-agent for it: the type it names varies (`m5.4xlarge`, or the
+/// `c5.xlarge` of the Linux EC2 profiles on the same ECS cluster), the figures not.
 const CANNOT_RUN_BECAUSE: [&str; 2] =
     ["no listed x86_64 instance type offers ECS that much (", " 4096 CPU units and 7482 MiB)"];
 
 /// Every elastic profile `import` writes from the API JSON pair runs one job: agent registered,
 /// job assigned, job-completion answered 200, the task stopped, and no call the plugin made broke
-/// a rule of real AWS. All but one: `windows-dotnet` (4096 CPU units, 8 GiB on an m5.4xlarge)
-/// cannot start in this world: the plugin takes its m5.4xlarge as offering ECS 4096 CPU units
-/// and 7482 MiB (a c5.xlarge's figures, which moto and the world's instance simulator register
-/// for every container instance) where AWS registers about 16384 and 60000, and so refuses the
-/// job at create-agent (500). Where exactly the plugin takes those figures from in the world
-/// (moto's DescribeInstanceTypes, a registered instance, or the Linux EC2 profiles sharing the
-/// ECS cluster `gocd-agents`: the answer names either type) is not settled; the test asserts the
-/// refusal, so that a change in it is seen. One world for all of them, as after a real switch: the five cluster
-/// profiles `import` split `ecs-prod` into all name its one ECS cluster `gocd-agents`.
+/// a rule of real AWS. All but one: `windows-dotnet` (4096 CPU units, 8 GiB on an m5.4xlarge).
+/// One world for all of them, as after a real switch: the five cluster profiles `import` split
+/// `ecs-prod` into all name its one ECS cluster `gocd-agents`, so they share one engine, and that
+/// engine plans its EC2 capacity (instance types, AMI, the pool) with the cluster profile a
+/// request handed it last: the Windows job is judged against the Linux profiles' c5.xlarge, or
+/// Linux work is launched from the Windows profile's AMI. That is the plugin's, and real AWS
+/// would see it too. The world's rule that container instances register what ECS registers for
+/// their type (`ecs.container_instance_resources`) is relaxed here, so that every instance
+/// shows moto's 4096 CPU units and 7482 MiB and the refusal is the same every run; the test
+/// asserts it, so that the day the engine plans EC2 capacity per cluster profile is seen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_of_each_imported_profile_runs_green() {
     let dir = std::env::temp_dir().join(format!("ecs-ea-e2e-import-{}", std::process::id()));
@@ -135,6 +135,10 @@ async fn a_job_of_each_imported_profile_runs_green() {
         .collect();
 
     let mut w = Scenario::new("import_each_profile_runs").await;
+    w.proxy.relax(
+        crate::world::aws_rules::CONTAINER_INSTANCE_RESOURCES,
+        "the engine shared by EC2 cluster profiles of one ECS cluster plans with the last profile; asserted below",
+    );
     let base = w.base.clone();
     let world = WorldValues {
         network: moto::default_network(&base).await,

@@ -59,6 +59,7 @@
 //! | `ecs.stopped_tasks_forgotten` | emulation: a task an hour after it stopped (a StopTask through the proxy, else the first answer showing it STOPPED; a test may shorten the hour with [`AwsRules::forget_stopped_tasks_after`]) is `MISSING` in DescribeTasks' `failures`, no longer listed, and StopTask answers `InvalidParameterException` "The referenced task was not found."; see `aws_rules/stopped_tasks.rs` | ECS: reads |
 //! | `ecs.describe_tasks.cluster` | emulation: a task of another cluster than the one named is `MISSING` in DescribeTasks' `failures` (moto finds tasks in any cluster); see `aws_rules/stopped_tasks.rs` | ECS: reads (API_DescribeTasks) |
 //! | `ecs.describe_tasks.max` | `InvalidParameterException` "Tasks cannot be longer than 100." | ECS: reads (API_DescribeTasks) |
+//! | `ecs.container_instance_resources` | emulation: a container instance's `registeredResources` are what ECS registers for its type (1024 CPU units a vCPU, 7482 MiB of each 8192 of the type's memory, from moto's DescribeInstanceTypes), its `remainingResources` those less what moto took for its tasks (moto registers 4096 and 7482 whatever the type); see `aws_rules/container_instances.rs` | ECS: reads (DescribeContainerInstances); `tests/world/README.md` |
 //! | `ecs.stop_task.reason_length` | `InvalidParameterException` (`reason` ≤255 characters; AWS may truncate, the proxy refuses) | ECS: reads (StopTask) |
 //! | `ecs.run_task.fargate_rate` | `ThrottlingException` "Rate exceeded" HTTP 400: RunTask calls on Fargate, burst 20, 20/s | Quotas; ECS: RunTask (throttling) |
 //! | `ecs.fargate.on_demand_launch_rate` | `ThrottlingException`: Fargate on-demand tasks launched (a RunTask's `count`), burst 100, 20/s | Quotas; ECS: RunTask |
@@ -96,15 +97,35 @@ use super::http::{self, HttpRequest, HttpResponse};
 use super::proxy::{Call, Verdict};
 
 mod capacity;
+mod container_instances;
 mod ec2_rates;
 mod sessions;
 mod stopped_tasks;
+
+pub use container_instances::ecs_registers;
 
 /// The headers of `call` that sign it (moto checks no signature, but reads the account and
 /// region from them), for a call the world makes to moto on the caller's behalf.
 fn signing_headers(call: &Call) -> Vec<(String, String)> {
     let signing = ["host", "authorization", "x-amz-date", "x-amz-security-token"];
     call.request.headers.iter().filter(|(k, _)| signing.iter().any(|h| k.eq_ignore_ascii_case(h))).cloned().collect()
+}
+
+/// A SigV4 `Authorization` header with EC2 as its credential scope's service
+/// (`Credential=KEY/DATE/REGION/SERVICE/aws4_request`).
+fn ec2_scope(authorization: &str) -> String {
+    let Some((head, rest)) = authorization.split_once("Credential=") else {
+        return authorization.to_string();
+    };
+    let (credential, tail) = match rest.split_once(',') {
+        Some((credential, tail)) => (credential, format!(",{tail}")),
+        None => (rest, String::new()),
+    };
+    let mut parts: Vec<&str> = credential.split('/').collect();
+    if parts.len() == 5 {
+        parts[3] = "ec2";
+    }
+    format!("{head}Credential={}{tail}", parts.join("/"))
 }
 
 /// Every rule, by name.
@@ -147,6 +168,7 @@ pub const RULES: &[&str] = &[
     DESCRIBE_TASKS_CLUSTER,
     DESCRIBE_TASKS_MAX,
     STOP_TASK_REASON_LENGTH,
+    CONTAINER_INSTANCE_RESOURCES,
     FARGATE_RUN_TASK_RATE,
     FARGATE_ON_DEMAND_LAUNCH_RATE,
     FARGATE_SPOT_LAUNCH_RATE,
@@ -204,6 +226,7 @@ pub const STOPPED_TASKS_FORGOTTEN: &str = "ecs.stopped_tasks_forgotten";
 pub const DESCRIBE_TASKS_CLUSTER: &str = "ecs.describe_tasks.cluster";
 pub const DESCRIBE_TASKS_MAX: &str = "ecs.describe_tasks.max";
 pub const STOP_TASK_REASON_LENGTH: &str = "ecs.stop_task.reason_length";
+pub const CONTAINER_INSTANCE_RESOURCES: &str = "ecs.container_instance_resources";
 pub const FARGATE_RUN_TASK_RATE: &str = "ecs.run_task.fargate_rate";
 pub const FARGATE_ON_DEMAND_LAUNCH_RATE: &str = "ecs.fargate.on_demand_launch_rate";
 pub const FARGATE_SPOT_LAUNCH_RATE: &str = "ecs.fargate.spot_launch_rate";
@@ -967,7 +990,14 @@ impl AwsRules {
             return known.clone();
         }
         let body = format!("Action={action}&Version=2016-11-15&{parameter}={name}").into_bytes();
-        let mut headers = signing_headers(call);
+        // EC2's: moto serves the service the credential scope names (the call may be ECS's).
+        let mut headers: Vec<(String, String)> = signing_headers(call)
+            .into_iter()
+            .map(|(k, v)| {
+                let v = if k.eq_ignore_ascii_case("authorization") { ec2_scope(&v) } else { v };
+                (k, v)
+            })
+            .collect();
         headers.push(("Content-Type".into(), "application/x-www-form-urlencoded; charset=utf-8".into()));
         let request =
             HttpRequest { method: "POST".into(), target: "/".into(), version: "HTTP/1.1".into(), headers, body };
@@ -1123,7 +1153,8 @@ impl AwsRules {
     }
 
     /// The forwarding stage for calls AWS answers differently from moto: RunTask with a client
-    /// token seen before (replayed), ListTasks (paged as AWS does). `None`: forward as is.
+    /// token seen before (replayed), ListTasks (paged as AWS does), container instances (with
+    /// their type's resources). `None`: forward as is.
     pub async fn forward(&self, call: &Call, upstream: SocketAddr) -> Option<Emulated> {
         if call.is("ecs", "DescribeCapacityProviders") {
             return self.describe_capacity_providers(call, upstream).await;
@@ -1141,6 +1172,9 @@ impl AwsRules {
         }
         if call.is("ecs", "ListTasks") && self.on(LIST_TASKS_PAGING) {
             return Some(Emulated::Answer(Ok(self.list_tasks_page(call, upstream).await)));
+        }
+        if self.answers_container_instances(call) {
+            return Some(Emulated::Answer(Ok(self.container_instances_as_aws(call, upstream).await)));
         }
         if !call.is("ecs", "RunTask") || !self.on(RUN_TASK_CLIENT_TOKEN_REPLAY) {
             return None;

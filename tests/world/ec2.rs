@@ -4,10 +4,13 @@
 //! (DescribeInstances with the plugin's `gocd:server-id` tag, through the test's own client) and,
 //! after a delay, registers each running instance as a container instance of the cluster its user
 //! data names (`ECS_CLUSTER=` or `Initialize-ECSAgent -Cluster '...'`), with an instance identity
-//! document `{"instanceId", "region"}` and the instance type's CPU and memory as total resources
-//! (moto registers 4096 CPU / 7482 MiB whatever the type). It can be told to let instances never
-//! register. The plugin deregisters container instances itself (moto leaves them ACTIVE when the
-//! instance terminates).
+//! document `{"instanceId", "region"}` and, as total resources, what the ECS agent registers for
+//! the instance's type ([`super::aws_rules::ecs_registers`] of the vCPUs and MiB moto's
+//! DescribeInstanceTypes gives it). moto ignores them and registers 4096 CPU units and 7482 MiB
+//! whatever the type; the proxy answers the container instance with its type's figures
+//! (`ecs.container_instance_resources`, `tests/world/README.md`). It can be told to let instances
+//! never register. The plugin deregisters container instances itself (moto leaves them ACTIVE
+//! when the instance terminates).
 //!
 //! A stopped instance (the plugin's stopped pool, `Ec2StoppedInstances`) is not alive while it
 //! is stopped, and alive again once started, with a count of its starts. The real ECS agent,
@@ -119,6 +122,8 @@ struct Inner {
     ec2: Vec<aws_sdk_ec2::Client>,
     ecs: Vec<aws_sdk_ecs::Client>,
     state: Mutex<Ec2SimState>,
+    /// What an instance of each type registers (CPU units, MiB), as asked of moto.
+    registers: Mutex<BTreeMap<String, (i32, i32)>>,
 }
 
 /// The simulated ECS agents of the plugin's instances; stops polling when dropped.
@@ -150,6 +155,7 @@ impl InstanceSimulator {
             fleets,
             server_id: server_id.to_string(),
             state: Mutex::new(Ec2SimState { policy: Some(policy), ..Ec2SimState::default() }),
+            registers: Mutex::default(),
         });
         let i = inner.clone();
         let task = tokio::spawn(async move {
@@ -390,9 +396,33 @@ impl Inner {
         })
     }
 
+    /// What the ECS agent registers for an instance of this type: CPU units and MiB, from the
+    /// vCPUs and memory moto's DescribeInstanceTypes gives the type (asked once per type).
+    async fn type_registers(&self, fleet: usize, instance_type: &str) -> Result<(i32, i32), String> {
+        if let Some(known) = self.registers.lock().unwrap().get(instance_type) {
+            return Ok(*known);
+        }
+        let out = self.ec2[fleet]
+            .describe_instance_types()
+            .instance_types(aws_sdk_ec2::types::InstanceType::from(instance_type))
+            .send()
+            .await
+            .map_err(|e| format!("DescribeInstanceTypes {instance_type}: {}", aws_error_text(&e)))?;
+        let described = out.instance_types().first().ok_or_else(|| format!("moto knows no {instance_type}"))?;
+        let vcpus = described.v_cpu_info().and_then(|v| v.default_v_cpus()).unwrap_or_default();
+        let mib = described.memory_info().and_then(|m| m.size_in_mib()).unwrap_or_default();
+        let (cpu, memory) = super::aws_rules::ecs_registers(i64::from(vcpus), mib);
+        let figures = (
+            i32::try_from(cpu).map_err(|e| format!("{instance_type}: {e}"))?,
+            i32::try_from(memory).map_err(|e| format!("{instance_type}: {e}"))?,
+        );
+        self.registers.lock().unwrap().insert(instance_type.to_string(), figures);
+        Ok(figures)
+    }
+
     async fn register(&self, fleet: usize, id: &str, cluster: &str, instance_type: &str) -> Result<String, String> {
         let document = serde_json::json!({"instanceId": id, "region": REGION}).to_string();
-        let (cpu, memory) = type_resources(instance_type);
+        let (cpu, memory) = self.type_registers(fleet, instance_type).await?;
         let resource =
             |name: &str, value: i32| Resource::builder().name(name).r#type("INTEGER").integer_value(value).build();
         let out = self.ecs[fleet]
@@ -418,15 +448,6 @@ pub fn cluster_of(user_data: &str) -> Option<String> {
     }
     let rest = user_data.split("Initialize-ECSAgent -Cluster '").nth(1)?;
     rest.split('\'').next().map(str::to_string)
-}
-
-/// What a few instance types register (the rest as a c5.xlarge, as moto does).
-fn type_resources(instance_type: &str) -> (i32, i32) {
-    match instance_type {
-        "c5.large" => (2048, 3741),
-        "c5.2xlarge" => (8192, 14964),
-        _ => (4096, 7482),
-    }
 }
 
 /// Creates an IAM instance profile in the account of `access_key_id` through moto's IAM query
