@@ -225,12 +225,7 @@ impl Put {
 /// Puts a cluster profile's earlier properties back, with the `If-Match` of its current `ETag`.
 async fn restore_cluster(gocd: &Gocd, id: &str, before: &Value) -> Result<(), String> {
     let path = format!("/api/admin/elastic/cluster_profiles/{id}");
-    let current =
-        gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
-    let etag = match current {
-        (200, etag, _) => etag,
-        other => return Err(refused(id, &other)),
-    };
+    let etag = current_etag(gocd, &path, id).await?;
     // What GoCD's GET gave, less its links: the properties as it holds them (a secure one as its
     // `encrypted_value`, which the API takes back as it is).
     let body = json!({"id": id, "plugin_id": before["plugin_id"], "properties": before["properties"]});
@@ -244,16 +239,19 @@ async fn restore_cluster(gocd: &Gocd, id: &str, before: &Value) -> Result<(), St
     }
 }
 
+/// The current `ETag` of the cluster profile at `path`, for the `If-Match` of a change to it.
+async fn current_etag(gocd: &Gocd, path: &str, id: &str) -> Result<Option<String>, String> {
+    match gocd.request("GET", path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))? {
+        (200, etag, _) => Ok(etag),
+        other => Err(refused(id, &other)),
+    }
+}
+
 /// Deletes a cluster profile this run created, with the `If-Match` of its current `ETag`, so a
 /// change made by someone else since is not deleted with it.
 async fn delete_cluster(gocd: &Gocd, id: &str) -> Result<(), String> {
     let path = format!("/api/admin/elastic/cluster_profiles/{id}");
-    let current =
-        gocd.request("GET", &path, CLUSTER_PROFILES_V1, None, None).await.map_err(|e| format!("{id}: {e}"))?;
-    let etag = match current {
-        (200, etag, _) => etag,
-        other => return Err(refused(id, &other)),
-    };
+    let etag = current_etag(gocd, &path, id).await?;
     let answer = gocd
         .request("DELETE", &path, CLUSTER_PROFILES_V1, etag.as_deref(), None)
         .await
