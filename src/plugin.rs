@@ -7,7 +7,7 @@ mod leftovers;
 mod ping;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 
 use tokio::sync::OnceCell;
 
@@ -15,6 +15,7 @@ use crate::aws::Accounts;
 use crate::aws::AwsClients;
 use crate::cluster::gocd::console_line;
 use crate::cluster::identity::{cluster_key, cluster_key_of_agent, settings_fingerprint};
+use crate::cluster::locks::{Mutex, MutexGuard};
 use crate::cluster::Retirement;
 use crate::cluster::{Cluster, EngineOptions, Gocd};
 use crate::error::{PluginError, Result};
@@ -125,12 +126,16 @@ impl Plugin {
         let server = self.server_info().await?;
         let aws = self.accounts.clients_for(&profile, &server.server_id).await?;
         let key = self.key_of(&profile, &aws)?;
-        if let Some(cluster) = self.clusters().get(&key).cloned() {
+        // Served again under the engines' lock, which `forget_drained` holds too: an engine
+        // this request serves is never forgotten as drained meanwhile.
+        let clusters = self.clusters();
+        if let Some(cluster) = clusters.get(&key).cloned() {
             // The same account, perhaps through new credentials.
             cluster.reconfigure(aws, profile.clone());
             cluster.serve_again(&settings);
             return Ok((cluster, ProfileSnapshot { profile, settings }));
         }
+        drop(clusters);
         let engine = &self.engine;
         let fresh =
             Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile.clone(), self.gocd.clone(), engine));

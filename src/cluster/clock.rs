@@ -10,8 +10,10 @@
 //! (`tokio::time::timeout`), and the event-queue poller's pace (a monotonic `Instant`).
 
 use std::fmt::Debug;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
+
+use super::locks::Mutex;
 
 /// Where the engine reads the time.
 pub trait Clock: Debug + Send + Sync {

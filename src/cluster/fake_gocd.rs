@@ -1,11 +1,12 @@
 //! The GoCD port of the engine tests (`cluster/tests.rs`, the event queue's and guardrails'
 //! tests): records what the engine told GoCD, lists what it is given.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use serde_json::json;
 
 use super::gocd::{Gocd, GocdFuture, HostCallError};
+use super::locks::Mutex;
 use crate::protocol::host_calls::{HealthMessage, ServerInfo};
 use crate::protocol::types::{AgentMetadata, JobIdentifier};
 

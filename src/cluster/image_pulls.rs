@@ -11,10 +11,12 @@
 //! at most once per image reference per [`SIZE_EVERY`]. Pure: the caller gives records and times.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
 use super::job_wait::Histogram;
+use super::locks::MutexGuard;
 use super::registry::AgentRecord;
 use super::tasks::TaskView;
 use crate::aws::ecr::EcrImage;
@@ -84,31 +86,43 @@ impl ImageStats {
     }
 }
 
-/// What [`ImagePulls::note`] reads of an agent's record.
-#[derive(Debug, Clone, Copy)]
-pub struct Seen<'a> {
+/// What [`ImagePulls::note`] reads of an agent's record, copied out of it: the pulls are
+/// counted under their own lock, after the registry's is released.
+#[derive(Debug, Clone)]
+pub struct Seen {
     /// Its task.
-    pub arn: &'a str,
+    pub arn: String,
     /// When the record was made.
     pub created_at: SystemTime,
-    /// Its elastic profile (hash).
-    pub elastic_profile: &'a str,
-    /// Its image (empty when a task definition names it: then the task's first container's).
-    pub image: &'a str,
-    /// ECS's last description of its task.
-    pub task: Option<&'a TaskView>,
+    /// When its task's image pull started and stopped, once ECS told both.
+    pub pull: Option<(SystemTime, SystemTime)>,
+    /// Its elastic profile (hash); empty without a pull.
+    pub elastic_profile: String,
+    /// The image pulled (the record's; when a task definition names it, its task's first
+    /// container's); empty without a pull.
+    pub image: String,
 }
 
-impl<'a> Seen<'a> {
+impl Seen {
     /// The record's task, if it has one.
-    pub fn of(a: &'a AgentRecord) -> Option<Seen<'a>> {
-        Some(Seen {
-            arn: a.task_arn.as_deref()?,
-            created_at: a.created_at,
-            elastic_profile: &a.elastic_profile,
-            image: &a.image,
-            task: a.task.as_ref(),
-        })
+    pub fn of(a: &AgentRecord) -> Option<Seen> {
+        Some(Seen::new(a.task_arn.as_deref()?, a.created_at, &a.elastic_profile, &a.image, a.task.as_ref()))
+    }
+
+    /// What is read of a record of `task` made at `created_at`.
+    pub fn new(arn: &str, created_at: SystemTime, elastic_profile: &str, image: &str, task: Option<&TaskView>) -> Seen {
+        let pull = task.and_then(|t| Some((t.pull_started_at?, t.pull_stopped_at?)));
+        let (elastic_profile, image) = match (pull, task) {
+            (Some(_), Some(task)) => {
+                let image = match image {
+                    "" => task.containers.iter().find_map(|c| c.image.as_deref()).unwrap_or_default(),
+                    image => image,
+                };
+                (elastic_profile.to_string(), image.to_string())
+            }
+            _ => (String::new(), String::new()),
+        };
+        Seen { arn: arn.to_string(), created_at, pull, elastic_profile, image }
     }
 }
 
@@ -126,6 +140,8 @@ pub struct ImagePulls {
     /// Task ARNs already counted (only while their records live).
     counted: HashSet<String>,
     sizes: HashMap<String, Size>,
+    /// The number of the last look noted ([`ImagePulls::note_look`]).
+    last_look: Option<u64>,
 }
 
 impl ImagePulls {
@@ -142,30 +158,32 @@ impl ImagePulls {
     }
 
     /// Counts the pulls of `records` not counted yet, and forgets the tasks of records gone.
-    pub fn note<'a>(&mut self, records: impl IntoIterator<Item = Seen<'a>>) {
+    pub fn note(&mut self, records: impl IntoIterator<Item = Seen>) {
         let mut live = HashSet::new();
         for a in records {
-            live.insert(a.arn.to_string());
-            if self.counted.contains(a.arn) {
-                continue;
+            if let Some((started, stopped)) = a.pull.filter(|_| !self.counted.contains(&a.arn)) {
+                self.counted.insert(a.arn.clone());
+                // A pull that began before this process made the record is an adopted task's
+                // (after a restart): not counted.
+                if started + CLOCK_SLACK >= a.created_at && !a.image.is_empty() {
+                    let took = stopped.duration_since(started).unwrap_or_default();
+                    self.observe(&a.elastic_profile, &a.image, took, stopped);
+                }
             }
-            let Some(task) = a.task else { continue };
-            let (Some(started), Some(stopped)) = (task.pull_started_at, task.pull_stopped_at) else { continue };
-            self.counted.insert(a.arn.to_string());
-            if started + CLOCK_SLACK < a.created_at {
-                // Pulled before this process made the record: adopted after a restart.
-                continue;
-            }
-            let image = match a.image {
-                "" => task.containers.iter().find_map(|c| c.image.as_deref()).unwrap_or_default(),
-                image => image,
-            };
-            if image.is_empty() {
-                continue;
-            }
-            self.observe(a.elastic_profile, image, stopped.duration_since(started).unwrap_or_default(), stopped);
+            live.insert(a.arn);
         }
         self.counted.retain(|arn| live.contains(arn));
+    }
+
+    /// [`ImagePulls::note`] of the records copied at look number `look` (looks are numbered in
+    /// the order they copied the registry): a look overtaken by a later one notes nothing, as
+    /// the later one, whose copy is newer, counted what this one would have.
+    pub fn note_look(&mut self, look: u64, records: impl IntoIterator<Item = Seen>) {
+        if self.last_look.is_some_and(|last| look < last) {
+            return;
+        }
+        self.last_look = Some(look);
+        self.note(records);
     }
 
     /// Every image's pulls, by elastic profile then image.
@@ -204,9 +222,15 @@ impl super::Cluster {
     /// The image pulls, locked, after counting those the agents' records show since the last
     /// look. Never hold it across an `.await`.
     pub fn image_pulls(&self) -> MutexGuard<'_, ImagePulls> {
-        let registry = self.registry();
+        // Copied out of the registry's lock, released before the pulls' is taken; the look is
+        // numbered under the registry's lock, so looks are noted in the order they copied it.
+        let (look, seen) = {
+            let registry = self.registry();
+            let look = self.state.pull_looks.fetch_add(1, Ordering::Relaxed);
+            (look, registry.all().filter_map(Seen::of).collect::<Vec<_>>())
+        };
         let mut pulls = self.state.image_pulls.lock().unwrap_or_else(PoisonError::into_inner);
-        pulls.note(registry.all().filter_map(Seen::of));
+        pulls.note_look(look, seen);
         pulls
     }
 
@@ -309,8 +333,8 @@ mod tests {
         }
     }
 
-    fn seen<'a>(arn: &'a str, created: u64, task: &'a TaskView) -> Seen<'a> {
-        Seen { arn, created_at: at(created), elastic_profile: "small", image: "gocd/agent:v1", task: Some(task) }
+    fn seen(arn: &str, created: u64, task: &TaskView) -> Seen {
+        Seen::new(arn, at(created), "small", "gocd/agent:v1", Some(task))
     }
 
     #[test]
@@ -325,6 +349,36 @@ mod tests {
         // Records gone: their tasks are forgotten.
         p.note([]);
         assert!(p.counted.is_empty());
+    }
+
+    #[test]
+    fn a_look_overtaken_by_a_later_one_counts_and_forgets_nothing() {
+        let mut p = ImagePulls::default();
+        let pulled = task("t1", Some((110, 124)));
+        // Look 2 copied the registry after look 1 but is noted first: it counts the pull.
+        p.note_look(2, [seen("t1", 100, &pulled)]);
+        // Look 1's older copy (before t1's record existed) neither forgets t1 nor counts again.
+        p.note_look(1, []);
+        p.note_look(3, [seen("t1", 100, &pulled)]);
+        let pulls: Vec<u64> = p.all().map(|(_, _, s)| s.pulls).collect();
+        assert_eq!(pulls, [1]);
+        assert!(p.counted.contains("t1"));
+    }
+
+    #[test]
+    fn a_task_definitions_image_is_its_first_containers() {
+        let mut pulled = task("t1", Some((110, 124)));
+        pulled.containers = vec![crate::cluster::tasks::ContainerView {
+            name: "agent".into(),
+            image: Some("own/image:1".into()),
+            last_status: None,
+            exit_code: None,
+            reason: None,
+        }];
+        assert_eq!(Seen::new("t1", at(100), "small", "", Some(&pulled)).image, "own/image:1");
+        assert_eq!(Seen::new("t1", at(100), "small", "given:2", Some(&pulled)).image, "given:2");
+        let pulling = task("t1", None);
+        assert_eq!(Seen::new("t1", at(100), "small", "given:2", Some(&pulling)).pull, None);
     }
 
     #[test]

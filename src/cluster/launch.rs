@@ -7,10 +7,11 @@
 //! cluster's default strategy. Returns as soon as ECS accepted the task.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 
 use serde::Serialize;
 
+use super::locks::Mutex;
 use super::snapshot::{override_environment, LaunchSpec};
 use super::tasks::TaskView;
 use crate::aws::budget::Category;

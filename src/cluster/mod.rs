@@ -19,7 +19,9 @@
 //! task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass locks).
 //! The agents' lifecycle, every state and transition, is on one page: `registry/lifecycle.rs`.
 //! The engine reads the time from the [`clock::Clock`] it was built with ([`Cluster::now`]),
-//! never from the wall.
+//! never from the wall. Its locks are [`locks`]' (`std::sync`'s in release builds, their order
+//! checked in debug and test builds); which there are, what each guards, and the few taken
+//! while another is held, in which order: docs/architecture.md, "Locks".
 //!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
 //! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
@@ -48,6 +50,7 @@ pub mod job_wait;
 pub mod launch;
 #[cfg(test)]
 mod launch_tests;
+pub mod locks;
 pub mod price_fill;
 pub mod providers;
 mod reconcile;
@@ -70,12 +73,13 @@ pub use retirement::Retirement;
 pub use snapshot::{LaunchSpec, Work};
 
 use std::collections::HashMap;
-use std::sync::{Arc, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 use self::clock::{Clock, SystemClock};
 use self::events::Events;
 pub use self::identity::Identity;
+use self::locks::{MutexGuard, RwLock};
 use self::registry::{Assignment, Offer, Registry};
 use self::snapshot::RequestSnapshot;
 use self::task_definition::TaskDefinitionRef;

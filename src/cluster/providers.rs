@@ -165,7 +165,7 @@ pub async fn learn(aws: &AwsClients, cluster: &str, strategy: &ProviderStrategy)
 /// names another.
 #[derive(Debug, Default)]
 pub struct ProviderCache {
-    learned: std::sync::Mutex<Option<Learned>>,
+    learned: crate::cluster::locks::Mutex<Option<Learned>>,
     /// One learner at a time: concurrent create-agents share one call.
     learning: tokio::sync::Mutex<()>,
 }

@@ -8,8 +8,9 @@
 //! agents only; the engine itself retires once no team's profile is left in it.
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
+use super::locks::{Mutex, MutexGuard};
 use super::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
@@ -101,9 +102,9 @@ impl Cluster {
         self.registry().settings_changed(old, new);
     }
 
-    /// Whether agents started under `settings` belong to a deleted profile.
-    pub fn is_deleted_settings(&self, settings: &SettingsFingerprint) -> bool {
-        self.state.retirement.lock().deleted.contains(settings)
+    /// The settings fingerprints of deleted profiles: agents started under them are stopped.
+    pub fn deleted_settings(&self) -> BTreeSet<SettingsFingerprint> {
+        self.state.retirement.lock().deleted.clone()
     }
 
     /// Why the engine drains, if it does.

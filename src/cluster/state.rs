@@ -5,16 +5,19 @@
 //! again on the next request.
 //!
 //! Each part has its own lock, never held across an `.await` (the pass locks excepted, which
-//! exist to be held across one), so no request waits for another's AWS call.
+//! exist to be held across one), so no request waits for another's AWS call. Almost every lock
+//! is taken alone; the few held together and their order, checked in debug and test builds
+//! ([`super::locks`]), are in docs/architecture.md, "Locks".
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use tokio::sync::OnceCell;
 
 use super::events::Events;
+use super::locks::Mutex;
 use super::registry::Registry;
 use super::task_definition::TaskDefinitionRef;
 use super::{
@@ -36,6 +39,8 @@ pub(super) struct State {
     pub(super) job_waits: Mutex<job_wait::WaitHistograms>,
     /// Image pulls by elastic profile and image, and the images' sizes (`image_pulls.rs`).
     pub(super) image_pulls: Mutex<image_pulls::ImagePulls>,
+    /// Looks at the image pulls so far, each numbered under the registry's lock.
+    pub(super) pull_looks: AtomicU64,
     /// Warm pools: unused keys and arrivals (`warm_pools.rs`).
     pub(super) warm: Mutex<warm_pools::WarmPools>,
     /// What jobs and warm pools cost lately (`job_cost.rs`).
@@ -85,6 +90,7 @@ impl State {
             took: Mutex::new(Vec::new()),
             job_waits: Mutex::new(job_wait::WaitHistograms::default()),
             image_pulls: Mutex::new(image_pulls::ImagePulls::default()),
+            pull_looks: AtomicU64::new(0),
             warm: Mutex::new(warm_pools::WarmPools::default()),
             cost: Mutex::new(job_cost::CostState::default()),
             task_definitions: Mutex::new(HashMap::new()),

@@ -19,6 +19,7 @@ use std::time::{Duration, SystemTime};
 
 use super::create::AgentRequest;
 use super::identity::new_agent_id;
+use super::locks::MutexGuard;
 use super::reconcile::plan::Step;
 use super::registry::NewAgent;
 use super::snapshot::RequestSnapshot;
@@ -167,7 +168,7 @@ impl Cluster {
     }
 
     /// The warm pools, locked. Never hold across an `.await`.
-    fn warm_pools(&self) -> std::sync::MutexGuard<'_, WarmPools> {
+    fn warm_pools(&self) -> MutexGuard<'_, WarmPools> {
         self.state.warm.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -251,13 +252,20 @@ impl Cluster {
 
     /// What one pool holds now, the target it aims at, and its newest snapshot.
     fn pool_view(&self, id: &PoolId, now: SystemTime) -> Option<(PoolView, u32, Arc<RequestSnapshot>)> {
-        let pools = self.warm_pools();
-        let pool = pools.pools.get(id)?;
-        let snapshot = pool.latest.clone()?;
+        // Copied out of the pools' lock, released before the registry's is taken.
+        let (snapshot, target, keys) = {
+            let pools = self.warm_pools();
+            let pool = pools.pools.get(id)?;
+            let snapshot = pool.latest.clone()?;
+            let arrivals: Vec<SystemTime> = pool.arrivals.iter().copied().collect();
+            let open = snapshot.elastic.warm.schedule.is_open(now);
+            let max_agents = snapshot.profile.max_agents;
+            let target = warm::target(snapshot.elastic.warm.agents, open, &arrivals, COLD_START, max_agents, now);
+            let keys: Vec<UnusedKey> =
+                pool.keys.iter().map(|k| UnusedKey { id: k.id.clone(), received_at: k.received_at }).collect();
+            (snapshot, target, keys)
+        };
         let max_agents = snapshot.profile.max_agents;
-        let arrivals: Vec<SystemTime> = pool.arrivals.iter().copied().collect();
-        let open = snapshot.elastic.warm.schedule.is_open(now);
-        let target = warm::target(snapshot.elastic.warm.agents, open, &arrivals, COLD_START, max_agents, now);
         let registry = self.registry();
         let mine = |a: &&super::registry::AgentRecord| {
             a.elastic_profile == id.elastic_profile && a.settings == id.settings && a.environment == id.environment
@@ -276,7 +284,6 @@ impl Cluster {
         let starting = u32::try_from(waiting.len() - idle.len()).unwrap_or(u32::MAX);
         let live = registry.all().filter(|a| a.phase.occupies_capacity() && a.settings == id.settings).count();
         let headroom = max_agents.saturating_sub(u32::try_from(live).unwrap_or(u32::MAX));
-        let keys = pool.keys.iter().map(|k| UnusedKey { id: k.id.clone(), received_at: k.received_at }).collect();
         Some((PoolView { idle, starting, keys, headroom }, target, snapshot))
     }
 

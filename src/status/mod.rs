@@ -324,17 +324,20 @@ pub struct ClusterFacts<'a> {
 
 /// Takes a snapshot of a cluster from memory.
 pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
-    let profile = cluster.profile();
+    let (profile, aws) = (cluster.profile(), cluster.aws());
+    // One lock at a time: each read's guard goes at the end of its own statement.
+    let agents = cluster.registry().all().cloned().collect();
+    let events = cluster.events().recent();
     let facts = ClusterFacts {
         key: cluster.key(),
         profile: &profile,
-        region: &cluster.aws().region,
-        agents: cluster.registry().all().cloned().collect(),
-        events: cluster.events().recent(),
-        calls: cluster.aws().calls.snapshot(),
-        role_expires: cluster.aws().role.expires(),
-        role_error: cluster.aws().role.last_error(),
-        assume_role_calls: cluster.aws().role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
+        region: &aws.region,
+        agents,
+        events,
+        calls: aws.calls.snapshot(),
+        role_expires: aws.role.expires(),
+        role_error: aws.role.last_error(),
+        assume_role_calls: aws.role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
         swept_orphans: cluster.swept_orphans(),
     };
     let now = SystemTime::now();
@@ -432,20 +435,14 @@ pub fn build_snapshot(facts: &ClusterFacts<'_>, now: SystemTime) -> ClusterSnaps
 
 /// Finds an agent by id, or by the job it serves (newest first).
 pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>) -> Option<AgentRow> {
-    let profile = cluster.profile();
+    let (profile, aws) = (cluster.profile(), cluster.aws());
     let registry = cluster.registry();
     let record = match (agent_id, job_id) {
         (Some(id), _) => registry.get(id),
         (None, Some(job)) => registry.all().filter(|a| a.job.job_id == job).max_by_key(|a| a.created_at),
         (None, None) => None,
     }?;
-    Some(agent_row(
-        record,
-        &cluster.aws().region,
-        profile.cluster_short_name(),
-        profile.log_group.as_deref(),
-        SystemTime::now(),
-    ))
+    Some(agent_row(record, &aws.region, profile.cluster_short_name(), profile.log_group.as_deref(), SystemTime::now()))
 }
 
 /// A task's status as the report shows it: `—` when there is no task yet.

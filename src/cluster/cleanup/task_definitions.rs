@@ -7,12 +7,13 @@
 //! run and those of elastic profiles seen in the last hour (create-agent, or a launch).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, PoisonError};
+use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
 use super::plan::{self, family_of, Budget, Revision};
 use crate::aws::AwsError;
 use crate::cluster::identity::is_ours;
+use crate::cluster::locks::{Mutex, MutexGuard};
 use crate::cluster::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 
@@ -73,7 +74,7 @@ impl SweepState {
         due
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -5,7 +5,7 @@
 //! [`PoolState::demands`] turn the state into the planner's input.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -17,6 +17,7 @@ use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffe
 use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
+use crate::cluster::locks::{Mutex, MutexGuard};
 use crate::cluster::snapshot::LaunchSpec;
 use crate::ids::AgentId;
 use crate::secret::Secret;

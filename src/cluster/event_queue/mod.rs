@@ -20,7 +20,7 @@ mod handle;
 pub mod parse;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
@@ -30,6 +30,7 @@ pub use handle::Handled;
 
 use super::Cluster;
 use crate::aws::sqs::BATCH;
+use crate::cluster::locks::{Mutex, MutexGuard};
 use crate::protocol::host_calls::HealthKind;
 
 /// SQS's longest long poll.

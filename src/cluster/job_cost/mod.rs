@@ -18,12 +18,13 @@ mod reads;
 use reads::{provider_spot_key, spot_key};
 
 use std::collections::HashMap;
-use std::sync::{Arc, MutexGuard, PoisonError};
+use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 use tokio::sync::OnceCell;
 
 use super::launch::Capacity;
+use super::locks::MutexGuard;
 use super::price_fill::{Filled, Gap};
 use super::providers::ProviderKind;
 use super::registry::AgentRecord;
@@ -415,7 +416,7 @@ impl Cluster {
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.clone());
         let arn = arn.ok_or("its EC2 instance is not known")?;
         // Copied out of the pool's lock, which is never held while the cost's is taken (the
-        // cost's is held while the pool's is taken, in `price_job`).
+        // cost's is held while the pool's is taken, in `price_job`: docs/architecture.md, "Locks").
         let instance = {
             let st = self.ec2().state();
             st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).cloned()

@@ -8,6 +8,7 @@ mod apply;
 pub mod plan;
 
 use std::collections::HashMap;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use super::cleanup::{self, task_definitions};
@@ -39,13 +40,17 @@ impl Cluster {
         };
         let now = self.now();
         let timeout = Duration::from_secs(u64::from(self.profile().agent_register_timeout_minutes) * 60);
-        let (registered_after, steps, orphans) = {
+        // Read before the registry's lock is taken, never under it: the profile's retirement,
+        // and the orphan marks, which only this pass reads and writes (under the ping lock).
+        let retired = self.retired();
+        let deleted = self.deleted_settings();
+        let previous_marks =
+            std::mem::take(&mut *self.state.orphan_marks.lock().unwrap_or_else(PoisonError::into_inner));
+        let (registered_after, steps, orphans, marks) = {
             let mut registry = self.registry();
             let registered = registry.observe(&refresh.running, &refresh.described, &refresh.missing, &gocd, now);
             registry.settle_unknown_launches(refreshed_at);
-            let mut marks = self.state.orphan_marks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let swept = cleanup::plan::orphans(&registry, &refresh.running, &marks);
-            *marks = swept.marks;
+            let swept = cleanup::plan::orphans(&registry, &refresh.running, &previous_marks);
             let mut steps = plan::plan(&registry, &gocd, timeout, now);
             // Decided under the same lock as should-assign-work's answers: claimed now, an agent
             // to stop cannot be given a job before its StopTask.
@@ -55,14 +60,15 @@ impl Cluster {
                 }
             }
             let reason = "its cluster profile was deleted in GoCD";
-            if self.retired() == Some(super::Retirement::Deleted) {
+            if retired == Some(super::Retirement::Deleted) {
                 steps.extend(plan::stop_all(&registry, &gocd, reason, |_| true));
             } else {
                 // One team's profile deleted from an engine that other teams' profiles share.
-                steps.extend(plan::stop_all(&registry, &gocd, reason, |a| self.is_deleted_settings(&a.settings)));
+                steps.extend(plan::stop_all(&registry, &gocd, reason, |a| deleted.contains(&a.settings)));
             }
-            (registered, steps, swept.plan)
+            (registered, steps, swept.plan, swept.marks)
         };
+        *self.state.orphan_marks.lock().unwrap_or_else(PoisonError::into_inner) = marks;
         // The pulls the refresh brought, counted before stopped records go.
         self.count_image_pulls();
         // Stopping tasks only: a failed stop is told by `stop_task` and tried again next pass.
