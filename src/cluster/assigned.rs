@@ -49,7 +49,7 @@ impl Cluster {
         };
         if start {
             let cluster = self.clone();
-            tokio::spawn(async move { cluster.announce_pending().await });
+            self.spawn_background(async move { cluster.announce_pending().await });
         }
     }
 

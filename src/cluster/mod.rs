@@ -29,6 +29,7 @@
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 
 mod assigned;
+pub mod background;
 pub mod cleanup;
 pub mod clock;
 pub mod complete;
@@ -133,6 +134,8 @@ pub struct Cluster {
     gocd: Arc<dyn Gocd>,
     /// Where it reads the time ([`clock`]): the wall clock in production.
     clock: Arc<dyn Clock>,
+    /// The work it runs behind its requests' backs ([`background`]).
+    background: background::Background,
     /// What changes: agents, what it resolved and launched in AWS, what happened lately.
     state: state::State,
 }
@@ -177,8 +180,24 @@ impl Cluster {
             config: RwLock::new(Arc::new(Config { aws, profile: Arc::new(profile) })),
             gocd,
             clock,
+            background: background::Background::default(),
             state,
         }
+    }
+
+    /// Runs `work` behind the request that asked for it: the request answers GoCD without
+    /// waiting, and [`Cluster::background_settled`] waits for it.
+    pub(super) fn spawn_background<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.background.spawn(work);
+    }
+
+    /// Returns once the work the engine runs behind its requests (announcements, console lines,
+    /// warm-pool passes) is done.
+    pub async fn background_settled(&self) {
+        self.background.settled().await;
     }
 
     /// The engine's current time, from its clock.
@@ -280,7 +299,7 @@ impl Cluster {
                 tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "reused a kept agent");
                 let line = create::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, owned) = (self.gocd.clone(), job.clone());
-                tokio::spawn(async move {
+                self.spawn_background(async move {
                     let _ = gocd.console_log(&owned, gocd::console_line(line)).await;
                 });
                 // Counted and logged; the reuse line above is the job's console line.

@@ -202,7 +202,7 @@ impl Cluster {
             }
         }
         let cluster = self.clone();
-        tokio::spawn(async move { cluster.tend_warm_pools().await });
+        self.spawn_background(async move { cluster.tend_warm_pools().await });
     }
 
     /// One pass over every warm pool: start, retire, forget keys ([`warm::plan`]).

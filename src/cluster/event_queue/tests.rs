@@ -292,11 +292,12 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
         "STOPPED",
         Some(("TaskFailedToStart", "CannotPullContainerError")),
     ));
-    for _ in 0..500 {
-        if w.gocd.deleted().contains(&agent) && w.aws.queued() == 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    // The poller says when an event changed what server health says: wait for that, not for time.
+    let changed = queues.changed();
+    while !(w.gocd.deleted().contains(&agent) && w.aws.queued() == 0) {
+        tokio::time::timeout(std::time::Duration::from_secs(10), changed.notified())
+            .await
+            .expect("the poller handed the event on within 10 s");
     }
     assert_eq!(w.gocd.deleted(), vec![agent]);
     assert_eq!(w.aws.queued(), 0);
@@ -305,7 +306,11 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
     queues.sync(std::slice::from_ref(&w.cluster));
     assert!(queues.urls().is_empty());
     w.aws.send_event(&task_event(&arn, started_by, "ci", "STOPPED", None));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // On this single-threaded runtime a live poller would read at the next turns of the
+    // scheduler; the aborted one never runs again.
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
     assert_eq!(w.aws.queued(), 1, "nobody reads the queue any more");
 }
 

@@ -1,19 +1,9 @@
 //! The job's wait, said when its agent takes it: one console line with the phases, the
 //! histograms counted, and one DescribeTasks at most for the start times the record lacks.
 
-use std::time::Duration;
-
 use super::{no_offer, World};
 use crate::cluster::fixtures::job;
 use crate::cluster::job_wait::WaitPhase;
-
-/// Lets the background announcement run.
-async fn settle() {
-    for _ in 0..50 {
-        tokio::task::yield_now().await;
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
 
 #[tokio::test]
 async fn an_agent_taking_its_job_writes_the_wait_in_its_console_once() {
@@ -22,14 +12,14 @@ async fn an_agent_taking_its_job_writes_the_wait_in_its_console_once() {
     let agent_id = w.agent_of(7);
     let describes = w.aws.count("DescribeTasks");
     assert!(w.cluster.should_assign(&agent_id, &job(7), no_offer));
-    settle().await;
+    w.cluster.background_settled().await;
     let lines: Vec<String> = w.gocd.console_of(7).into_iter().filter(|l| l.contains("ready in")).collect();
     assert_eq!(lines.len(), 1, "{:?}", w.gocd.console_of(7));
     assert!(lines[0].contains(&format!("agent {agent_id} ready in")) && lines[0].contains("queued"), "{}", lines[0]);
     assert_eq!(w.aws.count("DescribeTasks"), describes + 1, "the start times read once");
     // GoCD asks again (the agent took the job already): nothing more is said or read.
     assert!(w.cluster.should_assign(&agent_id, &job(7), no_offer));
-    settle().await;
+    w.cluster.background_settled().await;
     assert_eq!(w.gocd.console_of(7).iter().filter(|l| l.contains("ready in")).count(), 1);
     assert_eq!(w.aws.count("DescribeTasks"), describes + 1);
     let waits = w.cluster.job_waits();
