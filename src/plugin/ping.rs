@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -73,9 +73,8 @@ impl Plugin {
         }
         self.forget_drained();
         self.sync_event_queues();
-        let now = SystemTime::now();
         for cluster in self.known_clusters() {
-            cluster.registry().prune(now);
+            cluster.registry().prune(cluster.now());
         }
         *self.profile_problems.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = problems;
         self.send_health().await

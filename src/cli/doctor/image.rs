@@ -8,8 +8,7 @@
 
 use std::io;
 
-use super::network::Network;
-use super::reach::{way_out, Way};
+use super::network::{way_out, Network, Way};
 use super::{Aws, Report};
 use crate::aws::doctor_routes::RouteTableView;
 use crate::settings::ElasticProfile;

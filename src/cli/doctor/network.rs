@@ -1,8 +1,9 @@
-//! Where the tasks of a cluster profile attach, as the doctor's network check found it: the
-//! checks of what runs inside the task, of what the tasks can reach and of EC2 instances read
-//! it.
+//! Where the tasks of a cluster profile attach, as the doctor's network check found it, and how
+//! each of its subnets reaches the world: the checks of what runs inside the task, of what the
+//! tasks can reach and of EC2 instances read it.
 
 use crate::aws::doctor_reads::EgressRule;
+use crate::aws::doctor_routes::RouteTableView;
 
 /// Where tasks attach: the subnets and groups, and their VPC.
 #[derive(Debug, Clone)]
@@ -26,4 +27,25 @@ pub(super) fn lets_tcp_out(rule: &EgressRule, port: u16) -> bool {
     let from = rule.from_port.unwrap_or(0);
     let to = rule.to_port.unwrap_or(65535);
     all || (tcp && (from == -1 || (from..=to).contains(&i32::from(port))))
+}
+
+/// How one subnet reaches the world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Way {
+    Nat(String),
+    Internet(String),
+    Other(String),
+    EndpointsOnly,
+}
+
+/// The way out of `subnet`: its own route table's default route, else the main table's.
+pub(super) fn way_out(subnet: &str, tables: &[RouteTableView]) -> Way {
+    let table =
+        tables.iter().find(|t| t.subnets.iter().any(|s| s == subnet)).or_else(|| tables.iter().find(|t| t.main));
+    match table.and_then(|t| t.default_route.clone()) {
+        Some(target) if target.starts_with("nat-") => Way::Nat(target),
+        Some(target) if target.starts_with("igw-") => Way::Internet(target),
+        Some(target) => Way::Other(target),
+        None => Way::EndpointsOnly,
+    }
 }

@@ -26,7 +26,7 @@
 use std::io;
 
 use super::fix::fix_for;
-use super::network::{allows_tcp_out, Network};
+use super::network::{allows_tcp_out, way_out, Network, Way};
 use super::{Aws, Report};
 use crate::aws::doctor_reads::EgressRule;
 use crate::aws::doctor_routes::RouteTableView;
@@ -36,27 +36,6 @@ use crate::settings::{ClusterProfile, ElasticProfile};
 const GOCD_HTTP_PORT: u16 = 8153;
 /// The TLS port GoCD servers opened before 20.6; no server listens there now.
 const RETIRED_TLS_PORT: u16 = 8154;
-
-/// How one subnet reaches the world.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Way {
-    Nat(String),
-    Internet(String),
-    Other(String),
-    EndpointsOnly,
-}
-
-/// The way out of `subnet`: its own route table's default route, else the main table's.
-pub(super) fn way_out(subnet: &str, tables: &[RouteTableView]) -> Way {
-    let table =
-        tables.iter().find(|t| t.subnets.iter().any(|s| s == subnet)).or_else(|| tables.iter().find(|t| t.main));
-    match table.and_then(|t| t.default_route.clone()) {
-        Some(target) if target.starts_with("nat-") => Way::Nat(target),
-        Some(target) if target.starts_with("igw-") => Way::Internet(target),
-        Some(target) => Way::Other(target),
-        None => Way::EndpointsOnly,
-    }
-}
 
 /// The endpoints a VPC without a way out needs, as service names.
 fn needed_endpoints(region: &str, logs: bool) -> Vec<String> {
