@@ -41,7 +41,8 @@ impl From<EngineError> for PluginError {
         match e {
             EngineError::Aws(e) => PluginError::Aws(e),
             EngineError::Gocd(e) => PluginError::Host(e),
-            EngineError::Refused(message) | EngineError::Config(message) => PluginError::Config(message),
+            EngineError::Refused(refusal) => PluginError::Config(refusal.to_string()),
+            EngineError::Config(message) => PluginError::Config(message),
         }
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::error::EngineError;
+use super::error::{EngineError, Refusal};
 use super::gocd::console_line;
 use super::identity::new_agent_id;
 use super::launch::{route, run_task_routed, Capacity, Route};
@@ -84,16 +84,13 @@ impl Cluster {
     pub async fn create_agent(self: &Arc<Self>, request: AgentRequest) -> Result<Created, EngineError> {
         let profile = request.profile.clone(); // one snapshot of the profile for the whole request
         if let Some(why) = self.retired() {
-            let message = format!(
-                "no agent started for job {}: this cluster profile is retired ({why:?})",
-                request.job.locator()
-            );
-            self.refuse(&request.job, &message).await;
-            return Err(EngineError::Refused(message));
+            let refusal = Refusal::Retired { job: request.job.locator(), why };
+            self.refuse(&request.job, &refusal.to_string()).await;
+            return Err(refusal.into());
         }
         let elastic = match checked_elastic_profile(&profile, &request.elastic_profile) {
             Ok(elastic) => Arc::new(elastic),
-            Err(misfit) => return Err(self.refuse_misfit(&request.job, &misfit).await),
+            Err(misfit) => return Err(self.refuse_misfit(&request.job, misfit).await),
         };
         // The strategy's providers by kind (learned once): what the task definition must suit,
         // and whether ECS Managed Instances refuses a key of the elastic profile.
@@ -104,7 +101,7 @@ impl Cluster {
         if let Some(provider) = kinds.as_deref().and_then(|k| k.managed_instances()) {
             let problems = managed_instances::check(&elastic, provider);
             if !problems.is_empty() {
-                return Err(self.refuse_misfit(&request.job, &Misfit(problems)).await);
+                return Err(self.refuse_misfit(&request.job, Misfit(problems)).await);
             }
         }
         // The request's snapshot: the family is computed here, once, from its own profiles.
@@ -292,13 +289,10 @@ impl Cluster {
     }
 
     /// Refuses the job because its elastic profile does not fit this cluster profile.
-    async fn refuse_misfit(&self, job: &JobIdentifier, misfit: &Misfit) -> EngineError {
-        let message = format!(
-            "no agent started for job {}: the elastic profile does not fit this cluster profile: {misfit}",
-            job.locator()
-        );
-        self.refuse(job, &message).await;
-        EngineError::Refused(message)
+    async fn refuse_misfit(&self, job: &JobIdentifier, misfit: Misfit) -> EngineError {
+        let refusal = Refusal::Misfit { job: job.locator(), misfit };
+        self.refuse(job, &refusal.to_string()).await;
+        refusal.into()
     }
 }
 

@@ -2,8 +2,10 @@
 //! metrics label and the status report), a call to GoCD, or a profile the engine cannot act on
 //! as it stands (the message says what to change).
 
+use super::create::Misfit;
 use super::gocd::HostCallError;
 use super::guardrails::GuardrailError;
+use super::retirement::Retirement;
 use super::snapshot::OverLimit;
 use crate::aws::AwsError;
 
@@ -16,26 +18,51 @@ pub enum EngineError {
     /// A call to the GoCD server failed.
     #[error(transparent)]
     Gocd(#[from] HostCallError),
-    /// The elastic profile does not fit the cluster profile (launch type, sizes, allow-lists);
-    /// the message says what to change. The job's console and server health said so too.
-    #[error("{0}")]
-    Refused(String),
+    /// The engine would not start an agent for the job as the profiles stand; it reads as the
+    /// sentence that says what to change. The job's console and server health said so too.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     /// The profiles cannot be acted on as they stand; the message says what to change.
     #[error("{0}")]
     Config(String),
 }
 
-/// A given task definition the cluster profile does not allow is a refusal: its sentence goes
-/// to the job's console and server health as it reads.
+/// Why no agent was started for a job, kept typed so callers match on the cause, not on words.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Refusal {
+    /// GoCD deleted or replaced the cluster profile: its engine takes no new work.
+    #[error("no agent started for job {job}: this cluster profile is retired ({why:?})")]
+    Retired {
+        /// The job's locator.
+        job: String,
+        /// Deleted or replaced.
+        why: Retirement,
+    },
+    /// The elastic profile does not fit the cluster profile (launch type, sizes, keys a
+    /// capacity provider refuses).
+    #[error("no agent started for job {job}: the elastic profile does not fit this cluster profile: {misfit}")]
+    Misfit {
+        /// The job's locator.
+        job: String,
+        /// Each key that does not fit, and why.
+        misfit: Misfit,
+    },
+    /// A given task definition the cluster profile does not allow.
+    #[error(transparent)]
+    Guardrail(#[from] GuardrailError),
+    /// A launch over AWS's limits, refused before it is sent.
+    #[error(transparent)]
+    OverLimit(#[from] OverLimit),
+}
+
 impl From<GuardrailError> for EngineError {
     fn from(e: GuardrailError) -> Self {
-        EngineError::Refused(e.to_string())
+        EngineError::Refused(e.into())
     }
 }
 
-/// A launch over AWS's limits is refused before it is sent, saying what to shorten.
 impl From<OverLimit> for EngineError {
     fn from(e: OverLimit) -> Self {
-        EngineError::Refused(e.to_string())
+        EngineError::Refused(e.into())
     }
 }

@@ -341,6 +341,7 @@ mod tests {
         };
         let refused = cluster.create_agent(request(1, "team-bad:1")).await;
         let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };
+        let why = why.to_string();
         assert!(why.contains("runs image \"evil/miner\""), "{why}");
         assert_eq!(aws.count("RunTask"), 0, "nothing ran");
         assert!(gocd.console_of(1).iter().any(|l| l.contains("evil/miner")), "{:?}", gocd.console_of(1));
@@ -412,6 +413,7 @@ mod tests {
         };
         let refused = cluster.create_agent(request(1, "evil/miner:latest")).await;
         let Err(EngineError::Refused(why)) = refused else { panic!("refused: {refused:?}") };
+        let why = why.to_string();
         assert!(
             why.contains(
                 "Sidecars: Sidecar db runs image 'evil/miner:latest', which this cluster profile does not allow"

@@ -68,7 +68,7 @@ pub mod warm;
 pub mod warm_pools;
 
 pub use create::{AgentRequest, Created};
-pub use error::EngineError;
+pub use error::{EngineError, Refusal};
 pub use gocd::{Gocd, HostCallError};
 pub use retirement::Retirement;
 pub use snapshot::{LaunchSpec, Work};

@@ -775,6 +775,7 @@ async fn a_given_task_definition_without_what_a_provider_needs_is_refused_naming
 
     let refused = w.cluster.create_agent(given(w.request(1, "key-1"), "team-fargate:1")).await.expect_err("refused");
     let EngineError::Refused(why) = &refused else { panic!("refused: {refused:?}") };
+    let why = why.to_string();
     let td = "arn:aws:ecs:us-east-1:123456789012:task-definition/team-fargate:1";
     assert_eq!(
         why.as_str(),
