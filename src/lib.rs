@@ -37,6 +37,7 @@ pub mod error;
 pub mod handlers;
 pub mod ids;
 pub mod metrics;
+pub mod platform;
 pub mod plugin;
 pub mod protocol;
 pub mod secret;

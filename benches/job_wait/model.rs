@@ -13,7 +13,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::cost::{fargate_task_cost, Capacity, PriceTable, TaskSize};
+use ecs_elastic_agent::cost::{fargate_task_cost, Market, PriceTable, TaskSize};
 
 /// create-agent to RunTask accepted: one AWS call (the plugin's own, under a second).
 pub const RUNTASK: u64 = 1;
@@ -186,8 +186,8 @@ pub fn fargate_size(cpu: u32, memory: u32) -> (f64, f64) {
 /// embedded table, AWS's "up to 70 %"; a `PriceTable` file may set another).
 pub fn fargate_cost(cpu: u32, memory: u32, seconds: u64, spot: bool) -> f64 {
     let (vcpu, memory_gb) = fargate_size(cpu, memory);
-    let capacity = if spot { Capacity::FargateSpot } else { Capacity::Fargate };
-    let size = TaskSize { vcpu, memory_gb, capacity, ..TaskSize::linux(cpu, memory) };
+    let market = if spot { Market::FargateSpot } else { Market::Fargate };
+    let size = TaskSize { vcpu, memory_gb, market, ..TaskSize::linux(cpu, memory) };
     let start = SystemTime::UNIX_EPOCH;
     fargate_task_cost(prices(), &size, REGION, start, start + Duration::from_secs(seconds))
         .unwrap_or_else(|e| panic!("{e}"))

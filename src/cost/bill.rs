@@ -13,6 +13,7 @@
 use std::time::SystemTime;
 
 use super::prices::{NoPrice, PriceTable};
+use crate::platform::{Arch, OsClass};
 
 /// Linux's least billed time on Fargate and EC2, in seconds.
 pub const LINUX_MINIMUM_SECONDS: u64 = 60;
@@ -21,27 +22,11 @@ pub const FREE_EPHEMERAL_GB: f64 = 20.0;
 /// Hours in the month EBS prorates its GB-month over (30 days).
 pub const EBS_MONTH_HOURS: f64 = 30.0 * 24.0;
 
-/// A Fargate task's CPU architecture.
+/// The price a Fargate task was billed at: on demand, or Spot's discount. (Where a task runs,
+/// Fargate, Spot, an instance or a provider, is `cluster::job::launch::Capacity`; this is only
+/// what the bill needs of it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arch {
-    /// x86_64.
-    X86,
-    /// ARM64 (Graviton).
-    Arm64,
-}
-
-/// A Fargate task's operating system.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Os {
-    /// Linux.
-    Linux,
-    /// Any Windows Server family.
-    Windows,
-}
-
-/// Where a Fargate task ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Capacity {
+pub enum Market {
     /// Fargate on demand.
     Fargate,
     /// Fargate Spot.
@@ -60,9 +45,9 @@ pub struct TaskSize {
     /// CPU architecture.
     pub arch: Arch,
     /// Operating system.
-    pub os: Os,
+    pub os: OsClass,
     /// On demand or Spot.
-    pub capacity: Capacity,
+    pub market: Market,
 }
 
 impl TaskSize {
@@ -73,9 +58,9 @@ impl TaskSize {
             vcpu: f64::from(cpu_units) / 1024.0,
             memory_gb: f64::from(memory_mib) / 1024.0,
             ephemeral_gb: FREE_EPHEMERAL_GB,
-            arch: Arch::X86,
-            os: Os::Linux,
-            capacity: Capacity::Fargate,
+            arch: Arch::X86_64,
+            os: OsClass::Linux,
+            market: Market::Fargate,
         }
     }
 }
@@ -131,21 +116,21 @@ pub fn fargate_hourly(table: &PriceTable, size: &TaskSize, region: &str) -> Resu
     let prices = table.fargate(region)?;
     let missing = |what: &str| NoPrice { what: format!("Fargate {what}"), region: region.into() };
     let (rate, name, minimum) = match (size.os, size.arch) {
-        (Os::Windows, Arch::Arm64) => return Err(CostError::WindowsOnArm),
-        (Os::Windows, Arch::X86) => (
+        (OsClass::Windows, Arch::Arm64) => return Err(CostError::WindowsOnArm),
+        (OsClass::Windows, Arch::X86_64) => (
             prices.windows,
             "Windows",
             table.fargate_windows_minimum_seconds.ok_or_else(|| missing("Windows minimum"))?,
         ),
-        (Os::Linux, Arch::X86) => (prices.x86, "Linux/x86", LINUX_MINIMUM_SECONDS),
-        (Os::Linux, Arch::Arm64) => (prices.arm64, "Linux/ARM64", LINUX_MINIMUM_SECONDS),
+        (OsClass::Linux, Arch::X86_64) => (prices.x86, "Linux/x86", LINUX_MINIMUM_SECONDS),
+        (OsClass::Linux, Arch::Arm64) => (prices.arm64, "Linux/ARM64", LINUX_MINIMUM_SECONDS),
     };
     let rate = rate.ok_or_else(|| missing(name))?;
     let vcpu_hour = rate.vcpu_hour.ok_or_else(|| missing(&format!("{name} vCPU-hour")))?;
     let gb_hour = rate.gb_hour.ok_or_else(|| missing(&format!("{name} GB-hour")))?;
     let license = match size.os {
-        Os::Windows => rate.license_vcpu_hour.ok_or_else(|| missing("Windows licence vCPU-hour"))?,
-        Os::Linux => 0.0,
+        OsClass::Windows => rate.license_vcpu_hour.ok_or_else(|| missing("Windows licence vCPU-hour"))?,
+        OsClass::Linux => 0.0,
     };
     let extra_storage = (size.ephemeral_gb - FREE_EPHEMERAL_GB).max(0.0);
     let storage = if extra_storage > 0.0 {
@@ -153,9 +138,9 @@ pub fn fargate_hourly(table: &PriceTable, size: &TaskSize, region: &str) -> Resu
     } else {
         0.0
     };
-    let spot = match size.capacity {
-        Capacity::Fargate => 1.0,
-        Capacity::FargateSpot => 1.0 - table.fargate_spot_discount.ok_or_else(|| missing("Spot discount"))?,
+    let spot = match size.market {
+        Market::Fargate => 1.0,
+        Market::FargateSpot => 1.0 - table.fargate_spot_discount.ok_or_else(|| missing("Spot discount"))?,
     };
     let compute = size.vcpu * vcpu_hour + size.memory_gb * gb_hour;
     Ok((compute * spot + size.vcpu * license + storage, minimum))
@@ -231,7 +216,7 @@ mod tests {
 
     #[test]
     fn windows_fargate_adds_its_licence_and_bills_fifteen_minutes_at_least() {
-        let size = TaskSize { os: Os::Windows, ..TaskSize::linux(1024, 2048) };
+        let size = TaskSize { os: OsClass::Windows, ..TaskSize::linux(1024, 2048) };
         let hour = 0.046552 + 2.0 * 0.00511175 + 0.046;
         assert!(close(cost(&size, 3600.0), hour));
         assert!(close(cost(&size, 120.0), hour * 900.0 / 3600.0));
@@ -252,13 +237,13 @@ mod tests {
         let plain = TaskSize::linux(1024, 2048);
         let big = TaskSize { ephemeral_gb: 50.0, ..plain };
         assert!(close(cost(&big, 3600.0) - cost(&plain, 3600.0), 30.0 * 0.000111));
-        let spot = TaskSize { capacity: Capacity::FargateSpot, ..big };
+        let spot = TaskSize { market: Market::FargateSpot, ..big };
         assert!(close(cost(&spot, 3600.0), 0.04937 * 0.3 + 30.0 * 0.000111));
     }
 
     #[test]
     fn the_spot_discount_comes_from_the_table() {
-        let size = TaskSize { capacity: Capacity::FargateSpot, ..TaskSize::linux(1024, 2048) };
+        let size = TaskSize { market: Market::FargateSpot, ..TaskSize::linux(1024, 2048) };
         let mut table = PriceTable::embedded();
         table.fargate_spot_discount = Some(0.5);
         let half = fargate_task_cost(&table, &size, "us-east-1", at(0.0), at(3600.0));

@@ -30,15 +30,16 @@ use super::providers::ProviderKind;
 use super::registry::AgentRecord;
 use super::snapshot::RequestSnapshot;
 use super::Cluster;
-use crate::aws::ec2_types::{ContainerInstance, OsClass};
+use crate::aws::ec2_types::ContainerInstance;
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
 use crate::cost::ledger::{Ledger, Summary};
 use crate::cost::{
-    fargate_billing_start, fargate_hourly, gp3_hourly, Arch, Capacity as Market, CostError, Os, PriceTable, TaskSize,
+    fargate_billing_start, fargate_hourly, gp3_hourly, Market, CostError, PriceTable, TaskSize,
 };
 use crate::ids::AgentId;
+use crate::platform::{Arch, OsClass};
 use crate::protocol::types::JobIdentifier;
 
 /// What an elastic profile says of its tasks' size, kept by its hash.
@@ -47,7 +48,7 @@ struct Basis {
     cpu: u32,
     memory: u32,
     arch: Arch,
-    os: Os,
+    os: OsClass,
     ephemeral_gb: f64,
 }
 
@@ -194,8 +195,8 @@ impl Cluster {
         let basis = Basis {
             cpu: e.cpu,
             memory: e.memory,
-            arch: if e.cpu_architecture == "ARM64" { Arch::Arm64 } else { Arch::X86 },
-            os: if e.operating_system_family == "LINUX" { Os::Linux } else { Os::Windows },
+            arch: Arch::of_ecs(&e.cpu_architecture),
+            os: OsClass::of_family(&e.operating_system_family),
             ephemeral_gb: e.ephemeral_storage_gib.map_or(crate::cost::bill::FREE_EPHEMERAL_GB, f64::from),
         };
         let mut cost = self.cost();
@@ -390,9 +391,9 @@ impl Cluster {
         let (Some(cpu), Some(memory)) = (cpu, memory) else {
             return Err("its task's size is not known".into());
         };
-        let b = basis.unwrap_or(Basis { cpu, memory, arch: Arch::X86, os: Os::Linux, ephemeral_gb: 20.0 });
+        let b = basis.unwrap_or(Basis { cpu, memory, arch: Arch::X86_64, os: OsClass::Linux, ephemeral_gb: 20.0 });
         let size = TaskSize {
-            capacity: market,
+            market,
             arch: b.arch,
             os: b.os,
             ephemeral_gb: b.ephemeral_gb,
@@ -487,10 +488,7 @@ impl Cluster {
 
     /// The OS `record`'s agent runs, as its elastic profile says (Linux when not known).
     fn os_of(&self, record: &AgentRecord) -> OsClass {
-        match self.cost().basis.get(&record.elastic_profile).map(|b| b.os) {
-            Some(Os::Windows) => OsClass::Windows,
-            _ => OsClass::Linux,
-        }
+        self.cost().basis.get(&record.elastic_profile).map_or(OsClass::Linux, |b| b.os)
     }
 
     /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.
@@ -619,7 +617,7 @@ fn ran_on(record: &AgentRecord, ran: &str, given: bool) -> String {
 
 /// `Fargate, 1 vCPU 2 GB, us-east-1` (Spot, ARM64, Windows and extra storage said when so).
 fn fargate_words(size: &TaskSize, region: &str) -> String {
-    let market = match size.capacity {
+    let market = match size.market {
         Market::Fargate => "Fargate",
         Market::FargateSpot => "Fargate Spot",
     };
@@ -627,7 +625,7 @@ fn fargate_words(size: &TaskSize, region: &str) -> String {
     if size.arch == Arch::Arm64 {
         what.push_str(" ARM64");
     }
-    if size.os == Os::Windows {
+    if size.os == OsClass::Windows {
         what.push_str(" Windows");
     }
     if size.ephemeral_gb > crate::cost::bill::FREE_EPHEMERAL_GB {
