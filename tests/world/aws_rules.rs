@@ -1188,8 +1188,7 @@ impl AwsRules {
                 match tokens.get(&key) {
                     Some(e) if e.body != body => {
                         let message = "The clientToken was already used with different parameters in this cluster.";
-                        let answer =
-                            HttpResponse::aws_json(400, &json!({"__type": "ConflictException", "message": message}));
+                        let answer = HttpResponse::aws_json_error(400, "ConflictException", message);
                         return Some(Emulated::Replay(answer));
                     }
                     Some(TokenEntry { answer: Some(answer), .. }) => {
@@ -1457,8 +1456,5 @@ pub fn list_tasks_answer(
 
 /// AWS's answer to a `nextToken` it never gave.
 pub fn invalid_next_token() -> HttpResponse {
-    HttpResponse::aws_json(
-        400,
-        &json!({"__type": "InvalidParameterException", "message": "The specified nextToken is not valid."}),
-    )
+    HttpResponse::aws_json_error(400, "InvalidParameterException", "The specified nextToken is not valid.")
 }

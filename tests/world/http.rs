@@ -66,6 +66,12 @@ impl HttpResponse {
         r
     }
 
+    /// An error of the JSON protocols (ECS, SQS, EventBridge, Pricing) as AWS writes it:
+    /// `{"__type":"ThrottlingException","message":"Rate exceeded"}`.
+    pub fn aws_json_error(status: u16, error_type: &str, message: &str) -> Self {
+        Self::aws_json(status, &serde_json::json!({ "__type": error_type, "message": message }))
+    }
+
     /// The proxy's 502 when moto could not be reached or answered nothing.
     pub fn upstream_failed(e: &io::Error) -> Self {
         Self::new(502, "text/plain", format!("proxy: upstream failed: {e}"))

@@ -26,7 +26,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -127,7 +127,7 @@ pub enum Verdict {
 impl Verdict {
     /// An ECS (awsJson1_1) error such as `{"__type":"ThrottlingException","message":"Rate exceeded"}`.
     pub fn ecs_error(status: u16, error_type: &str, message: &str) -> Verdict {
-        Verdict::Respond(HttpResponse::aws_json(status, &json!({"__type": error_type, "message": message})))
+        Verdict::Respond(HttpResponse::aws_json_error(status, error_type, message))
     }
 
     /// An STS (awsQuery) error, e.g. `AccessDenied` with 403 or `Throttling` with 400.
@@ -872,9 +872,7 @@ pub mod faults {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use serde_json::json;
-
-    use super::{Call, HttpResponse, Verdict};
+    use super::{Call, Verdict};
 
     /// Per-call probabilities (each 0.0 to 1.0; the faults are exclusive and tried in this order).
     #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1126,14 +1124,8 @@ pub mod faults {
             }
             ("sts", false) => Verdict::sts_error(500, "InternalFailure", "An internal error occurred"),
             ("sts", true) => Verdict::sts_error(503, "ServiceUnavailable", "Service is unavailable"),
-            (_, false) => Verdict::Respond(HttpResponse::aws_json(
-                500,
-                &json!({"__type": "ServerException", "message": "Service encountered an internal error"}),
-            )),
-            (_, true) => Verdict::Respond(HttpResponse::aws_json(
-                503,
-                &json!({"__type": "ServiceUnavailableException", "message": "Service Unavailable"}),
-            )),
+            (_, false) => Verdict::ecs_error(500, "ServerException", "Service encountered an internal error"),
+            (_, true) => Verdict::ecs_error(503, "ServiceUnavailableException", "Service Unavailable"),
         }
     }
 }

@@ -51,7 +51,7 @@ impl AwsRules {
         let task = body["task"].as_str()?;
         self.forgotten(task).then(|| {
             let message = "The referenced task was not found.";
-            HttpResponse::aws_json(400, &json!({ "__type": "InvalidParameterException", "message": message }))
+            HttpResponse::aws_json_error(400, "InvalidParameterException", message)
         })
     }
 
