@@ -1,7 +1,8 @@
 //! The reference of every profile key, as Markdown (`docs/profile-keys.md`): written from the
 //! one table of keys ([`super::keys`]), so the document cannot drift from what the plugin reads.
 //! A unit test keeps the checked-in file equal to [`markdown`]; after changing a key, rewrite it
-//! with `UPDATE_KEY_REFERENCE=1 cargo test --lib key_reference`.
+//! with `UPDATE_KEY_REFERENCE=1 cargo test --lib key_reference`. Each profile's part shows its
+//! form (`docs/images/`, photographed by `tests/local/profile_views.rs`).
 
 use std::fmt::Write as _;
 
@@ -34,6 +35,20 @@ pub fn markdown() -> String {
             ProfileKind::Elastic => "Elastic agent profile",
         };
         let _ = write!(out, "\n## {title}\n\n{intro}\n");
+        let (image, noun) = match kind {
+            ProfileKind::Cluster => ("cluster-profile-view.png", "cluster profile"),
+            ProfileKind::Elastic => ("elastic-profile-view.png", "elastic agent profile"),
+        };
+        let open: Vec<String> = kind.open_groups().iter().map(|g| format!("*{g}*")).collect();
+        let open = match open.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => open.join(""),
+        };
+        let _ = write!(
+            out,
+            "\nGoCD's {noun} form shows each key's name beside its label, in the groups below: {open} open, \
+             the others collapsed until clicked.\n\n![The {noun} form of a new profile](images/{image})\n"
+        );
         for group in kind.groups() {
             let _ = write!(out, "\n### {group}\n\n| key | entry | description |\n|---|---|---|\n");
             for spec in kind.keys().iter().filter(|s| s.group == *group) {

@@ -45,6 +45,15 @@ impl ProfileKind {
         }
     }
 
+    /// The fieldsets the form shows open; the others, whose keys all have defaults most profiles
+    /// keep, start collapsed.
+    pub fn open_groups(self) -> &'static [&'static str] {
+        match self {
+            ProfileKind::Cluster => CLUSTER_OPEN_GROUPS,
+            ProfileKind::Elastic => ELASTIC_OPEN_GROUPS,
+        }
+    }
+
     /// The other profile (used to say "that is a cluster profile setting").
     pub fn other(self) -> ProfileKind {
         match self {
@@ -132,6 +141,9 @@ const EC2: &str = "EC2 capacity";
 
 /// Cluster profile fieldsets, in display order.
 pub const CLUSTER_GROUPS: &[&str] = &[ACCOUNT, CLUSTER, NETWORK, LIMITS, EC2];
+
+/// Cluster profile fieldsets shown open in the form: the account, the cluster and its network.
+pub const CLUSTER_OPEN_GROUPS: &[&str] = &[ACCOUNT, CLUSTER, NETWORK];
 
 /// Every cluster profile key.
 #[rustfmt::skip]
@@ -235,6 +247,9 @@ const ADVANCED: &str = "Advanced";
 /// Elastic agent profile fieldsets, in display order.
 pub const ELASTIC_GROUPS: &[&str] = &[BASICS, RESOURCES, STORAGE, NETWORK, SECURITY, ADVANCED];
 
+/// Elastic agent profile fieldsets shown open in the form: the image and what the task gets.
+pub const ELASTIC_OPEN_GROUPS: &[&str] = &[BASICS, RESOURCES];
+
 /// Every elastic agent profile key.
 #[rustfmt::skip]
 pub const ELASTIC_KEYS: &[KeySpec] = &[
@@ -331,6 +346,13 @@ mod tests {
             }
             for group in kind.groups() {
                 assert!(keys.iter().any(|s| s.group == *group), "empty fieldset {group}");
+            }
+            for group in kind.open_groups() {
+                assert!(kind.groups().contains(group), "open group {group} is no fieldset");
+            }
+            // The required keys are in open groups.
+            for spec in keys.iter().filter(|s| s.required) {
+                assert!(kind.open_groups().contains(&spec.group), "{} in a collapsed group", spec.key);
             }
         }
     }

@@ -1,8 +1,12 @@
 //! The profile forms: GoCD Angular templates generated from the key table.
 //!
-//! One `fieldset` per group, one `form_item_block` per key, in the style of the public GoCD
-//! elastic-agent plugins' `*.template.html`. Labels, help text and option names are HTML-escaped;
-//! only `{{GOINPUTNAME[Key].$error.server}}` is left for Angular to interpolate.
+//! One `details` per group (a `summary` with the group's name over a `fieldset`), open for the
+//! groups of [`ProfileKind::open_groups`] and collapsed for the others; one `form_item_block` per
+//! key, in the style of the public GoCD elastic-agent plugins' `*.template.html`, its label
+//! followed by the key's name. Labels, help text and option names are HTML-escaped; only
+//! `{{GOINPUTNAME[Key].$error.server}}` is left for Angular to interpolate. GoCD hosts the
+//! template in an AngularJS 1.0.8 app (`tests/local/profile_views.rs` renders it that way in a
+//! browser): each input's `ng-model` is its exact key, which GoCD watches to read the value.
 
 use std::fmt::Write as _;
 
@@ -21,26 +25,42 @@ pub fn elastic_profile_view() -> String {
 fn render(kind: ProfileKind) -> String {
     let mut html = String::from("<div class=\"ecs-elastic-agent-profile\">\n");
     for group in kind.groups() {
-        let _ = writeln!(html, "<fieldset>\n  <legend>{}</legend>", escape(group));
-        for spec in kind.keys().iter().filter(|s| s.group == *group) {
+        let specs: Vec<&KeySpec> = kind.keys().iter().filter(|s| s.group == *group).collect();
+        let open = if kind.open_groups().contains(group) { " open" } else { "" };
+        // A collapsed group says when one of its keys has a server error.
+        let any_error = specs.iter().map(|s| server_error(s.key)).collect::<Vec<_>>().join(" || ");
+        let _ = writeln!(html, "<details class=\"profile-group\"{open}>");
+        let _ = writeln!(
+            html,
+            "  <summary>{}<span class=\"form_error form-error\" ng-class=\"{{'is-visible': {any_error}}}\" ng-show=\"{any_error}\">A key in this group is invalid.</span></summary>",
+            escape(group)
+        );
+        html.push_str("  <fieldset>\n");
+        for spec in specs {
             field(&mut html, spec);
         }
-        html.push_str("</fieldset>\n");
+        html.push_str("  </fieldset>\n</details>\n");
     }
     html.push_str("</div>\n");
     html
 }
 
+/// The Angular expression of a key's server error; GoCD rewrites `GOINPUTNAME[Key]`.
+fn server_error(key: &str) -> String {
+    format!("GOINPUTNAME[{key}].$error.server")
+}
+
 fn field(html: &mut String, spec: &KeySpec) {
     let key = spec.key;
-    let server_error = format!("GOINPUTNAME[{key}].$error.server");
+    let server_error = server_error(key);
     let asterisk = if spec.required { "<span class=\"asterix\">*</span>" } else { "" };
     let required = spec.required;
-    let _ = writeln!(html, "  <div class=\"form_item_block\">");
+    let _ = writeln!(html, "    <div class=\"form_item_block\">");
     let _ = writeln!(
         html,
-        "    <label ng-class=\"{{'is-invalid-label': {server_error}}}\">{}:{asterisk}</label>",
-        escape(spec.label)
+        "      <label ng-class=\"{{'is-invalid-label': {server_error}}}\">{}:{asterisk} <code class=\"key-name\">{}</code></label>",
+        escape(spec.label),
+        escape(key)
     );
     let input = match spec.input {
         Input::Text => {
@@ -55,13 +75,13 @@ fn field(html: &mut String, spec: &KeySpec) {
         }
         Input::Select(options) => select(key, required, options),
     };
-    let _ = writeln!(html, "    {input}");
+    let _ = writeln!(html, "      {input}");
     let _ = writeln!(
         html,
-        "    <span class=\"form_error form-error\" ng-class=\"{{'is-visible': {server_error}}}\" ng-show=\"{server_error}\">{{{{{server_error}}}}}</span>"
+        "      <span class=\"form_error form-error\" ng-class=\"{{'is-visible': {server_error}}}\" ng-show=\"{server_error}\">{{{{{server_error}}}}}</span>"
     );
-    let _ = writeln!(html, "    <span class=\"form-help-content\">{}</span>", escape(spec.help));
-    let _ = writeln!(html, "  </div>");
+    let _ = writeln!(html, "      <span class=\"form-help-content help-text\">{}</span>", escape(spec.help));
+    let _ = writeln!(html, "    </div>");
 }
 
 /// A drop-down whose empty choice means "the default" (the first option).
@@ -78,8 +98,9 @@ fn select(key: &str, required: bool, options: &[&str]) -> String {
     html
 }
 
-/// Escapes text for HTML content and attribute values; braces too, so Angular never
-/// interpolates text.
+/// Escapes text for HTML content and attribute values. Braces too, though that alone does not
+/// keep Angular from interpolating: it reads the decoded text. No text of the key table holds
+/// `{{` (a test below checks), and the browser test reads every label and help text back as written.
 fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -101,30 +122,62 @@ fn escape(text: &str) -> String {
 mod tests {
     use super::*;
 
+    fn views() -> [(ProfileKind, String); 2] {
+        [(ProfileKind::Cluster, cluster_profile_view()), (ProfileKind::Elastic, elastic_profile_view())]
+    }
+
     #[test]
-    fn every_key_has_a_bound_input_error_span_and_help() {
-        for (kind, html) in
-            [(ProfileKind::Cluster, cluster_profile_view()), (ProfileKind::Elastic, elastic_profile_view())]
-        {
+    fn every_key_has_a_bound_input_its_name_an_error_span_and_help() {
+        for (kind, html) in views() {
             for spec in kind.keys() {
-                assert!(html.contains(&format!("ng-model=\"{}\"", spec.key)), "{}", spec.key);
+                assert_eq!(html.matches(&format!("ng-model=\"{}\"", spec.key)).count(), 1, "{}", spec.key);
                 assert!(html.contains(&format!("{{{{GOINPUTNAME[{}].$error.server}}}}", spec.key)), "{}", spec.key);
+                assert!(
+                    html.contains(&format!(" <code class=\"key-name\">{}</code></label>", spec.key)),
+                    "{}",
+                    spec.key
+                );
             }
-            for group in kind.groups() {
-                assert!(html.contains(&format!("<legend>{group}</legend>")), "{group}");
-            }
+            assert_eq!(html.matches("ng-model=").count(), kind.keys().len());
             assert_eq!(html.matches("<fieldset>").count(), kind.groups().len());
             assert_eq!(html.matches("class=\"form_item_block\"").count(), kind.keys().len());
         }
     }
 
     #[test]
+    fn groups_fold_and_only_the_open_ones_start_open() {
+        for (kind, html) in views() {
+            assert_eq!(html.matches("<details ").count(), kind.groups().len());
+            for group in kind.groups() {
+                let open = kind.open_groups().contains(group);
+                let tag =
+                    if open { "<details class=\"profile-group\" open>" } else { "<details class=\"profile-group\">" };
+                assert!(html.contains(&format!("{tag}\n  <summary>{group}<span ")), "{group}");
+                // The summary's error marker covers exactly the group's keys.
+                let summary =
+                    html.split(&format!("<summary>{group}<")).nth(1).and_then(|s| s.split("</summary>").next());
+                let summary = summary.unwrap_or_default();
+                for spec in kind.keys() {
+                    let named = summary.contains(&format!("GOINPUTNAME[{}].$error.server", spec.key));
+                    assert_eq!(named, spec.group == *group, "{group}: {}", spec.key);
+                }
+            }
+        }
+        assert!(cluster_profile_view().contains("<details class=\"profile-group\">\n  <summary>EC2 capacity<"));
+        assert!(elastic_profile_view().contains("<details class=\"profile-group\">\n  <summary>Advanced<"));
+        assert!(elastic_profile_view().contains("<details class=\"profile-group\" open>\n  <summary>Basics<"));
+    }
+
+    #[test]
     fn only_required_keys_get_an_asterisk() {
         let html = cluster_profile_view();
         assert_eq!(html.matches("class=\"asterix\"").count(), 1);
-        assert!(html.contains("ECS cluster name or ARN:<span class=\"asterix\">*</span></label>"));
+        assert!(html.contains(
+            "ECS cluster name or ARN:<span class=\"asterix\">*</span> <code class=\"key-name\">ClusterName</code></label>"
+        ));
         assert!(html.contains("<input type=\"text\" ng-model=\"ClusterName\" ng-required=\"true\"/>"));
         assert!(html.contains("<input type=\"text\" ng-model=\"Region\" ng-required=\"false\"/>"));
+        assert!(html.contains("AWS region: <code class=\"key-name\">Region</code></label>"));
         assert_eq!(elastic_profile_view().matches("class=\"asterix\"").count(), 1);
     }
 
@@ -151,11 +204,9 @@ mod tests {
             escape("a<b> & \"c\" 'd' {{e}}"),
             "a&lt;b&gt; &amp; &quot;c&quot; &#39;d&#39; &#123;&#123;e&#125;&#125;"
         );
-        for (kind, html) in
-            [(ProfileKind::Cluster, cluster_profile_view()), (ProfileKind::Elastic, elastic_profile_view())]
-        {
+        for (kind, html) in views() {
             for spec in kind.keys() {
-                let shown = format!("<span class=\"form-help-content\">{}</span>", escape(spec.help));
+                let shown = format!("<span class=\"form-help-content help-text\">{}</span>", escape(spec.help));
                 assert!(html.contains(&shown), "{}", spec.key);
             }
             // Every `<` starts one of the tags this module writes; none comes from help text.
@@ -164,12 +215,16 @@ mod tests {
                 let allowed = [
                     "div",
                     "/div",
+                    "details",
+                    "/details",
+                    "summary",
+                    "/summary",
                     "fieldset",
                     "/fieldset",
-                    "legend",
-                    "/legend",
                     "label",
                     "/label",
+                    "code",
+                    "/code",
                     "span",
                     "/span",
                     "input",
@@ -184,6 +239,23 @@ mod tests {
             }
             // Angular interpolates only the server errors.
             assert_eq!(html.matches("{{").count(), kind.keys().len());
+        }
+    }
+
+    #[test]
+    fn no_text_of_the_table_would_be_interpolated() {
+        // Angular interpolates the decoded text, so `&#123;&#123;` would still be `{{` to it.
+        for kind in [ProfileKind::Cluster, ProfileKind::Elastic] {
+            let mut texts: Vec<&str> = kind.groups().to_vec();
+            for spec in kind.keys() {
+                texts.extend([spec.key, spec.label, spec.help]);
+                if let Input::Select(options) = spec.input {
+                    texts.extend(options);
+                }
+            }
+            for text in texts {
+                assert!(!text.contains("{{") && !text.contains("}}"), "{text}");
+            }
         }
     }
 }
