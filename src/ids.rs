@@ -1,7 +1,8 @@
 //! The ids that cross module boundaries, each its own type so that one cannot be passed where
 //! another is meant: the elastic agent id ([`AgentId`]), the cluster profile key
-//! ([`ClusterKey`]), the cluster profile's settings fingerprint ([`SettingsFingerprint`]), an ECS
-//! task's ARN ([`TaskArn`]) and a job as it survives a reschedule ([`JobKey`]).
+//! ([`ClusterKey`]), the cluster profile's settings fingerprint ([`SettingsFingerprint`]), the key
+//! of an engine's EC2 pool ([`Ec2PoolKey`]), an ECS task's ARN ([`TaskArn`]) and a job as it
+//! survives a reschedule ([`JobKey`]).
 //!
 //! This module owns the types only: how each id is made lives with its concept
 //! (`cluster::identity` makes agent ids, keys and fingerprints; ECS names task ARNs). Each is a
@@ -138,6 +139,13 @@ string_id! {
     /// `gocd:cluster-settings` tag: which team's profile an agent was started under, where
     /// several share one key. `MaxAgents` counts per fingerprint.
     SettingsFingerprint
+}
+
+string_id! {
+    /// The short hash of a cluster profile's EC2 settings (its `Ec2*` keys, subnets, security
+    /// groups, `AssignPublicIp` and `Tags`), carried by the `gocd:ec2-pool` tag of every instance
+    /// launched under them: which of an engine's EC2 pools the instance belongs to.
+    Ec2PoolKey
 }
 
 string_id! {

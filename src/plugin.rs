@@ -132,7 +132,7 @@ impl Plugin {
         if let Some(cluster) = clusters.get(&key).cloned() {
             // The same account, perhaps through new credentials.
             cluster.reconfigure(aws, profile.clone());
-            cluster.serve_again(&settings);
+            cluster.serve_again(&settings, &profile);
             return Ok((cluster, ProfileSnapshot { profile, settings }));
         }
         drop(clusters);
@@ -140,7 +140,7 @@ impl Plugin {
         let fresh =
             Arc::new(Cluster::new(key.clone(), server.server_id, aws, profile.clone(), self.gocd.clone(), engine));
         let cluster = self.clusters().entry(key).or_insert(fresh).clone();
-        cluster.serve_again(&settings);
+        cluster.serve_again(&settings, &profile);
         Ok((cluster, ProfileSnapshot { profile, settings }))
     }
 

@@ -20,6 +20,7 @@ use super::ec2_types::{AmiInfo, Arch, ContainerInstance, Ec2Instance, OsClass, R
 use super::status::{ContainerInstanceStatus, Ec2State};
 use super::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use super::{AwsClients, AwsError, Failure};
+use crate::ids::Ec2PoolKey;
 
 /// Tag naming the OS an instance was launched for (`linux` or `windows`).
 pub const TAG_OS: &str = "gocd:os";
@@ -30,6 +31,10 @@ pub const TAG_SPOT_WARNED: &str = "gocd:spot-warned";
 /// data, instance profile, key pair, root volume, security groups, public IP): a stopped
 /// instance whose fingerprint is not the profile's current one is terminated, not started.
 pub const TAG_LAUNCH_SPEC: &str = "gocd:launch-spec";
+/// Tag holding the key of the EC2 pool an instance was launched into: a short hash of the EC2
+/// settings of the cluster profile it serves (`cluster::ec2::pools`). After a restart each
+/// instance is adopted into its own profile's pool by it.
+pub const TAG_EC2_POOL: &str = "gocd:ec2-pool";
 /// AWS's limit of container instances per DescribeContainerInstances.
 const DESCRIBE_CHUNK: usize = 100;
 /// EC2 said it has no capacity for this request (spot or the instance type in that zone).
@@ -102,6 +107,7 @@ fn instance_view(i: &aws_sdk_ec2::types::Instance) -> Option<Ec2Instance> {
         os: OsClass::from_tag(tag(TAG_OS).or(i.platform().map(|p| p.as_str()))),
         spot_warned_at: tag(TAG_SPOT_WARNED).and_then(spot_warned_at),
         launch_spec: tag(TAG_LAUNCH_SPEC).map(str::to_string),
+        pool: tag(TAG_EC2_POOL).map(Ec2PoolKey::from),
     })
 }
 
@@ -584,6 +590,7 @@ mod tests {
             .tags(Tag::builder().key(TAG_OS).value("windows").build())
             .tags(Tag::builder().key(TAG_SPOT_WARNED).value("1700000000").build())
             .tags(Tag::builder().key(TAG_LAUNCH_SPEC).value("0123abcd").build())
+            .tags(Tag::builder().key(TAG_EC2_POOL).value("5f3c0a9b1d2e").build())
             .build();
         let v = instance_view(&i).unwrap();
         assert_eq!((v.id.as_str(), v.instance_type.as_str(), &v.state), ("i-0abc", "c5.xlarge", &Ec2State::Running));
@@ -591,6 +598,7 @@ mod tests {
         assert_eq!(v.os, OsClass::Windows);
         assert_eq!(v.spot_warned_at, Some(SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000)));
         assert_eq!(v.launch_spec.as_deref(), Some("0123abcd"));
+        assert_eq!(v.pool.as_deref(), Some("5f3c0a9b1d2e"));
         assert_eq!(spot_warned_at("soon"), None, "a tag someone else wrote is no warning time");
     }
 }

@@ -9,6 +9,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::status::{ContainerInstanceStatus, Ec2State};
+use crate::ids::Ec2PoolKey;
 pub use crate::platform::{Arch, OsClass};
 
 /// CPU units (1024 a vCPU) and memory in MiB, as ECS counts them.
@@ -100,6 +101,9 @@ pub struct Ec2Instance {
     /// The fingerprint of the launch settings it was launched with (our `gocd:launch-spec`
     /// tag): a stopped instance is started again only while it matches the profile's.
     pub launch_spec: Option<String>,
+    /// The EC2 pool it was launched into (our `gocd:ec2-pool` tag: the key of the cluster
+    /// profile's EC2 settings); `None` for an instance launched without one.
+    pub pool: Option<Ec2PoolKey>,
 }
 
 /// One container instance as DescribeContainerInstances shows it.

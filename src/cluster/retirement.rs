@@ -5,15 +5,18 @@
 //! Two teams' cluster profiles on one cluster, account and role share one engine (`docs/design.md`,
 //! "Where the truth lives"; docs/operators.md "Several teams"). Each team's tasks carry its
 //! settings fingerprint (`gocd:cluster-settings`), so deleting one team's profile stops that team's
-//! agents only; the engine itself retires once no team's profile is left in it.
+//! agents only; the engine itself retires once no team's profile is left in it. Each team's
+//! profile is kept as GoCD last sent it: the EC2 loop plans each one's instances with its own
+//! settings (`ec2/pools.rs`).
 
-use std::collections::BTreeSet;
-use std::sync::PoisonError;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError};
 
 use super::locks::{Mutex, MutexGuard};
 use super::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
+use crate::settings::ClusterProfile;
 
 /// Why a cluster profile's engine no longer serves new work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,9 +35,13 @@ pub struct RetirementState(Mutex<Teams>);
 #[derive(Debug, Default)]
 struct Teams {
     retired: Option<Retirement>,
-    /// Settings fingerprints GoCD sent for this engine since the process started, less the
-    /// deleted ones.
-    served: BTreeSet<SettingsFingerprint>,
+    /// The profiles GoCD sent for this engine since the process started, as last sent, by
+    /// settings fingerprint, less the deleted ones and those edited into others.
+    served: BTreeMap<SettingsFingerprint, Arc<ClusterProfile>>,
+    /// Whether a server-ping has handed the engine every cluster profile GoCD has: only then is
+    /// a settings fingerprint (or EC2 pool) no served profile has known to be gone, not just
+    /// not heard yet since a restart.
+    heard_all: bool,
     /// Settings fingerprints whose profile GoCD deleted: their agents are stopped.
     deleted: BTreeSet<SettingsFingerprint>,
 }
@@ -63,14 +70,25 @@ impl Cluster {
         self.ec2().wake();
     }
 
-    /// GoCD sent the profile whose settings fingerprint is `settings`: the engine serves.
-    pub fn serve_again(&self, settings: &SettingsFingerprint) {
+    /// GoCD sent `profile`, whose settings fingerprint is `settings`: the engine serves it.
+    pub fn serve_again(&self, settings: &SettingsFingerprint, profile: &ClusterProfile) {
         let mut teams = self.state.retirement.lock();
         teams.retired = None;
         teams.deleted.remove(settings);
-        if !teams.served.contains(settings) {
-            teams.served.insert(settings.clone());
-        }
+        teams.served.insert(settings.clone(), Arc::new(profile.clone()));
+    }
+
+    /// A server-ping handed the engine every cluster profile GoCD has (it resolves them all
+    /// before it reconciles any engine).
+    pub fn heard_every_profile(&self) {
+        self.state.retirement.lock().heard_all = true;
+    }
+
+    /// The profiles the engine serves, in the order of their settings fingerprints, and whether
+    /// they are all GoCD has ([`Cluster::heard_every_profile`]).
+    pub fn served_profiles(&self) -> (Vec<Arc<ClusterProfile>>, bool) {
+        let teams = self.state.retirement.lock();
+        (teams.served.values().cloned().collect(), teams.heard_all)
     }
 
     /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other
@@ -92,12 +110,11 @@ impl Cluster {
         }
     }
 
-    /// A team's profile was edited in place: its agents count under the new settings.
+    /// A team's profile was edited in place: its agents count under the new settings (GoCD sent
+    /// the edited profile, and the engine serves it, before this).
     pub fn settings_edited(&self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
-        {
-            let mut teams = self.state.retirement.lock();
-            teams.served.remove(old);
-            teams.served.insert(new.clone());
+        if old != new {
+            self.state.retirement.lock().served.remove(old);
         }
         self.registry().settings_changed(old, new);
     }

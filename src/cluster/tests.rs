@@ -358,8 +358,9 @@ async fn deleting_one_teams_profile_stops_only_its_agents_and_the_engine_serves_
         request.settings = settings.into();
         request
     };
-    w.cluster.serve_again(&"team-a".into());
-    w.cluster.serve_again(&"team-b".into());
+    let profile = w.cluster.profile();
+    w.cluster.serve_again(&"team-a".into(), &profile);
+    w.cluster.serve_again(&"team-b".into(), &profile);
     for id in 1..=2 {
         w.cluster.create_agent(team(id, "team-a")).await.expect("launched");
         w.cluster.create_agent(team(10 + id, "team-b")).await.expect("launched");

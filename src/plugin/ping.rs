@@ -11,13 +11,14 @@ use tracing::Instrument;
 
 use super::Plugin;
 use crate::cluster::ec2::driver::ensure_running;
+use crate::cluster::ec2::pools::serves_ec2;
 use crate::cluster::identity::cluster_key_of_agent;
 use crate::cluster::{Cluster, Retirement};
 use crate::error::Result;
 use crate::ids::{AgentId, ClusterKey};
 use crate::protocol::host_calls::{HealthKind, HealthMessage};
 use crate::protocol::types::AgentMetadata;
-use crate::settings::{LaunchType, Properties};
+use crate::settings::Properties;
 
 /// How long one cluster profile's reconcile may take before the ping moves on without it.
 const PER_CLUSTER_BUDGET: Duration = Duration::from_secs(40);
@@ -87,8 +88,8 @@ impl Plugin {
         gocd: HashMap<AgentId, AgentMetadata>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let metrics = self.metrics().clone();
-        if cluster.profile().launch_type == LaunchType::Ec2 {
-            // Adopts the profile's instances after a restart, retires idle ones, places waiting work.
+        if serves_ec2(&cluster) {
+            // Adopts the profiles' instances after a restart, retires idle ones, places waiting work.
             ensure_running(&cluster);
         }
         // A child of the request's span: AWS errors in the log name the cluster they are about.

@@ -346,7 +346,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         // Each provider's kind and status, as learned at the first create-agent.
         snapshot.launch_type = format!("{} ({})", snapshot.launch_type, kinds.describe());
     }
-    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2().snapshot(cfg, |t| When::at(t, now)));
+    snapshot.ec2 = profile.ec2.as_ref().map(|cfg| cluster.ec2().snapshot(&profile, cfg, |t| When::at(t, now)));
     snapshot.spot_interruptions = cluster.registry().interruptions();
     snapshot.spot_interruptions_by_profile = cluster
         .registry()

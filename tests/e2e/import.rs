@@ -95,25 +95,17 @@ fn for_the_world(mut p: Props, world: &WorldValues, windows: bool) -> Props {
     p
 }
 
-/// The elastic profile that cannot run yet, and why (asserted, not skipped).
-const CANNOT_RUN: &str = "windows-dotnet";
-/// What the plugin answers create-agent for it: the type it names varies (`m5.4xlarge`, or the
-/// `c5.xlarge` of the Linux EC2 profiles on the same ECS cluster), the figures not.
-const CANNOT_RUN_BECAUSE: [&str; 2] =
-    ["no listed x86_64 instance type offers ECS that much (", " 4096 CPU units and 7482 MiB)"];
+/// The elastic profile of the Windows EC2 cluster profile `import` writes.
+const WINDOWS: &str = "windows-dotnet";
 
 /// Every elastic profile `import` writes from the API JSON pair runs one job: agent registered,
 /// job assigned, job-completion answered 200, the task stopped, and no call the plugin made broke
-/// a rule of real AWS. All but one: `windows-dotnet` (4096 CPU units, 8 GiB on an m5.4xlarge).
-/// One world for all of them, as after a real switch: the five cluster profiles `import` split
-/// `ecs-prod` into all name its one ECS cluster `gocd-agents`, so they share one engine, and that
-/// engine plans its EC2 capacity (instance types, AMI, the pool) with the cluster profile a
-/// request handed it last: the Windows job is judged against the Linux profiles' c5.xlarge, or
-/// Linux work is launched from the Windows profile's AMI. That is the plugin's, and real AWS
-/// would see it too. The world's rule that container instances register what ECS registers for
-/// their type (`ecs.container_instance_resources`) is relaxed here, so that every instance
-/// shows moto's 4096 CPU units and 7482 MiB and the refusal is the same every run; the test
-/// asserts it, so that the day the engine plans EC2 capacity per cluster profile is seen.
+/// a rule of real AWS. One world for all of them, as after a real switch: the five cluster
+/// profiles `import` split `ecs-prod` into all name its one ECS cluster `gocd-agents`, so they
+/// share one engine, and that engine plans each EC2 profile's capacity with that profile's own
+/// settings (its pool): `windows-dotnet` (4096 CPU units, 8 GiB) runs on a Windows m5.4xlarge
+/// launched from the Windows profile's AMI, and the Linux EC2 profiles' jobs on c5.xlarge
+/// instances from the Linux AMI, whichever profile GoCD sent last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_of_each_imported_profile_runs_green() {
     let dir = std::env::temp_dir().join(format!("ecs-ea-e2e-import-{}", std::process::id()));
@@ -135,10 +127,6 @@ async fn a_job_of_each_imported_profile_runs_green() {
         .collect();
 
     let mut w = Scenario::new("import_each_profile_runs").await;
-    w.proxy.relax(
-        crate::world::aws_rules::CONTAINER_INSTANCE_RESOURCES,
-        "the engine shared by EC2 cluster profiles of one ECS cluster plans with the last profile; asserted below",
-    );
     let base = w.base.clone();
     let world = WorldValues {
         network: moto::default_network(&base).await,
@@ -165,12 +153,13 @@ async fn a_job_of_each_imported_profile_runs_green() {
         .map(|x| &x.cluster)
         .collect();
     assert_eq!(windows_clusters.len(), 1, "windows-dotnet has its own cluster profile: {windows_clusters:?}");
-    // The image of every RunInstances.
-    let launched_amis = Arc::new(Mutex::new(Vec::<String>::new()));
-    let record = launched_amis.clone();
+    // The image and type of every RunInstances.
+    let launched = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let record = launched.clone();
     w.proxy.add_rule("amis", move |call| {
         if call.is("ec2", "RunInstances") {
-            record.lock().unwrap().push(call.form_param("ImageId").unwrap_or_default().to_string());
+            let field = |name: &str| call.form_param(name).unwrap_or_default().to_string();
+            record.lock().unwrap().push((field("ImageId"), field("InstanceType")));
         }
         Verdict::Forward
     });
@@ -189,8 +178,8 @@ async fn a_job_of_each_imported_profile_runs_green() {
     for x in &written {
         jobs.push((x.clone(), host.add_job(JobSpec::new(&x.elastic, Duration::from_secs(3))).await));
     }
-    host.wait_until("a job of every imported profile but windows-dotnet completed", Duration::from_secs(240), |s| {
-        s.jobs.iter().filter(|j| j.spec.elastic_profile != CANNOT_RUN).all(|j| j.completion_code.is_some())
+    host.wait_until("a job of every imported profile completed", Duration::from_secs(240), |s| {
+        s.jobs.iter().all(|j| j.completion_code.is_some())
     })
     .await;
     let (rejections, completions, refusals) = host.with_state(|s: &HostState| {
@@ -201,24 +190,36 @@ async fn a_job_of_each_imported_profile_runs_green() {
         (s.rejections.clone(), by_profile, refusals)
     });
     assert!(rejections.is_empty(), "GoCD refused registrations: {rejections:?}");
-    for (x, _) in jobs.iter().filter(|(x, _)| x.elastic != CANNOT_RUN) {
+    assert!(refusals.is_empty(), "create-agent refused: {refusals:#?}");
+    for (x, _) in &jobs {
         let (code, job_id) = completions[&x.elastic];
         assert_eq!(code, Some(200), "{} ({}): job-completion answered {code:?}", x.elastic, x.launch_type);
         assert_eq!(sim.tasks_for_job(job_id), 1, "{}: the job ran in {} tasks", x.elastic, sim.tasks_for_job(job_id));
     }
-    // The exception, asserted: its job never started, and create-agent said why.
-    let (code, job_id) = completions[CANNOT_RUN];
-    assert_eq!((code, sim.tasks_for_job(job_id)), (None, 0), "{CANNOT_RUN} ran: drop the exception");
-    assert!(
-        !refusals.is_empty() && refusals.iter().all(|r| CANNOT_RUN_BECAUSE.iter().all(|b| r.contains(b))),
-        "{CANNOT_RUN}: create-agent answered otherwise: {refusals:#?}"
-    );
-    let windows_job = jobs.iter().find(|(x, _)| x.elastic == CANNOT_RUN).map(|(_, h)| *h).expect("its job");
-    host.cancel_job(windows_job);
-    // The Linux EC2 profiles' jobs ran on instances launched from the Linux AMI.
+    // Each EC2 profile's instances were launched with its own AMI and type: the Windows
+    // profile's from the Windows AMI as its m5.4xlarge, the Linux ones' from the Linux AMI.
     let instances = ec2.instances();
-    let amis: BTreeSet<String> = launched_amis.lock().unwrap().iter().cloned().collect();
-    assert!(amis.contains(&world.linux_ami), "{amis:?} {instances:#?}");
+    let windows_types: BTreeSet<&String> =
+        windows_clusters.iter().filter_map(|id| clusters[*id].get("Ec2InstanceType")).collect();
+    let launches: Vec<(String, String)> = launched.lock().unwrap().clone();
+    for (ami, instance_type) in &launches {
+        let windows = *ami == world.windows_ami;
+        assert!(windows || *ami == world.linux_ami, "launched from {ami}, no profile's AMI: {launches:?}");
+        assert_eq!(windows, windows_types.contains(instance_type), "{instance_type} from {ami}: {launches:?}");
+    }
+    let amis: BTreeSet<&String> = launches.iter().map(|(ami, _)| ami).collect();
+    assert_eq!(amis, BTreeSet::from([&world.linux_ami, &world.windows_ami]), "{launches:?} {instances:#?}");
+    // The Windows job had a Windows instance of its own profile's type (the Linux profiles'
+    // c5.xlarge holds less than it reserves), and each EC2 profile's instances carry its pool.
+    let windows: Vec<_> =
+        instances.iter().filter(|i| i.tags.get("gocd:os").map(String::as_str) == Some("windows")).collect();
+    assert!(
+        !windows.is_empty() && windows.iter().all(|i| windows_types.contains(&i.instance_type)),
+        "{WINDOWS}: {instances:#?}"
+    );
+    let ec2_profiles = clusters.values().filter(|p| p.get("LaunchType").map(String::as_str) == Some("EC2")).count();
+    let pools: BTreeSet<&String> = instances.iter().filter_map(|i| i.tags.get("gocd:ec2-pool")).collect();
+    assert_eq!(pools.len(), ec2_profiles, "a pool per EC2 cluster profile: {instances:#?}");
 
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     w.assert_no_live_tasks(Duration::from_secs(60)).await;

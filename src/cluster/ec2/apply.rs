@@ -5,6 +5,7 @@
 use super::api;
 use super::plan::{Placement, RetireReason, Retirement};
 use super::pool::WaitingTask;
+use super::pools::PoolConfig;
 use super::{ContainerInstanceStatus, Ec2State};
 use crate::aws::ecs::InstanceStatus;
 use crate::aws::Failure;
@@ -13,7 +14,7 @@ use crate::cluster::launch::start_task;
 use crate::cluster::registry::Phase;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
-use crate::settings::{ClusterProfile, Ec2Capacity};
+use crate::settings::ClusterProfile;
 
 /// Drain, deregister, terminate. A container instance that cannot be deregistered (a task
 /// arrived) is set ACTIVE again and kept.
@@ -45,7 +46,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
     match api::terminate(&cluster.aws(), std::slice::from_ref(&r.instance)).await {
         Ok(()) => {
             let mut st = cluster.ec2().state();
-            st.counters.terminated += 1;
+            st.count(&r.instance, |c| c.terminated += 1);
             st.gone.insert(r.instance.clone(), cluster.now());
             if let Some(record) = st.instances.get_mut(&r.instance) {
                 record.container = None;
@@ -54,7 +55,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             drop(st);
             let message = format!("terminated EC2 instance {}: {}", r.instance, r.reason.describe());
             match r.reason {
-                RetireReason::Idle | RetireReason::SurplusStopped => {
+                RetireReason::Idle | RetireReason::SurplusStopped | RetireReason::LeftOver => {
                     tracing::info!(instance = %r.instance, "{message}")
                 }
                 RetireReason::NeverRegistered | RetireReason::Unhealthy | RetireReason::Stale => {
@@ -98,7 +99,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
     match outcome {
         Ok(()) => {
             let mut st = cluster.ec2().state();
-            st.counters.stopped += 1;
+            st.count(id, |c| c.stopped += 1);
             if let Some(record) = st.instances.get_mut(id) {
                 record.retiring = None;
                 record.ec2_state = Ec2State::Stopping;
@@ -135,7 +136,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
         Ok(()) => {
             let container = {
                 let mut st = cluster.ec2().state();
-                st.counters.restarted += 1;
+                st.count(id, |c| c.restarted += 1);
                 let Some(record) = st.instances.get_mut(id) else {
                     return true;
                 };
@@ -233,9 +234,9 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     }
 }
 
-/// Work larger than every listed type of its architecture (learned once one registered, or
-/// from EC2's description): it can never start.
-pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[String]) {
+/// Work larger than every type its pool lists of its architecture (learned once one
+/// registered, or from EC2's description): it can never start.
+pub(super) async fn refuse_too_big(cluster: &Cluster, pool: &PoolConfig, ids: &[String]) {
     for id in ids {
         let Some(waiting) = take(cluster, id) else {
             continue;
@@ -243,7 +244,7 @@ pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
         let offers: Vec<String> = cluster
             .ec2()
             .state()
-            .offers(cfg)
+            .offers(Some(&pool.key), &pool.cfg)
             .into_iter()
             .filter(|t| t.arch == waiting.arch)
             .map(|t| format!("{} registers {} CPU units and {} MiB", t.name, t.capacity.cpu, t.capacity.memory))
@@ -260,8 +261,8 @@ pub(super) async fn refuse_too_big(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
     }
 }
 
-/// Work whose CPU architecture no launchable listed type has: it can never start.
-pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[String]) {
+/// Work whose CPU architecture no launchable type of its pool has: it can never start.
+pub(super) async fn refuse_no_type(cluster: &Cluster, pool: &PoolConfig, ids: &[String]) {
     for id in ids {
         let Some(waiting) = take(cluster, id) else {
             continue;
@@ -269,7 +270,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, cfg: &Ec2Capacity, ids: &[
         let message = format!(
             "no agent started for job {}: {}",
             waiting.spec.work.job.locator(),
-            super::catalog::no_type_message(cfg, waiting.arch)
+            super::catalog::no_type_message(&pool.cfg, waiting.arch)
         );
         refuse(cluster, &waiting, message).await;
     }

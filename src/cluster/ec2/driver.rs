@@ -1,12 +1,14 @@
-//! EC2 capacity at run time: create-agent queues its work here ([`enqueue`], which returns at
-//! once), and one background loop per EC2 cluster profile ([`ensure_running`]) does passes:
-//! observe (our instances by tag, the cluster's container instances; the container instances
-//! our gone instances left go through cleanup, `cluster/cleanup/`), plan ([`super::plan`]),
-//! apply (retire, start waiting tasks with StartTask, launch instances). It comes back every
-//! 2 s while work waits or instances start or go, every 10 s while instances run (sooner when an
-//! idle or register deadline falls due), else when woken. The loop holds only a `Weak`
-//! reference to its cluster between passes and is aborted when the cluster is dropped or at
-//! plugin shutdown ([`super::Pool::stop`]).
+//! EC2 capacity at run time: create-agent queues its work here ([`enqueue`], in the pool of the
+//! cluster profile it sent, and returns at once), and one background loop per engine
+//! ([`ensure_running`]) does passes: observe the whole cluster once (our instances by tag, the
+//! cluster's container instances; the container instances our gone instances left go through
+//! cleanup, `cluster/cleanup/`), then for each pool of a served cluster profile ([`super::pools`])
+//! plan with that profile's settings ([`super::plan`]) and apply (retire, start waiting tasks
+//! with StartTask, launch instances: `pool_pass.rs`), then retire what is left over of
+//! pools no profile has. It comes back every 2 s while work waits or instances start or go,
+//! every 10 s while instances run (sooner when an idle or register deadline falls due), else
+//! when woken. The loop holds only a `Weak` reference to its cluster between passes and is
+//! aborted when the cluster is dropped or at plugin shutdown ([`super::Pool::stop`]).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
@@ -14,10 +16,11 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 
 use super::catalog::{self, Catalog};
-use super::plan::parked::Reuse;
-use super::plan::{self, Plan, TypeOffer};
+use super::plan::TypeOffer;
 use super::pool::WaitingTask;
-use super::{api, apply, launch, Arch, ContainerInstanceStatus, OsClass, Resources};
+use super::pool_pass::{self, Share};
+use super::pools::{pool_key, PoolConfig, Pools};
+use super::{api, apply, Arch, ContainerInstanceStatus, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::cleanup;
 use crate::cluster::error::EngineError;
@@ -26,7 +29,6 @@ use crate::cluster::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;
-use crate::settings::{ClusterProfile, Ec2Capacity};
 
 /// Pause between passes while work waits or instances start or retire.
 const BUSY: Duration = Duration::from_secs(2);
@@ -52,13 +54,16 @@ const WARM_WAITS_AT_MOST: Duration = Duration::from_secs(5 * 60);
 /// No listed instance type has the task's CPU architecture, or the task is larger than every
 /// listed type of it.
 pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineError> {
-    let cfg = spec.profile.ec2.clone().ok_or_else(|| {
-        EngineError::Config("an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType".into())
-    })?;
+    // The pool of the profile this very request sent: its types, AMIs and limits.
+    let (Some(cfg), Some(pool)) = (spec.profile.ec2.clone(), pool_key(&spec.profile)) else {
+        let why = "an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType";
+        return Err(EngineError::Config(why.into()));
+    };
     let work = &spec.work;
     let need = Resources::new(work.elastic.cpu, work.elastic.memory_reservation.unwrap_or(work.elastic.memory));
     let arch = Arch::of_ecs(&work.elastic.cpu_architecture);
-    let offers: Vec<TypeOffer> = cluster.ec2().state().offers(&cfg).into_iter().filter(|t| t.arch == arch).collect();
+    let offers: Vec<TypeOffer> =
+        cluster.ec2().state().offers(Some(&pool), &cfg).into_iter().filter(|t| t.arch == arch).collect();
     if offers.is_empty() {
         return Err(EngineError::Config(catalog::no_type_message(&cfg, arch)));
     }
@@ -86,10 +91,10 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
         // Pulled at boot by the instances launched from now on (user_data.rs): only what
         // Docker pulls without the task's credentials.
         if work.elastic.repository_credentials_arn.is_none() && super::user_data::prepullable(&work.elastic.image) {
-            st.saw_image(&work.elastic.image);
+            st.saw_image(&pool, &work.elastic.image);
         }
         st.waiting.retain(|w| w.spec.work.agent_id != agent_id);
-        st.waiting.push(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand });
+        st.waiting.push(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand, pool });
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
@@ -115,12 +120,11 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
     ))
 }
 
-/// The profile's instance types and AMIs as AWS describes them: read at the first pass (and
-/// again when the settings change, or after a fallback to estimates); what is wrong with them
-/// goes to server health once per read.
-async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
-    let now = cluster.now();
-    let current = cluster.ec2().state().catalog.clone();
+/// A pool's instance types and AMIs as AWS describes them: read at its first pass (and again
+/// after a fallback to estimates); what is wrong with them goes to server health once per read.
+async fn ensure_catalog(cluster: &Cluster, pool: &PoolConfig) {
+    let (now, cfg) = (cluster.now(), &pool.cfg);
+    let current = cluster.ec2().state().memory(Some(&pool.key)).and_then(|m| m.catalog.clone());
     if current.as_ref().is_some_and(|c| c.types_key() == Catalog::key_of(cfg) && !c.stale(now)) {
         return;
     }
@@ -131,8 +135,8 @@ async fn ensure_catalog(cluster: &Cluster, cfg: &Ec2Capacity) {
     for problem in &catalog.problems {
         cluster.event(HealthKind::Error, problem.clone());
     }
-    tracing::info!(types = ?catalog.types, amis = ?catalog.amis, "described the EC2 instance types and AMIs");
-    cluster.ec2().state().catalog = Some(Arc::new(catalog));
+    tracing::info!(pool = %pool.key, types = ?catalog.types, amis = ?catalog.amis, "described the EC2 instance types and AMIs");
+    cluster.ec2().state().memory_mut(&pool.key).catalog = Some(Arc::new(catalog));
 }
 
 /// Starts the cluster's background loop unless it runs.
@@ -172,34 +176,50 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
     }
 }
 
-/// One pass: observe, plan, apply. Returns the pause before the next.
+/// One pass: observe the whole cluster once, then plan and apply each pool with its own
+/// profile, then what is left over. Returns the pause before the next.
 pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let _one_at_a_time = cluster.ec2().pass_lock.lock().await;
-    let profile = cluster.profile();
-    let cfg = match profile.ec2.clone() {
-        Some(_) if cluster.retired().is_some() => {
-            // A deleted or moved profile: no new work, and its instances go as they empty.
-            drop_waiting(cluster, "the cluster profile is retired");
-            if cluster.ec2().state().instances.is_empty() {
-                return Ok(QUIET);
-            }
-            wind_down()
-        }
-        Some(cfg) => cfg,
-        None => {
-            // The profile left EC2: no new work, and our instances go as they empty.
-            drop_waiting(cluster, "the cluster profile's LaunchType is no longer EC2");
-            if cluster.ec2().state().instances.is_empty() {
-                return Ok(QUIET);
-            }
-            wind_down()
-        }
+    let pools = Pools::of(cluster);
+    drop_waiting_of_no_pool(cluster, &pools);
+    expire_waiting(cluster, cluster.now());
+    if pools.current.is_empty() && cluster.ec2().state().instances.is_empty() {
+        // No EC2 profile is served and nothing of ours is left: new work wakes the loop.
+        return Ok(QUIET);
+    }
+    observe(cluster).await?;
+    for pool in &pools.current {
+        ensure_catalog(cluster, pool).await;
+    }
+    reactivate_restarted(cluster).await;
+    let mut deadlines = Vec::new();
+    for pool in &pools.current {
+        deadlines.push(pool_pass::run(cluster, Share::Pool(pool)).await);
+    }
+    // Instances of no current pool: left alone until every profile was heard (a restart).
+    if pools.settled {
+        deadlines.push(pool_pass::run(cluster, Share::LeftOver(&pools.keys)).await);
+    }
+    let st = cluster.ec2().state();
+    let beat = if st.busy() {
+        BUSY
+    } else if st.instances.values().all(|r| r.parked()) {
+        // Nothing, or only stopped pools: new work wakes the loop.
+        QUIET
+    } else {
+        STEADY
     };
-    expire_waiting(cluster, &profile, cluster.now());
+    let due = deadlines.into_iter().flatten().min().map(|d| d + Duration::from_millis(500));
+    Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
+}
 
+/// One description of our instances and of the cluster's container instances (the same two
+/// reads whatever the number of pools), folded into the state; the container instances our gone
+/// instances left are deregistered (cleanup).
+async fn observe(cluster: &Cluster) -> Result<(), AwsError> {
     let described_at = cluster.now();
     let instances = api::describe_ours(&cluster.aws(), cluster.server_id(), cluster.key()).await?;
-    let containers = api::container_instances(&cluster.aws(), &profile.cluster_name).await?;
+    let containers = api::container_instances(&cluster.aws(), &cluster.profile().cluster_name).await?;
     let now = cluster.now();
     let observed = cluster.ec2().state().observe(instances, containers, described_at, now);
     let ours = if observed.unknown.is_empty() {
@@ -219,72 +239,13 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     }
     // Deregistering only: a failure is logged and the next pass tries again.
     let _deregistered = cluster.clean_up(leftovers).await;
-
-    if cluster.retired().is_none() && profile.ec2.is_some() {
-        ensure_catalog(cluster, &cfg).await;
-    }
-    let (mut decided, reuse): (Plan, Reuse) = {
-        let st = cluster.ec2().state();
-        let (slots, policy) = (st.slots(), st.policy(&cfg));
-        let mut decided = plan::plan(&slots, &st.demands(), &policy, now);
-        let catalog = st.catalog.clone();
-        let current = |os, arch| {
-            let catalog = catalog.as_ref()?;
-            launch::current_fingerprint(cluster, &profile, &cfg, catalog, os, arch)
-        };
-        let reuse = plan::parked::reuse(&mut decided, &st.parked(current), &slots, &policy, cfg.stopped_instances);
-        (decided, reuse)
-    };
-    if decided != Plan::default() || reuse != Reuse::default() {
-        tracing::debug!(?decided, ?reuse, "EC2 plan");
-    }
-    reactivate_restarted(cluster, &profile).await;
-    for r in &decided.retire {
-        apply::retire(cluster, &profile, r).await;
-    }
-    for id in &reuse.stop {
-        apply::stop(cluster, &profile, id).await;
-    }
-    apply::refuse_too_big(cluster, &cfg, &decided.too_big).await;
-    apply::refuse_no_type(cluster, &cfg, &decided.no_type).await;
-    for p in &decided.start {
-        apply::start(cluster, p).await;
-    }
-    if cluster.ec2().state().launch_backoff.is_none_or(|(until, _)| cluster.now() >= until) {
-        // A stopped instance EC2 will not start now is replaced by the launch it stood for.
-        for r in reuse.start {
-            if !apply::restart(cluster, &profile, &r.instance).await {
-                let launches = if r.on_demand { &mut decided.launch_on_demand } else { &mut decided.launch };
-                launches.push(r.launch);
-            }
-        }
-    }
-    if !decided.launch_on_demand.is_empty() {
-        let on_demand = Ec2Capacity { spot: false, ..cfg.clone() };
-        launch::launch(cluster, &profile, &on_demand, &decided.launch_on_demand).await;
-    }
-    if !decided.launch.is_empty() {
-        if cfg.spot {
-            cluster.ec2().state().spot_turn += decided.launch.len();
-        }
-        launch::launch(cluster, &profile, &cfg, &decided.launch).await;
-    }
-    let st = cluster.ec2().state();
-    let beat = if st.busy() {
-        BUSY
-    } else if st.instances.values().all(|r| r.parked()) {
-        // Nothing, or only the stopped pool: new work wakes the loop.
-        QUIET
-    } else {
-        STEADY
-    };
-    let due = st.next_deadline(&st.policy(&cfg), cluster.now()).map(|d| d + Duration::from_millis(500));
-    Ok(due.map_or(beat, |d| d.clamp(Duration::from_millis(500), beat)))
+    Ok(())
 }
 
 /// Sets ACTIVE the container instances of instances started again that are still DRAINING (the
 /// call after StartInstances failed).
-async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
+async fn reactivate_restarted(cluster: &Cluster) {
+    let profile = cluster.profile();
     let due: Vec<(String, String)> = cluster
         .ec2()
         .state()
@@ -297,15 +258,19 @@ async fn reactivate_restarted(cluster: &Cluster, profile: &ClusterProfile) {
         })
         .collect();
     for (id, arn) in due {
-        apply::reactivate(cluster, profile, &id, &arn).await;
+        apply::reactivate(cluster, &profile, &id, &arn).await;
     }
 }
 
-/// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere), a warm
+/// Drops waiting work GoCD stopped asking for (the job was cancelled or went elsewhere: after its
+/// own profile's `AgentRegisterTimeoutMinutes`, at least [`WAITING_EXPIRES_AFTER`]), a warm
 /// agent's work that found no room in time ([`WARM_WAITS_AT_MOST`]), and work whose reservation
 /// is no longer live.
-fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) {
-    let limit = Duration::from_secs(u64::from(profile.agent_register_timeout_minutes) * 60).max(WAITING_EXPIRES_AFTER);
+fn expire_waiting(cluster: &Cluster, now: SystemTime) {
+    let limit = |w: &WaitingTask| {
+        let minutes = w.spec.profile.agent_register_timeout_minutes;
+        Duration::from_secs(u64::from(minutes) * 60).max(WAITING_EXPIRES_AFTER)
+    };
     let expired: Vec<(AgentId, String)> = {
         let registry = cluster.registry();
         let mut st = cluster.ec2().state();
@@ -317,7 +282,7 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
             let (since, most, why) = if record.warm && record.waiting_since.is_some() {
                 (w.since, WARM_WAITS_AT_MOST, "this warm agent found no room in time: its key would expire")
             } else {
-                (w.last_asked, limit, "GoCD stopped asking for this agent: its job is gone")
+                (w.last_asked, limit(w), "GoCD stopped asking for this agent: its job is gone")
             };
             let in_time = now.duration_since(since).unwrap_or_default() < most;
             if !in_time {
@@ -335,30 +300,26 @@ fn expire_waiting(cluster: &Cluster, profile: &ClusterProfile, now: SystemTime) 
     }
 }
 
-/// Limits for a profile that left EC2: nothing launched, every instance retired once empty.
-fn wind_down() -> Ec2Capacity {
-    Ec2Capacity {
-        instance_types: Vec::new(),
-        instance_profile: String::new(),
-        ami_ids: Vec::new(),
-        min_instances: 0,
-        max_instances: 0,
-        idle_minutes: 1,
-        register_timeout_minutes: 5,
-        scale_out_wait_seconds: 0,
-        spot: false,
-        key_pair: None,
-        root_volume_gib: 30,
-        user_data: None,
-        // Winding down: every instance goes, none is kept stopped.
-        stopped_instances: 0,
-    }
-}
-
-fn drop_waiting(cluster: &Cluster, why: &str) {
-    let dropped: Vec<AgentId> = cluster.ec2().state().waiting.drain(..).map(|w| w.spec.work.agent_id).collect();
+/// Drops waiting work whose pool no served profile has: the engine retired, or the work's
+/// cluster profile was deleted, left EC2 or had its EC2 settings edited since its create-agent
+/// (GoCD asks again, and the work is queued anew under the current settings).
+fn drop_waiting_of_no_pool(cluster: &Cluster, pools: &Pools) {
+    let why = if cluster.retired().is_some() {
+        "the cluster profile is retired"
+    } else {
+        "the cluster profile's EC2 settings changed (or it was deleted, or left EC2) while the agent waited for \
+         room: GoCD asks again, and the agent waits under the current settings"
+    };
+    let dropped: Vec<AgentId> = {
+        let mut st = cluster.ec2().state();
+        let (gone, kept) = std::mem::take(&mut st.waiting).into_iter().partition(|w| !pools.keys.contains(&w.pool));
+        st.waiting = kept;
+        gone.into_iter().map(|w: WaitingTask| w.spec.work.agent_id).collect()
+    };
+    let now = cluster.now();
     let mut registry = cluster.registry();
     for id in dropped {
-        registry.stopped(&id, why, cluster.now());
+        tracing::info!(agent_id = %id, "{why}; dropped");
+        registry.stopped(&id, why, now);
     }
 }

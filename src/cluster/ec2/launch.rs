@@ -1,43 +1,53 @@
-//! Launching instances: RunInstances with the planned type, the AMI of its architecture, the
-//! instance profile, subnets and groups, key pair, gp3 root volume (at least the AMI's root
-//! snapshot), IMDSv2, tags and user data; a type refused for capacity falls to the next fitting
-//! type, spot first when asked, on-demand when every type's spot capacity is refused, the next
-//! subnet (another zone) when on-demand capacity is refused too; a growing pause after a failure.
+//! Launching one pool's instances: RunInstances with the planned type, the AMI of its
+//! architecture in the pool's catalog, the pool's profile's instance profile, subnets and
+//! groups, key pair, gp3 root volume (at least the AMI's root snapshot), IMDSv2, tags (the pool's
+//! `gocd:ec2-pool` among ours) and user data; a type refused for capacity falls to the next
+//! fitting type, spot first when asked, on-demand when every type's spot capacity is refused, the
+//! next subnet (another zone) when on-demand capacity is refused too; a growing pause of the
+//! pool's launches after a failure.
 
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::api::{self, LaunchRequest, Refusal, TAG_LAUNCH_SPEC, TAG_OS};
+use super::api::{self, LaunchRequest, Refusal, TAG_EC2_POOL, TAG_LAUNCH_SPEC, TAG_OS};
 use super::catalog::Catalog;
 use super::plan::Launch;
 use super::pool::Ec2Instance;
+use super::pools::PoolConfig;
 use super::user_data::{self, Join};
 use super::{Arch, OsClass};
 use crate::aws::network::{self, Network};
 use crate::aws::AwsError;
 use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::cluster::Cluster;
+use crate::ids::Ec2PoolKey;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, Ec2Capacity};
 
 /// First and longest pause of launches after RunInstances failed.
 const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
 
-/// Launches instances, grouped by (OS, architecture, types): for each, the types in the plan's
-/// order, spot first when asked, on-demand when every type's spot capacity is refused, then the
-/// next subnet (another zone) when on-demand capacity is refused too.
-pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec2Capacity, launches: &[Launch]) {
-    let now = cluster.now();
-    if cluster.ec2().state().launch_backoff.is_some_and(|(until, _)| now < until) {
+/// Launches a pool's instances (`cfg`: its settings, perhaps turned on-demand), grouped by (OS,
+/// architecture, types): for each, the types in the plan's order, spot first when asked,
+/// on-demand when every type's spot capacity is refused, then the next subnet (another zone)
+/// when on-demand capacity is refused too.
+pub(super) async fn launch(cluster: &Cluster, pool: &PoolConfig, cfg: &Ec2Capacity, launches: &[Launch]) {
+    let (now, profile, key) = (cluster.now(), &*pool.profile, &pool.key);
+    let (backoff, catalog) = {
+        let st = cluster.ec2().state();
+        let memory = st.memory(Some(key));
+        (memory.and_then(|m| m.launch_backoff), memory.and_then(|m| m.catalog.clone()))
+    };
+    if backoff.is_some_and(|(until, _)| now < until) {
         return;
     }
-    let Some(catalog) = cluster.ec2().state().catalog.clone() else {
+    let Some(catalog) = catalog else {
         return;
     };
     let network = match instance_network(cluster, profile).await {
         Ok(n) => n,
-        Err(e) => return launch_failed(cluster, format!("could not resolve subnets and security groups: {e}")),
+        Err(e) => return launch_failed(cluster, key, format!("could not resolve subnets and security groups: {e}")),
     };
     let mut groups: Vec<(&Launch, u32)> = Vec::new();
     for l in launches {
@@ -50,6 +60,7 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
         let Some(ami) = catalog.ami_for(group.arch, group.os) else {
             return launch_failed(
                 cluster,
+                key,
                 format!(
                     "Ec2AmiId lists no {} AMI: add one for the {} instance types",
                     group.arch.as_str(),
@@ -60,39 +71,43 @@ pub(super) async fn launch(cluster: &Cluster, profile: &ClusterProfile, cfg: &Ec
         let root_volume_gib = cfg.root_volume_gib.max(ami.root_gib);
         let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
         let spec = fingerprint(cluster, profile, cfg, &ami.id, group.os);
-        match launch_some(cluster, profile, cfg, &network, group, (&ami.id, &spec), count).await {
+        match launch_some(cluster, pool, cfg, &network, group, (&ami.id, &spec), count).await {
             Ok((instances, fell_back)) => {
                 let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
                 let instance_type = instances.first().map(|i| i.instance_type.as_str()).unwrap_or_default();
-                tracing::info!(?ids, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
+                tracing::info!(?ids, pool = %key, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
                 let mut st = cluster.ec2().state();
-                st.launched(&instances, cluster.now());
-                st.counters.launched += instances.len() as u64;
+                st.launched(key, &instances, cluster.now());
+                let memory = st.memory_mut(key);
+                memory.counters.launched += instances.len() as u64;
                 if fell_back {
-                    st.counters.spot_fallbacks += instances.len() as u64;
+                    memory.counters.spot_fallbacks += instances.len() as u64;
                 }
-                st.launch_backoff = None;
+                memory.launch_backoff = None;
             }
-            Err(message) => return launch_failed(cluster, message),
+            Err(message) => return launch_failed(cluster, key, message),
         }
     }
 }
 
 async fn launch_some(
     cluster: &Cluster,
-    profile: &ClusterProfile,
+    pool: &PoolConfig,
     cfg: &Ec2Capacity,
     network: &Network,
     launch: &Launch,
     (ami_id, spec): (&str, &str),
     count: u32,
 ) -> Result<(Vec<Ec2Instance>, bool), LaunchFailed> {
-    let os = launch.os;
+    let (os, profile, key) = (launch.os, &*pool.profile, &pool.key);
     let n = network.subnets.len().max(1);
-    let first = cluster.ec2().state().next_subnet % n;
+    let (first, images) = {
+        let st = cluster.ec2().state();
+        let memory = st.memory(Some(key));
+        (memory.map_or(0, |m| m.next_subnet) % n, memory.map(|m| m.images.clone()).unwrap_or_default())
+    };
     let subnets: Vec<(usize, &String)> =
         network.subnets.iter().enumerate().cycle().skip(first).take(network.subnets.len()).collect();
-    let images = cluster.ec2().state().images.clone();
     let join = Join { images: &images, ..join(cluster, profile, cfg) };
     let mut tags: Vec<(String, String)> =
         profile.tags.iter().filter(|(k, _)| !k.starts_with("gocd:") && k != "Name").cloned().collect();
@@ -100,11 +115,12 @@ async fn launch_some(
     tags.push((TAG_CLUSTER_PROFILE.into(), cluster.key().to_string()));
     tags.push((TAG_OS.into(), os.as_str().into()));
     tags.push((TAG_LAUNCH_SPEC.into(), spec.to_string()));
+    tags.push((TAG_EC2_POOL.into(), key.to_string()));
     tags.push(("Name".into(), format!("gocd-ecs-agents {}", profile.cluster_short_name())));
     let mut refusals: Vec<(String, Refusal)> = Vec::new();
     let markets: &[bool] = if cfg.spot { &[true, false] } else { &[false] };
     for (index, subnet) in subnets {
-        cluster.ec2().state().next_subnet = (index + 1) % n;
+        cluster.ec2().state().memory_mut(key).next_subnet = (index + 1) % n;
         // Each type in the plan's order, spot first; on-demand only once every type's spot
         // capacity was refused.
         for &spot in markets {
@@ -231,12 +247,14 @@ pub(super) enum LaunchFailed {
     },
 }
 
-fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
+/// Backs the pool's launches off (the pool's alone: another pool's AMI or types may launch).
+fn launch_failed(cluster: &Cluster, pool: &Ec2PoolKey, message: impl std::fmt::Display) {
     let now = cluster.now();
     let backoff = {
         let mut st = cluster.ec2().state();
-        let next = st.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
-        st.launch_backoff = Some((now + next, next));
+        let memory = st.memory_mut(pool);
+        let next = memory.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
+        memory.launch_backoff = Some((now + next, next));
         next
     };
     cluster.event(
@@ -248,14 +266,12 @@ fn launch_failed(cluster: &Cluster, message: impl std::fmt::Display) {
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.
 async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result<Network, AwsError> {
     let key = (profile.subnet_ids.clone(), profile.security_group_ids.clone());
-    let mut cached = cluster.ec2().network.lock().await;
-    if let Some((k, n)) = cached.as_ref() {
-        if *k == key {
-            return Ok(n.clone());
-        }
+    let mut cached = cluster.ec2().networks.lock().await;
+    if let Some(n) = cached.get(&key) {
+        return Ok(n.clone());
     }
     let resolved = network::resolve(&cluster.aws(), &key.0, &key.1).await?;
-    *cached = Some((key, resolved.clone()));
+    cached.insert(key, resolved.clone());
     Ok(resolved)
 }
 

@@ -1,5 +1,7 @@
 //! EC2 capacity: the container instances the plugin launches into a cluster profile's account,
-//! packs with agent tasks and retires when idle (`LaunchType` `EC2`).
+//! packs with agent tasks and retires when idle (`LaunchType` `EC2`). One engine serves every
+//! cluster profile of its ECS cluster, and holds one pool of instances per profile's EC2
+//! settings ([`pools`]): each profile's work is planned and launched with its own settings.
 //!
 //! - [`plan`]: the pure decisions — where each waiting task goes, how many instances to
 //!   launch, which to retire — as functions of a snapshot and a clock, shared by the plugin and
@@ -8,23 +10,32 @@
 //!   instance instead of launching).
 //! - [`capacity`]: CPU units and MiB an instance type registers with ECS (the port's
 //!   `aws::ec2_types::sizes`).
+//! - [`pools`]: which pools the engine has (one per served profile's EC2 settings, keyed by
+//!   their hash, which each instance carries as its `gocd:ec2-pool` tag), what was learned for
+//!   each, and what is left over from settings no profile has any more.
 //! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
-//!   (architecture, platform, root size) as AWS describes them, once per engine.
+//!   (architecture, platform, root size) as AWS describes them, once per pool.
 //! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
-//! - [`pool`]: one cluster profile's instances and waiting work, in memory (rebuilt from AWS
-//!   after a restart: instances from their tags, waiting work from GoCD's re-sent create-agent).
-//! - [`report`]: the status report's instance table and counts.
+//! - [`pool`]: the engine's instances and waiting work, each of its pool, in memory (rebuilt
+//!   from AWS after a restart: instances from their tags, waiting work from GoCD's re-sent
+//!   create-agent).
+//! - [`report`]: the status report's instance table and counts, of one profile's pool.
 //! - [`api`]: the port's EC2 and ECS calls (`aws::ec2`: RunInstances, DescribeInstances by our
 //!   tags, container instances, deregister, terminate), with plain data (`aws::ec2_types`).
-//! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per cluster
-//!   profile that observes, plans and applies every few seconds while there is work; `apply`
-//!   (retire, start, refuse) and `launch` (RunInstances, spot fallback) carry out a plan's steps.
+//! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per engine
+//!   that observes the cluster once, then plans and applies each pool (`pool_pass`) every few
+//!   seconds while there is work; `apply` (retire, start, refuse) and `launch` (RunInstances,
+//!   spot fallback) carry out a plan's steps.
 //!
 //! # Invariants
 //! - Only instances carrying both our `gocd:server-id` and `gocd:cluster-profile` tags are
 //!   described, drained, deregistered, stopped, started or terminated.
-//! - A stopped instance is started again only while its `gocd:launch-spec` fingerprint is the
-//!   profile's current one; it is neither placed on nor counted against `Ec2MaxInstances`.
+//! - Work is placed only on instances of its own profile's pool, and an instance is launched
+//!   only with its pool's profile's settings (types, AMI, instance profile, network, tags). An
+//!   instance of no served profile's pool takes no work and is retired once it has no task,
+//!   once every profile was heard (after a restart: the first server-ping).
+//! - A stopped instance is started again only while its `gocd:launch-spec` fingerprint is its
+//!   pool's current one; it is neither placed on nor counted against `Ec2MaxInstances`.
 //! - An instance with a task on it (ECS's count or one we placed in the last minute) is never
 //!   retired; `Ec2MaxInstances` counts instances still starting.
 //! - create-agent never waits for capacity: the work waits here, in memory, with its
@@ -36,6 +47,8 @@ pub mod driver;
 mod launch;
 pub mod plan;
 pub mod pool;
+mod pool_pass;
+pub mod pools;
 pub mod report;
 #[cfg(test)]
 mod tests;

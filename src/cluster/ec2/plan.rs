@@ -225,6 +225,8 @@ pub enum RetireReason {
     Stale,
     /// Stopped, beyond `Ec2StoppedInstances`.
     SurplusStopped,
+    /// Of EC2 settings no served cluster profile has any more (`pools.rs`), with no task.
+    LeftOver,
 }
 
 impl RetireReason {
@@ -242,6 +244,9 @@ impl RetireReason {
                 "it was stopped with launch settings (AMI, user data, instance type...) the cluster profile no longer has"
             }
             RetireReason::SurplusStopped => "more instances were stopped than Ec2StoppedInstances keeps",
+            RetireReason::LeftOver => {
+                "no cluster profile launches with the EC2 settings it was launched with any more (the profile was edited or deleted, or left EC2), and it ran no task"
+            }
         }
     }
 }

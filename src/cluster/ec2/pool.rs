@@ -1,8 +1,10 @@
-//! One EC2 cluster profile's capacity in memory: our instances (as EC2 and ECS last described
-//! them, plus what we placed since), the work waiting for room, and the background loop's
-//! handle. Rebuilt from AWS after a restart: instances from their tags, waiting work from GoCD's
-//! re-sent create-agent. [`PoolState::observe`] folds a description in; [`PoolState::slots`] and
-//! [`PoolState::demands`] turn the state into the planner's input.
+//! An engine's EC2 capacity in memory: our instances in the ECS cluster (as EC2 and ECS last
+//! described them, plus what we placed since), each in the pool of the cluster profile it was
+//! launched for (`pools.rs`), the work waiting for room, what was learned per pool, and the
+//! background loop's handle. Rebuilt from AWS after a restart: instances from their tags,
+//! waiting work from GoCD's re-sent create-agent. [`PoolState::observe`] folds one description
+//! of the whole cluster in; [`PoolState::slots`] and [`PoolState::demands`] turn one group's
+//! share of the state (a pool, or what is left over) into the planner's input.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError};
@@ -12,14 +14,14 @@ use serde::Serialize;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::catalog::Catalog;
 use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffer};
+use super::pools::{Group, PoolMemory};
 use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
 use crate::cluster::locks::{Mutex, MutexGuard};
 use crate::cluster::snapshot::LaunchSpec;
-use crate::ids::AgentId;
+use crate::ids::{AgentId, Ec2PoolKey};
 use crate::secret::Secret;
 use crate::settings::Ec2Capacity;
 
@@ -74,6 +76,8 @@ pub struct InstanceRecord {
     pub restarted_at: Option<SystemTime>,
     /// When we stopped it (the most recently stopped is started first: its cache is newest).
     pub stopped_at: Option<SystemTime>,
+    /// The pool it was launched into (`gocd:ec2-pool`); `None` when launched without one.
+    pub pool: Option<Ec2PoolKey>,
 }
 
 impl InstanceRecord {
@@ -107,6 +111,8 @@ pub struct WaitingTask {
     pub last_asked: SystemTime,
     /// Spot interrupted its job's previous agent: an on-demand instance only.
     pub on_demand: bool,
+    /// The pool of the cluster profile its create-agent sent: the instances it may run on.
+    pub pool: Ec2PoolKey,
 }
 
 /// Counters for the status report.
@@ -135,44 +141,30 @@ pub struct Observed {
     pub unknown: Vec<(String, String)>,
 }
 
-/// Everything mutable of one pool.
+/// Everything mutable of an engine's EC2 capacity.
 #[derive(Debug, Default)]
 pub struct PoolState {
-    /// Our instances by id.
+    /// Our instances by id, of every pool.
     pub instances: BTreeMap<String, InstanceRecord>,
-    /// Work waiting for room, oldest first.
+    /// Work waiting for room, oldest first, of every pool.
     pub waiting: Vec<WaitingTask>,
     /// Instances that went (retired by us or vanished), and when.
     pub gone: BTreeMap<String, SystemTime>,
     /// EC2 ids of container instances in the cluster that are not ours.
     pub foreign: BTreeSet<String>,
-    /// What instances of each type registered (the truth beats the estimate).
-    pub registered_capacity: BTreeMap<String, Resources>,
-    /// No launch before this time (after a failed RunInstances), and the current backoff.
-    pub launch_backoff: Option<(SystemTime, Duration)>,
-    /// The subnet (index into the profile's) the next launch tries first: past the last one
-    /// that refused or launched, so a zone that refused is not the first asked again.
-    pub next_subnet: usize,
-    /// The listed types and AMIs as AWS described them (read at the first pass).
-    pub catalog: Option<Arc<Catalog>>,
-    /// Spot launches so far: the round-robin over fitting types continues from here.
-    pub spot_turn: usize,
-    /// Totals.
-    pub counters: Counters,
+    /// What was learned for each pool (its catalog, launch backoff, images, totals...).
+    pub pools: BTreeMap<Ec2PoolKey, PoolMemory>,
     /// When the last pass finished, and its error if it failed.
     pub last_pass: Option<(SystemTime, Option<String>)>,
-    /// The images of the elastic profiles this cluster profile has run on EC2, the most recent
-    /// first (at most [`IMAGES_KEPT`]): new instances pull them at boot.
-    pub images: Vec<String>,
 }
 
-/// How many images [`PoolState::images`] keeps for the pre-pull at boot.
+/// How many images [`PoolMemory::images`] keeps for the pre-pull at boot.
 pub const IMAGES_KEPT: usize = 20;
 
 /// A stopped instance as the planner sees it (`plan::parked`).
 pub use super::plan::parked::Parked;
 
-/// One cluster profile's EC2 capacity: state, loop and wake-up.
+/// An engine's EC2 capacity, every pool's: state, loop and wake-up.
 #[derive(Debug, Default)]
 pub struct Pool {
     state: Mutex<PoolState>,
@@ -182,7 +174,8 @@ pub struct Pool {
     /// Held for one pass: passes never overlap, so placements never overcommit an instance.
     pub(crate) pass_lock: tokio::sync::Mutex<()>,
     pub(crate) task: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) network: tokio::sync::Mutex<Option<(NetworkKey, Network)>>,
+    /// The instances' networks, each resolved once (pools may launch into different ones).
+    pub(crate) networks: tokio::sync::Mutex<BTreeMap<NetworkKey, Network>>,
 }
 
 impl Drop for Pool {
@@ -242,9 +235,11 @@ impl PoolState {
         let live: BTreeSet<String> = ec2.iter().map(|i| i.id.clone()).collect();
         for i in ec2 {
             let record = self.instances.entry(i.id.clone()).or_insert_with(|| {
-                tracing::info!(instance = %i.id, state = %i.state, "adopted an EC2 instance of this cluster profile");
+                tracing::info!(instance = %i.id, state = %i.state, pool = ?i.pool, "adopted an EC2 instance of this cluster");
                 new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now))
             });
+            // A description never takes the pool a launch recorded away.
+            record.pool = i.pool.or(record.pool.take());
             record.instance_type = i.instance_type;
             record.spot = i.spot;
             record.os = i.os;
@@ -317,7 +312,10 @@ impl PoolState {
             match &record.container {
                 Some(c) => {
                     record.registered_at.get_or_insert(now);
-                    self.registered_capacity.insert(record.instance_type.clone(), c.total);
+                    if let Some(key) = &record.pool {
+                        let memory = self.pools.entry(key.clone()).or_default();
+                        memory.registered_capacity.insert(record.instance_type.clone(), c.total);
+                    }
                     record.idle_since =
                         plan::idle_since(record.idle_since, c.tasks, record.last_placed_at, PLACEMENT_GRACE, now);
                 }
@@ -328,14 +326,33 @@ impl PoolState {
         out
     }
 
-    /// Records instances RunInstances answered (before any description shows them).
-    pub fn launched(&mut self, instances: &[Ec2Instance], now: SystemTime) {
+    /// Records instances RunInstances answered for pool `pool` (before any description shows
+    /// them).
+    pub fn launched(&mut self, pool: &Ec2PoolKey, instances: &[Ec2Instance], now: SystemTime) {
         for i in instances {
             self.instances.entry(i.id.clone()).or_insert_with(|| {
                 let mut r = new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now));
                 r.ec2_state = i.state.clone();
+                r.pool = Some(pool.clone());
                 r
             });
+        }
+    }
+
+    /// What was learned for the pool of `key`, if anything.
+    pub fn memory(&self, key: Option<&Ec2PoolKey>) -> Option<&PoolMemory> {
+        self.pools.get(key?)
+    }
+
+    /// What was learned for the pool of `key`, to change.
+    pub fn memory_mut(&mut self, key: &Ec2PoolKey) -> &mut PoolMemory {
+        self.pools.entry(key.clone()).or_default()
+    }
+
+    /// Counts in the totals of an instance's pool (none for one launched without a pool).
+    pub fn count(&mut self, instance: &str, add: impl FnOnce(&mut Counters)) {
+        if let Some(key) = self.instances.get(instance).and_then(|r| r.pool.clone()) {
+            add(&mut self.memory_mut(&key).counters);
         }
     }
 
@@ -351,68 +368,73 @@ impl PoolState {
             }
         }
         self.waiting.retain(|w| w.spec.work.agent_id != agent_id);
-        self.counters.placed += 1;
+        self.count(instance, |c| c.placed += 1);
     }
 
-    /// The profile's limits, and what one new instance of each listed type offers.
-    pub fn policy(&self, cfg: &Ec2Capacity) -> Policy {
+    /// The limits of a group's profile (`cfg`: the pool's, or a winding-down one), and what one
+    /// new instance of each type it lists offers.
+    pub fn policy(&self, group: &Group<'_>, cfg: &Ec2Capacity) -> Policy {
         Policy {
             min: cfg.min_instances,
             max: cfg.max_instances,
             idle: Duration::from_secs(u64::from(cfg.idle_minutes) * 60),
             register_timeout: Duration::from_secs(u64::from(cfg.register_timeout_minutes) * 60),
             launch_patience: Duration::from_secs(u64::from(cfg.scale_out_wait_seconds)),
-            types: self.offers(cfg),
+            types: self.offers(group.key(), cfg),
             spot: cfg.spot,
-            spot_turn: self.spot_turn,
+            spot_turn: self.memory(group.key()).map_or(0, |m| m.spot_turn),
             rules: plan::Rules::default(),
         }
     }
 
-    /// The types new instances may have, in the operator's order: with the catalog, those EC2
-    /// knows that have an AMI of their architecture; before it, every listed type with its
-    /// architecture guessed from the name. Each offers what one of it registered, else what
-    /// EC2 describes, else the estimate from the name, else (unknown) a c5.large's worth.
-    pub fn offers(&self, cfg: &Ec2Capacity) -> Vec<TypeOffer> {
+    /// The types new instances of pool `key` may have, in the operator's order: with the pool's
+    /// catalog, those EC2 knows that have an AMI of their architecture; before it, every listed
+    /// type with its architecture guessed from the name. Each offers what one of it registered,
+    /// else what EC2 describes, else the estimate from the name, else (unknown) a c5.large's
+    /// worth.
+    pub fn offers(&self, key: Option<&Ec2PoolKey>, cfg: &Ec2Capacity) -> Vec<TypeOffer> {
         let offer = |name: &str, arch: Arch| {
-            let (capacity, known) = match self.capacity(name) {
+            let (capacity, known) = match self.capacity(key, name) {
                 Some(c) => (c, true),
                 None => (Resources::new(2048, 3741), false),
             };
             TypeOffer { name: name.to_string(), capacity, arch, known }
         };
-        match &self.catalog {
+        match self.memory(key).and_then(|m| m.catalog.as_ref()) {
             Some(catalog) => catalog.launchable().map(|t| offer(&t.name, t.arch)).collect(),
             None => cfg.instance_types.iter().map(|t| offer(t, Arch::guess(t))).collect(),
         }
     }
 
-    /// What an instance of this type registers, if known.
-    pub fn capacity(&self, instance_type: &str) -> Option<Resources> {
-        let described = || self.catalog.as_ref()?.type_info(instance_type)?.capacity;
-        self.registered_capacity
-            .get(instance_type)
-            .copied()
+    /// What an instance of this type registers in pool `key` (its AMI decides too), if known.
+    pub fn capacity(&self, key: Option<&Ec2PoolKey>, instance_type: &str) -> Option<Resources> {
+        let memory = self.memory(key);
+        let described = || memory?.catalog.as_ref()?.type_info(instance_type)?.capacity;
+        memory
+            .and_then(|m| m.registered_capacity.get(instance_type).copied())
             .or_else(described)
             .or_else(|| capacity::estimate(instance_type))
     }
 
-    /// An instance type's architecture: as EC2 describes the type, else guessed from its name.
-    pub fn arch_of(&self, instance_type: &str) -> Arch {
-        self.catalog.as_ref().map_or_else(|| Arch::guess(instance_type), |c| c.arch_of(instance_type))
+    /// An instance's architecture: as EC2 describes its type in its pool's catalog, else guessed
+    /// from the type's name.
+    pub fn arch_of(&self, record: &InstanceRecord) -> Arch {
+        let catalog = self.memory(record.pool.as_ref()).and_then(|m| m.catalog.as_ref());
+        catalog.map_or_else(|| Arch::guess(&record.instance_type), |c| c.arch_of(&record.instance_type))
     }
 
-    /// The planner's view of the instances (not the stopped ones: [`PoolState::parked`]). One
-    /// started again counts as starting, launched when it was started, until its agent is back.
-    pub fn slots(&self) -> Vec<Slot> {
+    /// The planner's view of a group's instances (not the stopped ones: [`PoolState::parked`]).
+    /// One started again counts as starting, launched when it was started, until its agent is
+    /// back.
+    pub fn slots(&self, group: &Group<'_>) -> Vec<Slot> {
         self.instances
             .values()
-            .filter(|r| !r.parked())
+            .filter(|r| group.holds(r.pool.as_ref()) && !r.parked())
             .map(|r| Slot {
                 id: r.id.clone(),
                 os: r.os,
                 instance_type: r.instance_type.clone(),
-                arch: self.arch_of(&r.instance_type),
+                arch: self.arch_of(r),
                 launched_at: r.restarted_at.unwrap_or(r.launched_at),
                 running: r.ec2_state == Ec2State::Running,
                 registered: r.container.as_ref().filter(|_| !r.restarting()).map(|c| Registered {
@@ -429,15 +451,15 @@ impl PoolState {
             .collect()
     }
 
-    /// The stopped pool as the planner sees it: `current` gives the fingerprint of the launch
-    /// settings a new instance of that OS and architecture would have now (`None`: unknown, and
-    /// then no stopped instance of it is started).
-    pub fn parked(&self, current: impl Fn(OsClass, Arch) -> Option<String>) -> Vec<Parked> {
+    /// A group's stopped instances as the planner sees them: `current` gives the fingerprint of
+    /// the launch settings a new instance of that OS and architecture would have now (`None`:
+    /// unknown, and then no stopped instance of it is started).
+    pub fn parked(&self, group: &Group<'_>, current: impl Fn(OsClass, Arch) -> Option<String>) -> Vec<Parked> {
         self.instances
             .values()
-            .filter(|r| r.parked() && r.retiring.is_none())
+            .filter(|r| group.holds(r.pool.as_ref()) && r.parked() && r.retiring.is_none())
             .map(|r| {
-                let arch = self.arch_of(&r.instance_type);
+                let arch = self.arch_of(r);
                 let fresh = match (current(r.os, arch), &r.launch_spec) {
                     (Some(now), Some(then)) => Some(now == *then),
                     // Launched before fingerprints, or by hand: not ours to start.
@@ -458,17 +480,19 @@ impl PoolState {
             .collect()
     }
 
-    /// Records an image of work queued here, most recent first.
-    pub fn saw_image(&mut self, image: &str) {
-        self.images.retain(|i| i != image);
-        self.images.insert(0, image.to_string());
-        self.images.truncate(IMAGES_KEPT);
+    /// Records an image of work queued in pool `key`, most recent first.
+    pub fn saw_image(&mut self, key: &Ec2PoolKey, image: &str) {
+        let images = &mut self.memory_mut(key).images;
+        images.retain(|i| i != image);
+        images.insert(0, image.to_string());
+        images.truncate(IMAGES_KEPT);
     }
 
-    /// The planner's view of the waiting work.
-    pub fn demands(&self) -> Vec<Demand> {
+    /// The planner's view of a group's waiting work.
+    pub fn demands(&self, group: &Group<'_>) -> Vec<Demand> {
         self.waiting
             .iter()
+            .filter(|w| group.holds(Some(&w.pool)))
             .map(|w| Demand {
                 id: w.spec.work.agent_id.to_string(),
                 need: w.need,
@@ -480,12 +504,12 @@ impl PoolState {
             .collect()
     }
 
-    /// How long until the next idle or register deadline of an instance passes, if any: the loop
-    /// comes back then rather than on its steady beat, so instances retire on time.
-    pub fn next_deadline(&self, policy: &Policy, now: SystemTime) -> Option<Duration> {
+    /// How long until the next idle or register deadline of a group's instance passes, if any:
+    /// the loop comes back then rather than on its steady beat, so instances retire on time.
+    pub fn next_deadline(&self, group: &Group<'_>, policy: &Policy, now: SystemTime) -> Option<Duration> {
         self.instances
             .values()
-            .filter(|r| r.retiring.is_none() && !r.parked())
+            .filter(|r| group.holds(r.pool.as_ref()) && r.retiring.is_none() && !r.parked())
             .filter_map(|r| match (&r.container, r.idle_since) {
                 _ if r.restarting() => r.restarted_at.map(|t| t + policy.register_timeout),
                 // A surplus idle instance goes sooner than the warm spare: wake for the earlier.
@@ -526,6 +550,7 @@ fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_a
         launch_spec: None,
         restarted_at: None,
         stopped_at: None,
+        pool: None,
     }
 }
 
@@ -534,6 +559,12 @@ mod tests {
     use super::*;
 
     const T0: SystemTime = SystemTime::UNIX_EPOCH;
+    /// The pool the instances below were launched into.
+    const POOL: &str = "0123456789ab";
+
+    fn pool() -> Ec2PoolKey {
+        POOL.into()
+    }
 
     fn at(s: u64) -> SystemTime {
         T0 + Duration::from_secs(s)
@@ -549,6 +580,7 @@ mod tests {
             os: OsClass::Linux,
             spot_warned_at: None,
             launch_spec: None,
+            pool: Some(pool()),
         }
     }
 
@@ -575,7 +607,8 @@ mod tests {
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(5), at(5));
         let a = &st.instances["i-a"];
         assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
-        assert_eq!(st.capacity("c5.xlarge"), Some(Resources::new(4096, 7482)));
+        assert_eq!(st.capacity(Some(&pool()), "c5.xlarge"), Some(Resources::new(4096, 7482)), "the truth, learned");
+        assert_eq!(st.capacity(Some(&"another12345".into()), "c5.xlarge"), capacity::estimate("c5.xlarge"));
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 1)], at(9), at(9));
         assert_eq!(st.instances["i-a"].idle_since, None);
     }
@@ -612,7 +645,7 @@ mod tests {
         let mut st = PoolState::default();
         let warned = Ec2Instance { spot: true, spot_warned_at: Some(at(3)), ..ec2("i-w", Ec2State::Running) };
         st.observe(vec![warned, ec2("i-a", Ec2State::Running)], vec![ci("i-w", 2), ci("i-a", 1)], at(5), at(5));
-        let warned: Vec<bool> = st.slots().iter().map(|s| s.spot_warned).collect();
+        let warned: Vec<bool> = st.slots(&Group::Pool(&pool())).iter().map(|s| s.spot_warned).collect();
         assert_eq!(warned, [false, true], "i-a, i-w");
         // A description taken before the tag landed does not forget the warning.
         let untagged = Ec2Instance { spot: true, ..ec2("i-w", Ec2State::Running) };
@@ -623,7 +656,7 @@ mod tests {
     #[test]
     fn just_launched_instances_survive_a_stale_description() {
         let mut st = PoolState::default();
-        st.launched(&[ec2("i-new", Ec2State::Pending)], at(0));
+        st.launched(&pool(), &[ec2("i-new", Ec2State::Pending)], at(0));
         st.observe(vec![], vec![], at(10), at(10));
         assert!(st.instances.contains_key("i-new"));
         st.observe(vec![], vec![], at(200), at(200));
@@ -634,26 +667,36 @@ mod tests {
     fn the_next_deadline_is_the_nearest_idle_or_register_timeout() {
         let cfg = Ec2Capacity::for_tests();
         let mut st = PoolState::default();
-        assert_eq!(st.next_deadline(&st.policy(&cfg), at(0)), None);
+        let key = pool();
+        let group = Group::Pool(&key);
+        assert_eq!(st.next_deadline(&group, &st.policy(&group, &cfg), at(0)), None);
         st.observe(
             vec![ec2("i-a", Ec2State::Running), ec2("i-b", Ec2State::Pending)],
             vec![ci("i-a", 0)],
             at(10),
             at(10),
         );
-        let policy = st.policy(&cfg);
-        assert_eq!(st.next_deadline(&policy, at(20)), Some(Duration::from_secs(50)), "i-a idle since 10, for 60 s");
-        assert_eq!(st.next_deadline(&policy, at(100)), Some(Duration::ZERO));
+        let policy = st.policy(&group, &cfg);
+        assert_eq!(
+            st.next_deadline(&group, &policy, at(20)),
+            Some(Duration::from_secs(50)),
+            "i-a idle since 10, for 60 s"
+        );
+        assert_eq!(st.next_deadline(&group, &policy, at(100)), Some(Duration::ZERO));
+        let elsewhere = BTreeSet::from([pool()]);
+        assert_eq!(st.next_deadline(&Group::LeftOver(&elsewhere), &policy, at(20)), None, "none left over");
     }
 
     #[test]
     fn slots_know_their_type_and_architecture_from_ec2_and_the_catalog() {
-        use super::super::catalog::{AmiInfo, TypeInfo};
-        let mut st = PoolState::default();
+        use super::super::catalog::{AmiInfo, Catalog, TypeInfo};
+        let (key, mut st) = (pool(), PoolState::default());
+        let group = Group::Pool(&key);
         let graviton = Ec2Instance { instance_type: "c6g.xlarge".into(), ..ec2("i-g", Ec2State::Running) };
         st.observe(vec![ec2("i-x", Ec2State::Running), graviton], vec![], at(1), at(1));
-        let arch =
-            |st: &PoolState, id: &str| st.slots().into_iter().find(|s| s.id == id).map(|s| (s.instance_type, s.arch));
+        let arch = |st: &PoolState, id: &str| {
+            st.slots(&group).into_iter().find(|s| s.id == id).map(|s| (s.instance_type, s.arch))
+        };
         assert_eq!(arch(&st, "i-g"), Some(("c6g.xlarge".into(), Arch::Arm64)), "guessed before the catalog");
         let cfg = Ec2Capacity {
             instance_types: vec!["c5.xlarge".into(), "c6g.xlarge".into()],
@@ -661,7 +704,7 @@ mod tests {
             ..Ec2Capacity::for_tests()
         };
         let ami = |id: &str, a| AmiInfo { id: id.into(), arch: Some(a), os: OsClass::Linux, root_gib: 30 };
-        st.catalog = Some(Arc::new(Catalog {
+        st.memory_mut(&pool()).catalog = Some(Arc::new(Catalog {
             types: vec![
                 TypeInfo { name: "c5.xlarge".into(), arch: Arch::X86_64, capacity: Some(Resources::new(4096, 7482)) },
                 // As EC2 says, whatever the name suggests.
@@ -674,7 +717,7 @@ mod tests {
             key: Catalog::key_of(&cfg),
         }));
         assert_eq!(arch(&st, "i-x"), Some(("c5.xlarge".into(), Arch::X86_64)));
-        let offers = st.offers(&cfg);
+        let offers = st.offers(Some(&pool()), &cfg);
         assert_eq!(
             offers.iter().map(|o| (o.name.as_str(), o.arch)).collect::<Vec<_>>(),
             [("c5.xlarge", Arch::X86_64), ("c6g.xlarge", Arch::Arm64)]

@@ -1,32 +1,40 @@
-//! The status report's view of one pool: every instance (type, architecture, market, state,
-//! registered and remaining CPU and memory, tasks, idle since), the instances by type, what is
-//! wrong with the listed types and AMIs, and the counts against `Ec2MinInstances` and
-//! `Ec2MaxInstances`. Times are handed to the caller's formatter (`T`).
+//! The status report's view of one cluster profile's EC2 pool: every instance of it (type,
+//! architecture, market, state, registered and remaining CPU and memory, tasks, idle since), the
+//! instances by type, what is wrong with the listed types and AMIs, and the counts against
+//! `Ec2MinInstances` and `Ec2MaxInstances`. Times are handed to the caller's formatter (`T`).
 
 use std::time::SystemTime;
 
 use serde::Serialize;
 
 use super::pool::{Counters, InstanceRecord, Pool};
+use super::pools::pool_key;
 use super::Ec2State;
-use crate::settings::Ec2Capacity;
+use crate::settings::{ClusterProfile, Ec2Capacity};
 
 impl Pool {
-    /// The status report's view of the pool.
-    pub fn snapshot<T>(&self, cfg: &Ec2Capacity, when: impl Fn(SystemTime) -> T) -> PoolSnapshot<T> {
+    /// The status report's view of the pool of `profile` (an EC2 cluster profile, with `cfg`
+    /// its EC2 settings).
+    pub fn snapshot<T>(
+        &self,
+        profile: &ClusterProfile,
+        cfg: &Ec2Capacity,
+        when: impl Fn(SystemTime) -> T,
+    ) -> PoolSnapshot<T> {
+        let key = pool_key(profile);
         let st = self.state();
+        let ours: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.pool.is_some() && r.pool == key).collect();
         let alive: Vec<&InstanceRecord> =
-            st.instances.values().filter(|r| r.retiring.is_none() && !r.parked()).collect();
-        let stopped = st.instances.values().filter(|r| r.retiring.is_none() && r.parked()).count();
-        let instances = st
-            .instances
-            .values()
+            ours.iter().copied().filter(|r| r.retiring.is_none() && !r.parked()).collect();
+        let stopped = ours.iter().filter(|r| r.retiring.is_none() && r.parked()).count();
+        let instances = ours
+            .iter()
             .map(|r| {
                 let c = r.container.as_ref();
                 InstanceRow {
                     id: r.id.clone(),
                     instance_type: r.instance_type.clone(),
-                    arch: st.arch_of(&r.instance_type).as_str(),
+                    arch: st.arch_of(r).as_str(),
                     market: if r.spot { "spot" } else { "on-demand" },
                     state: instance_state(r),
                     ec2_state: r.ec2_state.clone(),
@@ -43,14 +51,14 @@ impl Pool {
             .collect();
         let mut by_type: Vec<TypeCount> = Vec::new();
         for r in &alive {
-            let arch = st.arch_of(&r.instance_type).as_str();
+            let arch = st.arch_of(r).as_str();
             match by_type.iter_mut().find(|t| t.instance_type == r.instance_type) {
                 Some(t) => t.count += 1,
                 None => by_type.push(TypeCount { instance_type: r.instance_type.clone(), arch, count: 1 }),
             }
         }
         by_type.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
-        let catalog = st.catalog.as_ref();
+        let catalog = st.memory(key.as_ref()).and_then(|m| m.catalog.as_ref());
         PoolSnapshot {
             instance_type: cfg.instance_types.join(", "),
             by_type,
@@ -67,9 +75,9 @@ impl Pool {
             stopped,
             stopped_instances: cfg.stopped_instances,
             stopped_ebs_month: format!("{:.2} USD a month", stopped_ebs_usd_month(stopped, cfg.root_volume_gib)),
-            waiting: st.waiting.len(),
+            waiting: st.waiting.iter().filter(|w| Some(&w.pool) == key.as_ref()).count(),
             instances,
-            counters: st.counters,
+            counters: st.memory(key.as_ref()).map(|m| m.counters).unwrap_or_default(),
             last_pass: st.last_pass.as_ref().map(|(t, _)| when(*t)),
             last_error: st.last_pass.as_ref().and_then(|(_, e)| e.clone()),
         }
@@ -138,7 +146,7 @@ pub struct PoolSnapshot<T> {
     pub stopped_ebs_month: String,
     /// Every instance.
     pub instances: Vec<InstanceRow<T>>,
-    /// Totals.
+    /// The pool's totals.
     pub counters: Counters,
     /// When the last pass ran.
     pub last_pass: Option<T>,

@@ -9,12 +9,15 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::driver;
+use super::pool::{Counters, PoolState};
+use super::pools::{pool_key, Group};
 use crate::aws::verifier::{ec2_answer, Verifier};
 use crate::cluster::clock::ManualClock;
 use crate::cluster::fake_gocd::FakeGocd;
 use crate::cluster::fixtures::job;
 use crate::cluster::identity::cluster_key;
 use crate::cluster::{AgentRequest, Cluster, Created, EngineOptions};
+use crate::ids::Ec2PoolKey;
 use crate::secret::Secret;
 use crate::settings::ClusterProfile;
 
@@ -26,24 +29,14 @@ struct World {
     /// The engine's time: it starts at the wall's and moves only when a test advances it.
     clock: Arc<ManualClock>,
     cluster: Arc<Cluster>,
+    /// The pool of the world's own cluster profile.
+    pool: Ec2PoolKey,
 }
 
 impl World {
     fn new(extra: &[(&str, &str)]) -> World {
-        let mut p = props(&[
-            ("ClusterName", "ci"),
-            ("Region", "us-east-1"),
-            ("LaunchType", "EC2"),
-            ("SubnetIds", "subnet-0a1b2c3d,subnet-1a1b2c3d"),
-            ("SecurityGroupIds", "sg-0a1b2c3d"),
-            ("Ec2InstanceType", "m5.large"),
-            ("Ec2AmiId", "ami-0abcdef1234567890"),
-            ("Ec2InstanceProfile", "ecs-agents"),
-            ("Ec2ScaleOutWaitSeconds", "0"),
-            ("MaxAgents", "5"),
-        ]);
-        p.extend(props(extra));
-        let profile = ClusterProfile::parse(&p).expect("a valid EC2 cluster profile");
+        let profile = ec2_profile(extra);
+        let served = profile.clone();
         let aws = Verifier::default();
         let gocd = Arc::new(FakeGocd::default());
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
@@ -59,7 +52,26 @@ impl World {
             clock.clone(),
         ));
         cluster.ec2().hold_loop_for_test();
-        World { aws, gocd, clock, cluster }
+        // GoCD sent the profile (its requests are team-a's).
+        cluster.serve_again(&"team-a".into(), &served);
+        let pool = pool_key(&served).expect("an EC2 profile");
+        World { aws, gocd, clock, cluster, pool }
+    }
+
+    /// The pool of the world's own cluster profile.
+    fn pool(&self) -> Ec2PoolKey {
+        self.pool.clone()
+    }
+
+    /// One Linux m5.large of the world's pool as DescribeInstances lists it.
+    fn instance_xml(&self, id: &str, state: &str) -> String {
+        instance_xml(id, state, Some(&self.pool()), "m5.large", "linux")
+    }
+
+    /// [`World::instance_xml`], tagged with the fingerprint of its launch settings.
+    fn instance_with_spec(&self, id: &str, state: &str, spec: &str) -> String {
+        self.instance_xml(id, state)
+            .replace("<tagSet>", &format!("<tagSet><item><key>gocd:launch-spec</key><value>{spec}</value></item>"))
     }
 
     fn request(&self, job_id: i64) -> AgentRequest {
@@ -73,6 +85,29 @@ impl World {
             site_url: Some("http://gocd.example:8153/go".into()),
         }
     }
+}
+
+/// The world's EC2 cluster profile (a Linux m5.large, ECS cluster `ci`), with `extra`.
+fn ec2_profile(extra: &[(&str, &str)]) -> ClusterProfile {
+    let mut p = props(&[
+        ("ClusterName", "ci"),
+        ("Region", "us-east-1"),
+        ("LaunchType", "EC2"),
+        ("SubnetIds", "subnet-0a1b2c3d,subnet-1a1b2c3d"),
+        ("SecurityGroupIds", "sg-0a1b2c3d"),
+        ("Ec2InstanceType", "m5.large"),
+        ("Ec2AmiId", "ami-0abcdef1234567890"),
+        ("Ec2InstanceProfile", "ecs-agents"),
+        ("Ec2ScaleOutWaitSeconds", "0"),
+        ("MaxAgents", "5"),
+    ]);
+    p.extend(props(extra));
+    ClusterProfile::parse(&p).expect("a valid EC2 cluster profile")
+}
+
+/// The totals of the world's own pool.
+fn totals(st: &PoolState, w: &World) -> Counters {
+    st.memory(Some(&w.pool)).map(|m| m.counters).unwrap_or_default()
 }
 
 /// The calls of a first create-agent: adopt what runs (nothing), look for the family (none
@@ -92,11 +127,13 @@ fn expect_first_create_agent(aws: &Verifier) {
         );
 }
 
-/// One instance of ours as DescribeInstances lists it.
-fn instance_xml(id: &str, state: &str) -> String {
+/// One instance of ours as DescribeInstances lists it: of `pool` (its `gocd:ec2-pool` tag, when
+/// given), type and OS (`linux` or `windows`).
+fn instance_xml(id: &str, state: &str, pool: Option<&Ec2PoolKey>, instance_type: &str, os: &str) -> String {
+    let pool = pool.map(|p| format!("<item><key>gocd:ec2-pool</key><value>{p}</value></item>")).unwrap_or_default();
     format!(
-        "<item><instanceId>{id}</instanceId><instanceType>m5.large</instanceType><instanceState><code>16</code><name>{state}</name></instanceState>\
-         <launchTime>2026-12-03T10:00:00.000Z</launchTime><tagSet><item><key>gocd:os</key><value>linux</value></item></tagSet></item>"
+        "<item><instanceId>{id}</instanceId><instanceType>{instance_type}</instanceType><instanceState><code>16</code><name>{state}</name></instanceState>\
+         <launchTime>2026-12-03T10:00:00.000Z</launchTime><tagSet><item><key>gocd:os</key><value>{os}</value></item>{pool}</tagSet></item>"
     )
 }
 
@@ -149,7 +186,7 @@ fn expect_catalog(aws: &Verifier) {
 
 /// RunInstances' answer: these instances, pending.
 fn launched(ids: &[&str]) -> String {
-    let items: Vec<String> = ids.iter().map(|id| instance_xml(id, "pending")).collect();
+    let items: Vec<String> = ids.iter().map(|id| instance_xml(id, "pending", None, "m5.large", "linux")).collect();
     ec2_answer(
         "RunInstances",
         &format!(
@@ -195,14 +232,14 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
     driver::pass(&w.cluster).await.expect("pass 1");
     {
         let st = w.cluster.ec2().state();
-        assert_eq!(st.counters.launched, 1);
+        assert_eq!(totals(&st, &w).launched, 1);
         assert!(st.instances.contains_key("i-0000000000000001"), "{:?}", st.instances.keys());
         assert_eq!(st.waiting.len(), 1, "the work waits for the instance to register");
     }
 
     // Pass 2: the instance registered with room; the task starts on it.
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0001";
-    expect_described(&w.aws, &[instance_xml("i-0000000000000001", "running")]);
+    expect_described(&w.aws, &[w.instance_xml("i-0000000000000001", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000001", 2048, 7680, 0)]);
     w.aws
         .expect("StartTask")
@@ -282,7 +319,7 @@ async fn spot_refused_falls_back_to_on_demand_in_the_same_subnet_and_says_so() {
         .answers(launched(&["i-0000000000000002"]));
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2().state().counters.spot_fallbacks, 1);
+    assert_eq!(totals(&w.cluster.ec2().state(), &w).spot_fallbacks, 1);
     let health = health(&w);
     assert!(
         health.contains("EC2 spot capacity was refused (m5.large: InsufficientInstanceCapacity")
@@ -310,8 +347,9 @@ async fn capacity_refused_in_one_zone_launches_in_the_next_subnet() {
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!((st.counters.launched, st.launch_backoff), (1, None));
-    assert_eq!(st.next_subnet, 0, "the next launch starts past the subnet that launched");
+    let memory = st.memory(Some(&w.pool())).expect("the pool's");
+    assert_eq!((totals(&st, &w).launched, memory.launch_backoff), (1, None));
+    assert_eq!(memory.next_subnet, 0, "the next launch starts past the subnet that launched");
 }
 
 #[tokio::test]
@@ -334,7 +372,8 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!(st.waiting.len(), 1, "the work still waits");
-    assert_eq!(st.launch_backoff.map(|(_, b)| b.as_secs()), Some(10));
+    let backoff = st.memory(Some(&w.pool())).and_then(|m| m.launch_backoff);
+    assert_eq!(backoff.map(|(_, b)| b.as_secs()), Some(10));
 }
 
 /// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
@@ -350,8 +389,9 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         os: super::OsClass::Linux,
         spot_warned_at: None,
         launch_spec: None,
+        pool: None,
     };
-    st.launched(&[instance], now - idle_for);
+    st.launched(&w.pool(), &[instance], now - idle_for);
     let record = st.instances.get_mut(id).expect("recorded");
     record.seen = true;
     record.container = Some(crate::aws::ec2_types::ContainerInstance {
@@ -377,8 +417,8 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     // Idle since it registered, 11 minutes ago (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::ZERO);
     w.clock.advance(std::time::Duration::from_secs(11 * 60));
-    w.cluster.ec2().state().catalog = None;
-    expect_described(&w.aws, &[instance_xml("i-0000000000000004", "running")]);
+    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
+    expect_described(&w.aws, &[w.instance_xml("i-0000000000000004", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
     expect_catalog(&w.aws);
     w.aws
@@ -399,7 +439,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!(st.counters.terminated, 1);
+    assert_eq!(totals(&st, &w).terminated, 1);
     assert!(st.gone.contains_key("i-0000000000000004"));
 }
 
@@ -427,7 +467,7 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
     w.aws.done();
     let st = w.cluster.ec2().state();
     let record = &st.instances["i-0000000000000005"];
-    assert_eq!((record.retiring, st.counters.terminated), (None, 0), "kept, not terminated");
+    assert_eq!((record.retiring, totals(&st, &w).terminated), (None, 0), "kept, not terminated");
 }
 
 /// Job 7 queued, an empty registered instance `i-…{n}` of ours beside it, and the next pass's
@@ -438,8 +478,8 @@ async fn queued_beside_an_empty_instance(w: &World, n: &str) -> String {
     let container = format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/000{n}");
     let id = format!("i-000000000000000{n}");
     registered_instance(w, &id, &container, std::time::Duration::ZERO);
-    w.cluster.ec2().state().catalog = None;
-    expect_described(&w.aws, &[instance_xml(&id, "running")]);
+    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
+    expect_described(&w.aws, &[w.instance_xml(&id, "running")]);
     expect_containers(&w.aws, &[(&container, &id, 2048, 7680, 0)]);
     expect_catalog(&w.aws);
     container
@@ -480,7 +520,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
     let w = World::new(&[]);
     let ours = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0008";
     let foreign = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0009";
-    w.cluster.ec2().state().catalog = None;
+    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
     expect_described(&w.aws, &[]);
     expect_containers(
         &w.aws,
@@ -488,7 +528,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
     );
     // Which of the unknown instances are ours, by our tags and their ids (a filter, not
     // InstanceIds: EC2 fails a call naming an id it forgot).
-    expect_described_by_id(&w.aws, &[instance_xml("i-0000000000000008", "terminated")]);
+    expect_described_by_id(&w.aws, &[w.instance_xml("i-0000000000000008", "terminated")]);
     w.aws
         .expect("DeregisterContainerInstance")
         .with(move |call| assert_eq!(call.json["containerInstance"], ours))
@@ -553,14 +593,8 @@ fn catalog_read(w: &World) -> String {
         super::Arch::X86_64,
     )
     .expect("an AMI of the architecture");
-    w.cluster.ec2().state().catalog = Some(Arc::new(catalog));
+    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = Some(Arc::new(catalog));
     spec
-}
-
-/// One instance of ours in `state`, tagged with the fingerprint of its launch settings.
-fn instance_with_spec(id: &str, state: &str, spec: &str) -> String {
-    instance_xml(id, state)
-        .replace("<tagSet>", &format!("<tagSet><item><key>gocd:launch-spec</key><value>{spec}</value></item>"))
 }
 
 /// The container instance a stopped instance left: DRAINING, its agent disconnected.
@@ -586,7 +620,7 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
     registered_instance(&w, "i-0000000000000010", container, std::time::Duration::ZERO);
     w.clock.advance(std::time::Duration::from_secs(11 * 60));
     catalog_read(&w);
-    expect_described(&w.aws, &[instance_xml("i-0000000000000010", "running")]);
+    expect_described(&w.aws, &[w.instance_xml("i-0000000000000010", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000010", 2048, 7680, 0)]);
     w.aws
         .expect("UpdateContainerInstancesState")
@@ -603,10 +637,10 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!((st.counters.stopped, st.counters.terminated), (1, 0));
+    assert_eq!((totals(&st, &w).stopped, totals(&st, &w).terminated), (1, 0));
     let record = &st.instances["i-0000000000000010"];
     assert!(record.parked() && record.retiring.is_none(), "{record:?}");
-    assert!(st.slots().is_empty(), "a stopped instance is neither placed on nor counted");
+    assert!(st.slots(&Group::Pool(&w.pool())).is_empty(), "a stopped instance is neither placed on nor counted");
 }
 
 #[tokio::test]
@@ -618,7 +652,10 @@ async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
     let spec = catalog_read(&w);
     expect_described(
         &w.aws,
-        &[instance_with_spec("i-0000000000000012", "stopped", &spec), instance_xml("i-0000000000000011", "running")],
+        &[
+            w.instance_with_spec("i-0000000000000012", "stopped", &spec),
+            w.instance_xml("i-0000000000000011", "running"),
+        ],
     );
     expect_containers(&w.aws, &[(container, "i-0000000000000011", 2048, 7680, 0)]);
     w.aws
@@ -634,7 +671,7 @@ async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!((st.counters.stopped, st.counters.terminated), (0, 1));
+    assert_eq!((totals(&st, &w).stopped, totals(&st, &w).terminated), (0, 1));
     assert!(st.instances["i-0000000000000012"].parked(), "the one stopped already is kept");
 }
 
@@ -645,7 +682,7 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
     w.cluster.create_agent(w.request(7)).await.expect("queued");
     let spec = catalog_read(&w);
     let container = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0013";
-    expect_described(&w.aws, &[instance_with_spec("i-0000000000000013", "stopped", &spec)]);
+    expect_described(&w.aws, &[w.instance_with_spec("i-0000000000000013", "stopped", &spec)]);
     expect_containers_json(&w.aws, &[container_json(container, "i-0000000000000013", "DRAINING", false)]);
     // No RunInstances: the stopped instance is started.
     w.aws
@@ -662,13 +699,13 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
     driver::pass(&w.cluster).await.expect("pass 1");
     {
         let st = w.cluster.ec2().state();
-        assert_eq!((st.counters.restarted, st.counters.launched), (1, 0));
-        let slots = st.slots();
+        assert_eq!((totals(&st, &w).restarted, totals(&st, &w).launched), (1, 0));
+        let slots = st.slots(&Group::Pool(&w.pool()));
         assert!(slots.len() == 1 && slots[0].registered.is_none(), "starting until its agent is back: {slots:?}");
         assert_eq!(st.waiting.len(), 1);
     }
     // Its agent reconnects as the same container instance: the task starts on it.
-    expect_described(&w.aws, &[instance_with_spec("i-0000000000000013", "running", &spec)]);
+    expect_described(&w.aws, &[w.instance_with_spec("i-0000000000000013", "running", &spec)]);
     expect_containers_json(&w.aws, &[container_json(container, "i-0000000000000013", "ACTIVE", true)]);
     w.aws
         .expect("StartTask")
@@ -690,7 +727,7 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
 async fn a_stopped_instance_with_stale_launch_settings_is_terminated_not_started() {
     let w = World::new(&[("Ec2StoppedInstances", "2")]);
     catalog_read(&w);
-    expect_described(&w.aws, &[instance_with_spec("i-0000000000000014", "stopped", "0000000000000000")]);
+    expect_described(&w.aws, &[w.instance_with_spec("i-0000000000000014", "stopped", "0000000000000000")]);
     expect_containers(&w.aws, &[]);
     w.aws
         .expect("TerminateInstances")
@@ -711,7 +748,7 @@ async fn a_start_refused_for_capacity_launches_a_new_instance_instead() {
     expect_first_create_agent(&w.aws);
     w.cluster.create_agent(w.request(7)).await.expect("queued");
     let spec = catalog_read(&w);
-    expect_described(&w.aws, &[instance_with_spec("i-0000000000000015", "stopped", &spec)]);
+    expect_described(&w.aws, &[w.instance_with_spec("i-0000000000000015", "stopped", &spec)]);
     expect_containers(&w.aws, &[]);
     w.aws.expect("StartInstances").fails(
         500,
@@ -731,7 +768,7 @@ async fn a_start_refused_for_capacity_launches_a_new_instance_instead() {
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!((st.counters.restarted, st.counters.launched), (0, 1));
+    assert_eq!((totals(&st, &w).restarted, totals(&st, &w).launched), (0, 1));
     assert!(st.instances["i-0000000000000015"].parked(), "still stopped, started another time");
 }
 
@@ -741,8 +778,9 @@ async fn stopped_instances_are_adopted_after_a_restart_and_the_surplus_terminate
     // instances are adopted by their tags; the longest stopped goes.
     let w = World::new(&[("Ec2StoppedInstances", "1")]);
     let spec = catalog_read(&w);
-    let older = instance_with_spec("i-0000000000000017", "stopped", &spec);
-    let newer = instance_with_spec("i-0000000000000018", "stopped", &spec)
+    let older = w.instance_with_spec("i-0000000000000017", "stopped", &spec);
+    let newer = w
+        .instance_with_spec("i-0000000000000018", "stopped", &spec)
         .replace("2026-12-03T10:00:00.000Z", "2026-12-03T11:00:00.000Z");
     expect_described(&w.aws, &[older, newer]);
     expect_containers(&w.aws, &[]);
@@ -753,9 +791,315 @@ async fn stopped_instances_are_adopted_after_a_restart_and_the_surplus_terminate
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
     let cfg = w.cluster.profile().ec2.clone().expect("EC2 settings");
-    let report = w.cluster.ec2().snapshot(&cfg, |t| t);
+    let report = w.cluster.ec2().snapshot(&w.cluster.profile(), &cfg, |t| t);
     assert_eq!((report.stopped, report.counted, report.stopped_instances), (1, 0, 1));
     assert_eq!(report.stopped_ebs_month, "2.40 USD a month", "30 GiB of gp3");
     let row = report.instances.iter().find(|r| r.id == "i-0000000000000018").expect("listed");
     assert!(row.state.starts_with("stopped"), "{}", row.state);
+}
+
+// Two EC2 cluster profiles on one ECS cluster: one engine, a pool each.
+
+/// The Windows profile beside the world's Linux one: its own AMI, type and OS, on the same ECS
+/// cluster (one engine), as `import` writes them from GoCD's ECS plugin.
+const WINDOWS_AMI: &str = "ami-0fedcba9876543210";
+
+fn windows_profile() -> ClusterProfile {
+    ec2_profile(&[("Ec2InstanceType", "m5.4xlarge"), ("Ec2AmiId", WINDOWS_AMI), ("Ec2IdleMinutes", "30")])
+}
+
+impl World {
+    /// create-agent as the plugin serves it: GoCD's profile becomes the engine's last sent and a
+    /// served one, then the engine creates the agent with the request's own.
+    async fn ask(&self, request: AgentRequest) -> Created {
+        self.cluster.set_profile(request.profile.as_ref().clone());
+        self.cluster.serve_again(&request.settings, &request.profile);
+        self.cluster.create_agent(request).await.expect("queued")
+    }
+
+    /// A Windows job (4096 CPU units, 8 GiB: more than the Linux m5.large holds) of the Windows
+    /// profile.
+    fn windows_request(&self, job_id: i64) -> AgentRequest {
+        let elastic = [
+            ("Image", "mcr.microsoft.com/dotnet/framework/sdk:4.8"),
+            ("OperatingSystemFamily", "WINDOWS_SERVER_2019_FULL"),
+            ("Cpu", "4096"),
+            ("Memory", "8192"),
+        ];
+        AgentRequest {
+            profile: Arc::new(windows_profile()),
+            settings: "team-windows".into(),
+            elastic_profile: props(&elastic),
+            ..self.request(job_id)
+        }
+    }
+}
+
+/// A second create-agent: its elastic profile's family, looked up (none yet) and registered.
+fn expect_another_family(aws: &Verifier) {
+    aws.expect("DescribeTaskDefinition").fails(400, "ClientException", "Unable to describe task definition.");
+    aws.expect("RegisterTaskDefinition").answers(
+        json!({ "taskDefinition": { "taskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/gocd-ci-2:1",
+            "family": "gocd-ci-2", "revision": 1, "status": "ACTIVE" } })
+        .to_string(),
+    );
+}
+
+/// One pool's catalog read: its one type, with these vCPUs and MiB, and its one AMI.
+fn expect_catalog_of(
+    aws: &Verifier,
+    instance_type: &'static str,
+    (vcpus, mib): (u32, u32),
+    ami: &'static str,
+    platform: &str,
+) {
+    let types = format!(
+        "<instanceTypeSet><item><instanceType>{instance_type}</instanceType><vCpuInfo><defaultVCpus>{vcpus}</defaultVCpus></vCpuInfo>\
+         <memoryInfo><sizeInMiB>{mib}</sizeInMiB></memoryInfo><processorInfo><supportedArchitectures><item>x86_64</item></supportedArchitectures></processorInfo></item></instanceTypeSet>"
+    );
+    aws.expect("DescribeInstanceTypes")
+        .with(move |call| assert_eq!(call.field("InstanceType.1"), instance_type, "the pool's own types"))
+        .answers(ec2_answer("DescribeInstanceTypes", &types));
+    let images = format!(
+        "<imagesSet><item><imageId>{ami}</imageId><architecture>x86_64</architecture>{platform}<rootDeviceName>/dev/xvda</rootDeviceName>\
+         <blockDeviceMapping><item><deviceName>/dev/xvda</deviceName><ebs><volumeSize>50</volumeSize></ebs></item></blockDeviceMapping></item></imagesSet>"
+    );
+    aws.expect("DescribeImages")
+        .with(move |call| assert_eq!(call.field("ImageId.1"), ami, "the pool's own AMIs"))
+        .answers(ec2_answer("DescribeImages", &images));
+}
+
+/// The value of tag `key` a RunInstances asks for.
+fn launch_tag(call: &crate::aws::verifier::Call, key: &str) -> String {
+    let tags = call.fields_under("TagSpecification.1.Tag.");
+    let (name, _) =
+        tags.iter().find(|(k, v)| k.ends_with(".Key") && *v == key).unwrap_or_else(|| panic!("{key}: {tags:?}"));
+    call.field(&name.replace(".Key", ".Value")).to_string()
+}
+
+/// A RunInstances of one pool: its type, AMI, OS (by its user data) and `gocd:ec2-pool` tag.
+fn expect_launch_of(
+    aws: &Verifier,
+    pool: Ec2PoolKey,
+    (instance_type, ami, joins): (&'static str, &'static str, &'static str),
+    id: &str,
+    os: &str,
+) {
+    aws.expect("RunInstances")
+        .with(move |call| {
+            assert_eq!((call.field("InstanceType"), call.field("ImageId")), (instance_type, ami));
+            assert_eq!(launch_tag(call, "gocd:ec2-pool"), pool.as_str(), "tagged with its pool");
+            assert!(
+                call.field("BlockDeviceMapping.1.Ebs.VolumeSize").parse::<u32>().unwrap_or(0) >= 50,
+                "the AMI's root"
+            );
+            use base64::Engine;
+            let script = base64::engine::general_purpose::STANDARD.decode(call.field("UserData")).expect("base64");
+            let script = String::from_utf8_lossy(&script);
+            assert!(script.contains(joins), "{instance_type} joins as its OS does: {script}");
+        })
+        .answers(ec2_answer(
+            "RunInstances",
+            &format!(
+                "<reservationId>r-2</reservationId><ownerId>123456789012</ownerId><instancesSet>{}</instancesSet>",
+                instance_xml(id, "pending", None, instance_type, os)
+            ),
+        ));
+}
+
+/// A registered container instance with this much room, empty.
+fn container_with(arn: &str, id: &str, (cpu, mib): (u32, u32)) -> serde_json::Value {
+    let mut c = container_json(arn, id, "ACTIVE", true);
+    for field in ["registeredResources", "remainingResources"] {
+        c[field] = json!([{ "name": "CPU", "type": "INTEGER", "integerValue": cpu },
+                          { "name": "MEMORY", "type": "INTEGER", "integerValue": mib }]);
+    }
+    c
+}
+
+/// StartTask of job `job_id`'s agent, on this container instance.
+fn expect_started_on(aws: &Verifier, job_id: i64, container: &'static str) {
+    aws.expect("StartTask")
+        .with(move |call| {
+            assert_eq!(call.json["containerInstances"], json!([container]), "job {job_id} on its own pool's instance");
+            let env = call.json["overrides"]["containerOverrides"][0]["environment"].to_string();
+            assert!(env.contains(&format!("key-{job_id}")), "job {job_id}'s agent: {env}");
+        })
+        .answers(
+            json!({ "tasks": [{ "taskArn": format!("arn:aws:ecs:us-east-1:123456789012:task/ci/t{job_id}"),
+                "clusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/ci", "lastStatus": "PENDING",
+                "desiredStatus": "RUNNING", "launchType": "EC2", "containerInstanceArn": container }], "failures": [] })
+            .to_string(),
+        );
+}
+
+/// A Linux job (job 7) of the world's profile and a Windows job (job 8) of the Windows profile,
+/// asked in this order: each is queued in its own profile's pool, whose catalog is read once,
+/// and launched from its own AMI with its own type; once registered, each starts on its own
+/// pool's instance. Whichever profile GoCD sent last, nothing is planned with the other's.
+async fn two_profiles_each_plan_and_launch_their_own(windows_first: bool) {
+    let w = World::new(&[]);
+    let (linux, windows) = (w.pool(), pool_key(&windows_profile()).expect("an EC2 profile"));
+    assert_ne!(linux, windows);
+    let asks = if windows_first { [w.windows_request(8), w.request(7)] } else { [w.request(7), w.windows_request(8)] };
+    expect_first_create_agent(&w.aws);
+    expect_another_family(&w.aws);
+    for request in asks {
+        assert_eq!(w.ask(request).await, Created::Queued, "the Windows job fits its own profile's m5.4xlarge");
+    }
+
+    // Pass 1: the cluster described once; each pool reads its own catalog and launches its own.
+    // The pools go in the order of their profiles' settings (team-a, then team-windows).
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[]);
+    expect_catalog_of(&w.aws, "m5.large", (2, 8192), "ami-0abcdef1234567890", "");
+    expect_catalog_of(&w.aws, "m5.4xlarge", (16, 65536), WINDOWS_AMI, "<platform>windows</platform>");
+    let linux_launch = ("m5.large", "ami-0abcdef1234567890", "ECS_CLUSTER=ci");
+    expect_launch_of(&w.aws, linux.clone(), linux_launch, "i-0000000000000031", "linux");
+    let windows_launch = ("m5.4xlarge", WINDOWS_AMI, "Initialize-ECSAgent -Cluster 'ci'");
+    expect_launch_of(&w.aws, windows.clone(), windows_launch, "i-0000000000000032", "windows");
+    driver::pass(&w.cluster).await.expect("pass 1");
+    {
+        let st = w.cluster.ec2().state();
+        let pool_of = |id: &str| st.instances[id].pool.clone();
+        assert_eq!(
+            (pool_of("i-0000000000000031"), pool_of("i-0000000000000032")),
+            (Some(linux.clone()), Some(windows.clone()))
+        );
+        assert_eq!(st.waiting.len(), 2, "both wait for their instances to register");
+        let launched = |key: &Ec2PoolKey| st.memory(Some(key)).map(|m| m.counters.launched);
+        assert_eq!((launched(&linux), launched(&windows)), (Some(1), Some(1)), "each pool counts its own");
+    }
+
+    // Pass 2: both registered; each job starts on its own pool's instance.
+    let (linux_ci, windows_ci) = (
+        "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0031",
+        "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0032",
+    );
+    expect_described(
+        &w.aws,
+        &[
+            instance_xml("i-0000000000000031", "running", Some(&linux), "m5.large", "linux"),
+            instance_xml("i-0000000000000032", "running", Some(&windows), "m5.4xlarge", "windows"),
+        ],
+    );
+    expect_containers_json(
+        &w.aws,
+        &[
+            container_with(linux_ci, "i-0000000000000031", (2048, 7680)),
+            container_with(windows_ci, "i-0000000000000032", (16384, 63795)),
+        ],
+    );
+    expect_started_on(&w.aws, 7, linux_ci);
+    expect_started_on(&w.aws, 8, windows_ci);
+    driver::pass(&w.cluster).await.expect("pass 2");
+    w.aws.done();
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "both started");
+    assert!(w.gocd.console_of(8).iter().any(|l| l.contains("i-0000000000000032")), "{:?}", w.gocd.console_of(8));
+    // Each profile's status report shows its own pool.
+    let report = |profile: &ClusterProfile| {
+        let cfg = profile.ec2.clone().expect("EC2 settings");
+        let snapshot = w.cluster.ec2().snapshot(profile, &cfg, |t| t);
+        snapshot.instances.iter().map(|r| r.instance_type.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(report(&ec2_profile(&[])), ["m5.large"]);
+    assert_eq!(report(&windows_profile()), ["m5.4xlarge"]);
+}
+
+#[tokio::test]
+async fn two_ec2_profiles_on_one_cluster_plan_and_launch_each_job_with_its_own_settings() {
+    two_profiles_each_plan_and_launch_their_own(false).await;
+}
+
+#[tokio::test]
+async fn two_ec2_profiles_on_one_cluster_plan_and_launch_their_own_whichever_asks_first() {
+    two_profiles_each_plan_and_launch_their_own(true).await;
+}
+
+/// An instance of EC2 settings no served profile has (its profile was edited: here
+/// `i-…41`'s pool, idle) is left alone until every profile was heard (after a restart, the
+/// first server-ping), then retired once it has no task; one launched without a pool tag
+/// (`i-…42`) goes the same way, but not while it runs a task. The served profile's own
+/// instance (`i-…43`, idle within its Ec2IdleMinutes) stays.
+#[tokio::test]
+async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_was_heard_and_it_is_empty() {
+    let w = World::new(&[]);
+    catalog_read(&w);
+    let gone: Ec2PoolKey = "0123456789ab".into();
+    let (left, untagged, ours) = ("i-0000000000000041", "i-0000000000000042", "i-0000000000000043");
+    let ci = |n: &str| format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/00{n}");
+    let (left_ci, untagged_ci, ours_ci) = (ci("41"), ci("42"), ci("43"));
+    let describe = |w: &World, untagged_tasks: u32| {
+        expect_described(
+            &w.aws,
+            &[
+                instance_xml(left, "running", Some(&gone), "m5.large", "linux"),
+                instance_xml(untagged, "running", None, "m5.large", "linux"),
+                w.instance_xml(ours, "running"),
+            ],
+        );
+        expect_containers(
+            &w.aws,
+            &[
+                (left_ci.as_str(), left, 2048, 7680, 0),
+                (untagged_ci.as_str(), untagged, 1536, 6656, untagged_tasks),
+                (ours_ci.as_str(), ours, 2048, 7680, 0),
+            ],
+        );
+    };
+    // A restart: nothing but the reads until every profile was heard.
+    describe(&w, 1);
+    driver::pass(&w.cluster).await.expect("pass 1");
+    w.clock.advance(std::time::Duration::from_secs(120));
+    describe(&w, 1);
+    driver::pass(&w.cluster).await.expect("pass 2");
+    assert!(w.cluster.ec2().state().instances.values().all(|r| r.retiring.is_none()), "left alone");
+
+    // The first server-ping: every profile heard. The empty left-over instance goes (never
+    // stopped into a pool), the busy one stays until it empties.
+    w.cluster.heard_every_profile();
+    describe(&w, 1);
+    w.aws
+        .expect("UpdateContainerInstancesState")
+        .with({
+            let arn = left_ci.clone();
+            move |call| assert_eq!(call.json["containerInstances"], json!([arn]))
+        })
+        .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
+    w.aws
+        .expect("DeregisterContainerInstance")
+        .answers(json!({ "containerInstance": { "containerInstanceArn": left_ci } }).to_string());
+    w.aws
+        .expect("TerminateInstances")
+        .with(move |call| assert_eq!(call.field("InstanceId.1"), left))
+        .answers(ec2_answer("TerminateInstances", "<instancesSet/>"));
+    driver::pass(&w.cluster).await.expect("pass 3");
+    w.aws.done();
+    let st = w.cluster.ec2().state();
+    assert_eq!(st.instances[left].retiring, Some(super::plan::RetireReason::LeftOver), "terminated as left over");
+    assert!(st.gone.contains_key(left));
+    assert!(st.instances[untagged].retiring.is_none() && st.instances[ours].retiring.is_none());
+    assert_eq!(totals(&st, &w).stopped, 0);
+}
+
+/// GoCD edits the profile's EC2 settings while a job's agent waits for room: the work queued
+/// under the old settings is dropped (GoCD asks again, and it waits under the new ones), never
+/// launched with settings no profile has.
+#[tokio::test]
+async fn work_waiting_under_edited_ec2_settings_is_dropped_not_launched() {
+    let w = World::new(&[]);
+    expect_first_create_agent(&w.aws);
+    assert_eq!(w.ask(w.request(7)).await, Created::Queued);
+    let edited = ec2_profile(&[("Ec2InstanceType", "m5.xlarge")]);
+    w.cluster.serve_again(&"team-a-edited".into(), &edited);
+    w.cluster.settings_edited(&"team-a".into(), &"team-a-edited".into());
+    // The edited profile's pool reads its catalog; nothing waits in it, so nothing launches.
+    expect_described(&w.aws, &[]);
+    expect_containers(&w.aws, &[]);
+    expect_catalog_of(&w.aws, "m5.xlarge", (4, 16384), "ami-0abcdef1234567890", "");
+    driver::pass(&w.cluster).await.expect("pass");
+    w.aws.done();
+    assert!(w.cluster.ec2().state().waiting.is_empty(), "dropped");
+    let agent = w.cluster.registry().all().next().cloned().expect("the agent's record");
+    assert!(agent.phase != crate::cluster::registry::Phase::Launching, "released: {:?}", agent.phase);
 }

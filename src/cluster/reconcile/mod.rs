@@ -32,6 +32,8 @@ impl Cluster {
     /// The failed refresh (nothing was decided), or a failed call to GoCD while applying.
     pub async fn ping(&self, gocd: HashMap<crate::ids::AgentId, AgentMetadata>) -> Result<PingReport, EngineError> {
         let _one_at_a_time = self.state.ping_lock.lock().await;
+        // Server-ping resolved every cluster profile GoCD has before reconciling any engine.
+        self.heard_every_profile();
         let refreshed_at = self.now();
         // The ping that adopts (the first after a start) reuses the adoption's reads: 2·⌈N/100⌉ calls, not twice that.
         let refresh = match self.adopt().await? {
