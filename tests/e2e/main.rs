@@ -41,5 +41,6 @@ mod task_contents;
 mod tenancy;
 mod traces;
 mod try_cmd;
+mod upgrade;
 mod warm;
 mod world_checks;
