@@ -2,8 +2,8 @@
 //! response code the host sees. Messages are sentences for an operator, never with a secret.
 
 use crate::aws::{AwsError, NoRegion};
-use crate::cluster::error::EngineError;
-pub use crate::cluster::gocd::HostCallError;
+use crate::cluster::base::error::EngineError;
+pub use crate::cluster::base::gocd::HostCallError;
 use crate::protocol::{MessageId, Response};
 
 /// `Result` with this crate's [`PluginError`].

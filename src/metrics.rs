@@ -25,8 +25,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::aws::budget::Category;
-use crate::cluster::job_wait::WAIT_BUCKETS;
-use crate::cluster::registry::Phase;
+use crate::cluster::accounting::job_wait::WAIT_BUCKETS;
+use crate::cluster::agents::Phase;
 use crate::cluster::Cluster;
 use crate::settings::LaunchType;
 

@@ -13,9 +13,9 @@ use tokio::sync::OnceCell;
 
 use crate::aws::Accounts;
 use crate::aws::AwsClients;
-use crate::cluster::gocd::console_line;
-use crate::cluster::identity::{cluster_key, cluster_key_of_agent, settings_fingerprint};
-use crate::cluster::locks::{Mutex, MutexGuard};
+use crate::cluster::base::gocd::console_line;
+use crate::cluster::base::identity::{cluster_key, cluster_key_of_agent, settings_fingerprint};
+use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::Retirement;
 use crate::cluster::{Cluster, EngineOptions, Gocd};
 use crate::error::{PluginError, Result};
@@ -52,7 +52,7 @@ pub struct Plugin {
     metrics: Arc<crate::metrics::Metrics>,
     engine: EngineOptions,
     /// The event queues read for the serving profiles (`EventQueueUrl`).
-    event_queues: crate::cluster::event_queue::EventQueues,
+    event_queues: crate::cluster::events::queue::EventQueues,
     /// The last server-ping's problems of profiles that cannot be served (sent again with
     /// every health update between pings).
     profile_problems: Mutex<Vec<crate::protocol::host_calls::HealthMessage>>,
@@ -284,7 +284,7 @@ impl Plugin {
     }
 
     /// Reads the event queue of every serving profile that names one, and no other
-    /// (`cluster/event_queue`).
+    /// (`cluster/events/queue`).
     pub fn sync_event_queues(&self) {
         self.event_queues.sync(&self.known_clusters());
     }

@@ -45,9 +45,11 @@ mod days;
 
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::cluster::ec2::plan::{idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer};
-use ecs_elastic_agent::cluster::ec2::pool::PLACEMENT_GRACE;
-use ecs_elastic_agent::cluster::ec2::{capacity, Arch, OsClass, Resources};
+use ecs_elastic_agent::cluster::capacity::ec2::plan::{
+    idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer,
+};
+use ecs_elastic_agent::cluster::capacity::ec2::pool::PLACEMENT_GRACE;
+use ecs_elastic_agent::cluster::capacity::ec2::{capacity, Arch, OsClass, Resources};
 
 /// Time from RunInstances to the container instance registering (boot, ECS agent start).
 const BOOT: u64 = 90;

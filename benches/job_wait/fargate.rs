@@ -32,7 +32,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use ecs_elastic_agent::cluster::warm::{self, IdleAgent, PoolView, UnusedKey, WarmAgents, KEY_LIFETIME};
+use ecs_elastic_agent::cluster::capacity::warm::{self, IdleAgent, PoolView, UnusedKey, WarmAgents, KEY_LIFETIME};
 use ecs_elastic_agent::cost::job::{per_second, split, AgentTimes, Span};
 
 use crate::model;

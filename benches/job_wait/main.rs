@@ -34,7 +34,7 @@ mod fargate;
 mod model;
 mod trace;
 
-use ecs_elastic_agent::cluster::warm::{WarmAgents, AUTO_MEMORY_DAYS};
+use ecs_elastic_agent::cluster::capacity::warm::{WarmAgents, AUTO_MEMORY_DAYS};
 use ecs_elastic_agent::settings::{SCALE_OUT_WAIT_SECONDS, STOPPED_INSTANCES_DEFAULT};
 use serde_json::json;
 

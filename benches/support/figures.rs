@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_config::SdkConfig;
-use ecs_elastic_agent::cluster::identity;
+use ecs_elastic_agent::cluster::base::identity;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 

@@ -11,7 +11,7 @@ use aws_sdk_ecs::types::{
     AssignPublicIp, AwsVpcConfiguration, Compatibility, ContainerDefinition, ContainerOverride, KeyValuePair,
     LaunchType, NetworkConfiguration, NetworkMode, Tag, TaskOverride,
 };
-use ecs_elastic_agent::cluster::identity::{self, TaskLabels};
+use ecs_elastic_agent::cluster::base::identity::{self, TaskLabels};
 use ecs_elastic_agent::protocol::types::JobIdentifier;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;

@@ -28,8 +28,8 @@ use serde_json::{json, Map, Value};
 
 use super::files::{load_cluster, load_elastic};
 use super::{IamPolicyArgs, PolicyDocument};
-use crate::cluster::ec2::api::TAG_SPOT_WARNED;
-use crate::cluster::identity::cluster_key;
+use crate::cluster::base::identity::cluster_key;
+use crate::cluster::capacity::ec2::api::TAG_SPOT_WARNED;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The policies one configuration needs.
@@ -516,7 +516,7 @@ fn pass_task_roles(cluster: &ClusterProfile, elastic: &[ElasticProfile], notes: 
 /// Whether `CapacityProviderStrategy` may place tasks on container instances (any provider that
 /// is not Fargate's, or the cluster's default strategy).
 fn may_use_instances(cluster: &ClusterProfile) -> bool {
-    cluster.capacity_providers.as_ref().is_some_and(|s| crate::cluster::providers::known_by_name(s).is_none())
+    cluster.capacity_providers.as_ref().is_some_and(|s| crate::cluster::capacity::providers::known_by_name(s).is_none())
 }
 
 /// The EC2 capacity the plugin launches and retires (LaunchType EC2).

@@ -3,94 +3,88 @@
 //! Everything here can be rebuilt from AWS (`ensure_adopted`), which a new process does before
 //! its first decision.
 //!
-//! The façade is four verbs, each in its own file, that the request handlers call:
-//! - [`Cluster::create_agent`] (`create.rs`): reserve, then launch (`launch.rs`, Fargate) or
-//!   queue for an instance (`ec2/`);
-//! - [`Cluster::complete`] (`complete.rs`): job-completion;
-//! - [`Cluster::ping`] (`reconcile/`): server-ping's observe, plan and apply;
-//! - [`Cluster::should_assign`]: should-assign-work, from memory.
+//! The folders follow a job's life:
 //!
-//! What the engine removes beyond a job's own agent (orphans, strays, leftovers, unused task
-//! definitions) is decided and removed in [`cleanup`].
+//! ```text
+//! cluster/
+//!   mod.rs       Cluster: the verbs the request handlers call, delegating to the folders below
+//!   job/         create-agent to a task: snapshot, guardrails, task definition, launch;
+//!                the agent takes its job (assigned), the job completes (complete)
+//!   agents/      the registry: every agent's record and lifecycle (lifecycle.rs, one page),
+//!                which waiting agent a job takes, what ECS and GoCD say of them, their tasks
+//!   capacity/    where tasks run besides Fargate: capacity providers, EC2 instances (ec2/),
+//!                warm agents (warm/)
+//!   accounting/  what a job's life measured and cost: its wait, its start's phases, image
+//!                pulls, its cost and the prices read while the plugin runs
+//!   events/      what happens without a request: the event queue, and what happened lately
+//!   reconcile/   server-ping's pass: observe, plan, apply
+//!   cleanup/     what the engine removes beyond a job's own agent, and a retired profile
+//!   base/        identity, clock, locks, state, background work, errors, the port to GoCD
+//!   tests/       the engine's tests against in-memory AWS and GoCD
+//! ```
+//!
+//! One job's way through it: [`Cluster::create_agent`] (`job/create.rs`) takes the request's
+//! snapshot (`job/snapshot.rs`), checks the profiles (`job/guardrails.rs`), reserves the agent in
+//! the registry (`agents/`), registers the task definition (`job/task_definition.rs`) and either
+//! launches the task (`job/launch.rs`, Fargate) or queues it for an instance (`capacity/ec2/`).
+//! When GoCD gives the agent its job, [`Cluster::should_assign`] answers from memory and
+//! `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at job-completion,
+//! [`Cluster::complete`] (`job/complete.rs`) says its cost (`accounting/job_cost/`) and stops
+//! and deletes the agent. Between requests, [`Cluster::ping`] (`reconcile/`) and the event queue
+//! (`events/queue/`) fold what ECS and GoCD say into the registry, and [`cleanup`] removes what
+//! nothing explains.
 //!
 //! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
 //! life), its configuration (the account's clients and the cluster profile, replaced together
-//! when GoCD sends an edit, and the port to GoCD), and its changing state (`state.rs`: agents,
-//! task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass locks).
-//! The agents' lifecycle, every state and transition, is on one page: `registry/lifecycle.rs`.
-//! The engine reads the time from the [`clock::Clock`] it was built with ([`Cluster::now`]),
-//! never from the wall. Its locks are [`locks`]' (`std::sync`'s in release builds, their order
-//! checked in debug and test builds); which there are, what each guards, and the few taken
-//! while another is held, in which order: docs/architecture.md, "Locks".
+//! when GoCD sends an edit, and the port to GoCD), and its changing state (`base/state.rs`:
+//! agents, task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass
+//! locks). The engine reads the time from the [`base::clock::Clock`] it was built with
+//! ([`Cluster::now`]), never from the wall. Its locks are [`base::locks`]' (`std::sync`'s in
+//! release builds, their order checked in debug and test builds); which there are, what each
+//! guards, and the few taken while another is held, in which order: docs/architecture.md,
+//! "Locks".
 //!
 //! Status reports read [`Cluster::registry`], [`Cluster::events`] and [`Cluster::ec2`].
-//! GoCD is reached only through the [`gocd::Gocd`] port, AWS through [`crate::aws`].
+//! GoCD is reached only through the [`base::gocd::Gocd`] port, AWS through [`crate::aws`].
 
 #![deny(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_possible_wrap)]
 
-mod assigned;
-pub mod background;
+pub mod accounting;
+pub mod agents;
+pub mod base;
+pub mod capacity;
 pub mod cleanup;
-pub mod clock;
-pub mod complete;
-mod create;
-pub mod ec2;
-pub mod error;
-pub mod event_queue;
 pub mod events;
-#[cfg(test)]
-mod fake_gocd;
-#[cfg(test)]
-mod fixtures;
-pub mod gocd;
-pub mod guardrails;
-pub mod identity;
-pub mod image_pulls;
-pub mod job_cost;
-pub mod job_wait;
-pub mod launch;
-#[cfg(test)]
-mod launch_tests;
-pub mod locks;
-pub mod price_fill;
-pub mod providers;
-mod reconcile;
-pub mod registry;
-mod retirement;
-mod snapshot;
-pub mod start_phases;
-mod state;
-pub mod task_definition;
-pub mod tasks;
+pub mod job;
+pub mod reconcile;
 #[cfg(test)]
 mod tests;
-pub mod warm;
-pub mod warm_pools;
 
-pub use create::{AgentRequest, Created};
-pub use error::{EngineError, Refusal};
-pub use gocd::{Gocd, HostCallError};
-pub use retirement::Retirement;
-pub use snapshot::{LaunchSpec, Work};
+pub use base::error::{EngineError, Refusal};
+pub use base::gocd::{Gocd, HostCallError};
+pub use base::identity::Identity;
+pub use cleanup::retirement::Retirement;
+pub use job::create::{AgentRequest, Created};
+pub use job::snapshot::{LaunchSpec, Work};
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use self::clock::{Clock, SystemClock};
-use self::events::Events;
-pub use self::identity::Identity;
-use self::locks::{MutexGuard, RwLock};
-use self::registry::{Assignment, Offer, Registry};
-use self::snapshot::RequestSnapshot;
-use self::task_definition::TaskDefinitionRef;
-use self::tasks::TaskView;
 use crate::aws::network::{self, Network};
 use crate::aws::{AwsClients, AwsError};
 use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, ElasticProfile};
+
+use agents::tasks::TaskView;
+use agents::{Assignment, Offer, Registry};
+use base::clock::{Clock, SystemClock};
+use base::locks::{MutexGuard, RwLock};
+use events::Events;
+use job::snapshot::RequestSnapshot;
+use job::task_definition::TaskDefinitionRef;
 
 /// (subnets, security groups) as configured; the resolved [`Network`] is cached under it.
 type NetworkKey = (Vec<String>, Vec<String>);
@@ -122,7 +116,7 @@ impl Default for EngineOptions {
 
 /// One cluster profile's engine, in three parts: who it is (fixed for its life), how it is
 /// configured (the account's clients and the cluster profile, replaced together when GoCD sends
-/// an edit; the port to GoCD), and what changes as it works ([`state::State`]).
+/// an edit; the port to GoCD), and what changes as it works ([`base::state::State`]).
 #[derive(Debug)]
 pub struct Cluster {
     /// Who it is: its key, GoCD's server id, its `startedBy`. Never changes.
@@ -135,9 +129,9 @@ pub struct Cluster {
     /// Where it reads the time ([`clock`]): the wall clock in production.
     clock: Arc<dyn Clock>,
     /// The work it runs behind its requests' backs ([`background`]).
-    background: background::Background,
+    background: base::background::Background,
     /// What changes: agents, what it resolved and launched in AWS, what happened lately.
-    state: state::State,
+    state: base::state::State,
 }
 
 /// How one cluster profile's engine is configured, as one value: a request reads the clients
@@ -164,7 +158,7 @@ impl Cluster {
     }
 
     /// [`Cluster::new`] reading the time from `clock` (tests and benches pass a
-    /// [`clock::ManualClock`]).
+    /// [`base::clock::ManualClock`]).
     pub fn with_clock(
         key: ClusterKey,
         server_id: String,
@@ -174,13 +168,13 @@ impl Cluster {
         options: &EngineOptions,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let state = state::State::new(options, clock.now());
+        let state = base::state::State::new(options, clock.now());
         Cluster {
             identity: Identity::new(key, server_id),
             config: RwLock::new(Arc::new(Config { aws, profile: Arc::new(profile) })),
             gocd,
             clock,
-            background: background::Background::default(),
+            background: base::background::Background::default(),
             state,
         }
     }
@@ -248,7 +242,7 @@ impl Cluster {
     }
 
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
-    pub fn ec2(&self) -> &ec2::Pool {
+    pub fn ec2(&self) -> &capacity::ec2::Pool {
         &self.state.ec2
     }
 
@@ -297,10 +291,10 @@ impl Cluster {
             }
             Assignment::Reused { jobs, max_jobs } => {
                 tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "reused a kept agent");
-                let line = create::reused_line(agent_id, jobs, max_jobs);
+                let line = job::create::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, owned) = (self.gocd.clone(), job.clone());
                 self.spawn_background(async move {
-                    let _ = gocd.console_log(&owned, gocd::console_line(line)).await;
+                    let _ = gocd.console_log(&owned, base::gocd::console_line(line)).await;
                 });
                 // Counted and logged; the reuse line above is the job's console line.
                 if took.is_some() {
@@ -312,7 +306,7 @@ impl Cluster {
     }
 
     /// How long jobs waited for their agents, by elastic profile and phase, locked.
-    pub fn job_waits(&self) -> MutexGuard<'_, job_wait::WaitHistograms> {
+    pub fn job_waits(&self) -> MutexGuard<'_, accounting::job_wait::WaitHistograms> {
         self.state.job_waits.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -388,19 +382,20 @@ impl Cluster {
         let profile = self.profile();
         let cluster = profile.cluster_name.as_str();
         let suffix = cluster_arn_suffix(cluster);
-        let arns = tasks::list_running(&self.aws(), cluster, self.started_by()).await?;
+        let arns = agents::tasks::list_running(&self.aws(), cluster, self.started_by()).await?;
         // Tasks already tracked need none of our own tags back (their records hold them): dropped
         // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
         // "Performance"). Still one DescribeTasks per 100 ARNs.
         let known: std::collections::HashSet<TaskArn> =
             self.registry().all().filter_map(|a| a.task_arn.clone()).collect();
         let mut running = Vec::with_capacity(arns.len());
-        for chunk in arns.chunks(tasks::DESCRIBE_CHUNK) {
-            let views = tasks::describe(&self.aws(), cluster, &suffix, chunk, self.server_id(), self.key()).await?;
+        for chunk in arns.chunks(agents::tasks::DESCRIBE_CHUNK) {
+            let views =
+                agents::tasks::describe(&self.aws(), cluster, &suffix, chunk, self.server_id(), self.key()).await?;
             // Listed tasks whose desired status is STOPPED are stopping: AWS does not list them
             // (ListTasks lists desiredStatus RUNNING by default), so neither do we; a tracked one
             // is described below as fallen out of the list.
-            let views = views.into_iter().filter(|t| t.desired_status != tasks::TaskStatus::Stopped);
+            let views = views.into_iter().filter(|t| t.desired_status != agents::tasks::TaskStatus::Stopped);
             running.extend(views.map(|t| if known.contains(t.arn.as_str()) { t.without_own_tags() } else { t }));
         }
         drop(known);
@@ -408,14 +403,15 @@ impl Cluster {
         let fallen: Vec<String> = self
             .registry()
             .all()
-            .filter(|a| a.phase == registry::Phase::Running || a.phase == registry::Phase::Stopping)
+            .filter(|a| a.phase == agents::Phase::Running || a.phase == agents::Phase::Stopping)
             .filter_map(|a| a.task_arn.as_deref().map(str::to_string))
             .filter(|arn| !running_arns.contains(arn.as_str()))
             .collect();
         let mut described = Vec::new();
         let mut missing = Vec::new();
         if !fallen.is_empty() {
-            described = tasks::describe(&self.aws(), cluster, &suffix, &fallen, self.server_id(), self.key()).await?;
+            described =
+                agents::tasks::describe(&self.aws(), cluster, &suffix, &fallen, self.server_id(), self.key()).await?;
             let seen: std::collections::HashSet<&str> = described.iter().map(|t| t.arn.as_str()).collect();
             missing = fallen.iter().filter(|a| !seen.contains(a.as_str())).map(TaskArn::from).collect();
             // Still listed as running elsewhere? Then it is only a task ECS described as running.
@@ -444,10 +440,11 @@ impl Cluster {
             .get_or_try_init(|| async {
                 match &elastic.task_definition_arn {
                     Some(arn) => {
-                        task_definition::describe_given(&self.aws(), arn, elastic.agent_container_name.as_deref()).await
+                        job::task_definition::describe_given(&self.aws(), arn, elastic.agent_container_name.as_deref())
+                            .await
                     }
                     None => {
-                        task_definition::find_or_register(
+                        job::task_definition::find_or_register(
                             &self.aws(),
                             family,
                             profile,
@@ -465,7 +462,7 @@ impl Cluster {
     }
 
     /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
-    pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<providers::ProviderKinds>> {
+    pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<capacity::providers::ProviderKinds>> {
         self.state.providers.current(profile)
     }
 

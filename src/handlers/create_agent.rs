@@ -1,6 +1,6 @@
 //! `create-agent`: the job's cluster profile → its engine ([`crate::cluster::Cluster`]), which
 //! reserves, launches (RunTask) or queues (EC2) and answers without waiting for the task
-//! (`cluster/create.rs`); the outcome is counted here. With traces on, it is a span of the job's
+//! (`cluster/job/create.rs`); the outcome is counted here. With traces on, it is a span of the job's
 //! trace (`telemetry::jobs`).
 
 use std::sync::Arc;

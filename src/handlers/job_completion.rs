@@ -22,7 +22,7 @@ async fn complete(plugin: Arc<Plugin>, params: JobCompletionParams) -> Result<()
     match plugin.cluster_for_agent(agent_id, &params.cluster_profile_properties).await {
         Ok(Some(cluster)) => {
             if cluster.complete(&AgentId::from(agent_id), &params.job_identifier).await
-                == crate::cluster::complete::Completed::Kept
+                == crate::cluster::job::complete::Completed::Kept
             {
                 // A kept agent may fill its warm pool, or be one too many.
                 tokio::spawn(async move { cluster.tend_warm_pools().await });

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use crate::cluster::identity::{cluster_key_of_agent, settings_fingerprint};
-use crate::cluster::registry::Offer;
+use crate::cluster::agents::Offer;
+use crate::cluster::base::identity::{cluster_key_of_agent, settings_fingerprint};
 use crate::error::Result;
 use crate::ids::AgentId;
 use crate::plugin::Plugin;

@@ -10,9 +10,9 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use super::Plugin;
-use crate::cluster::ec2::driver::ensure_running;
-use crate::cluster::ec2::pools::serves_ec2;
-use crate::cluster::identity::cluster_key_of_agent;
+use crate::cluster::base::identity::cluster_key_of_agent;
+use crate::cluster::capacity::ec2::driver::ensure_running;
+use crate::cluster::capacity::ec2::pools::serves_ec2;
 use crate::cluster::{Cluster, Retirement};
 use crate::error::Result;
 use crate::ids::{AgentId, ClusterKey};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::connection::{CallFailure, Connection};
-use crate::cluster::gocd::{Gocd, GocdFuture, HostCallError};
+use crate::cluster::base::gocd::{Gocd, GocdFuture, HostCallError};
 use crate::ids::AgentId;
 use crate::protocol::host_calls::{
     AddServerHealthMessages, AgentRef, AppendConsoleLog, ConsoleLogLine, DeleteAgents, DisableAgents, GetServerInfo,

@@ -21,9 +21,9 @@ pub use time::When;
 
 use crate::aws::budget::Category;
 use crate::aws::calls::OpCounts;
+use crate::cluster::agents::tasks::{ContainerView, StopCode, TaskStatus};
+use crate::cluster::agents::{AgentRecord, Phase};
 use crate::cluster::events::Event;
-use crate::cluster::registry::{AgentRecord, Phase};
-use crate::cluster::tasks::{ContainerView, StopCode, TaskStatus};
 use crate::cluster::Cluster;
 use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
@@ -90,7 +90,7 @@ pub struct ClusterSnapshot {
     /// ECS console link.
     pub console_url: String,
     /// EC2 capacity (instances against min and max, waiting work) when `LaunchType` is EC2.
-    pub ec2: Option<crate::cluster::ec2::report::PoolSnapshot<When>>,
+    pub ec2: Option<crate::cluster::capacity::ec2::report::PoolSnapshot<When>>,
     /// Agents Spot interrupted (Fargate Spot).
     pub spot_interruptions: u64,
     /// The same, by elastic profile (its hash), those with any.
@@ -101,9 +101,9 @@ pub struct ClusterSnapshot {
     /// See `reuse_hits`.
     pub reuse_misses: u64,
     /// The warm pools (`WarmAgents`), one row each.
-    pub warm_pools: Vec<crate::cluster::warm_pools::PoolStatus>,
+    pub warm_pools: Vec<crate::cluster::capacity::warm::pools::PoolStatus>,
     /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
-    pub event_queue: Option<crate::cluster::event_queue::QueueStatus>,
+    pub event_queue: Option<crate::cluster::events::queue::QueueStatus>,
     /// What jobs and warm pools cost lately (in memory since the plugin started).
     pub cost: cost::CostView,
     /// Image pulls per elastic profile and image (`cluster::image_pulls`).
@@ -130,7 +130,7 @@ pub struct ImageRow {
 }
 
 /// The rows of the "Images" table.
-pub fn image_rows(pulls: &crate::cluster::image_pulls::ImagePulls) -> Vec<ImageRow> {
+pub fn image_rows(pulls: &crate::cluster::accounting::image_pulls::ImagePulls) -> Vec<ImageRow> {
     let secs = |d: Option<std::time::Duration>| d.map_or_else(String::new, |d| format!("{:.1} s", d.as_secs_f64()));
     pulls
         .all()

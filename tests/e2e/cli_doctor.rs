@@ -21,7 +21,7 @@ use crate::world::proxy::rules;
 use crate::world::starts::TaskStarts;
 use crate::world::Proxy;
 use aws_config::SdkConfig;
-use ecs_elastic_agent::cluster::identity::{cluster_key, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use ecs_elastic_agent::cluster::base::identity::{cluster_key, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 

@@ -877,8 +877,8 @@ async fn a_profile_deleted_while_the_plugin_was_down_leaves_no_instance_after_a_
 async fn an_instance_ec2_no_longer_knows_does_not_hide_the_state_of_ours() {
     use ecs_elastic_agent::aws::status::Ec2State;
     use ecs_elastic_agent::aws::AwsClients;
-    use ecs_elastic_agent::cluster::ec2::api::states_of_ours;
-    use ecs_elastic_agent::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+    use ecs_elastic_agent::cluster::base::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+    use ecs_elastic_agent::cluster::capacity::ec2::api::states_of_ours;
 
     let w = Scenario::new("forgotten_instance").await;
     let ec2 = aws_sdk_ec2::Client::new(&w.base);
@@ -1027,7 +1027,9 @@ async fn a_warm_agent_on_ec2_takes_a_job_with_no_task_started_for_it() {
         let added = host.with_state(|s| s.job(third).added_at);
         let keys: Vec<String> = host.with_state(|s| s.jobs.iter().flat_map(|j| j.keys.clone()).collect());
         sim.wait_until("a replacement started after the third job, on a job's key", Duration::from_secs(60), |s| {
-            s.tasks.values().any(|t| t.first_seen > added && t.auto_register_key.as_ref().is_some_and(|k| keys.contains(k)))
+            s.tasks
+                .values()
+                .any(|t| t.first_seen > added && t.auto_register_key.as_ref().is_some_and(|k| keys.contains(k)))
         })
         .await;
         assert!(w.proxy.count("ecs:StartTask") > start_tasks, "the replacement's StartTask");

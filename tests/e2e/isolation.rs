@@ -25,7 +25,7 @@ use aws_sdk_ecs::types::{
     AwsVpcConfiguration, Compatibility, ContainerDefinition, LaunchType, NetworkConfiguration, NetworkMode, Tag,
     TaskDefinitionStatus,
 };
-use ecs_elastic_agent::cluster::identity::cluster_key;
+use ecs_elastic_agent::cluster::base::identity::cluster_key;
 
 /// A host on `proxy` (no metrics endpoint: one per test is enough).
 fn plain_config(proxy: &Proxy) -> HostConfig {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_config::SdkConfig;
 use aws_sdk_ecs::types::{AssignPublicIp, AwsVpcConfiguration, LaunchType, NetworkConfiguration, Tag};
-use ecs_elastic_agent::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use ecs_elastic_agent::cluster::base::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
 use crate::world::moto::{self, Moto, REGION, TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY};
 use crate::world::proxy::Call;

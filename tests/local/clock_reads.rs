@@ -1,4 +1,4 @@
-//! The engine reads the time from its clock (`src/cluster/clock.rs`), never from the wall: tests
+//! The engine reads the time from its clock (`src/cluster/base/clock.rs`), never from the wall: tests
 //! then move time by advancing a manual clock instead of sleeping. This scans the non-test code
 //! of `src/cluster` for a read of the wall clock (`SystemTime::now()`, or `SystemTime::now`
 //! passed as a function) anywhere but the clock module. Test code may read the wall
@@ -7,7 +7,7 @@
 use crate::source_scan::{non_test_lines, src};
 
 /// The one file of the engine that reads the wall clock.
-const CLOCK: &str = "src/cluster/clock.rs";
+const CLOCK: &str = "src/cluster/base/clock.rs";
 
 /// Whether `code` reads the wall clock.
 fn reads_the_wall(code: &str) -> bool {

@@ -12,10 +12,10 @@ use std::time::{Duration, SystemTime};
 use aws_sdk_ecs::types::{Container, Tag, Task, TaskStopCode};
 use aws_smithy_types::DateTime;
 use ecs_elastic_agent::aws::calls::OpCounts;
+use ecs_elastic_agent::cluster::agents::tasks::{TaskStatus, TaskView};
+use ecs_elastic_agent::cluster::agents::{AgentRecord, NewAgent, Phase, Registry};
 use ecs_elastic_agent::cluster::events::Event;
-use ecs_elastic_agent::cluster::launch::Capacity;
-use ecs_elastic_agent::cluster::registry::{AgentRecord, NewAgent, Phase, Registry};
-use ecs_elastic_agent::cluster::tasks::{TaskStatus, TaskView};
+use ecs_elastic_agent::cluster::job::launch::Capacity;
 use ecs_elastic_agent::protocol::host_calls::HealthKind;
 use ecs_elastic_agent::protocol::types::JobIdentifier;
 use ecs_elastic_agent::settings::{ClusterProfile, Properties};
@@ -120,7 +120,7 @@ fn registry() -> Agents {
             },
             at(0),
         );
-        assert!(matches!(reserved, ecs_elastic_agent::cluster::registry::Reservation::Reserved { .. }));
+        assert!(matches!(reserved, ecs_elastic_agent::cluster::agents::Reservation::Reserved { .. }));
     }
     r.launched("ea-building", task("building", false), Capacity::Fargate);
     r.launched("ea-stopped", task("stopped", true), Capacity::Fargate);
@@ -247,7 +247,7 @@ fn cluster_report_escapes_everything_and_shows_the_summary_first() {
     ledger.pool_idle(at(450), "h<b>", 0.001);
     snapshot.cost = status::cost::cost_view(&ledger.summary(at(500), 10));
     // The Images table shows the image as the elastic profile names it, escaped.
-    let mut pulls = ecs_elastic_agent::cluster::image_pulls::ImagePulls::default();
+    let mut pulls = ecs_elastic_agent::cluster::accounting::image_pulls::ImagePulls::default();
     pulls.observe("h<b>", "agent\"><script>alert(1)</script>", std::time::Duration::from_millis(14_200), at(450));
     snapshot.images = status::image_rows(&pulls);
     let counts: Vec<(&str, usize)> = snapshot.states.iter().map(|s| (s.label, s.count)).collect();

@@ -10,8 +10,8 @@ use super::{Aws, Report};
 use crate::aws::doctor_reads::{ClusterLookup, ClusterView as Cluster, DryRunLaunch};
 use crate::aws::status::ResourceStatus;
 use crate::aws::Failure;
-use crate::cluster::ec2::catalog::Catalog;
-use crate::cluster::ec2::OsClass;
+use crate::cluster::capacity::ec2::catalog::Catalog;
+use crate::cluster::capacity::ec2::OsClass;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
 
 /// Every check, in order.

@@ -1,7 +1,7 @@
 //! doctor's look at `Ec2InstanceType` and `Ec2AmiId`: every listed AMI exists (and its
 //! architecture), every listed type exists in the region (its vCPUs, memory, architecture), and
 //! every type has a listed AMI of its architecture; the same reading and the same words as the
-//! plugin's own ([`crate::cluster::ec2::catalog`]).
+//! plugin's own ([`crate::cluster::capacity::ec2::catalog`]).
 
 use std::io;
 use std::time::SystemTime;
@@ -9,8 +9,8 @@ use std::time::SystemTime;
 use super::fix::fix_for;
 use super::{Aws, Report};
 use crate::aws::Failure;
-use crate::cluster::ec2::catalog::{self, Catalog};
-use crate::cluster::ec2::OsClass;
+use crate::cluster::capacity::ec2::catalog::{self, Catalog};
+use crate::cluster::capacity::ec2::OsClass;
 use crate::settings::Ec2Capacity;
 
 /// Checks the listed AMIs and types; the catalog read (for the dry run's type and AMI).

@@ -31,8 +31,8 @@ use crate::aws::status::TaskStatus;
 use crate::aws::task_view::TaskView;
 use crate::aws::{AwsError, Failure};
 use crate::cli::leftovers::found::{in_cluster, owner};
-use crate::cluster::identity::cluster_key;
-use crate::cluster::image_pulls::ImageStats;
+use crate::cluster::accounting::image_pulls::ImageStats;
+use crate::cluster::base::identity::cluster_key;
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The artifact type of a SOCI index manifest v2, in a SOCI-enabled image's index.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use crate::aws::tags::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use crate::cluster::identity::TAG_TRY;
+use crate::cluster::base::identity::TAG_TRY;
 
 /// The prefix of every task-definition family the plugin registers: the engine's
 /// `gocd-<cluster key>-<hash>` (`cluster::task_definition::family`) and try's
@@ -254,7 +254,8 @@ mod tests {
         };
         let cluster = crate::settings::ClusterProfile::parse(&props(&[("ClusterName", "ci")])).expect("valid");
         let elastic = crate::settings::ElasticProfile::parse(&props(&[("Image", "gocd/agent:v1")])).expect("valid");
-        let family = crate::cluster::task_definition::family("0123456789ab", &cluster, &elastic, "eu-west-1", None);
+        let family =
+            crate::cluster::job::task_definition::family("0123456789ab", &cluster, &elastic, "eu-west-1", None);
         assert!(family.starts_with(FAMILY_PREFIX), "{family}");
     }
 

@@ -9,9 +9,9 @@ use super::class::{self, Class, Failed};
 use super::Report;
 use crate::aws::stop_cause::StopCause;
 use crate::aws::{AwsClients, AwsError};
-use crate::cluster::job_wait::WaitPhase;
-use crate::cluster::task_definition::TaskDefinitionRef;
-use crate::cluster::tasks::{TaskStatus, TaskView};
+use crate::cluster::accounting::job_wait::WaitPhase;
+use crate::cluster::agents::tasks::{TaskStatus, TaskView};
+use crate::cluster::job::task_definition::TaskDefinitionRef;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// How often the task is described.

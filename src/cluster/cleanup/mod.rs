@@ -35,7 +35,11 @@
 //!
 //! Files: `plan/` (the pure decisions, one file per kind), `apply.rs` (the AWS calls through the
 //! port, the log lines and health messages), `strays.rs` (the reads for strays and leftovers),
-//! `task_definitions.rs` (the once-an-hour state and the reads for task definitions).
+//! `task_definitions.rs` (the once-an-hour state and the reads for task definitions),
+//! `retirement.rs` (a cluster profile GoCD deleted or replaced: its engine takes no new work and
+//! winds down).
+
+pub(super) mod retirement;
 
 mod apply;
 pub mod plan;

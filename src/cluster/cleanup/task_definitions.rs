@@ -12,9 +12,9 @@ use std::time::{Duration, SystemTime};
 
 use super::plan::{self, family_of, Budget, Revision};
 use crate::aws::AwsError;
-use crate::cluster::identity::is_ours;
-use crate::cluster::locks::{Mutex, MutexGuard};
-use crate::cluster::snapshot::RequestSnapshot;
+use crate::cluster::base::identity::is_ours;
+use crate::cluster::base::locks::{Mutex, MutexGuard};
+use crate::cluster::job::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 
 pub use super::plan::MAX_DEREGISTER_PER_PASS;

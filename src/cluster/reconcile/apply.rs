@@ -5,9 +5,9 @@
 use std::time::SystemTime;
 
 use super::plan::Step;
-use crate::cluster::error::EngineError;
-use crate::cluster::gocd::console_line;
-use crate::cluster::registry::AgentRecord;
+use crate::cluster::agents::AgentRecord;
+use crate::cluster::base::error::EngineError;
+use crate::cluster::base::gocd::console_line;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 

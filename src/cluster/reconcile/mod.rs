@@ -2,7 +2,7 @@
 //! one profile. Observe (refresh our tasks from ECS, fold them and GoCD's agents into the
 //! registry), plan ([`plan::plan`], pure), apply ([`apply`]: stop tasks, remove agents, tell
 //! jobs), then the orphan sweep and the task-definition sweep (both cleanup: `cleanup/`). Plan
-//! and apply live here together; the registry's side of observing is `registry/observe.rs`.
+//! and apply live here together; the registry's side of observing is `agents/observe.rs`.
 
 mod apply;
 pub mod plan;
@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::PoisonError;
 use std::time::Duration;
 
+use super::base::error::EngineError;
 use super::cleanup::{self, task_definitions};
-use super::error::EngineError;
 use super::Cluster;
 use crate::protocol::types::AgentMetadata;
 

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use crate::cluster::registry::{AgentRecord, Phase, Registry};
-use crate::cluster::tasks::TaskView;
+use crate::cluster::agents::tasks::TaskView;
+use crate::cluster::agents::{AgentRecord, Phase, Registry};
 use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::{AgentMetadata, BuildState, JobIdentifier};
 
@@ -247,10 +247,10 @@ fn minutes(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::fixtures::{self, job};
-    use crate::cluster::launch::Capacity;
-    use crate::cluster::registry::{NewAgent, Reservation};
-    use crate::cluster::tasks::TaskStatus;
+    use crate::cluster::agents::tasks::TaskStatus;
+    use crate::cluster::agents::{NewAgent, Reservation};
+    use crate::cluster::job::launch::Capacity;
+    use crate::cluster::tests::fixtures::{self, job};
     use crate::protocol::types::{AgentState, BuildState, ConfigState};
 
     const T0: SystemTime = SystemTime::UNIX_EPOCH;
@@ -288,7 +288,7 @@ mod tests {
         let idle: HashMap<_, _> = [agent("a", AgentState::Idle, BuildState::Idle)].into();
         reg.observe(&[task("t1", "a", 1, TaskStatus::Running)], &[], &[], &idle, T0);
         reg.job_finished(1, T0);
-        assert!(matches!(reg.job_done("a", 1, T0), crate::cluster::registry::JobDone::Keep { jobs: 1, max_jobs: 5 }));
+        assert!(matches!(reg.job_done("a", 1, T0), crate::cluster::agents::JobDone::Keep { jobs: 1, max_jobs: 5 }));
         assert_eq!(plan(&reg, &idle, TIMEOUT, T0 + TIMEOUT * 2), vec![], "its job finished, yet it is kept");
         let steps = plan(&reg, &idle, TIMEOUT, T0 + TIMEOUT * 3 + Duration::from_secs(1));
         assert!(
@@ -342,7 +342,7 @@ mod tests {
         let steps = plan(&reg, &gocd, TIMEOUT, T0 + Duration::from_secs(1));
         assert!(!steps.iter().any(|s| matches!(s, Step::RemoveAgent { .. })), "{steps:?}");
         // Still listed long after: removed again.
-        let later = T0 + crate::cluster::registry::REMOVAL_SETTLES;
+        let later = T0 + crate::cluster::agents::REMOVAL_SETTLES;
         let steps = plan(&reg, &gocd, TIMEOUT, later);
         assert!(steps.iter().any(|s| matches!(s, Step::RemoveAgent { agent_id, .. } if agent_id == "a")), "{steps:?}");
     }

@@ -3,7 +3,7 @@
 //! pool's, not the next job's.
 
 use super::{job, no_offer, reusing, World};
-use crate::cluster::complete::Completed;
+use crate::cluster::job::complete::Completed;
 
 #[tokio::test]
 async fn a_completed_job_says_its_cost_and_counts_it_for_its_pipeline_and_profile() {

@@ -2,8 +2,8 @@
 //! histograms counted, and one DescribeTasks at most for the start times the record lacks.
 
 use super::{no_offer, World};
-use crate::cluster::fixtures::job;
-use crate::cluster::job_wait::WaitPhase;
+use crate::cluster::accounting::job_wait::WaitPhase;
+use crate::cluster::tests::fixtures::job;
 
 #[tokio::test]
 async fn an_agent_taking_its_job_writes_the_wait_in_its_console_once() {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::{props, World};
 use crate::aws::fake_aws::{FakeAws, REGION};
 use crate::cluster::cleanup::plan::family_of;
-use crate::cluster::snapshot::{override_environment, RequestSnapshot};
-use crate::cluster::task_definition::family;
+use crate::cluster::job::snapshot::{override_environment, RequestSnapshot};
+use crate::cluster::job::task_definition::family;
 use crate::cluster::Created;
 use crate::settings::{ClusterProfile, ElasticProfile};
 

@@ -3,7 +3,7 @@
 //! a replacement, and a closed schedule retires the pool.
 
 use super::{props, World};
-use crate::cluster::fixtures::job;
+use crate::cluster::tests::fixtures::job;
 use crate::cluster::{AgentRequest, Created};
 
 /// A request of an elastic profile keeping `warm` agents, `schedule` saying when.
@@ -84,7 +84,7 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     w.cluster.tend_warm_pools().await;
     let registry = w.cluster.registry();
     let a = registry.get(&kept).expect("record");
-    assert_ne!(a.phase, crate::cluster::registry::Phase::Running, "retired: the schedule is closed");
+    assert_ne!(a.phase, crate::cluster::agents::Phase::Running, "retired: the schedule is closed");
     drop(registry);
     assert!(w.gocd.deleted().contains(&kept.to_string()), "and removed from GoCD");
     let (_, pools) = w.cluster.cost_totals();

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use super::{CleanupPlan, Kind};
 use crate::aws::status::Ec2State;
-use crate::cluster::identity::{is_ours, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use crate::cluster::tasks::TaskView;
+use crate::cluster::agents::tasks::TaskView;
+use crate::cluster::base::identity::{is_ours, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::ids::ClusterKey;
 
 /// What ECS shows as the stop reason of a stray or leftover task.
@@ -109,8 +109,8 @@ pub fn leftover_container_instances(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::fixtures::task;
-    use crate::cluster::tasks::TaskStatus;
+    use crate::cluster::agents::tasks::TaskStatus;
+    use crate::cluster::tests::fixtures::task;
 
     const SUFFIX: &str = ":cluster/c";
 

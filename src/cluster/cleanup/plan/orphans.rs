@@ -11,9 +11,9 @@
 use std::collections::HashSet;
 
 use super::{CleanupPlan, Kind};
-use crate::cluster::identity::job_from_tags;
-use crate::cluster::registry::{Phase, Registry};
-use crate::cluster::tasks::TaskView;
+use crate::cluster::agents::tasks::TaskView;
+use crate::cluster::agents::{Phase, Registry};
+use crate::cluster::base::identity::job_from_tags;
 use crate::ids::TaskArn;
 
 /// What one orphan pass decided.
@@ -60,9 +60,9 @@ fn unexplained(registry: &Registry, task: &TaskView) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::fixtures::{job, tags, task};
-    use crate::cluster::registry::NewAgent;
-    use crate::cluster::tasks::TaskStatus;
+    use crate::cluster::agents::tasks::TaskStatus;
+    use crate::cluster::agents::NewAgent;
+    use crate::cluster::tests::fixtures::{job, tags, task};
     use std::time::SystemTime;
 
     fn running(arn: &str, tags: Vec<(String, String)>) -> TaskView {
@@ -87,7 +87,7 @@ mod tests {
         let mut registry = Registry::default();
         registry.reserve(&job(7), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
         let t = running("t1", tags("a", 7));
-        registry.launched("a", t.clone(), crate::cluster::launch::Capacity::Fargate);
+        registry.launched("a", t.clone(), crate::cluster::job::launch::Capacity::Fargate);
         let marks: HashSet<TaskArn> = ["t1".into(), "t2".into()].into();
         let nothing = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
         assert_eq!(orphans(&registry, std::slice::from_ref(&t), &marks), nothing);

@@ -10,7 +10,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::{CleanupPlan, Kind};
-use crate::cluster::identity::is_ours;
+use crate::cluster::base::identity::is_ours;
 
 /// Most DeregisterTaskDefinition calls per pass.
 pub const MAX_DEREGISTER_PER_PASS: usize = 5;
@@ -82,7 +82,7 @@ pub fn task_definitions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+    use crate::cluster::base::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 
     fn revision(family: &str, n: u32, server: &str, key: &str) -> Revision {
         let tags =

@@ -1,0 +1,138 @@
+//! Retirement: a cluster profile GoCD deleted or no longer sends. Its engine takes no new work
+//! and drains: at once when deleted (tasks stopped, instances retired), as jobs complete when it
+//! moved (an edit into another key) or vanished unheard.
+//!
+//! Two teams' cluster profiles on one cluster, account and role share one engine (`docs/design.md`,
+//! "Where the truth lives"; docs/operators.md "Several teams"). Each team's tasks carry its
+//! settings fingerprint (`gocd:cluster-settings`), so deleting one team's profile stops that team's
+//! agents only; the engine itself retires once no team's profile is left in it. Each team's
+//! profile is kept as GoCD last sent it: the EC2 loop plans each one's instances with its own
+//! settings (`ec2/pools.rs`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, PoisonError};
+
+use crate::cluster::base::locks::{Mutex, MutexGuard};
+use crate::cluster::Cluster;
+use crate::ids::SettingsFingerprint;
+use crate::protocol::host_calls::HealthKind;
+use crate::settings::ClusterProfile;
+
+/// Why a cluster profile's engine no longer serves new work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retirement {
+    /// GoCD deleted the profile: its tasks are stopped at once, its instances retired.
+    Deleted,
+    /// An edit moved the profile elsewhere (another key), or GoCD stopped sending it: nothing
+    /// new starts here, and its tasks stop as their jobs complete.
+    Replaced,
+}
+
+/// An engine's retirement and its teams, behind one lock.
+#[derive(Debug, Default)]
+pub struct RetirementState(Mutex<Teams>);
+
+#[derive(Debug, Default)]
+struct Teams {
+    retired: Option<Retirement>,
+    /// The profiles GoCD sent for this engine since the process started, as last sent, by
+    /// settings fingerprint, less the deleted ones and those edited into others.
+    served: BTreeMap<SettingsFingerprint, Arc<ClusterProfile>>,
+    /// Whether a server-ping has handed the engine every cluster profile GoCD has: only then is
+    /// a settings fingerprint (or EC2 pool) no served profile has known to be gone, not just
+    /// not heard yet since a restart.
+    heard_all: bool,
+    /// Settings fingerprints whose profile GoCD deleted: their agents are stopped.
+    deleted: BTreeSet<SettingsFingerprint>,
+}
+
+impl RetirementState {
+    fn lock(&self) -> MutexGuard<'_, Teams> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Cluster {
+    /// The profile was deleted or moved: drain (see [`Retirement`]).
+    pub fn retire(&self, why: Retirement) {
+        {
+            let mut teams = self.state.retirement.lock();
+            // Deleted outranks moved.
+            if teams.retired != Some(Retirement::Deleted) {
+                teams.retired = Some(why);
+            }
+        }
+        let what = match why {
+            Retirement::Deleted => "its cluster profile was deleted: its agents are stopped and its instances retired",
+            Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
+        };
+        self.event(HealthKind::Warning, what);
+        self.ec2().wake();
+    }
+
+    /// GoCD sent `profile`, whose settings fingerprint is `settings`: the engine serves it.
+    pub fn serve_again(&self, settings: &SettingsFingerprint, profile: &ClusterProfile) {
+        let mut teams = self.state.retirement.lock();
+        teams.retired = None;
+        teams.deleted.remove(settings);
+        teams.served.insert(settings.clone(), Arc::new(profile.clone()));
+    }
+
+    /// A server-ping handed the engine every cluster profile GoCD has (it resolves them all
+    /// before it reconciles any engine).
+    pub fn heard_every_profile(&self) {
+        self.state.retirement.lock().heard_all = true;
+    }
+
+    /// The profiles the engine serves, in the order of their settings fingerprints, and whether
+    /// they are all GoCD has ([`Cluster::heard_every_profile`]).
+    pub fn served_profiles(&self) -> (Vec<Arc<ClusterProfile>>, bool) {
+        let teams = self.state.retirement.lock();
+        (teams.served.values().cloned().collect(), teams.heard_all)
+    }
+
+    /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other
+    /// team's profile is served by this engine, the engine retires ([`Retirement::Deleted`]);
+    /// otherwise only that team's agents are stopped, at the next server-ping.
+    pub fn profile_deleted(&self, settings: &SettingsFingerprint) {
+        let others_left = {
+            let mut teams = self.state.retirement.lock();
+            teams.served.remove(settings);
+            teams.deleted.insert(settings.clone());
+            !teams.served.is_empty()
+        };
+        if others_left {
+            let what =
+                "one team's cluster profile on this cluster was deleted: its agents are stopped, the others' run on";
+            self.event(HealthKind::Warning, what);
+        } else {
+            self.retire(Retirement::Deleted);
+        }
+    }
+
+    /// A team's profile was edited in place: its agents count under the new settings (GoCD sent
+    /// the edited profile, and the engine serves it, before this).
+    pub fn settings_edited(&self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
+        if old != new {
+            self.state.retirement.lock().served.remove(old);
+        }
+        self.registry().settings_changed(old, new);
+    }
+
+    /// The settings fingerprints of deleted profiles: agents started under them are stopped.
+    pub fn deleted_settings(&self) -> BTreeSet<SettingsFingerprint> {
+        self.state.retirement.lock().deleted.clone()
+    }
+
+    /// Why the engine drains, if it does.
+    pub fn retired(&self) -> Option<Retirement> {
+        self.state.retirement.lock().retired
+    }
+
+    /// A retired engine with no agent that may still run and no instance left.
+    pub fn is_drained(&self) -> bool {
+        self.retired().is_some()
+            && !self.registry().all().any(|a| a.phase.occupies_capacity())
+            && self.ec2().state().instances.is_empty()
+    }
+}
