@@ -212,6 +212,12 @@ impl Accounts {
 /// The SDK config loader for a profile's base identity: its static keys, else the SDK's
 /// default chain (env, profile, SSO, web identity, ECS/EC2 roles). `doctor` uses it too, so it
 /// checks exactly the credentials the plugin uses.
+///
+/// It sets no HTTP client: every client built from it, the credential providers' and
+/// AssumeRole's included, gets the SDK's default one, which at `BehaviorVersion::latest()` goes
+/// through the proxy that `HTTPS_PROXY`/`HTTP_PROXY`/`ALL_PROXY` name, except to the hosts of
+/// `NO_PROXY` (`packaging/INSTALL.md`, "Through an HTTP proxy"). A client set here would have to
+/// keep that.
 pub fn base_loader(profile: &ClusterProfile, region: &str) -> aws_config::ConfigLoader {
     let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(region.to_string()));
     if let Some(creds) = &profile.static_credentials {

@@ -35,6 +35,7 @@ mod import;
 mod isolation;
 mod leftovers;
 mod metrics;
+mod proxy;
 mod reuse;
 mod soak;
 mod task_contents;

@@ -4,6 +4,8 @@
 //!
 //! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.
+//! - [`forward_proxy`]: `ForwardProxy`, the GoCD server's outbound proxy (`HTTP_PROXY`): forwards
+//!   absolute-form requests and CONNECT tunnels, and counts what it carried per target.
 //! - [`aws_rules`]: AWS's own rules (`docs/aws-rules.md`), enforced by every proxy on every call.
 //!   `README.md` beside this file: the stand-ins where moto knows nothing (ECS Managed Instances).
 //! - [`host`]: `GoCdHost`, the GoCD server simulator.
@@ -32,6 +34,7 @@ pub mod agents;
 pub mod aws_rules;
 pub mod ec2;
 pub mod eventbridge;
+pub mod forward_proxy;
 pub mod host;
 pub mod http;
 pub mod moto;

@@ -394,12 +394,13 @@ pub fn task_override_env<'a>(task: &'a Task, name: &str) -> Option<&'a str> {
 }
 
 /// The plugin's binary as an operator runs it against `endpoint`: the test keys, none of this
-/// process's AWS settings, no config or credentials file, and `region` as `AWS_REGION` when
-/// given (else the command must find one in its flags or files).
+/// process's AWS or proxy settings, no config or credentials file, and `region` as `AWS_REGION`
+/// when given (else the command must find one in its flags or files).
 pub fn operator_command(endpoint: &str, region: Option<&str>) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(super::host::plugin_binary());
     for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("AWS_") {
+        let name = k.to_string_lossy();
+        if name.starts_with("AWS_") || super::forward_proxy::is_proxy_variable(&name) {
             cmd.env_remove(k);
         }
     }

@@ -198,9 +198,10 @@ impl GoCdHost {
         };
         let mut cmd = Command::new(&program);
         cmd.args(&args);
-        // Nothing of the test's own AWS or OpenTelemetry settings: a test sets what it means.
+        // Nothing of the test's own AWS, OpenTelemetry or proxy settings: a test sets what it means.
         for (k, _) in std::env::vars_os() {
-            if k.to_string_lossy().starts_with("AWS_") || k.to_string_lossy().starts_with("OTEL_") {
+            let name = k.to_string_lossy();
+            if name.starts_with("AWS_") || name.starts_with("OTEL_") || super::forward_proxy::is_proxy_variable(&name) {
                 cmd.env_remove(k);
             }
         }
