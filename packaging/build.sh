@@ -8,7 +8,7 @@
 #                             <cluster>.json (the plugin's policy) and, with RoleArn,
 #                             <cluster>.trust-policy.json and <cluster>.caller-policy.json, each a
 #                             document IAM takes as it is
-#   docs/                     getting started, profile keys, operators' guide, wire protocol, ...
+#   docs/                     getting started, profile keys and images/ (their forms), operators' guide, ...
 #   cloudformation/           the CloudFormation stacks (cluster.yaml, member-account.yaml) and their README
 #   CHANGELOG.md              what each version changed and what an operator must do
 #   ecs-elastic-agent-gocd-<version>.jar   the GoCD plugin jar carrying the binary (also put in dist/)
@@ -185,6 +185,8 @@ cp packaging/plugin.json packaging/INSTALL.md README.md "$root/"
 cp -r profiles "$root/"
 if [ -n "$jar" ]; then cp "$jar" "$root/"; fi
 cp docs/*.md "$root/docs/"
+# The profile forms docs/profile-keys.md shows.
+cp -r docs/images "$root/docs/"
 mkdir -p "$root/cloudformation"
 cp packaging/cloudformation/*.yaml packaging/cloudformation/README.md "$root/cloudformation/"
 cp CHANGELOG.md "$root/"

@@ -9,6 +9,7 @@ pub mod calls;
 pub mod capacity_providers;
 pub mod cloudformation;
 pub mod doctor;
+pub mod doctor_identity;
 pub mod doctor_reads;
 pub mod doctor_routes;
 pub mod ec2;

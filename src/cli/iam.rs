@@ -6,6 +6,7 @@
 //!   families (`gocd-<cluster key>-*`, or the `TaskDefinitionArn`s given) in that cluster, and
 //!   tags only at creation (RunTask with `tags` needs `ecs:TagResource`);
 //! - EC2 describe calls for the default networking (and `doctor`);
+//! - `doctor`'s reads of the identity's own IAM policies, for its permissions check ([`identity`]);
 //! - with `LaunchType` EC2: RunInstances from the profile's AMI, subnets and groups, tagged with
 //!   the cluster profile at launch; TerminateInstances, StopInstances and StartInstances (the
 //!   stopped pool, `Ec2StoppedInstances`) only of instances carrying that tag; the
@@ -19,6 +20,7 @@
 //! `*` and a note on stderr says so.
 
 mod events;
+mod identity;
 mod roles;
 
 use std::collections::BTreeSet;
@@ -287,6 +289,31 @@ fn statement(sid: &str, actions: &[&str], resources: Vec<String>, condition: Opt
     Value::Object(s)
 }
 
+/// The Sid that names the version of the plugin a policy was printed by: IAM takes only letters
+/// and digits in a Sid, so `0.1.0` is `EcsElasticAgentVersion0dot1dot0` (`-` is `dash` and `+` is
+/// `plus`, the rest of a version's characters are letters and digits).
+pub fn version_sid(version: &str) -> String {
+    let mut sid = String::from("EcsElasticAgentVersion");
+    for c in version.chars() {
+        match c {
+            '.' => sid.push_str("dot"),
+            '-' => sid.push_str("dash"),
+            '+' => sid.push_str("plus"),
+            c if c.is_ascii_alphanumeric() => sid.push(c),
+            _ => {}
+        }
+    }
+    sid
+}
+
+/// The policy's first statement, which says in IAM (console, `get-policy-version`) which version
+/// of the plugin the policy is for. It allows sts:GetCallerIdentity, which the plugin calls to
+/// learn the account it acts in and which AWS answers for every identity whatever its policies
+/// say, so it grants nothing the identity does not already have.
+fn version_statement(version: &str) -> Value {
+    statement(&version_sid(version), &["sts:GetCallerIdentity"], vec!["*".into()], None)
+}
+
 fn document(statements: Vec<Value>) -> Value {
     json!({ "Version": "2012-10-17", "Statement": statements })
 }
@@ -307,6 +334,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
     let families = task_definitions(&scope, elastic);
 
     let mut statements = vec![
+        version_statement(env!("CARGO_PKG_VERSION")),
         statement("ListTasksOfTheCluster", &["ecs:ListTasks"], vec!["*".into()], Some(cluster_condition.clone())),
         statement("DescribeTasksOfTheCluster", &["ecs:DescribeTasks"], vec![tasks.clone()], None),
         // IAM itself keeps the plugin to its own tasks: StopTask only on tasks tagged with this
@@ -372,6 +400,7 @@ pub fn policies(cluster: &ClusterProfile, elastic: &[ElasticProfile]) -> Policie
         vec!["*".into()],
         None,
     ));
+    statements.extend(identity::statements(cluster, &scope));
     // A price the embedded table lacks (a newer region, an instance type it does not list) is
     // read from the Price List at a job's completion (read-only; no resource-level permission).
     statements.push(statement("ReadPricesTheTableLacks", &["pricing:GetProducts"], vec!["*".into()], None));
@@ -719,6 +748,21 @@ mod tests {
             "arn:aws:iam::123456789012:role/build"
         );
         assert!(!sids(&p.policy).iter().any(|s| s.contains("ContainerInstance")), "no EC2 on Fargate");
+    }
+
+    #[test]
+    fn the_first_statement_names_the_version_in_a_sid_iam_takes() {
+        assert_eq!(version_sid("0.1.0"), "EcsElasticAgentVersion0dot1dot0");
+        assert_eq!(version_sid("1.10.2-rc.1+build.7"), "EcsElasticAgentVersion1dot10dot2dashrcdot1plusbuilddot7");
+        let p = policies(&cluster(&[("ClusterName", "ci"), ("Region", "us-east-1")]), &[]).policy;
+        let first = &p["Statement"][0];
+        let sid = first["Sid"].as_str().unwrap();
+        assert_eq!(sid, version_sid(env!("CARGO_PKG_VERSION")));
+        assert!(sid.bytes().all(|b| b.is_ascii_alphanumeric()), "IAM takes only letters and digits: {sid}");
+        // sts:GetCallerIdentity needs no permission: the statement grants nothing new.
+        assert_eq!(first["Action"], "sts:GetCallerIdentity");
+        assert_eq!(first["Resource"], "*");
+        assert!(first.get("Condition").is_none());
     }
 
     #[test]

@@ -84,7 +84,9 @@ https://host/go behind a TLS proxy), the outbound ports builds check out over (S
 HTTP 80, HTTPS 443; the cluster profile's groups and each elastic profile's own), Docker Hub images
 pulled anonymously through a NAT gateway, a SOCI index of Fargate profiles' ECR images (without one,
 the image's pulls measured in the last hour and what an index could save), capacity,
-EC2 image and instance profile, log group, ListTasks. One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
+EC2 image and instance profile, log group, ListTasks, and the identity's own IAM policies against
+the actions iam-policy lists (by action only; a warning, skipped when the policies cannot be read).
+One line per check: `ok`, `warn` or `FAIL`, what was found and how to fix it.
 Exit code 0 when nothing FAILed, 1 otherwise.";
 
 const PRICES_EXAMPLES: &str = "\

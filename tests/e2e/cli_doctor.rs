@@ -7,8 +7,9 @@
 //! IP behind an internet gateway, no NAT and no endpoints, outbound rules) FAIL the reach
 //! check; security groups that block the ports builds check out over warn, per profile; a Docker
 //! Hub image pulled anonymously through a NAT gateway warns; a GoServerUrl no GoCD server answers
-//! at FAILs; an ECR image without a SOCI index warns with its pulls measured in the last hour; no
-//! secret is ever printed.
+//! at FAILs; an ECR image without a SOCI index warns with its pulls measured in the last hour; the
+//! identity's own IAM policies are compared with the actions `iam-policy` lists (a missing action
+//! warns, an unreadable policy is a skipped check); no secret is ever printed.
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`).
 
@@ -67,12 +68,25 @@ fn profile_file(props: &[(&str, &str)]) -> PathBuf {
 /// Tasks in moto's default VPC reach the internet through its internet gateway, so the profile
 /// gets `AssignPublicIp` `true` unless the test sets it (`reach_...` tests the rest).
 async fn doctor(endpoint: &str, props: &[(&str, &str)], extra: &[&str]) -> Doctor {
+    doctor_as(endpoint, props, extra, None).await
+}
+
+/// [`doctor`] with other keys than the test keys, when given.
+async fn doctor_as(
+    endpoint: &str,
+    props: &[(&str, &str)],
+    extra: &[&str],
+    keys: Option<&moto::StaticCredentials>,
+) -> Doctor {
     let mut props = props.to_vec();
     if !props.iter().any(|(k, _)| *k == "AssignPublicIp") {
         props.push(("AssignPublicIp", "true"));
     }
     let path = profile_file(&props);
     let mut cmd = crate::world::moto::operator_command(endpoint, Some(REGION));
+    if let Some(keys) = keys {
+        cmd.env("AWS_ACCESS_KEY_ID", &keys.access_key_id).env("AWS_SECRET_ACCESS_KEY", &keys.secret_access_key);
+    }
     cmd.arg("doctor").arg("--cluster-profile").arg(&path).args(["--timeout", "20"]).args(extra);
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
@@ -81,7 +95,8 @@ async fn doctor(endpoint: &str, props: &[(&str, &str)], extra: &[&str]) -> Docto
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     eprintln!("doctor {props:?}:\n{stdout}{stderr}");
-    for secret in [TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY] {
+    let given = keys.map(|k| k.secret_access_key.as_str());
+    for secret in [TEST_ACCESS_KEY_ID, TEST_SECRET_ACCESS_KEY].into_iter().chain(given) {
         assert!(!stdout.contains(secret) && !stderr.contains(secret), "doctor printed a secret");
     }
     let lines: Vec<String> = stdout.lines().map(str::to_string).collect();
@@ -523,6 +538,192 @@ async fn the_role_is_assumed_as_the_plugin_assumes_it() {
     assert!(d.line("role").len() < 600, "one readable sentence: {}", d.line("role"));
     assert_eq!(d.verdict("external id"), "warn", "without --server-id it says which external id it used");
     assert!(d.line("other checks").contains("skipped"));
+}
+
+/// The policy `iam-policy` prints for `props` (written as doctor gets them).
+fn printed_policy(props: &[(&str, &str)]) -> serde_json::Value {
+    let out = std::process::Command::new(crate::world::host::plugin_binary())
+        .arg("iam-policy")
+        .arg("--cluster-profile")
+        .arg(profile_file(props))
+        .env("RUST_LOG", "off")
+        .output()
+        .expect("run iam-policy");
+    assert!(out.status.success(), "iam-policy: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("iam-policy prints JSON")
+}
+
+/// The actions a statement names (a string or an array).
+fn statement_actions(s: &serde_json::Value) -> Vec<String> {
+    match &s["Action"] {
+        serde_json::Value::String(a) => vec![a.clone()],
+        other => other.as_array().into_iter().flatten().filter_map(|a| a.as_str().map(str::to_string)).collect(),
+    }
+}
+
+/// `{"Version": .., "Statement": statements}`.
+fn policy_of(statements: Vec<serde_json::Value>) -> String {
+    serde_json::json!({"Version": "2012-10-17", "Statement": statements}).to_string()
+}
+
+/// The managed policy `name` made of `document`, attached to role `role`.
+async fn attach_managed(iam: &aws_sdk_iam::Client, role: &str, name: &str, document: &str) {
+    let made = iam
+        .create_policy()
+        .policy_name(name)
+        .policy_document(document)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreatePolicy {name}: {}", moto::aws_error_text(&e)));
+    let arn = made.policy().and_then(|p| p.arn()).expect("a policy ARN");
+    iam.attach_role_policy().role_name(role).policy_arn(arn).send().await.expect("AttachRolePolicy");
+}
+
+async fn create_role(iam: &aws_sdk_iam::Client, name: &str) {
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"sts:AssumeRole"}]}"#;
+    iam.create_role()
+        .role_name(name)
+        .assume_role_policy_document(trust)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateRole {name}: {}", moto::aws_error_text(&e)));
+}
+
+/// `permissions`: the identity's own policies (read through IAM: GetRole,
+/// ListAttachedRolePolicies, GetPolicy, GetPolicyVersion, ListRolePolicies, GetRolePolicy; a
+/// user's with its groups') against the actions `iam-policy` lists for the profile. A role
+/// holding the printed policy passes; a role whose managed and inline policies (with a wildcard
+/// and an action in other case) lack `ecs:RunTask` and `ec2:RunInstances` of an EC2 profile is
+/// warned of exactly those; a user whose group holds the policy passes; a caller that may not
+/// read IAM gets the skipped line naming the reads it needs, and doctor still passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissions_compare_the_identitys_policies_with_what_iam_policy_lists() {
+    let (moto, base) = world().await;
+    const FULL: &str = "arn:aws:iam::111111111111:role/gocd-full";
+    const SHORT: &str = "arn:aws:iam::111111111111:role/gocd-short";
+    let role = moto.assume_role_config(FULL).await;
+    moto::create_cluster(&role.config, "team-b").await;
+    internet_gateway_of_the_default_vpc(&role.config).await;
+    let iam = aws_sdk_iam::Client::new(&role.config);
+
+    // The printed policy, as a managed policy of the role.
+    let fargate = [("ClusterName", "team-b"), ("Region", REGION), ("RoleArn", FULL), ("AssignPublicIp", "true")];
+    create_role(&iam, "gocd-full").await;
+    attach_managed(&iam, "gocd-full", "gocd-full", &printed_policy(&fargate).to_string()).await;
+    let d = doctor(&moto.endpoint(), &fargate, &["--server-id", "server-1"]).await;
+    assert_eq!(d.code, Some(0), "{:?}", d.fails());
+    let line = d.line("permissions");
+    assert!(line.starts_with("ok   permissions: the policies of role arn:aws:iam::111111111111:role/gocd-full (managed policy arn:aws:iam::111111111111:policy/gocd-full) allow all "), "{line}");
+    assert!(line.contains("actions only: resources, conditions, permission boundaries, SCPs"), "{line}");
+
+    // An EC2 profile's policy without ecs:RunTask and ec2:RunInstances, the ECS part managed and
+    // the rest inline, the networking reads as ec2:Describe* and ecs:ListTasks in lower case.
+    let ec2 = [
+        ("ClusterName", "team-b"),
+        ("Region", REGION),
+        ("LaunchType", "EC2"),
+        ("Ec2InstanceType", "c5.xlarge"),
+        ("Ec2InstanceProfile", "gocd-ecs-instance"),
+        ("Ec2AmiId", "ami-0abcdef1234567890"),
+        ("RoleArn", SHORT),
+        ("AssignPublicIp", "true"),
+    ];
+    let printed = printed_policy(&ec2);
+    let (mut ecs_part, mut rest) = (Vec::new(), Vec::new());
+    for s in printed["Statement"].as_array().expect("statements") {
+        let mut s = s.clone();
+        let mut actions: Vec<String> =
+            statement_actions(&s).into_iter().filter(|a| a != "ecs:RunTask" && a != "ec2:RunInstances").collect();
+        if s["Sid"] == "DescribeNetworking" {
+            actions = vec!["ec2:Describe*".into()];
+        }
+        if s["Sid"] == "ListTasksOfTheCluster" {
+            actions = vec!["ECS:listtasks".into()];
+        }
+        if actions.is_empty() {
+            continue;
+        }
+        s["Action"] = serde_json::json!(actions);
+        if actions.iter().all(|a| a.to_ascii_lowercase().starts_with("ecs:")) {
+            ecs_part.push(s);
+        } else {
+            rest.push(s);
+        }
+    }
+    create_role(&iam, "gocd-short").await;
+    attach_managed(&iam, "gocd-short", "gocd-short-ecs", &policy_of(ecs_part)).await;
+    iam.put_role_policy()
+        .role_name("gocd-short")
+        .policy_name("gocd-short-rest")
+        .policy_document(policy_of(rest))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutRolePolicy: {}", moto::aws_error_text(&e)));
+    let d = doctor(&moto.endpoint(), &ec2, &["--server-id", "server-1"]).await;
+    let line = d.line("permissions");
+    assert!(line.starts_with("warn permissions: the policies of role arn:aws:iam::111111111111:role/gocd-short (managed policy arn:aws:iam::111111111111:policy/gocd-short-ecs, inline policy gocd-short-rest) do not allow "), "{line}");
+    let named = line.split(" do not allow ").nth(1).and_then(|r| r.split(" (").next()).expect("the actions named");
+    assert_eq!(named, "ecs:RunTask, ec2:RunInstances", "{line}");
+    assert!(line.contains("actions only"), "{line}");
+    assert!(
+        line.contains("fix: add these actions, or attach the policy `ecs-elastic-agent iam-policy` prints; with the CloudFormation stack, update it to this version's template"),
+        "{line}"
+    );
+    assert_eq!(lines_of(&d, "permissions").len(), 1, "no Deny, nothing else to say");
+
+    // A user whose group holds the policy: the group's policies count.
+    let base_iam = aws_sdk_iam::Client::new(&base);
+    base_iam.create_user().user_name("gocd").send().await.expect("CreateUser");
+    let key = base_iam.create_access_key().user_name("gocd").send().await.expect("CreateAccessKey");
+    let key = key.access_key().expect("an access key");
+    let keys = moto::StaticCredentials {
+        access_key_id: key.access_key_id().to_string(),
+        secret_access_key: key.secret_access_key().to_string(),
+        session_token: None,
+    };
+    base_iam.create_group().group_name("gocd-servers").send().await.expect("CreateGroup");
+    base_iam.add_user_to_group().group_name("gocd-servers").user_name("gocd").send().await.expect("AddUserToGroup");
+    moto::create_cluster(&base, "ci").await;
+    let plain = [("ClusterName", "ci"), ("Region", REGION), ("AssignPublicIp", "true")];
+    base_iam
+        .put_group_policy()
+        .group_name("gocd-servers")
+        .policy_name("gocd")
+        .policy_document(printed_policy(&plain).to_string())
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutGroupPolicy: {}", moto::aws_error_text(&e)));
+    let d = doctor_as(&moto.endpoint(), &plain, &[], Some(&keys)).await;
+    assert!(d.line("credentials").contains("arn:aws:iam::123456789012:user/gocd"), "{}", d.line("credentials"));
+    let line = d.line("permissions");
+    assert!(line.starts_with("ok   permissions: the policies of user arn:aws:iam::123456789012:user/gocd (group gocd-servers's inline policy gocd) allow all "), "{line}");
+
+    // A caller that may not read IAM: skipped, with the reads it needs; doctor passes.
+    let proxy = Proxy::start(moto.addr()).await;
+    proxy.add_rule("no IAM reads", |call: &crate::world::proxy::Call| {
+        if call.service == "iam" {
+            let message = format!(
+                "User: arn:aws:sts::111111111111:assumed-role/gocd-full/gocd is not authorized to perform: iam:{}",
+                call.operation
+            );
+            crate::world::proxy::Verdict::sts_error(403, "AccessDenied", &message)
+        } else {
+            crate::world::proxy::Verdict::Forward
+        }
+    });
+    let d = doctor(&proxy.endpoint(), &fargate, &["--server-id", "server-1"]).await;
+    assert_eq!(d.code, Some(0), "an unreadable policy never fails doctor: {:?}", d.fails());
+    let line = d.line("permissions");
+    assert!(
+        line.starts_with(
+            "warn permissions: not checked: reading the policies of role gocd-full was refused (AccessDenied: "
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains("the check needs iam:GetRole, iam:ListAttachedRolePolicies, iam:ListRolePolicies, iam:GetRolePolicy, iam:GetPolicy, iam:GetPolicyVersion on the identity itself"),
+        "{line}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -404,7 +404,8 @@ async fn no_aws() -> std::net::SocketAddr {
                 let (rd, mut wr) = stream.into_split();
                 let mut rd = BufReader::new(rd);
                 while let Ok(Some(_)) = world::http::read_request(&mut rd).await {
-                    let answer = world::http::HttpResponse::aws_json_error(400, "ClientException", "no AWS in the fuzz test");
+                    let answer =
+                        world::http::HttpResponse::aws_json_error(400, "ClientException", "no AWS in the fuzz test");
                     if world::http::write_response(&mut wr, &answer, false).await.is_err() {
                         return;
                     }

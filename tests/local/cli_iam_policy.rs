@@ -332,7 +332,20 @@ fn operations_the_plugin_calls() -> std::collections::BTreeSet<String> {
                     }
                     let service = match name {
                         "GetCallerIdentity" | "AssumeRole" => "sts",
-                        "GetInstanceProfile" => "iam",
+                        "GetInstanceProfile"
+                        | "GetRole"
+                        | "ListAttachedRolePolicies"
+                        | "ListRolePolicies"
+                        | "GetRolePolicy"
+                        | "ListAttachedUserPolicies"
+                        | "ListUserPolicies"
+                        | "GetUserPolicy"
+                        | "ListGroupsForUser"
+                        | "ListAttachedGroupPolicies"
+                        | "ListGroupPolicies"
+                        | "GetGroupPolicy"
+                        | "GetPolicy"
+                        | "GetPolicyVersion" => "iam",
                         "ReceiveMessage" | "DeleteMessageBatch" | "GetQueueAttributes" => "sqs",
                         "ListRuleNamesByTarget" => "events",
                         "GetProducts" => "pricing",

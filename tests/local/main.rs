@@ -20,3 +20,4 @@ mod source_scan;
 mod status_literals;
 mod status_reports;
 mod transcripts;
+mod versions;

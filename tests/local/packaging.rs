@@ -118,6 +118,8 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
         "docs/protocol.md",
         "docs/getting-started.md",
         "docs/profile-keys.md",
+        "docs/images/cluster-profile-view.png",
+        "docs/images/elastic-profile-view.png",
         "CHANGELOG.md",
         "profiles/cluster-fargate.json",
         "profiles/elastic-small.json",
@@ -171,26 +173,6 @@ fn the_archive_holds_everything_and_its_binary_starts_through_the_manifest() {
     }
     assert_eq!(hello["type"], "hello");
     assert_eq!(hello["protocol"], manifest["protocol"]);
-}
-
-/// Each CloudFormation stack's Description begins with the version it belongs to, the crate's
-/// (packaging/build.sh checks the same): an operator comparing a deployed stack with a release
-/// reads it in the console's stack list.
-#[test]
-fn the_stacks_descriptions_name_the_crates_version() {
-    for stack in ["cluster", "member-account"] {
-        let text = std::fs::read_to_string(repo().join(format!("packaging/cloudformation/{stack}.yaml"))).unwrap();
-        let first = text
-            .lines()
-            .skip_while(|l| !l.starts_with("Description:"))
-            .nth(1)
-            .unwrap_or_else(|| panic!("{stack}.yaml has a Description"));
-        let expected = format!("ecs-elastic-agent {}, ", env!("CARGO_PKG_VERSION"));
-        assert!(
-            first.trim_start().starts_with(&expected),
-            "{stack}.yaml's Description begins with \"{expected}\" (the version in Cargo.toml): {first}"
-        );
-    }
 }
 
 /// Starts the manifest's command in the unpacked directory, reads the hello line, closes stdin

@@ -1,4 +1,5 @@
-//! The checks after credentials and role: cluster, networking, capacity, EC2, log group, tasks.
+//! The checks after credentials and role: cluster, networking, capacity, EC2, log group, tasks,
+//! the identity's permissions.
 //! Each writes its line(s); a failure of one does not stop the others.
 
 use std::collections::BTreeSet;
@@ -20,6 +21,7 @@ pub(super) async fn all(
     profile: &ClusterProfile,
     elastic: &[(String, ElasticProfile)],
     server_id: Option<&str>,
+    caller_arn: &str,
     r: &mut Report<'_>,
 ) -> io::Result<()> {
     let cluster = cluster(aws, profile, r).await?;
@@ -35,10 +37,11 @@ pub(super) async fn all(
     log_group(aws, profile, r)?;
     super::event_queue::check(aws, profile, r).await?;
     tasks(aws, profile, r).await?;
+    super::permissions::check(aws, profile, elastic, caller_arn, r).await?;
     r.warn(
         "launch",
-        "RunTask, ecs:TagResource and iam:PassRole are not checked: ECS has no dry run (checked by ListTasks only); a refusal shows in the first job's console log",
-        "compare the identity's policy with `ecs-elastic-agent iam-policy`".to_string(),
+        "RunTask is not tried: ECS has no dry run (checked by ListTasks only); the permissions line reads ecs:RunTask, ecs:TagResource and iam:PassRole by action, not by resource or condition",
+        "a refusal for a resource or a condition shows in the first job's console log; compare the policy's resources and conditions with `ecs-elastic-agent iam-policy`".to_string(),
     )
 }
 

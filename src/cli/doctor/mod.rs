@@ -15,7 +15,8 @@
 //! the elastic profiles' EFS volumes and registry credentials, capacity, the task definitions
 //! elastic profiles name (`TaskDefinitionArn`), SOCI indexes of Fargate profiles' ECR images
 //! (`soci`, with the image's pulls measured in the last hour), EC2 (image, instance profile, key pair, dry run),
-//! log group, tasks.
+//! log group, tasks, and the identity's own IAM policies against the actions `iam-policy` lists
+//! (`permissions`).
 
 mod checks;
 mod ec2_types;
@@ -25,6 +26,8 @@ mod fix;
 mod given;
 mod image;
 mod network;
+mod permissions;
+mod policy_actions;
 mod reach;
 pub mod soci;
 mod task_parts;
@@ -119,17 +122,16 @@ pub async fn run(args: &DoctorArgs, out: &mut dyn Write) -> io::Result<bool> {
         return Ok(false);
     };
     let base = base_config(&profile, &region, timeout).await;
-    let Some(account) = credentials(&profile, &base, timeout, &mut r).await? else {
+    let Some(caller) = credentials(&profile, &base, timeout, &mut r).await? else {
         r.warn("other checks", "skipped: they need working credentials", None)?;
         return Ok(false);
     };
-    let Some((config, account)) = role(&profile, args.server_id.as_deref(), base, account, timeout, &mut r).await?
-    else {
+    let Some((config, caller)) = role(&profile, args.server_id.as_deref(), base, caller, timeout, &mut r).await? else {
         r.warn("other checks", "skipped: they need the role", None)?;
         return Ok(false);
     };
-    let aws = Aws::new(&config, region, account, profile.cluster_short_name().to_string(), timeout);
-    checks::all(&aws, &profile, &elastic, args.server_id.as_deref(), &mut r).await?;
+    let aws = Aws::new(&config, region, caller.account, profile.cluster_short_name().to_string(), timeout);
+    checks::all(&aws, &profile, &elastic, args.server_id.as_deref(), &caller.arn, &mut r).await?;
     Ok(!r.failed)
 }
 
@@ -234,13 +236,22 @@ async fn base_config(profile: &ClusterProfile, region: &str, timeout: Duration) 
     loader.load().await
 }
 
-/// sts:GetCallerIdentity with the base credentials; the account on success.
+/// Who sts:GetCallerIdentity says the credentials are.
+#[derive(Debug, Clone)]
+struct CallerIdentity {
+    /// The caller's ARN (an IAM user, an assumed role's session, ...).
+    arn: String,
+    /// The account it acts in.
+    account: String,
+}
+
+/// sts:GetCallerIdentity with the base credentials; the caller on success.
 async fn credentials(
     profile: &ClusterProfile,
     base: &SdkConfig,
     timeout: Duration,
     r: &mut Report<'_>,
-) -> io::Result<Option<String>> {
+) -> io::Result<Option<CallerIdentity>> {
     let source = if profile.static_credentials.is_some() {
         "the profile's AccessKeyId"
     } else {
@@ -249,7 +260,7 @@ async fn credentials(
     match caller_identity(base, timeout).await {
         Ok((arn, account)) => {
             r.ok("credentials", format!("{source} resolves to {arn} (account {account})"))?;
-            Ok(Some(account))
+            Ok(Some(CallerIdentity { arn, account }))
         }
         Err(e) => {
             let fix = if profile.static_credentials.is_some() {
@@ -264,19 +275,20 @@ async fn credentials(
 }
 
 /// With `RoleArn`: AssumeRole as the plugin does it (external id, session name); the config to
-/// use from here on and the account it acts in.
+/// use from here on and the caller it acts as (the role's session, in the role's account).
 async fn role(
     profile: &ClusterProfile,
     server_id: Option<&str>,
     base: SdkConfig,
-    account: String,
+    caller: CallerIdentity,
     timeout: Duration,
     r: &mut Report<'_>,
-) -> io::Result<Option<(SdkConfig, String)>> {
+) -> io::Result<Option<(SdkConfig, CallerIdentity)>> {
     let Some(role_arn) = &profile.role_arn else {
         r.ok("role", "no RoleArn: the plugin calls AWS with these credentials")?;
-        return Ok(Some((base, account)));
+        return Ok(Some((base, caller)));
     };
+    let account = caller.account;
     let (external_id, described) = match (&profile.external_id, server_id) {
         (Some(id), _) => (id.expose().clone(), "the profile's ExternalId".to_string()),
         (None, Some(server)) => {
@@ -306,7 +318,7 @@ async fn role(
                     profile.role_session_name()
                 ),
             )?;
-            Ok(Some((config, role_account)))
+            Ok(Some((config, CallerIdentity { arn, account: role_account })))
         }
         Err(e) => {
             r.fail(

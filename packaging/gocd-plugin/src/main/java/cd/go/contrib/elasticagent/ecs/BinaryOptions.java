@@ -28,7 +28,8 @@ import java.util.regex.Pattern;
  * </ul>
  *
  * A value that is not valid is left out with a warning naming the setting, its value and what it
- * takes; the binary then starts without it. Nothing here stops the plugin from loading.
+ * takes; the binary then starts without it. A setting under the same prefix that the jar does
+ * not read (a misspelt name) is warned of too. Nothing here stops the plugin from loading.
  */
 record BinaryOptions(List<String> globalArgs, List<String> serveArgs, Map<String, String> env,
                      List<String> applied, List<String> warnings) {
@@ -51,9 +52,53 @@ record BinaryOptions(List<String> globalArgs, List<String> serveArgs, Map<String
     private static final Pattern DIRECTIVE = Pattern.compile(
             "(?i)(" + LEVELS + ")|[A-Za-z_][A-Za-z0-9_\\-]*(::[A-Za-z_][A-Za-z0-9_\\-]*)*(\\[[^\\]=,]*(\\{[^}]*\\})?\\])?=(" + LEVELS + ")");
 
+    /** The settings the jar reads: system properties, then the environment variables. */
+    static final List<String> KNOWN_PROPERTIES =
+            List.of(METRICS_PROPERTY, FORMAT_PROPERTY, LEVEL_PROPERTY, BinaryLocator.PROPERTY);
+    static final List<String> KNOWN_ENV = List.of(METRICS_ENV, FORMAT_ENV, LEVEL_ENV, BinaryLocator.ENV);
+    private static final String PROPERTY_PREFIX = "ecs.elastic.agent.";
+    private static final String ENV_PREFIX = "ECS_ELASTIC_AGENT_";
+
     /** From this JVM's system properties and environment. */
     static BinaryOptions fromServer() {
-        return resolve(System::getProperty, System.getenv());
+        BinaryOptions options = resolve(System::getProperty, System.getenv());
+        List<String> unknown = unknownSettings(System.getProperties().stringPropertyNames(), System.getenv().keySet());
+        if (unknown.isEmpty()) {
+            return options;
+        }
+        List<String> warnings = new ArrayList<>(options.warnings);
+        warnings.addAll(unknown);
+        return new BinaryOptions(options.globalArgs, options.serveArgs, options.env, options.applied,
+                List.copyOf(warnings));
+    }
+
+    /**
+     * A warning for each system property under {@code ecs.elastic.agent.} and each environment
+     * variable under {@code ECS_ELASTIC_AGENT_} that the jar does not read: a misspelt setting
+     * ({@code -Decs.elastic.agent.metrics.address}) would otherwise be ignored without a word.
+     */
+    static List<String> unknownSettings(Iterable<String> propertyNames, Iterable<String> envNames) {
+        List<String> warnings = new ArrayList<>();
+        for (String name : sorted(propertyNames)) {
+            if (name.startsWith(PROPERTY_PREFIX) && !KNOWN_PROPERTIES.contains(name)) {
+                warnings.add("-D" + name + " is not a setting of this plugin and is ignored. It reads -D"
+                        + String.join(", -D", KNOWN_PROPERTIES));
+            }
+        }
+        for (String name : sorted(envNames)) {
+            if (name.startsWith(ENV_PREFIX) && !KNOWN_ENV.contains(name)) {
+                warnings.add(name + " is not a setting of this plugin and is ignored. It reads "
+                        + String.join(", ", KNOWN_ENV));
+            }
+        }
+        return List.copyOf(warnings);
+    }
+
+    private static List<String> sorted(Iterable<String> names) {
+        List<String> out = new ArrayList<>();
+        names.forEach(out::add);
+        out.sort(null);
+        return out;
     }
 
     /** From {@code properties} (a system property's value or null) and {@code environment}. */

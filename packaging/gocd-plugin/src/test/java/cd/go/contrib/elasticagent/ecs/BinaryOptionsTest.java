@@ -96,4 +96,18 @@ class BinaryOptionsTest {
             assertNotNull(BinaryOptions.logLevelProblem(bad), bad);
         }
     }
+
+    @Test
+    void aMisspeltSettingIsWarnedOfNotIgnored() {
+        List<String> warnings = BinaryOptions.unknownSettings(
+                List.of("ecs.elastic.agent.metrics.address", BinaryOptions.LEVEL_PROPERTY, "ecs.elastic.agent.binary",
+                        "java.version", "ecs.other"),
+                List.of("ECS_ELASTIC_AGENT_LOGLEVEL", BinaryOptions.METRICS_ENV, "ECS_ELASTIC_AGENT_BINARY", "PATH"));
+        assertEquals(2, warnings.size(), warnings.toString());
+        assertTrue(warnings.get(0).startsWith("-Decs.elastic.agent.metrics.address is not a setting")
+                && warnings.get(0).contains("-D" + BinaryOptions.METRICS_PROPERTY), warnings.get(0));
+        assertTrue(warnings.get(1).startsWith("ECS_ELASTIC_AGENT_LOGLEVEL is not a setting")
+                && warnings.get(1).contains(BinaryOptions.LEVEL_ENV), warnings.get(1));
+        assertTrue(BinaryOptions.unknownSettings(BinaryOptions.KNOWN_PROPERTIES, BinaryOptions.KNOWN_ENV).isEmpty());
+    }
 }

@@ -21,7 +21,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
  * What the jar adds per request, and what it costs in memory. Not part of the test run: one command
- * (README "GoCD plugin jar"):
+ * (CONTRIBUTING.md, "The jar's overhead"):
  *
  * <pre>
  * mvn -B -q -f packaging/gocd-plugin/pom.xml verify -Dplugin.binary=/path/to/ecs-elastic-agent -Dit.test=BridgeBenchmark

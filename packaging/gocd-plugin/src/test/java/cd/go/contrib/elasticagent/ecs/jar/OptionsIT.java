@@ -28,19 +28,23 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The binary's options under GoCD (packaging/INSTALL.md, "Options under GoCD"), set as an operator
  * sets them: the GoCD server JVM's system properties {@code ecs.elastic.agent.metrics.addr},
  * {@code ecs.elastic.agent.log.format} and {@code ecs.elastic.agent.log.level}. The real binary is
- * started through the jar; what it was given is read from /proc.
+ * started through the jar; what it was given is read from /proc, and the metrics it serves over
+ * HTTP. A bad value, or a misspelt setting, is a warning in the plugin log.
  */
 class OptionsIT {
 
     static final String METRICS = "ecs.elastic.agent.metrics.addr";
     static final String FORMAT = "ecs.elastic.agent.log.format";
     static final String LEVEL = "ecs.elastic.agent.log.level";
+    /** A misspelt {@link #METRICS}, as an operator might type it. */
+    static final String MISSPELT = "ecs.elastic.agent.metrics.address";
 
     @AfterEach
     void clearProperties() {
         System.clearProperty(METRICS);
         System.clearProperty(FORMAT);
         System.clearProperty(LEVEL);
+        System.clearProperty(MISSPELT);
     }
 
     static int freeLoopbackPort() throws Exception {
@@ -142,6 +146,7 @@ class OptionsIT {
         System.setProperty(METRICS, "localhost:9464");
         System.setProperty(FORMAT, "yaml");
         System.setProperty(LEVEL, "verbose");
+        System.setProperty(MISSPELT, "127.0.0.1:9464");
         int mark = CapturedLog.get().size();
         GoPlugin plugin = PluginJar.load().start(Harness.noAws(), Map.of(), new TestAccessor());
         try {
@@ -155,10 +160,12 @@ class OptionsIT {
                     .filter(l -> l.level().equals("WARN") && l.message().startsWith("ecs-elastic-agent option left out"))
                     .toList();
             String log = CapturedLog.get().dump(mark);
-            assertEquals(3, warnings.size(), log);
+            assertEquals(4, warnings.size(), log);
             assertTrue(warnings.get(0).message().contains("-D" + METRICS + "=\"localhost:9464\"") && warnings.get(0).message().contains("IP:PORT"), log);
             assertTrue(warnings.get(1).message().contains("-D" + FORMAT + "=\"yaml\"") && warnings.get(1).message().contains("text or json"), log);
             assertTrue(warnings.get(2).message().contains("-D" + LEVEL + "=\"verbose\""), log);
+            assertTrue(warnings.get(3).message().contains("-D" + MISSPELT + " is not a setting")
+                    && warnings.get(3).message().contains("-D" + METRICS), log);
         } finally {
             PluginJar.unload(plugin);
         }
