@@ -156,7 +156,25 @@ pub fn run(args: &IamPolicyArgs, out: &mut dyn Write, err: &mut dyn Write) -> io
     for note in &policies.notes {
         writeln!(err, "note: {note}")?;
     }
+    let size = policy_size(doc);
+    if size > MANAGED_POLICY_MAX {
+        writeln!(
+            err,
+            "note: this document is {size} characters as IAM counts them (without whitespace), more than the \
+             {MANAGED_POLICY_MAX} IAM takes in a managed policy: put it inline on the role (up to 10240 for all \
+             of a role's inline policies), or split its statements between two managed policies"
+        )?;
+    }
     Ok(true)
+}
+
+/// The most characters IAM takes in a managed policy, whitespace not counted.
+pub const MANAGED_POLICY_MAX: usize = 6144;
+
+/// A policy document's size as IAM counts it against its limits: its characters, whitespace
+/// outside the JSON's strings not counted (the compact form has none).
+pub fn policy_size(doc: &Value) -> usize {
+    doc.to_string().chars().count()
 }
 
 fn name(document: PolicyDocument) -> &'static str {

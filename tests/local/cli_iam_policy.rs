@@ -511,3 +511,17 @@ fn invalid_profiles_print_no_policy() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains(&format!("{}: LaunchType: ", bad.display())), "{err}");
 }
+
+/// IAM takes at most 6,144 characters (whitespace not counted) in a managed policy, which is how
+/// the cluster stack attaches the plugin's policy: every example document fits. A document over
+/// the limit gets a note from `iam-policy` saying what to do instead.
+#[test]
+fn every_example_policy_fits_a_managed_policy() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/iam");
+    for entry in std::fs::read_dir(&dir).expect("packaging/iam") {
+        let path = entry.expect("entry").path();
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+        let size = doc.to_string().chars().count();
+        assert!(size <= 6144, "{} is {size} characters, over IAM's 6144 for a managed policy", path.display());
+    }
+}
