@@ -26,6 +26,7 @@ pub mod price_list;
 pub mod prices;
 
 pub use bill::{
-    ec2_instance_cost, fargate_billing_start, fargate_hourly, fargate_task_cost, gp3_hourly, CostError, Market, TaskSize,
+    ec2_instance_cost, fargate_billing_start, fargate_hourly, fargate_task_cost, gp3_hourly, CostError, Market,
+    TaskSize,
 };
 pub use prices::{BadPriceFile, FargateRate, FargateRegion, NoPrice, PriceTable};
