@@ -3,21 +3,16 @@
 //! capacity refused, a throttle, an answer lost on the way, access denied. Backoffs run on
 //! tokio's paused clock: no test sleeps in real time. Every test ends with `done()`.
 
-use super::fixtures::props;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
 
+use super::engine::{self, cluster_profile, TestEngine};
 use super::fake_gocd::FakeGocd;
-use super::fixtures::job;
 use crate::aws::verifier::{Call, Verifier};
-use crate::cluster::base::identity::cluster_key;
 use crate::cluster::job::launch::Capacity;
-use crate::cluster::{AgentRequest, Cluster, Created, EngineOptions};
-use crate::secret::Secret;
-use crate::settings::ClusterProfile;
+use crate::cluster::{AgentRequest, Cluster, Created};
 
-const SERVER: &str = "server-1";
 const TASK: &str = "arn:aws:ecs:us-east-1:123456789012:task/ci/0123456789abcdef";
 
 struct World {
@@ -28,33 +23,14 @@ struct World {
 
 impl World {
     fn new(launch_type: &str) -> World {
-        let p = props(&[
-            ("ClusterName", "ci"),
-            ("Region", "us-east-1"),
-            ("LaunchType", launch_type),
-            ("SubnetIds", "subnet-0a1b2c3d"),
-            ("SecurityGroupIds", "sg-0a1b2c3d"),
-            ("MaxAgents", "5"),
-        ]);
-        let profile = ClusterProfile::parse(&p).expect("a valid cluster profile");
+        let profile = cluster_profile(&[("LaunchType", launch_type), ("MaxAgents", "5")]);
         let aws = Verifier::default();
-        let gocd = Arc::new(FakeGocd::default());
-        let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
-        let options = EngineOptions::default();
-        let cluster = Arc::new(Cluster::new(key, SERVER.into(), aws.clients(), profile, gocd.clone(), &options));
+        let TestEngine { gocd, cluster, .. } = TestEngine::start(aws.clients(), profile);
         World { aws, gocd, cluster }
     }
 
     fn request(&self, job_id: i64) -> AgentRequest {
-        AgentRequest {
-            profile: Arc::new(self.cluster.profile().as_ref().clone()),
-            settings: "team-a".into(),
-            job: job(job_id),
-            environment: None,
-            auto_register_key: Secret::new(format!("key-{job_id}")),
-            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("http://gocd.example:8153/go".into()),
-        }
+        engine::request(&self.cluster, job_id, &format!("key-{job_id}"))
     }
 
     /// The calls before the first RunTask: adopt (nothing runs), the family (none yet), register it.

@@ -4,45 +4,35 @@
 //! port the engine's tests share ([`fake_gocd`]), their fixtures ([`fixtures`]), and the Fargate
 //! launch path against a script of AWS calls ([`launch`]).
 
+pub(crate) mod engine;
 pub(crate) mod fake_gocd;
 pub(crate) mod fixtures;
 mod launch;
 
+use engine::{cluster_profile, TestEngine, SERVER};
 use fixtures::props;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use super::agents::Phase;
 use super::base::clock::ManualClock;
-use super::base::identity::{self, cluster_key, task_tags, TaskLabels, TAG_AGENT_ID};
-use super::tests::fake_gocd::FakeGocd;
-use super::tests::fixtures::job;
+use super::base::identity::{self, task_tags, TaskLabels, TAG_AGENT_ID};
 use super::{cluster_arn_suffix, AgentRequest, Cluster, Created, EngineError};
 use crate::aws::fake_aws::FakeAws;
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState, JobIdentifier};
-use crate::secret::Secret;
 use crate::settings::ClusterProfile;
+use fake_gocd::FakeGocd;
+use fixtures::job;
 
 mod cost;
 mod job_wait;
 mod snapshot;
 mod warm;
 
-const SERVER: &str = "server-1";
-
 /// A Fargate cluster profile with its networking named (no EC2 lookups) and `max` agents.
 fn profile(max: u32) -> ClusterProfile {
-    let max = max.to_string();
-    let p = props(&[
-        ("ClusterName", "ci"),
-        ("Region", "us-east-1"),
-        ("SubnetIds", "subnet-0a1b2c3d"),
-        ("SecurityGroupIds", "sg-0a1b2c3d"),
-        ("MaxAgents", &max),
-        ("AgentRegisterTimeoutMinutes", "1"),
-    ]);
-    ClusterProfile::parse(&p).expect("a valid cluster profile")
+    cluster_profile(&[("MaxAgents", &max.to_string()), ("AgentRegisterTimeoutMinutes", "1")])
 }
 
 struct World {
@@ -64,32 +54,12 @@ impl World {
     }
 
     fn with_profile(aws: FakeAws, profile: ClusterProfile) -> World {
-        let gocd = Arc::new(FakeGocd::default());
-        let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
-        let options = super::EngineOptions::default();
-        let clock = Arc::new(ManualClock::new(SystemTime::now()));
-        let cluster = Arc::new(Cluster::with_clock(
-            key,
-            SERVER.into(),
-            aws.clients(),
-            profile,
-            gocd.clone(),
-            &options,
-            clock.clone(),
-        ));
+        let TestEngine { gocd, clock, cluster } = TestEngine::start(aws.clients(), profile);
         World { aws, gocd, clock, cluster }
     }
 
     fn request(&self, job_id: i64, key: &str) -> AgentRequest {
-        AgentRequest {
-            profile: Arc::new(self.cluster.profile().as_ref().clone()),
-            settings: "team-a".into(),
-            job: job(job_id),
-            environment: None,
-            auto_register_key: Secret::new(key.to_string()),
-            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("http://gocd.example:8153/go".into()),
-        }
+        engine::request(&self.cluster, job_id, key)
     }
 
     fn agent_of(&self, job_id: i64) -> crate::ids::AgentId {

@@ -14,10 +14,9 @@ use super::pools::Counters;
 use super::pools::{pool_key, Group};
 use crate::aws::verifier::{ec2_answer, Verifier};
 use crate::cluster::base::clock::ManualClock;
-use crate::cluster::base::identity::cluster_key;
+use crate::cluster::tests::engine::{self, TestEngine};
 use crate::cluster::tests::fake_gocd::FakeGocd;
-use crate::cluster::tests::fixtures::job;
-use crate::cluster::{AgentRequest, Cluster, Created, EngineOptions};
+use crate::cluster::{AgentRequest, Cluster, Created};
 use crate::ids::Ec2PoolKey;
 use crate::secret::Secret;
 use crate::settings::ClusterProfile;
@@ -39,19 +38,7 @@ impl World {
         let profile = ec2_profile(extra);
         let served = profile.clone();
         let aws = Verifier::default();
-        let gocd = Arc::new(FakeGocd::default());
-        let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
-        let clock = Arc::new(ManualClock::new(std::time::SystemTime::now()));
-        let options = EngineOptions::default();
-        let cluster = Arc::new(Cluster::with_clock(
-            key,
-            SERVER.into(),
-            aws.clients(),
-            profile,
-            gocd.clone(),
-            &options,
-            clock.clone(),
-        ));
+        let TestEngine { gocd, clock, cluster } = TestEngine::start(aws.clients(), profile);
         cluster.ec2().hold_loop_for_test();
         // GoCD sent the profile (its requests are team-a's).
         cluster.serve_again(&"team-a".into(), &served);
@@ -76,15 +63,7 @@ impl World {
     }
 
     fn request(&self, job_id: i64) -> AgentRequest {
-        AgentRequest {
-            profile: Arc::new(self.cluster.profile().as_ref().clone()),
-            settings: "team-a".into(),
-            job: job(job_id),
-            environment: None,
-            auto_register_key: Secret::new(format!("key-{job_id}")),
-            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("http://gocd.example:8153/go".into()),
-        }
+        engine::request(&self.cluster, job_id, &format!("key-{job_id}"))
     }
 }
 

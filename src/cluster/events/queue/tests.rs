@@ -11,11 +11,11 @@ use crate::aws::fake_aws::{FakeAws, ACCOUNT, REGION};
 use crate::cluster::agents::Phase;
 use crate::cluster::base::clock::ManualClock;
 use crate::cluster::base::identity::cluster_key;
+use crate::cluster::tests::engine::{self, cluster_profile, TestEngine};
 use crate::cluster::tests::fake_gocd::FakeGocd;
 use crate::cluster::tests::fixtures::job;
-use crate::cluster::{AgentRequest, Cluster, EngineOptions};
+use crate::cluster::{Cluster, EngineOptions};
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState};
-use crate::secret::Secret;
 use crate::settings::ClusterProfile;
 
 const QUEUE: &str = "https://sqs.us-east-1.amazonaws.com/123456789012/gocd-events";
@@ -30,42 +30,15 @@ struct World {
 
 impl World {
     fn new(launch_type: &str) -> World {
-        let p = props(&[
-            ("ClusterName", "ci"),
-            ("Region", REGION),
-            ("SubnetIds", "subnet-0a1b2c3d"),
-            ("SecurityGroupIds", "sg-0a1b2c3d"),
-            ("LaunchType", launch_type),
-            ("EventQueueUrl", QUEUE),
-        ]);
-        let profile = ClusterProfile::parse(&p).expect("a valid cluster profile");
-        let (aws, gocd) = (FakeAws::default(), Arc::new(FakeGocd::default()));
-        let key = cluster_key(ACCOUNT, REGION, "ci", None);
-        let options = EngineOptions::default();
-        let clock = Arc::new(ManualClock::new(std::time::SystemTime::now()));
-        let cluster = Arc::new(Cluster::with_clock(
-            key,
-            "server-1".into(),
-            aws.clients(),
-            profile,
-            gocd.clone(),
-            &options,
-            clock.clone(),
-        ));
+        let profile = cluster_profile(&[("LaunchType", launch_type), ("EventQueueUrl", QUEUE)]);
+        let aws = FakeAws::default();
+        let TestEngine { gocd, clock, cluster } = TestEngine::start(aws.clients(), profile);
         World { aws, gocd, clock, cluster }
     }
 
     /// An agent started for job `job_id` (its task RUNNING) and registered with GoCD.
     async fn running_agent(&self, job_id: i64) -> (String, String) {
-        let request = AgentRequest {
-            profile: Arc::new(self.cluster.profile().as_ref().clone()),
-            settings: "team-a".into(),
-            job: job(job_id),
-            environment: None,
-            auto_register_key: Secret::new(format!("key-{job_id}")),
-            elastic_profile: props(&[("Image", "gocd/gocd-agent:v1"), ("Cpu", "512"), ("Memory", "1024")]),
-            site_url: Some("http://gocd.example:8153/go".into()),
-        };
+        let request = engine::request(&self.cluster, job_id, &format!("key-{job_id}"));
         self.cluster.create_agent(request).await.expect("launched");
         let agent = self.cluster.registry().live_for_job(job_id).cloned().expect("a live agent");
         self.gocd.agents.lock().unwrap().push(AgentMetadata {
