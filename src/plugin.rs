@@ -264,10 +264,9 @@ impl Plugin {
     /// # Errors
     /// The failed call to GoCD.
     pub async fn send_health(&self) -> Result<()> {
-        let now = std::time::SystemTime::now();
         let mut messages = self.profile_problems.lock().unwrap_or_else(PoisonError::into_inner).clone();
         for cluster in self.known_clusters() {
-            let fresh = cluster.events().fresh(now);
+            let fresh = cluster.events().fresh(cluster.now());
             messages.extend(
                 fresh
                     .into_iter()

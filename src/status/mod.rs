@@ -340,7 +340,7 @@ pub fn snapshot(cluster: &Cluster) -> ClusterSnapshot {
         assume_role_calls: aws.role.assume_role_calls.load(std::sync::atomic::Ordering::Relaxed),
         swept_orphans: cluster.swept_orphans(),
     };
-    let now = SystemTime::now();
+    let now = cluster.now();
     let mut snapshot = build_snapshot(&facts, now);
     if let Some(kinds) = cluster.kinds(&profile) {
         // Each provider's kind and status, as learned at the first create-agent.
@@ -442,7 +442,7 @@ pub fn find_agent(cluster: &Cluster, agent_id: Option<&str>, job_id: Option<i64>
         (None, Some(job)) => registry.all().filter(|a| a.job.job_id == job).max_by_key(|a| a.created_at),
         (None, None) => None,
     }?;
-    Some(agent_row(record, &aws.region, profile.cluster_short_name(), profile.log_group.as_deref(), SystemTime::now()))
+    Some(agent_row(record, &aws.region, profile.cluster_short_name(), profile.log_group.as_deref(), cluster.now()))
 }
 
 /// A task's status as the report shows it: `—` when there is no task yet.
