@@ -7,7 +7,8 @@
 //! settings fingerprint (`gocd:cluster-settings`), so deleting one team's profile stops that team's
 //! agents only; the engine itself retires once no team's profile is left in it. Each team's
 //! profile is kept as GoCD last sent it: the EC2 loop plans each one's instances with its own
-//! settings (`ec2/pools.rs`).
+//! settings (`ec2/pools.rs`), and each agent's per-profile settings (its register timeout, its
+//! job's price table) are its own profile's ([`Cluster::profile_of`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError};
@@ -89,6 +90,20 @@ impl Cluster {
     pub fn served_profiles(&self) -> (Vec<Arc<ClusterProfile>>, bool) {
         let teams = self.state.retirement.lock();
         (teams.served.values().cloned().collect(), teams.heard_all)
+    }
+
+    /// The profiles the engine serves, by settings fingerprint: each agent's settings come from
+    /// the one of its own fingerprint.
+    pub fn served_by_settings(&self) -> BTreeMap<SettingsFingerprint, Arc<ClusterProfile>> {
+        self.state.retirement.lock().served.clone()
+    }
+
+    /// The profile of settings fingerprint `settings` as GoCD last sent it, or the profile GoCD
+    /// sent last when the engine does not serve that one (not heard since the process started,
+    /// or deleted): what decides a per-profile setting for an agent of that fingerprint.
+    pub fn profile_of(&self, settings: &SettingsFingerprint) -> Arc<ClusterProfile> {
+        let served = self.state.retirement.lock().served.get(settings).cloned();
+        served.unwrap_or_else(|| self.profile())
     }
 
     /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other

@@ -11,10 +11,12 @@ use std::collections::HashMap;
 use std::sync::PoisonError;
 use std::time::Duration;
 
+use super::agents::AgentRecord;
 use super::base::error::EngineError;
 use super::cleanup::{self, task_definitions};
 use super::Cluster;
 use crate::protocol::types::AgentMetadata;
+use crate::settings::ClusterProfile;
 
 pub use plan::Step;
 
@@ -41,9 +43,15 @@ impl Cluster {
             None => self.refresh().await?,
         };
         let now = self.now();
-        let timeout = Duration::from_secs(u64::from(self.profile().agent_register_timeout_minutes) * 60);
-        // Read before the registry's lock is taken, never under it: the profile's retirement,
-        // and the orphan marks, which only this pass reads and writes (under the ping lock).
+        // Each agent is judged by its own cluster profile's `AgentRegisterTimeoutMinutes` (the
+        // profile of its settings fingerprint as GoCD last sent it), and by the profile GoCD sent
+        // last only when its own is not known: not heard since the process started, or deleted.
+        let (served, last_sent) = (self.served_by_settings(), self.profile());
+        let minutes = |p: &ClusterProfile| Duration::from_secs(u64::from(p.agent_register_timeout_minutes) * 60);
+        let timeout = |a: &AgentRecord| minutes(served.get(&a.settings).unwrap_or(&last_sent));
+        // Read before the registry's lock is taken, never under it: the served profiles above,
+        // the profile's retirement, and the orphan marks, which only this pass reads and writes
+        // (under the ping lock).
         let retired = self.retired();
         let deleted = self.deleted_settings();
         let previous_marks =

@@ -49,13 +49,34 @@ pub enum Step {
     },
 }
 
+/// An agent's `AgentRegisterTimeoutMinutes`: how long it may take to register with GoCD, and
+/// stay unlisted, unhealthy, or idle with its job gone. Each agent's is its own cluster
+/// profile's (the profiles sharing an engine may each set another); one [`Duration`] is the same
+/// for every agent.
+pub trait RegisterTimeout {
+    /// The timeout of `record`'s agent.
+    fn of(&self, record: &AgentRecord) -> Duration;
+}
+
+impl RegisterTimeout for Duration {
+    fn of(&self, _: &AgentRecord) -> Duration {
+        *self
+    }
+}
+
+impl<F: Fn(&AgentRecord) -> Duration> RegisterTimeout for F {
+    fn of(&self, record: &AgentRecord) -> Duration {
+        self(record)
+    }
+}
+
 /// Decides what server-ping does for one cluster profile.
 ///
 /// `gocd` holds GoCD's agents of this cluster profile only.
 pub fn plan(
     registry: &Registry,
     gocd: &HashMap<AgentId, AgentMetadata>,
-    register_timeout: Duration,
+    register_timeouts: impl RegisterTimeout,
     now: SystemTime,
 ) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -64,6 +85,7 @@ pub fn plan(
         if registry.is_completing(&record.agent_id) {
             continue; // its job-completion disables, stops and deletes it right now
         }
+        let register_timeout = register_timeouts.of(record);
         // An agent this process had GoCD delete moments ago may still be in a listing read
         // before that: it is not registered any more, and is not deleted twice.
         let registered = gocd.contains_key(&record.agent_id) && !record.recently_removed(now);

@@ -27,6 +27,7 @@ use fixtures::job;
 
 mod cost;
 mod job_wait;
+mod served_profiles;
 mod snapshot;
 mod warm;
 

@@ -1,11 +1,11 @@
 //! Cost per job at run time: when a job completes, what it cost by the rules of
-//! [`crate::cost::job`] and the cluster profile's price table (the embedded one, with the
-//! profile's `PriceTable` file laid over it), from what the plugin already knows of its agent's
-//! task (the times and size of its last description) and what [`reads`] learns once from AWS
-//! for it (a capacity provider instance's type, a Spot price, a price the table lacks). The
-//! result goes to
-//! the job's console (one line), the log (one line with pipeline, stage, job and cost), and this
-//! profile's [`Ledger`] (the report's cost per pipeline and stage, the metrics' counters).
+//! [`crate::cost::job`] and the price table of its agent's own cluster profile (the embedded
+//! one, with that profile's `PriceTable` file laid over it: [`Cluster::profile_of`]), from what
+//! the plugin already knows of its agent's task (the times and size of its last description)
+//! and what [`reads`] learns once from AWS for it (a capacity provider instance's type, a Spot
+//! price, a price the table lacks). The result goes to the job's console (one line), the log
+//! (one line with pipeline, stage, job and cost), and this engine's [`Ledger`] (the report's
+//! cost per pipeline and stage, the metrics' counters).
 //!
 //! The idle time of warm and kept agents is their pool's cost: taken when such an agent is given
 //! a job (the wait before it) and when it is stopped while it waits ([`Cluster::idle_agent_stopped`]).
@@ -27,6 +27,7 @@ use super::price_fill::{Filled, Gap};
 use crate::aws::ec2_types::ContainerInstance;
 use crate::cluster::agents::AgentRecord;
 use crate::cluster::base::locks::MutexGuard;
+use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::capacity::providers::ProviderKind;
 use crate::cluster::job::launch::Capacity;
 use crate::cluster::job::snapshot::RequestSnapshot;
@@ -39,6 +40,7 @@ use crate::cost::{fargate_billing_start, fargate_hourly, gp3_hourly, CostError, 
 use crate::ids::AgentId;
 use crate::platform::{Arch, OsClass};
 use crate::protocol::types::JobIdentifier;
+use crate::settings::ClusterProfile;
 
 /// What an elastic profile says of its tasks' size, kept by its hash.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -371,7 +373,7 @@ impl Cluster {
 
     /// How `record`'s agent is priced, or why it cannot be.
     fn rate(&self, record: &AgentRecord, region: &str) -> Result<Rate, Unpriced> {
-        let table = self.price_table()?;
+        let table = self.price_table(&self.profile_of(&record.settings))?;
         let basis = self.cost().basis.get(&record.elastic_profile).copied();
         let task = record.task.as_ref();
         let units = |s: Option<&String>| s.and_then(|v| v.parse::<u32>().ok());
@@ -419,9 +421,12 @@ impl Cluster {
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
         let market = Ec2Price::of(spot_key(&instance), &self.cost());
         let compute = market.hourly(table, region, &instance.instance_type)?;
-        // Its gp3 root volume (`Ec2RootVolumeGiB`, as the profile says now) is part of the
-        // instance's price; a region the table has no gp3 price for is said, not guessed.
-        let volume_gib = self.profile().ec2.as_ref().map_or(0, |e| e.root_volume_gib);
+        // Its gp3 root volume is part of the instance's price: `Ec2RootVolumeGiB` of its pool's
+        // cluster profile (the profile GoCD sent last only when no served profile has its pool:
+        // left over, untagged, or not heard since the process started). A region the table has
+        // no gp3 price for is said, not guessed.
+        let pool = instance.pool.as_ref().and_then(|key| pool_profile(self, key));
+        let volume_gib = pool.unwrap_or_else(|| self.profile()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
         let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {
@@ -530,10 +535,11 @@ impl Cluster {
         }
     }
 
-    /// The price table of the profile as configured now (read once per `PriceTable` path, and
-    /// again when the Price List filled a gap).
-    fn price_table(&self) -> Result<Arc<PriceTable>, String> {
-        let path = self.profile().price_table.clone();
+    /// The price table of `profile` (the agent's own cluster profile, as GoCD last sent it):
+    /// read once per `PriceTable` path, again when the Price List filled a gap, and when the
+    /// profiles sharing the engine name other paths, again at each change of path.
+    fn price_table(&self, profile: &ClusterProfile) -> Result<Arc<PriceTable>, String> {
+        let path = profile.price_table.clone();
         if let Some((p, table)) = &self.cost().table {
             if *p == path {
                 return Ok(table.clone());

@@ -122,6 +122,15 @@ impl Pools {
     }
 }
 
+/// The served cluster profile whose EC2 settings are pool `key`'s (the first by settings
+/// fingerprint, when several share it), retired engine or not; `None` when no served profile
+/// has that pool (the instance is left over, untagged, or its profile not heard since the
+/// process started).
+pub fn pool_profile(cluster: &Cluster, key: &Ec2PoolKey) -> Option<Arc<ClusterProfile>> {
+    let (profiles, _) = cluster.served_profiles();
+    profiles.into_iter().find(|p| pool_key(p).as_ref() == Some(key))
+}
+
 /// Whether the engine has EC2 capacity to manage: the profile GoCD sent last is EC2, or another
 /// profile it serves on the same ECS cluster is.
 pub fn serves_ec2(cluster: &Cluster) -> bool {
