@@ -46,7 +46,7 @@ pub struct Ec2Capacity {
     pub min_instances: u32,
     /// `Ec2MaxInstances`, default 5, never below the minimum.
     pub max_instances: u32,
-    /// `Ec2IdleMinutes`, default 10.
+    /// `Ec2IdleMinutes`, default 10 (0: an instance goes as soon as it runs no task).
     pub idle_minutes: u32,
     /// `Ec2RegisterTimeoutMinutes`, default 5.
     pub register_timeout_minutes: u32,
@@ -100,7 +100,7 @@ pub(crate) fn read(f: &mut Fields<'_>, launch_type: Option<LaunchType>) -> Optio
         ami_ids,
         min_instances,
         max_instances,
-        idle_minutes: f.number("Ec2IdleMinutes", 1..=1440, 10),
+        idle_minutes: f.number("Ec2IdleMinutes", 0..=1440, 10),
         register_timeout_minutes: f.number("Ec2RegisterTimeoutMinutes", 1..=60, 5),
         scale_out_wait_seconds: f.number("Ec2ScaleOutWaitSeconds", 0..=1800, SCALE_OUT_WAIT_SECONDS),
         spot: f.boolean("Ec2Spot", false),

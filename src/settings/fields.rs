@@ -324,7 +324,7 @@ mod tests {
         let mut f = Fields::new(&p, ProfileKind::Cluster);
         assert_eq!(f.number("MaxAgents", 1..=1000, 10), 10);
         assert_eq!(f.number("Ec2MaxInstances", 1..=100, 5), 5);
-        assert_eq!(f.number("Ec2IdleMinutes", 1..=1440, 10), 10);
+        assert_eq!(f.number("Ec2IdleMinutes", 0..=1440, 10), 10);
         assert_eq!(f.number("Ec2MinInstances", 0..=100, 0), 0);
         assert_eq!(
             messages(f),

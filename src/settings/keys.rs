@@ -211,9 +211,12 @@ pub const CLUSTER_KEYS: &[KeySpec] = &[
     spec("Ec2MaxInstances", EC2, "Maximum instances", Input::Text,
         "At most this many instances, 1 to 100, not less than the minimum. Default: 5."),
     spec("Ec2IdleMinutes", EC2, "Idle minutes", Input::Text,
-        "An instance with no task for this long is terminated (down to the minimum), 1 to 1440. Default: 10. \
+        "An instance with no task for this long is terminated (down to the minimum), 0 to 1440. Default: 10. \
          When several are idle, only the last to run a task waits this long: the others go after 2 minutes; and \
-         while busy instances have a quarter of an instance free between them, idle ones go at once."),
+         while busy instances have a quarter of an instance free between them, idle ones go at once. 0: an \
+         instance goes as soon as it runs no task, so no idle time is paid, but there is no warm spare: a job \
+         that finds no room waits for an instance to launch and register (about a minute and a half; tens of \
+         seconds for a stopped one, Ec2StoppedInstances)."),
     spec("Ec2ScaleOutWaitSeconds", EC2, "Scale-out wait (seconds)", Input::Text,
         "How long at most a task that does not fit waits for room to free on a busy instance before an instance is \
          launched for it, 0 to 1800; 0 launches at once. Default: 0 (a job never waits for room while an instance \

@@ -9,6 +9,8 @@
 //!   on the container instances registered for it) runs 20 jobs with no instance launched by the
 //!   plugin, and the elastic profile's spread-by-zone placement reaches every RunTask as
 //!   configured;
+//! - a pricing read that outlasts what a job-completion waits for it goes on behind it, and the
+//!   next job is priced from it with no second read;
 //! - an ECS Managed Instances provider (the world's stand-in: the proxy describes it as AWS
 //!   would, moto places its tasks on container instances registered for it) runs jobs with no
 //!   instance launched by the plugin, every RunTask through it, the task definition requiring
@@ -213,6 +215,27 @@ async fn asg_capacity(w: &Scenario, cluster: &str, provider: &str, instances: us
     register_instances(w, cluster, instances, instance_type, false).await;
 }
 
+/// Whether a call is a DescribeInstances of given instances (`instance-id`), as the plugin reads
+/// whether a capacity provider's instance is Spot; not the leftover sweep's, which asks by the
+/// server's tag.
+fn by_instance_id(call: &world::proxy::Call) -> bool {
+    call.is("ec2", "DescribeInstances")
+        && call.form.iter().any(|(k, v)| k.starts_with("Filter.") && k.ends_with(".Name") && v == "instance-id")
+}
+
+/// Counts the DescribeInstances of given instances ([`by_instance_id`]) from now on.
+fn spot_or_not_reads(w: &Scenario) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    let reads = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = reads.clone();
+    w.proxy.add_rule("count-spot-or-not-reads", move |call| {
+        if by_instance_id(call) {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Verdict::Forward
+    });
+    reads
+}
+
 /// `instances` instances of `instance_type` (4 vCPU, 7482 MiB registered), Spot ones when
 /// `spot`, registered with `cluster`, as a capacity provider's would be.
 async fn register_instances(w: &Scenario, cluster: &str, instances: usize, instance_type: &str, spot: bool) {
@@ -315,6 +338,7 @@ async fn a_job_on_an_asg_spot_instance_pays_its_reservation_at_the_spot_price() 
     asg_capacity(&w, "gocd-a", "ci-asg", 0, "c5.xlarge").await;
     register_instances(&w, "gocd-a", 1, "c5.xlarge", true).await;
     w.proxy.add_rule("spot-price", rules::spot_price_history("0.068000"));
+    let reads = spot_or_not_reads(&w);
     let cfg = w
         .host_config()
         .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-asg")]))
@@ -331,9 +355,52 @@ async fn a_job_on_an_asg_spot_instance_pays_its_reservation_at_the_spot_price() 
         assert!(line.contains("(c5.xlarge, Spot at $0.0680 an hour, us-east-1), reserving 14 % of it: $"), "{line}");
         assert!(line.contains("(its reservation at the Spot price;"), "{line}");
     }
-    assert_eq!(w.proxy.count("ec2:DescribeInstances"), 1, "whether the instance is Spot, read once");
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1, "whether the instance is Spot, read once");
     assert_eq!(w.proxy.count("ec2:DescribeSpotPriceHistory"), 1, "the Spot price read once for the three jobs");
     w.finish(host, sim, "jobs=3 spot_price=0.068").await;
+}
+
+/// A pricing read that outlasts what a job-completion waits for it (5 s) is not lost: the
+/// completion goes on without it (that job's cost not known, said in its line), the read ends
+/// behind it and is kept, and the next job is priced from it with no second read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pricing_read_slower_than_a_completion_waits_is_kept_for_the_next_job() {
+    let mut w = Scenario::new("capacity_slow_pricing_read").await;
+    let base = w.base.clone();
+    w.cluster("base", &base, "gocd-a").await;
+    asg_capacity(&w, "gocd-a", "ci-asg", 0, "c5.xlarge").await;
+    register_instances(&w, "gocd-a", 1, "c5.xlarge", true).await;
+    w.proxy.add_rule("spot-price", rules::spot_price_history("0.068000"));
+    // EC2 answers the first read of whether the instance is Spot 8 s late.
+    let reads = spot_or_not_reads(&w);
+    let first = std::sync::atomic::AtomicBool::new(true);
+    w.proxy.add_rule("slow-describe-instances", move |call| {
+        if by_instance_id(call) && first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            Verdict::Delay(Duration::from_secs(8))
+        } else {
+            Verdict::Forward
+        }
+    });
+    let cfg = w
+        .host_config()
+        .cluster_profile("p", cluster_props("gocd-a", &[("CapacityProviderStrategy", "ci-asg")]))
+        .elastic_profile("small", "p", elastic_props());
+    let host = GoCdHost::launch(cfg).await;
+    let sim = w.agents(&host, SimPolicy::default());
+
+    let slow = host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
+    host.wait_until("the first job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    let line = host.cost_line(slow).await;
+    assert!(line.contains("cost not known") && line.contains("could not be described"), "{line}");
+    let next = host.add_job(JobSpec::new("small", Duration::from_secs(2))).await;
+    host.wait_until("the second job completed", Duration::from_secs(120), |s| s.all_completed()).await;
+    assert_all_done(&host, &sim, Duration::from_secs(60)).await;
+    let line = host.cost_line(next).await;
+    assert!(line.contains("(c5.xlarge, Spot at $0.0680 an hour, us-east-1), reserving 14 % of it: $"), "{line}");
+    let reads = reads.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(reads, 1, "the slow read went on and was kept: no second read");
+    assert_eq!(w.proxy.count("ec2:DescribeSpotPriceHistory"), 1, "the Spot price read once");
+    w.finish(host, sim, "jobs=2 slow_read_s=8").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

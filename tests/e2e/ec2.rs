@@ -27,10 +27,17 @@ use aws_config::SdkConfig;
 const AMI: &str = "ami-0abcdef1234567890";
 const INSTANCE_PROFILE: &str = "gocd-ecs-instance";
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
-/// Idle instances retire after `Ec2IdleMinutes` 1 plus a pass or two.
+/// Idle instances retire after `Ec2IdleMinutes` (at most 1) plus a pass or two.
 const RETIRE_WITHIN: Duration = Duration::from_secs(100);
 
-/// An EC2 cluster profile: c5.xlarge (4096 CPU, 7482 MiB), idle after 1 minute, plus extra keys.
+/// `Ec2IdleMinutes` of the scenarios about the idle time itself, and of those whose later jobs
+/// must find the instances of the earlier ones.
+const IDLE_A_MINUTE: (&str, &str) = ("Ec2IdleMinutes", "1");
+
+/// An EC2 cluster profile: c5.xlarge (4096 CPU, 7482 MiB), plus extra keys. An instance goes as
+/// soon as it runs no task (`Ec2IdleMinutes` 0): a scenario ends once every instance is gone,
+/// and waiting out an idle time would check nothing it is about ([`IDLE_A_MINUTE`] for those
+/// it is about).
 pub(crate) fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
     let mut p = props(&[
         ("ClusterName", cluster),
@@ -39,7 +46,7 @@ pub(crate) fn ec2_props(cluster: &str, extra: &[(&str, &str)]) -> Props {
         ("Ec2InstanceType", "c5.xlarge"),
         ("Ec2InstanceProfile", INSTANCE_PROFILE),
         ("Ec2AmiId", AMI),
-        ("Ec2IdleMinutes", "1"),
+        ("Ec2IdleMinutes", "0"),
         ("Ec2MaxInstances", "10"),
         ("MaxAgents", "40"),
         // These tests follow an instance's whole life to its termination; the stopped pool
@@ -156,7 +163,7 @@ async fn thirty_jobs_pack_four_to_an_instance_and_every_instance_retires_when_id
     w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
-        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Tags", "team=ci"), ("Ec2KeyPair", "ops")]))
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Tags", "team=ci"), ("Ec2KeyPair", "ops"), IDLE_A_MINUTE]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, quick_registration());
@@ -607,7 +614,7 @@ async fn a_restart_adopts_instances_and_waiting_work_and_finishes_every_job() {
     w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
     let cfg = w
         .host_config()
-        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MaxInstances", "2")]))
+        .cluster_profile("ec2", ec2_props("gocd-ec2", &[("Ec2MaxInstances", "2"), IDLE_A_MINUTE]))
         .elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, quick_registration());
@@ -948,7 +955,7 @@ async fn an_idle_instance_is_stopped_and_the_next_job_starts_it_instead_of_launc
     let mut w = Scenario::new("stopped_pool").await;
     let base = w.base.clone();
     w.ec2_cluster("base", &base, TEST_ACCESS_KEY_ID, "gocd-ec2").await;
-    let pooled = ec2_props("gocd-ec2", &[("Ec2StoppedInstances", "1"), ("Ec2ScaleOutWaitSeconds", "0")]);
+    let pooled = ec2_props("gocd-ec2", &[("Ec2StoppedInstances", "1"), ("Ec2ScaleOutWaitSeconds", "0"), IDLE_A_MINUTE]);
     let cfg = w.host_config().cluster_profile("ec2", pooled.clone()).elastic_profile("quarter", "ec2", quarter_props());
     let host = GoCdHost::launch(cfg).await;
     let sim = w.agents(&host, quick_registration());

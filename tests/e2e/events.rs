@@ -69,6 +69,25 @@ async fn one_building_job(host: &GoCdHost, duration: Duration) -> (JobHandle, St
     (job, agent_id)
 }
 
+/// Once each of `jobs` is rescheduled (GoCD reschedules a job whose agent is deleted while it
+/// builds), its rerun builds for [`RERUN`]: the first run was given long enough to be stopped
+/// while building, on a loaded machine too; what these tests check of a rerun is where it runs
+/// and that it completes, which a short build shows as well as a long one.
+pub(crate) async fn shorten_reruns(host: &GoCdHost, jobs: &[JobHandle]) {
+    host.wait_until("the jobs rescheduled", Duration::from_secs(60), |s| {
+        jobs.iter().all(|j| !s.job(*j).previous_job_ids.is_empty())
+    })
+    .await;
+    host.as_operator(|s| {
+        for j in jobs {
+            s.jobs[j.0].spec.duration = RERUN;
+        }
+    });
+}
+
+/// How long a rerun builds ([`shorten_reruns`]).
+const RERUN: Duration = Duration::from_secs(2);
+
 /// Pauses server-ping and waits until none is in flight.
 async fn no_pings(host: &GoCdHost) {
     host.pause_pings(true);
@@ -117,6 +136,7 @@ async fn with_events_a_task_stopped_by_hand_has_its_agent_deleted_within_seconds
     let pings_before = host.with_state(|s| s.pings.len());
 
     let took = stop_and_time_the_delete(&host, &sim, job, &agent, Duration::from_secs(20)).await;
+    shorten_reruns(&host, &[job]).await;
     eprintln!("DETECTION: with events, agent deleted {} ms after StopTask (server-ping paused)", took.as_millis());
     assert!(took < Duration::from_secs(5), "agent deleted only after {took:?}");
     assert_eq!(host.with_state(|s| s.pings.len()), pings_before, "no server-ping ran");
@@ -159,6 +179,7 @@ async fn without_events_the_same_stop_waits_for_the_next_server_ping() {
     .await;
 
     let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3).await;
+    shorten_reruns(&host, &[job]).await;
     eprintln!(
         "DETECTION: without events, agent deleted {} ms after StopTask (ping interval {} s)",
         took.as_millis(),
@@ -249,6 +270,7 @@ async fn an_unreadable_queue_falls_back_to_server_ping_with_a_health_warning() {
     })
     .await;
     let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3 + Duration::from_secs(10)).await;
+    shorten_reruns(&host, &[job]).await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
     w.finish_events(host, sim, &format!("detection_ms_broken_queue={}", took.as_millis())).await;
@@ -270,6 +292,7 @@ async fn a_queue_no_rule_feeds_falls_back_to_server_ping_with_a_health_warning()
     let sim = w.agents(&host, SimPolicy::default());
     let (job, agent) = one_building_job(&host, Duration::from_secs(20)).await;
     let took = stop_and_time_the_delete(&host, &sim, job, &agent, ping * 3 + Duration::from_secs(10)).await;
+    shorten_reruns(&host, &[job]).await;
     // A ping may be quicker than EventBridge: the queue is said to have missed a stop when its
     // event has not come 30 s later (checked after each long poll, at most 20 s).
     host.wait_until("server health says the queue told nothing", Duration::from_secs(90), |s| {
@@ -306,6 +329,7 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     host.wait_until("the interrupted agent deleted", Duration::from_secs(20), |s| s.deleted_agents.contains(&agent))
         .await;
     let took = interrupted_at.elapsed();
+    shorten_reruns(&host, &[job]).await;
     host.wait_until("the cause in the console and server health", Duration::from_secs(10), |s| {
         s.console.iter().any(|c| c.text.contains("Your Spot Task was interrupted") && c.text.contains("on-demand"))
             && s.health_ever_mentions("SpotInterruption")
@@ -470,6 +494,7 @@ async fn a_spot_warning_outlives_a_plugin_restart() {
     assert_eq!(*markets.lock().unwrap(), ["spot", "on-demand", "on-demand"]);
 
     spot_takes(&w, &host, &first, &doomed).await;
+    shorten_reruns(&host, &first).await;
     host.wait_until("every job completed", Duration::from_secs(180), |s| s.all_completed()).await;
     assert_eq!(markets.lock().unwrap().len(), 3, "nothing launched once the reruns came");
     host.wait_until("every agent deleted", Duration::from_secs(60), |s| s.agents.is_empty()).await;
@@ -541,6 +566,7 @@ async fn an_ec2_spot_warning_drains_its_instance_and_new_work_starts_elsewhere()
 
     // Two minutes later Spot takes the instance: its tasks stop with it (as ECS stops them).
     spot_takes(&w, &host, &first, &doomed).await;
+    shorten_reruns(&host, &first).await;
     // GoCD reschedules both jobs; their agents run on an on-demand instance, and say so.
     host.wait_until("the rescheduled jobs told they run on demand", Duration::from_secs(60), |s| {
         first

@@ -271,6 +271,7 @@ async fn warm_agents_on_fargate_spot_serve_jobs_and_spot_interruptions_cost_no_j
     })
     .await;
     host.pause_pings(false);
+    crate::events::shorten_reruns(&host, &[long]).await;
     host.wait_until("the rescheduled job completed", Duration::from_secs(120), |s| s.all_completed()).await;
     let runs = w.proxy.requests("ecs", "RunTask");
     let reruns: Vec<_> = runs[before..].iter().filter(|r| !through_spot(r)).collect();

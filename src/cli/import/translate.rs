@@ -171,8 +171,8 @@ fn cluster_key(key: &str, value: &str, cluster: &Profile) -> Outcome {
         "WindowsUserdataScript" => script("Windows"),
         "LinuxStopPolicy" | "WindowsStopPolicy" if value.to_ascii_lowercase().contains("terminate") => mapped("Ec2StoppedInstances", "terminate idle instances: 0"),
         "LinuxStopPolicy" | "WindowsStopPolicy" => mapped("Ec2StoppedInstances", "stop idle instances: our default keeps up to 5 stopped"),
-        "StopLinuxInstanceAfter" | "StopWindowsInstanceAfter" => ranged("Ec2IdleMinutes", value, 1, 1440, "minutes idle; on-demand EC2 cluster profiles of that OS"),
-        "TerminateIdleLinuxSpotInstanceAfter" | "TerminateIdleWindowsSpotInstanceAfter" => ranged("Ec2IdleMinutes", value, 1, 1440, "minutes idle; spot EC2 cluster profiles of that OS"),
+        "StopLinuxInstanceAfter" | "StopWindowsInstanceAfter" => ranged("Ec2IdleMinutes", value, 0, 1440, "minutes idle; on-demand EC2 cluster profiles of that OS"),
+        "TerminateIdleLinuxSpotInstanceAfter" | "TerminateIdleWindowsSpotInstanceAfter" => ranged("Ec2IdleMinutes", value, 0, 1440, "minutes idle; spot EC2 cluster profiles of that OS"),
         "TerminateStoppedLinuxInstanceAfter" | "TerminateStoppedWindowsInstanceAfter" => none("stopped instances are kept up to a count (Ec2StoppedInstances), not for a time"),
         "PrivateDockerRegistryAuthType" | "PrivateDockerRegistryUrl" | "PrivateDockerRegistryEmail" | "PrivateDockerRegistryUsername" => none(REGISTRY_ADVICE),
         "EfsDnsOrIP" => none("mount EFS per elastic profile with EfsVolumes (fs-ID[:/dir] /container/path; Linux only)"),
@@ -223,13 +223,13 @@ pub fn cluster_properties(cluster: &Profile, elastic: &Profile, variant: Variant
         (
             None,
             num(&format!("Max{os}SpotInstanceAllowed"), 1, 100),
-            num(&format!("TerminateIdle{os}SpotInstanceAfter"), 1, 1440),
+            num(&format!("TerminateIdle{os}SpotInstanceAfter"), 0, 1440),
         )
     } else {
         (
             num(&format!("Min{os}InstanceCount"), 0, 100),
             num(&format!("Max{os}InstancesAllowed"), 1, 100),
-            num(&format!("Stop{os}InstanceAfter"), 1, 1440),
+            num(&format!("Stop{os}InstanceAfter"), 0, 1440),
         )
     };
     put("Ec2MinInstances", min.map(|n| n.to_string()));

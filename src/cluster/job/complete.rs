@@ -2,6 +2,8 @@
 //! (`accounting/job_cost/`), then disable it in GoCD, stop its task, delete it — and
 //! [`Cluster::stop_task`], the one StopTask of the engine.
 
+use std::sync::Arc;
+
 use crate::aws::ecs::Stopped;
 use crate::aws::AwsError;
 use crate::cluster::agents::JobDone;
@@ -31,7 +33,7 @@ impl Cluster {
     /// recorded nothing here fails the request: what could not be done is told in server health
     /// and retried by server-ping (a Stopping agent's task is stopped again; a running agent of
     /// a finished job is stopped once adoption finds it).
-    pub async fn complete(&self, agent_id: &AgentId, job: &JobIdentifier) -> Completed {
+    pub async fn complete(self: &Arc<Self>, agent_id: &AgentId, job: &JobIdentifier) -> Completed {
         // First, so that a create-agent for this job arriving late never starts another agent.
         self.registry().job_finished(job.job_id, self.now());
         match self.finish(agent_id, job).await {
@@ -47,7 +49,7 @@ impl Cluster {
         }
     }
 
-    async fn finish(&self, agent_id: &AgentId, job: &JobIdentifier) -> Result<Completed, EngineError> {
+    async fn finish(self: &Arc<Self>, agent_id: &AgentId, job: &JobIdentifier) -> Result<Completed, EngineError> {
         self.ensure_adopted().await?;
         let done = self.registry().job_done(agent_id, job.job_id, self.now());
         match done {
@@ -105,7 +107,7 @@ impl Cluster {
     }
 
     /// The job's cost ([`crate::cluster::accounting::job_cost`]), in its console.
-    async fn say_cost(&self, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
+    async fn say_cost(self: &Arc<Self>, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
         self.read_what_pricing_needs(agent_id).await;
         if let Some(line) = self.job_cost(agent_id, job, self.now(), stops) {
             let _ = self.gocd.console_log(job, console_line(line)).await;

@@ -124,7 +124,8 @@ fn every_rule_has_a_good_and_a_bad_value() {
     check_rule(v, EC2, "Ec2AmiId", "ami-0a1b2c3d", &["ami-xyz", "ami-0a1b2c3d4"]);
     check_rule(v, EC2, "Ec2MinInstances", "3", &["101", "6"]);
     check_rule(v, EC2, "Ec2MaxInstances", "100", &["0", "101"]);
-    check_rule(v, EC2, "Ec2IdleMinutes", "1440", &["0", "1441"]);
+    check_rule(v, EC2, "Ec2IdleMinutes", "1440", &["-1", "1441"]);
+    check_rule(v, EC2, "Ec2IdleMinutes", "0", &["ten"]);
     check_rule(v, EC2, "Ec2RegisterTimeoutMinutes", "60", &["0", "61"]);
     check_rule(v, EC2, "Ec2ScaleOutWaitSeconds", "0", &["-1", "1801", "5m"]);
     check_rule(v, EC2, "Ec2StoppedInstances", "50", &["-1", "51", "two"]);

@@ -4,7 +4,14 @@
 //! instance (DescribeSpotPriceHistory, once an hour per type and zone), and a price the table
 //! lacks ([`super::super::price_fill`], the Price List, once an hour per gap). Each read is
 //! shared by the completions that need it at once; a failed one leaves the job's cost "not
-//! known" (or a Spot instance at on-demand), said in its line.
+//! known" (or a Spot instance at on-demand), said in its line. A completion waits for them at
+//! most [`READS_AT_MOST`]; a read still going then goes on behind it, and what it learns is kept
+//! for the next completions, which use it instead of asking AWS again (AWS counts every call
+//! against the account's budget).
+
+use std::sync::Arc;
+
+use tracing::Instrument;
 
 use super::super::price_fill::{self, Gap};
 use super::{ProviderInstance, Rate, SpotKey, Unpriced};
@@ -24,15 +31,22 @@ const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600
 
 impl Cluster {
     /// Reads from AWS what pricing `agent_id`'s job needs and no table holds (the module doc),
-    /// before [`Cluster::job_cost`] prices it: within [`READS_AT_MOST`], as the agent's task is
-    /// stopped after it (a slow read leaves the job's cost not known, never its task running).
-    pub(in crate::cluster) async fn read_what_pricing_needs(&self, agent_id: &AgentId) {
-        let reads = async {
-            self.learn_provider_instance(agent_id).await;
-            self.learn_spot_price(agent_id).await;
-            self.fill_price_gaps(agent_id).await;
+    /// before [`Cluster::job_cost`] prices it: waits at most [`READS_AT_MOST`], as the agent's
+    /// task is stopped after it (a slow read leaves the job's cost not known, never its task
+    /// running). The reads run as the engine's background work, so one that outlasts the wait is
+    /// not cancelled: it ends, and keeps what it read, behind the completion.
+    pub(in crate::cluster) async fn read_what_pricing_needs(self: &Arc<Self>, agent_id: &AgentId) {
+        let (done, read) = tokio::sync::oneshot::channel();
+        let (cluster, agent) = (self.clone(), agent_id.clone());
+        let reads = async move {
+            cluster.learn_provider_instance(&agent).await;
+            cluster.learn_spot_price(&agent).await;
+            cluster.fill_price_gaps(&agent).await;
+            let _ = done.send(());
         };
-        if tokio::time::timeout(READS_AT_MOST, reads).await.is_err() {
+        self.spawn_background(reads.in_current_span());
+        // An error: the reads ended without finishing (the runtime is shutting down).
+        if !matches!(tokio::time::timeout(READS_AT_MOST, read).await, Ok(Ok(()))) {
             tracing::info!(
                 agent_id = agent_id.as_str(),
                 "reading what the job's price needs took too long; its cost may be not known"
