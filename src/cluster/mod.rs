@@ -19,7 +19,7 @@
 //!   events/      what happens without a request: the event queue, and what happened lately
 //!   reconcile/   server-ping's pass: observe, plan, apply
 //!   cleanup/     what the engine removes beyond a job's own agent, and a retired profile
-//!   base/        identity, clock, locks, state, background work, errors, the port to GoCD
+//!   base/        identity, clock, locks, background work, errors, the port to GoCD
 //!   tests/       the engine's tests against in-memory AWS and GoCD
 //! ```
 //!
@@ -36,7 +36,7 @@
 //!
 //! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
 //! life), its configuration (the account's clients and the cluster profile, replaced together
-//! when GoCD sends an edit, and the port to GoCD), and its changing state (`base/state.rs`:
+//! when GoCD sends an edit, and the port to GoCD), and its changing state ([`State`]:
 //! agents, task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass
 //! locks). The engine reads the time from the [`base::clock::Clock`] it was built with
 //! ([`Cluster::now`]), never from the wall. Its locks are [`base::locks`]' (`std::sync`'s in
@@ -67,11 +67,14 @@ pub use cleanup::retirement::Retirement;
 pub use job::create::{AgentRequest, Created};
 pub use job::snapshot::{LaunchSpec, Work};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use crate::aws::network::{self, Network};
+use tokio::sync::OnceCell;
+
+use crate::aws::network::Network;
 use crate::aws::{AwsClients, AwsError};
 use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
@@ -81,13 +84,10 @@ use crate::settings::{ClusterProfile, ElasticProfile};
 use agents::tasks::TaskView;
 use agents::{Assignment, Offer, Registry};
 use base::clock::{Clock, SystemClock};
-use base::locks::{MutexGuard, RwLock};
+use base::locks::{Mutex, MutexGuard, RwLock};
 use events::Events;
 use job::snapshot::RequestSnapshot;
 use job::task_definition::TaskDefinitionRef;
-
-/// (subnets, security groups) as configured; the resolved [`Network`] is cached under it.
-type NetworkKey = (Vec<String>, Vec<String>);
 
 /// What one refresh saw.
 #[derive(Debug, Default)]
@@ -116,7 +116,7 @@ impl Default for EngineOptions {
 
 /// One cluster profile's engine, in three parts: who it is (fixed for its life), how it is
 /// configured (the account's clients and the cluster profile, replaced together when GoCD sends
-/// an edit; the port to GoCD), and what changes as it works ([`base::state::State`]).
+/// an edit; the port to GoCD), and what changes as it works ([`State`]).
 #[derive(Debug)]
 pub struct Cluster {
     /// Who it is: its key, GoCD's server id, its `startedBy`. Never changes.
@@ -131,7 +131,7 @@ pub struct Cluster {
     /// The work it runs behind its requests' backs ([`background`]).
     background: base::background::Background,
     /// What changes: agents, what it resolved and launched in AWS, what happened lately.
-    state: base::state::State,
+    state: State,
 }
 
 /// How one cluster profile's engine is configured, as one value: a request reads the clients
@@ -168,7 +168,7 @@ impl Cluster {
         options: &EngineOptions,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let state = base::state::State::new(options, clock.now());
+        let state = State::new(options, clock.now());
         Cluster {
             identity: Identity::new(key, server_id),
             config: RwLock::new(Arc::new(Config { aws, profile: Arc::new(profile) })),
@@ -381,7 +381,7 @@ impl Cluster {
     pub async fn refresh(&self) -> Result<Refresh, AwsError> {
         let profile = self.profile();
         let cluster = profile.cluster_name.as_str();
-        let suffix = cluster_arn_suffix(cluster);
+        let suffix = base::identity::cluster_arn_suffix(cluster);
         let arns = agents::tasks::list_running(&self.aws(), cluster, self.started_by()).await?;
         // Tasks already tracked need none of our own tags back (their records hold them): dropped
         // chunk by chunk, a ping's passing memory stays a fraction of the fleet's (README
@@ -421,44 +421,19 @@ impl Cluster {
     }
 
     /// The task definition of a request's snapshot (its family, computed once with it):
-    /// registered once, then reused.
+    /// registered once, then reused; its family counts as in use for the cleanup.
     ///
     /// # Errors
     /// The failed lookup or registration; the next launch tries again.
     pub async fn task_definition(&self, snapshot: &RequestSnapshot) -> Result<TaskDefinitionRef, AwsError> {
-        let (profile, elastic, family) = (&snapshot.profile, &snapshot.elastic, &snapshot.family);
-        self.state.task_definition_sweep.saw(family, self.now());
-        let cell = self
-            .state
-            .task_definitions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(family.clone())
-            .or_default()
-            .clone();
-        let td = cell
-            .get_or_try_init(|| async {
-                match &elastic.task_definition_arn {
-                    Some(arn) => {
-                        job::task_definition::describe_given(&self.aws(), arn, elastic.agent_container_name.as_deref())
-                            .await
-                    }
-                    None => {
-                        job::task_definition::find_or_register(
-                            &self.aws(),
-                            family,
-                            profile,
-                            snapshot.kinds.as_deref(),
-                            elastic,
-                            self.server_id(),
-                            self.key(),
-                        )
-                        .await
-                    }
-                }
-            })
-            .await?;
-        Ok(td.clone())
+        self.state.task_definition_sweep.saw(&snapshot.family, self.now());
+        let wanted = job::task_definition::Wanted {
+            family: &snapshot.family,
+            profile: &snapshot.profile,
+            kinds: snapshot.kinds.as_deref(),
+            elastic: &snapshot.elastic,
+        };
+        self.state.task_definitions.get(&self.aws(), wanted, self.identity()).await
     }
 
     /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
@@ -472,31 +447,98 @@ impl Cluster {
     /// # Errors
     /// The failed EC2 lookups; the next launch tries again.
     pub async fn network(&self, profile: &ClusterProfile, elastic: &ElasticProfile) -> Result<Network, AwsError> {
-        let subnets =
-            if elastic.subnet_ids.is_empty() { profile.subnet_ids.clone() } else { elastic.subnet_ids.clone() };
-        let groups = if elastic.security_group_ids.is_empty() {
-            profile.security_group_ids.clone()
-        } else {
-            elastic.security_group_ids.clone()
-        };
-        let cell = self
-            .state
-            .networks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry((subnets.clone(), groups.clone()))
-            .or_default()
-            .clone();
-        let aws = self.aws();
-        let net = cell.get_or_try_init(|| network::resolve(&aws, &subnets, &groups)).await?;
-        Ok(net.clone())
+        self.state.networks.resolve(&self.aws(), profile, elastic).await
     }
 }
 
-/// What a task's `clusterArn` ends with for a cluster named by name or ARN.
-fn cluster_arn_suffix(cluster: &str) -> String {
-    match cluster.rsplit_once(":cluster/") {
-        Some((_, name)) => format!(":cluster/{name}"),
-        None => format!(":cluster/{cluster}"),
+/// The changing part of one cluster profile's engine: its agents, the AWS resources it resolved
+/// or launched, what happened to it lately, and the locks that keep its passes from overlapping.
+/// Each part is owned by the type of the folder it belongs to; everything here is rebuilt from
+/// AWS after a restart ([`Cluster::ensure_adopted`]) or learned again on the next request.
+///
+/// Each part has its own lock, never held across an `.await` (the pass locks excepted, which
+/// exist to be held across one), so no request waits for another's AWS call. Almost every lock
+/// is taken alone; the few held together and their order, checked in debug and test builds
+/// ([`base::locks`]), are in docs/architecture.md, "Locks".
+#[derive(Debug)]
+struct State {
+    // The agents.
+    /// Every agent, changed only through the registry's transitions (`agents/lifecycle.rs`).
+    registry: Mutex<Registry>,
+    /// Agents that took their jobs, to be announced (`job/assigned.rs`).
+    took: Mutex<Vec<job::assigned::Took>>,
+    /// How long jobs waited for their agents, by elastic profile and phase.
+    job_waits: Mutex<accounting::job_wait::WaitHistograms>,
+    /// Image pulls by elastic profile and image, and the images' sizes (`accounting/image_pulls.rs`).
+    image_pulls: Mutex<accounting::image_pulls::ImagePulls>,
+    /// Looks at the image pulls so far, each numbered under the registry's lock.
+    pull_looks: AtomicU64,
+    /// Warm pools: unused keys and arrivals (`capacity/warm/pools.rs`).
+    warm: Mutex<capacity::warm::pools::WarmPools>,
+    /// What jobs and warm pools cost lately (`accounting/job_cost/`).
+    cost: Mutex<accounting::job_cost::CostState>,
+
+    // What it resolved in AWS, or launched there.
+    /// Task definitions by family, each registered (or looked up) once.
+    task_definitions: job::task_definition::TaskDefinitions,
+    /// Which families are in use, for the task-definition cleanup.
+    task_definition_sweep: cleanup::task_definitions::SweepState,
+    /// Subnets and groups, each resolved once.
+    networks: job::launch::Networks,
+    /// The kinds of the strategy's capacity providers (Fargate, Auto Scaling group, ECS Managed
+    /// Instances), learned once.
+    providers: capacity::providers::ProviderCache,
+    /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
+    provider_launches: job::launch::ProviderLaunches,
+    /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
+    ec2: capacity::ec2::Pool,
+
+    // What happened lately.
+    /// Recent events, for reports and server health.
+    events: Mutex<Events>,
+    /// Orphan tasks stopped by the sweep so far.
+    swept_orphans: AtomicU64,
+    /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
+    orphan_marks: Mutex<HashSet<TaskArn>>,
+    /// What this profile knows of its event queue (`EventQueueUrl`).
+    queue: Mutex<events::queue::QueueStatus>,
+
+    // The engine's own life.
+    /// Set once the running tasks were adopted from AWS.
+    adopted: OnceCell<()>,
+    /// Whether the profile was deleted or moved, and which teams' profiles were deleted.
+    retirement: cleanup::retirement::RetirementState,
+    /// Held while server-ping reconciles this profile: never twice at once.
+    ping_lock: tokio::sync::Mutex<()>,
+    /// Held for one warm-pool pass: passes never overlap.
+    warm_pass: tokio::sync::Mutex<()>,
+}
+
+impl State {
+    /// An engine's state before it adopted anything, made at `now`.
+    fn new(options: &EngineOptions, now: SystemTime) -> Self {
+        State {
+            registry: Mutex::new(Registry::default()),
+            took: Mutex::new(Vec::new()),
+            job_waits: Mutex::new(accounting::job_wait::WaitHistograms::default()),
+            image_pulls: Mutex::new(accounting::image_pulls::ImagePulls::default()),
+            pull_looks: AtomicU64::new(0),
+            warm: Mutex::new(capacity::warm::pools::WarmPools::default()),
+            cost: Mutex::new(accounting::job_cost::CostState::default()),
+            task_definitions: job::task_definition::TaskDefinitions::default(),
+            task_definition_sweep: cleanup::task_definitions::SweepState::new(now, options.task_definition_sweep_after),
+            networks: job::launch::Networks::default(),
+            providers: capacity::providers::ProviderCache::default(),
+            provider_launches: job::launch::ProviderLaunches::default(),
+            ec2: capacity::ec2::Pool::default(),
+            events: Mutex::new(Events::default()),
+            swept_orphans: AtomicU64::new(0),
+            orphan_marks: Mutex::new(HashSet::new()),
+            queue: Mutex::new(events::queue::QueueStatus::default()),
+            adopted: OnceCell::new(),
+            retirement: cleanup::retirement::RetirementState::default(),
+            ping_lock: tokio::sync::Mutex::new(()),
+            warm_pass: tokio::sync::Mutex::new(()),
+        }
     }
 }

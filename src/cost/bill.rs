@@ -23,7 +23,7 @@ pub const FREE_EPHEMERAL_GB: f64 = 20.0;
 pub const EBS_MONTH_HOURS: f64 = 30.0 * 24.0;
 
 /// The price a Fargate task was billed at: on demand, or Spot's discount. (Where a task runs,
-/// Fargate, Spot, an instance or a provider, is `cluster::job::launch::Capacity`; this is only
+/// Fargate, Spot, an instance or a provider, is `cluster::agents::tasks::Capacity`; this is only
 /// what the bill needs of it.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Market {

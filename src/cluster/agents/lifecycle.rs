@@ -49,8 +49,8 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::{AgentRecord, NewAgent, Registry, Reservation};
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::tasks::TaskView;
-use crate::cluster::job::launch::Capacity;
 use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::JobIdentifier;
 

@@ -24,8 +24,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::agents::tasks::Capacity;
 use super::agents::tasks::{StopCode, TaskView};
-use super::job::launch::Capacity;
 use crate::ids::{AgentId, JobKey, SettingsFingerprint, TaskArn};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::Reuse;

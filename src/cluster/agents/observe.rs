@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use super::{AgentRecord, Phase, Registry};
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::base::identity::job_from_tags;
-use crate::cluster::job::launch::Capacity;
 use crate::ids::{AgentId, TaskArn};
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState};
 

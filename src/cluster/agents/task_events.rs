@@ -89,7 +89,7 @@ impl Registry {
     /// and this one runs on Fargate Spot too (a warm agent of `WarmLaunchType` FARGATE_SPOT, or
     /// kept after a job there); the job's rerun gets an on-demand agent.
     pub(super) fn spot_for_interrupted(&self, agent: &super::AgentRecord, job: &JobIdentifier) -> bool {
-        agent.capacity == Some(crate::cluster::job::launch::Capacity::FargateSpot) && self.was_interrupted(job)
+        agent.capacity == Some(crate::cluster::agents::tasks::Capacity::FargateSpot) && self.was_interrupted(job)
     }
 
     /// Whether the job's earlier agent was interrupted by Spot.
@@ -114,8 +114,8 @@ impl Registry {
 mod tests {
     use super::super::NewAgent;
     use super::*;
+    use crate::cluster::agents::tasks::Capacity;
     use crate::cluster::agents::tasks::{StopCode, TaskStatus};
-    use crate::cluster::job::launch::Capacity;
     use crate::cluster::tests::fixtures::{job, tags, task};
 
     fn running(r: &mut Registry, agent: &str, job_id: i64, arn: &str) {

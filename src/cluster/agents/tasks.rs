@@ -1,13 +1,58 @@
 //! What the engine makes of the tasks it reads back from ECS (through the port's ListTasks by
 //! `startedBy` and DescribeTasks in chunks of 100 with tags, `aws::ecs`): kept only when the
 //! cluster and both ownership tags are ours. [`TaskView`], the port's plain picture of a task,
-//! gets its engine meaning here (its agent, whether it stops, why it stopped).
+//! gets its engine meaning here (its agent, whether it stops, why it stopped), and [`Capacity`]
+//! names where a task runs.
 
 pub use crate::aws::ecs::DESCRIBE_CHUNK;
 pub use crate::aws::status::{StopCode, TaskStatus};
 pub use crate::aws::task_view::{ContainerView, TaskView};
+use serde::Serialize;
+
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::base::identity::{is_ours, TAG_AGENT_ID};
+
+/// Where a task runs: what the registry records and the status report shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum Capacity {
+    /// Fargate, on-demand.
+    Fargate,
+    /// Fargate Spot (through the `FARGATE_SPOT` capacity provider).
+    FargateSpot,
+    /// An EC2 container instance.
+    Ec2,
+    /// A capacity provider other than Fargate's (an Auto Scaling group's), or the cluster's
+    /// default strategy (`CapacityProviderStrategy`).
+    Provider,
+}
+
+impl Capacity {
+    /// ECS's own spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capacity::Fargate => "FARGATE",
+            Capacity::FargateSpot => "FARGATE_SPOT",
+            Capacity::Ec2 => "EC2",
+            Capacity::Provider => "CAPACITY_PROVIDER",
+        }
+    }
+
+    /// ECS's launch type or capacity provider name, when it is one of ours.
+    pub fn from_ecs(value: &str) -> Option<Capacity> {
+        match value {
+            "FARGATE" => Some(Capacity::Fargate),
+            "FARGATE_SPOT" => Some(Capacity::FargateSpot),
+            "EC2" => Some(Capacity::Ec2),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 impl TaskView {
     /// The agent id tag.

@@ -195,6 +195,14 @@ fn tag_value(v: &str) -> String {
     v.chars().map(|c| if c.is_alphanumeric() || " +-=._:/@".contains(c) { c } else { '_' }).take(256).collect()
 }
 
+/// What a task's `clusterArn` ends with for a cluster named by name or ARN.
+pub fn cluster_arn_suffix(cluster: &str) -> String {
+    match cluster.rsplit_once(":cluster/") {
+        Some((_, name)) => format!(":cluster/{name}"),
+        None => format!(":cluster/{cluster}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,5 @@
 //! The engine's ground: who it is (its identity and the names and tags that mark what is ours), its
-//! clock, its locks, the state it owns, the work it runs in the background, how it fails, and its
-//! port to GoCD.
+//! clock, its locks, the work it runs in the background, how it fails, and its port to GoCD.
 
 pub mod background;
 pub mod clock;
@@ -8,4 +7,3 @@ pub mod error;
 pub mod gocd;
 pub mod identity;
 pub mod locks;
-pub(super) mod state;

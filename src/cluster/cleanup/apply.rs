@@ -3,7 +3,6 @@
 //! DeregisterTaskDefinition, and the one place its log lines and health messages are written.
 
 use std::sync::atomic::Ordering;
-use std::sync::PoisonError;
 
 use super::plan::{family_of, CleanupPlan, Kind};
 use crate::aws::{ec2, AwsError};
@@ -61,7 +60,7 @@ impl Cluster {
         for arn in plan.deregister_task_definitions {
             self.aws().deregister_task_definition(&arn).await?;
             // A later launch of this family registers it afresh instead of using a cached revision.
-            self.state.task_definitions.lock().unwrap_or_else(PoisonError::into_inner).remove(family_of(&arn));
+            self.state.task_definitions.forget(family_of(&arn));
             removed.deregistered_task_definitions.push(arn);
         }
         self.report(&plan.kind, &removed);

@@ -19,15 +19,7 @@ use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::ClusterProfile;
 
-/// Why a cluster profile's engine no longer serves new work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retirement {
-    /// GoCD deleted the profile: its tasks are stopped at once, its instances retired.
-    Deleted,
-    /// An edit moved the profile elsewhere (another key), or GoCD stopped sending it: nothing
-    /// new starts here, and its tasks stop as their jobs complete.
-    Replaced,
-}
+pub use crate::cluster::base::error::Retirement;
 
 /// An engine's retirement and its teams, behind one lock.
 #[derive(Debug, Default)]

@@ -22,8 +22,9 @@ use std::time::Duration;
 use super::plan;
 use crate::aws::{ec2, AwsError};
 use crate::cluster::agents::tasks;
+use crate::cluster::base::identity::cluster_arn_suffix;
 use crate::cluster::base::identity::started_by;
-use crate::cluster::{cluster_arn_suffix, Cluster};
+use crate::cluster::Cluster;
 use crate::ids::ClusterKey;
 
 /// How often the leftover sweep runs after its first pass.

@@ -89,7 +89,7 @@ impl Cluster {
             return;
         }
         let profile = self.profile();
-        let suffix = crate::cluster::cluster_arn_suffix(&profile.cluster_name);
+        let suffix = crate::cluster::base::identity::cluster_arn_suffix(&profile.cluster_name);
         let aws = self.aws();
         match crate::cluster::agents::tasks::describe(
             &aws,

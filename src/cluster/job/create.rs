@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::launch::{route, run_task_routed, Capacity, Route};
+use super::launch::{route, run_task_routed, Route};
 use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::{NewAgent, Reservation};
 use crate::cluster::base::error::{EngineError, Misfit, Refusal};
 use crate::cluster::base::gocd::console_line;

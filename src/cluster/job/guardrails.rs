@@ -20,49 +20,7 @@ use super::task_definition::TaskDefinitionRef;
 use crate::cluster::capacity::providers::ProviderKinds;
 use crate::settings::{allowed, patterns, ClusterProfile, ElasticProfile};
 
-/// Why a task definition an elastic profile names may not run. Each reads as one sentence for
-/// the job's console and server health, saying what to change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GuardrailError {
-    /// It runs what the cluster profile's allow-lists or `AllowPrivileged` do not allow.
-    #[error("task definition {task_definition} is not allowed by this cluster profile: {}", .problems.join("; "))]
-    NotAllowed {
-        /// Its ARN.
-        task_definition: String,
-        /// Every refusal, one clause each.
-        problems: Vec<String>,
-    },
-    /// Its `requiresCompatibilities` lack what a provider of the strategy needs.
-    #[error(
-        "task definition {task_definition} cannot run on every capacity provider of this cluster profile's \
-         CapacityProviderStrategy: {}; its requiresCompatibilities: {has}. Add {} to its requiresCompatibilities \
-         (register a revision with requiresCompatibilities {} and name it in TaskDefinitionArn), or leave those \
-         providers out of the strategy",
-        .providers.join("; "),
-        .add.join(" and "),
-        .wanted.join(", ")
-    )]
-    LacksCompatibilities {
-        /// Its ARN.
-        task_definition: String,
-        /// Each provider that cannot run it: `name (kind) needs COMPATIBILITY`.
-        providers: Vec<String>,
-        /// What its `requiresCompatibilities` say now, in words.
-        has: String,
-        /// The compatibilities to add.
-        add: Vec<String>,
-        /// The `requiresCompatibilities` that would do.
-        wanted: Vec<String>,
-    },
-    /// ECS Exec is on, and it has no task role.
-    #[error(
-        "task definition {task_definition} has no task role, and this elastic profile sets EnableExecuteCommand: ECS Exec needs              one (allowing the ssmmessages calls Exec makes). Register a revision with a taskRoleArn and name it in              TaskDefinitionArn, or turn EnableExecuteCommand off"
-    )]
-    ExecWithoutTaskRole {
-        /// Its ARN.
-        task_definition: String,
-    },
-}
+pub use crate::cluster::base::error::GuardrailError;
 
 /// `Err` naming everything in the task definition that the cluster profile does not allow;
 /// `Ok` for our own task definitions (built from an elastic profile already checked).

@@ -6,61 +6,18 @@
 //! applies them within one RunTask call only, and each call starts one task), or through the
 //! cluster's default strategy. Returns as soon as ECS accepted the task.
 
-use std::collections::BTreeMap;
-use std::sync::PoisonError;
-
-use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, PoisonError};
 
 use super::snapshot::{override_environment, LaunchSpec};
 use crate::aws::budget::Category;
 use crate::aws::ecs::{AwsVpc, Launch, LaunchRequest, PlacementRule, RunTaskRequest, Through};
+use crate::aws::network::{self, Network};
 use crate::aws::{AwsClients, AwsError, Failure};
-use crate::cluster::agents::tasks::TaskView;
+use crate::cluster::agents::tasks::{Capacity, TaskView};
 use crate::cluster::base::locks::Mutex;
 use crate::settings::capacity_providers::next_provider;
-use crate::settings::{LaunchType, ProviderStrategy};
-
-/// Where a task runs: what the registry records and the status report shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum Capacity {
-    /// Fargate, on-demand.
-    Fargate,
-    /// Fargate Spot (through the `FARGATE_SPOT` capacity provider).
-    FargateSpot,
-    /// An EC2 container instance.
-    Ec2,
-    /// A capacity provider other than Fargate's (an Auto Scaling group's), or the cluster's
-    /// default strategy (`CapacityProviderStrategy`).
-    Provider,
-}
-
-impl Capacity {
-    /// ECS's own spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Capacity::Fargate => "FARGATE",
-            Capacity::FargateSpot => "FARGATE_SPOT",
-            Capacity::Ec2 => "EC2",
-            Capacity::Provider => "CAPACITY_PROVIDER",
-        }
-    }
-
-    /// ECS's launch type or capacity provider name, when it is one of ours.
-    pub fn from_ecs(value: &str) -> Option<Capacity> {
-        match value {
-            "FARGATE" => Some(Capacity::Fargate),
-            "FARGATE_SPOT" => Some(Capacity::FargateSpot),
-            "EC2" => Some(Capacity::Ec2),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Capacity {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::settings::{ClusterProfile, ElasticProfile, LaunchType, ProviderStrategy};
 
 /// How many tasks were launched through each capacity provider, by name: the next launch goes
 /// where the strategy's base and weights say. A restarted process starts from the running tasks
@@ -104,6 +61,42 @@ impl ProviderLaunches {
     /// Launches so far, by provider.
     pub fn counts(&self) -> BTreeMap<String, u64> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// The subnets and security groups an engine's launches use, each configured set resolved
+/// once (a failed lookup is not kept: the next launch tries again).
+#[derive(Debug, Default)]
+pub struct Networks {
+    /// By (subnets, security groups) as configured.
+    resolved: Mutex<HashMap<(Vec<String>, Vec<String>), Arc<tokio::sync::OnceCell<Network>>>>,
+}
+
+impl Networks {
+    /// Subnets and groups for a launch: the elastic profile's, else the cluster profile's,
+    /// else the default VPC's.
+    ///
+    /// # Errors
+    /// The failed EC2 lookups.
+    pub async fn resolve(
+        &self,
+        aws: &AwsClients,
+        profile: &ClusterProfile,
+        elastic: &ElasticProfile,
+    ) -> Result<Network, AwsError> {
+        let pick =
+            |own: &Vec<String>, fallback: &Vec<String>| if own.is_empty() { fallback.clone() } else { own.clone() };
+        let subnets = pick(&elastic.subnet_ids, &profile.subnet_ids);
+        let groups = pick(&elastic.security_group_ids, &profile.security_group_ids);
+        let cell = self
+            .resolved
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry((subnets.clone(), groups.clone()))
+            .or_default()
+            .clone();
+        let net = cell.get_or_try_init(|| network::resolve(aws, &subnets, &groups)).await?;
+        Ok(net.clone())
     }
 }
 
@@ -434,7 +427,7 @@ async fn run_task_idempotently(
 async fn find_started(aws: &AwsClients, spec: &LaunchSpec) -> Result<Option<TaskView>, AwsError> {
     let cluster = spec.profile.cluster_name.as_str();
     let arns = crate::cluster::agents::tasks::list_running(aws, cluster, &spec.started_by).await?;
-    let suffix = crate::cluster::cluster_arn_suffix(cluster);
+    let suffix = crate::cluster::base::identity::cluster_arn_suffix(cluster);
     let tasks =
         crate::cluster::agents::tasks::describe(aws, cluster, &suffix, &arns, &spec.server_id, &spec.cluster_key)
             .await?;

@@ -20,6 +20,8 @@ use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
 use crate::settings::{ClusterProfile, ElasticProfile, Reuse};
 
+pub use crate::cluster::base::error::{OverLimit, MAX_OVERRIDES_CHARS, MAX_TAGS};
+
 /// How long an agent of a warm profile may wait for a job when the profile sets no
 /// `ReuseIdleMinutes`: the pool's pass retires the surplus long before.
 pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
@@ -194,34 +196,6 @@ impl LaunchSpec {
         Ok(())
     }
 }
-
-/// A launch AWS would refuse as it stands; each reads as the sentence that says what to change.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OverLimit {
-    /// The agent container's overrides are longer than RunTask takes.
-    #[error(
-        "the agent's environment overrides would be {length} characters, more than the {max} \
-         ECS takes in one RunTask: with TaskDefinitionArn the profiles' EnvironmentVariables and Environment \
-         travel as overrides; shorten them or put them in that task definition",
-        max = MAX_OVERRIDES_CHARS
-    )]
-    Overrides {
-        /// Their length, as AWS counts it.
-        length: usize,
-    },
-    /// More tags than AWS allows on a task.
-    #[error("the task would carry {tags} tags, more than the {max} AWS allows: remove some of the profiles' Tags", max = MAX_TAGS)]
-    Tags {
-        /// How many it would carry.
-        tags: usize,
-    },
-}
-
-/// AWS's limit on tags per resource.
-pub const MAX_TAGS: usize = 50;
-
-/// AWS's limit on the JSON of RunTask's `containerOverrides`.
-pub const MAX_OVERRIDES_CHARS: usize = 8192;
 
 /// The agent container's overrides: the registration variables, which differ per agent and
 /// which nothing overrides. The environment every agent of the profile pair shares is in our

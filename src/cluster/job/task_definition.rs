@@ -3,15 +3,80 @@
 //! per agent goes here: per-agent data travels as RunTask overrides (`docs/design.md`, "What the
 //! plugin is").
 
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+
+use tokio::sync::OnceCell;
+
 pub use crate::aws::task_definitions::NetworkMode;
 use crate::aws::task_definitions::RegisterRequest;
 use crate::aws::{AwsClients, AwsError};
-use crate::cluster::base::identity::{short_hash, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use crate::cluster::base::identity::{short_hash, Identity, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use crate::cluster::base::locks::Mutex;
 use crate::cluster::capacity::providers::{Compatibility, ProviderKinds};
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The name of the agent container in task definitions we register.
 pub use crate::settings::AGENT_CONTAINER;
+
+/// The task definitions an engine launches with, by family: each registered (or looked up)
+/// once, then reused. A failed lookup or registration is not kept: the next launch tries again.
+#[derive(Debug, Default)]
+pub struct TaskDefinitions {
+    by_family: Mutex<HashMap<String, Arc<OnceCell<TaskDefinitionRef>>>>,
+}
+
+/// What a launch needs of a task definition: its family and what goes into it.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    /// The family, computed once with the request's snapshot ([`family`]).
+    pub family: &'a str,
+    /// The cluster profile.
+    pub profile: &'a ClusterProfile,
+    /// The strategy's providers by kind, when known.
+    pub kinds: Option<&'a ProviderKinds>,
+    /// The elastic profile: a `TaskDefinitionArn` it names is described, not registered.
+    pub elastic: &'a ElasticProfile,
+}
+
+impl TaskDefinitions {
+    /// The family's task definition: the one the elastic profile names, else ours, found or
+    /// registered on first use.
+    ///
+    /// # Errors
+    /// The failed lookup or registration.
+    pub async fn get(
+        &self,
+        aws: &AwsClients,
+        wanted: Wanted<'_>,
+        us: &Identity,
+    ) -> Result<TaskDefinitionRef, AwsError> {
+        let cell = self
+            .by_family
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(wanted.family.to_string())
+            .or_default()
+            .clone();
+        let td = cell
+            .get_or_try_init(|| async {
+                match &wanted.elastic.task_definition_arn {
+                    Some(arn) => describe_given(aws, arn, wanted.elastic.agent_container_name.as_deref()).await,
+                    None => {
+                        let Wanted { family, profile, kinds, elastic } = wanted;
+                        find_or_register(aws, family, profile, kinds, elastic, &us.server_id, &us.key).await
+                    }
+                }
+            })
+            .await?;
+        Ok(td.clone())
+    }
+
+    /// Forgets a family whose revision was deregistered: its next launch looks it up again.
+    pub fn forget(&self, family: &str) {
+        self.by_family.lock().unwrap_or_else(PoisonError::into_inner).remove(family);
+    }
+}
 
 /// The task definition a launch uses and which of its containers is the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]

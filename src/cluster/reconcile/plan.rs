@@ -269,9 +269,9 @@ fn minutes(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::agents::tasks::Capacity;
     use crate::cluster::agents::tasks::TaskStatus;
     use crate::cluster::agents::{NewAgent, Reservation};
-    use crate::cluster::job::launch::Capacity;
     use crate::cluster::tests::fixtures::{self, job};
     use crate::protocol::types::{AgentState, BuildState, ConfigState};
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::engine::{self, cluster_profile, TestEngine};
 use super::fake_gocd::FakeGocd;
 use crate::aws::verifier::{Call, Verifier};
-use crate::cluster::job::launch::Capacity;
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::{AgentRequest, Cluster, Created};
 
 const TASK: &str = "arn:aws:ecs:us-east-1:123456789012:task/ci/0123456789abcdef";

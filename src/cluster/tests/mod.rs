@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use super::agents::Phase;
 use super::base::clock::ManualClock;
+use super::base::identity::cluster_arn_suffix;
 use super::base::identity::{self, task_tags, TaskLabels, TAG_AGENT_ID};
-use super::{cluster_arn_suffix, AgentRequest, Cluster, Created, EngineError};
+use super::{AgentRequest, Cluster, Created, EngineError};
 use crate::aws::fake_aws::FakeAws;
 use crate::protocol::types::{AgentMetadata, AgentState, BuildState, ConfigState, JobIdentifier};
 use crate::settings::ClusterProfile;
@@ -88,7 +89,7 @@ fn listed(agent_id: &str, state: AgentState, build: BuildState) -> (crate::ids::
 async fn create_agent_runs_one_task_with_our_tags_overrides_and_a_console_line() {
     let w = World::new(5);
     let created = w.cluster.create_agent(w.request(7, "key-1")).await.expect("launched");
-    assert_eq!(created, Created::Started(super::job::launch::Capacity::Fargate));
+    assert_eq!(created, Created::Started(super::agents::tasks::Capacity::Fargate));
     let tasks = w.aws.running();
     assert_eq!(tasks.len(), 1);
     let task = &tasks[0];
@@ -819,4 +820,21 @@ async fn a_server_ping_during_a_job_completion_leaves_the_agent_to_it() {
     assert_eq!(w.aws.count("StopTask"), stops + 1, "retried by the ping");
     w.cluster.ping(gocd).await.expect("pinged");
     assert_eq!(w.gocd.deleted(), [agent_id], "then removed, once");
+}
+
+/// The engine's own state is built from these locks: its documented order (the cost's, then
+/// the registry's, then the EC2 pool's) passes, and the reverse of a pair panics.
+#[test]
+#[cfg(debug_assertions)]
+#[should_panic(expected = "Found cycle in mutex dependency graph")]
+fn the_engines_own_locks_are_checked() {
+    use std::sync::PoisonError;
+    let state = super::State::new(&super::EngineOptions::default(), std::time::SystemTime::UNIX_EPOCH);
+    {
+        let _cost = state.cost.lock().unwrap_or_else(PoisonError::into_inner);
+        let _registry = state.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        let _pool = state.ec2.state();
+    }
+    let _pool = state.ec2.state();
+    let _registry = state.registry.lock().unwrap_or_else(PoisonError::into_inner);
 }

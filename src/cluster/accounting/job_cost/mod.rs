@@ -25,11 +25,11 @@ use tokio::sync::OnceCell;
 
 use super::price_fill::{Filled, Gap};
 use crate::aws::ec2_types::ContainerInstance;
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::AgentRecord;
 use crate::cluster::base::locks::MutexGuard;
 use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::capacity::providers::ProviderKind;
-use crate::cluster::job::launch::Capacity;
 use crate::cluster::job::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 use crate::cost::job::{

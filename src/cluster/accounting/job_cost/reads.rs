@@ -17,9 +17,9 @@ use super::super::price_fill::{self, Gap};
 use super::{ProviderInstance, Rate, SpotKey, Unpriced};
 use crate::aws::ec2_types::OsClass;
 use crate::aws::AwsError;
+use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::capacity::ec2::pool::InstanceRecord;
 use crate::cluster::capacity::providers::ProviderKind;
-use crate::cluster::job::launch::Capacity;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
 

@@ -279,7 +279,7 @@ impl Cluster {
             .map(|a| IdleAgent {
                 id: a.agent_id.clone(),
                 idle_since: a.waiting_since.unwrap_or(now),
-                spot: a.capacity == Some(crate::cluster::job::launch::Capacity::FargateSpot),
+                spot: a.capacity == Some(crate::cluster::agents::tasks::Capacity::FargateSpot),
             })
             .collect::<Vec<_>>();
         let starting = u32::try_from(waiting.len() - idle.len()).unwrap_or(u32::MAX);

@@ -87,7 +87,7 @@ mod tests {
         let mut registry = Registry::default();
         registry.reserve(&job(7), "a".into(), 5, NewAgent::default(), SystemTime::UNIX_EPOCH);
         let t = running("t1", tags("a", 7));
-        registry.launched("a", t.clone(), crate::cluster::job::launch::Capacity::Fargate);
+        registry.launched("a", t.clone(), crate::cluster::agents::tasks::Capacity::Fargate);
         let marks: HashSet<TaskArn> = ["t1".into(), "t2".into()].into();
         let nothing = Orphans { plan: CleanupPlan::new(Kind::Orphans), marks: HashSet::new() };
         assert_eq!(orphans(&registry, std::slice::from_ref(&t), &marks), nothing);

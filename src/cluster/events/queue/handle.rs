@@ -8,9 +8,10 @@ use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::agents::{AgentRecord, Phase};
 use crate::cluster::base::error::EngineError;
 use crate::cluster::base::gocd::console_line;
+use crate::cluster::base::identity::cluster_arn_suffix;
 use crate::cluster::capacity::ec2::{api, ContainerInstanceStatus};
 use crate::cluster::reconcile::Step;
-use crate::cluster::{cluster_arn_suffix, Cluster};
+use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 
 /// What an event did.
@@ -195,9 +196,9 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
+    use crate::cluster::agents::tasks::Capacity;
     use crate::cluster::agents::tasks::{StopCode, TaskStatus};
     use crate::cluster::agents::{NewAgent, Registry};
-    use crate::cluster::job::launch::Capacity;
     use crate::cluster::tests::fixtures::{job, tags, task};
 
     fn stopped_record(phase_after: impl FnOnce(&mut Registry)) -> AgentRecord {
