@@ -85,7 +85,7 @@ use agents::tasks::TaskView;
 use agents::{Assignment, Offer, Registry};
 use base::clock::{Clock, SystemClock};
 use base::locks::{Mutex, MutexGuard, RwLock};
-use events::Events;
+use base::recent::Events;
 use job::snapshot::RequestSnapshot;
 use job::task_definition::TaskDefinitionRef;
 
@@ -501,7 +501,7 @@ struct State {
     /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
     orphan_marks: Mutex<HashSet<TaskArn>>,
     /// What this profile knows of its event queue (`EventQueueUrl`).
-    queue: Mutex<events::queue::QueueStatus>,
+    queue: Mutex<base::recent::QueueStatus>,
 
     // The engine's own life.
     /// Set once the running tasks were adopted from AWS.
@@ -534,7 +534,7 @@ impl State {
             events: Mutex::new(Events::default()),
             swept_orphans: AtomicU64::new(0),
             orphan_marks: Mutex::new(HashSet::new()),
-            queue: Mutex::new(events::queue::QueueStatus::default()),
+            queue: Mutex::new(base::recent::QueueStatus::default()),
             adopted: OnceCell::new(),
             retirement: cleanup::retirement::RetirementState::default(),
             ping_lock: tokio::sync::Mutex::new(()),

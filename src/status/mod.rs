@@ -23,7 +23,7 @@ use crate::aws::budget::Category;
 use crate::aws::calls::OpCounts;
 use crate::cluster::agents::tasks::{ContainerView, StopCode, TaskStatus};
 use crate::cluster::agents::{AgentRecord, Phase};
-use crate::cluster::events::Event;
+use crate::cluster::base::recent::Event;
 use crate::cluster::Cluster;
 use crate::ids::{AgentId, ClusterKey, TaskArn};
 use crate::protocol::host_calls::HealthKind;
@@ -103,7 +103,7 @@ pub struct ClusterSnapshot {
     /// The warm pools (`WarmAgents`), one row each.
     pub warm_pools: Vec<crate::cluster::capacity::warm::pools::PoolStatus>,
     /// The event queue (`EventQueueUrl`) and what came of it, when one is set.
-    pub event_queue: Option<crate::cluster::events::queue::QueueStatus>,
+    pub event_queue: Option<crate::cluster::base::recent::QueueStatus>,
     /// What jobs and warm pools cost lately (in memory since the plugin started).
     pub cost: cost::CostView,
     /// Image pulls per elastic profile and image (`cluster::image_pulls`).

@@ -15,7 +15,7 @@ use ecs_elastic_agent::aws::calls::OpCounts;
 use ecs_elastic_agent::cluster::agents::tasks::Capacity;
 use ecs_elastic_agent::cluster::agents::tasks::{TaskStatus, TaskView};
 use ecs_elastic_agent::cluster::agents::{AgentRecord, NewAgent, Phase, Registry};
-use ecs_elastic_agent::cluster::events::Event;
+use ecs_elastic_agent::cluster::base::recent::Event;
 use ecs_elastic_agent::protocol::host_calls::HealthKind;
 use ecs_elastic_agent::protocol::types::JobIdentifier;
 use ecs_elastic_agent::settings::{ClusterProfile, Properties};

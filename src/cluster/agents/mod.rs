@@ -8,6 +8,7 @@
 //! starts), `observe.rs` folds a refresh and GoCD's agent list in, and `task_events.rs` what
 //! the event queue says.
 
+pub mod steps;
 pub mod tasks;
 
 mod lifecycle;

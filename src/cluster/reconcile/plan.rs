@@ -6,48 +6,11 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+pub use crate::cluster::agents::steps::Step;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::agents::{AgentRecord, Phase, Registry};
-use crate::ids::{AgentId, TaskArn};
-use crate::protocol::types::{AgentMetadata, BuildState, JobIdentifier};
-
-/// One thing server-ping should do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Stop a task that should not run any more.
-    StopTask {
-        /// The agent.
-        agent_id: AgentId,
-        /// Its task.
-        task_arn: TaskArn,
-        /// Why, for the stop reason, the log and the job console.
-        reason: String,
-        /// The job to tell, when it is still waiting.
-        job: Option<JobIdentifier>,
-    },
-    /// Disable and delete a GoCD agent (its task is gone or going).
-    RemoveAgent {
-        /// The agent.
-        agent_id: AgentId,
-        /// Why.
-        reason: String,
-    },
-    /// GoCD no longer asks for the job an idle agent was started for (it was cancelled while
-    /// it waited, or another agent took it): the job's trace ends, unless an agent took it.
-    JobGone {
-        /// The job.
-        job: JobIdentifier,
-    },
-    /// Tell operators and the job that a task stopped before its job completed.
-    ReportUnexpectedStop {
-        /// The agent.
-        agent_id: AgentId,
-        /// The job it ran.
-        job: JobIdentifier,
-        /// ECS's stop reason and exit codes.
-        reason: String,
-    },
-}
+use crate::ids::AgentId;
+use crate::protocol::types::{AgentMetadata, BuildState};
 
 /// An agent's `AgentRegisterTimeoutMinutes`: how long it may take to register with GoCD, and
 /// stay unlisted, unhealthy, or idle with its job gone. Each agent's is its own cluster

@@ -18,13 +18,13 @@ use std::sync::{Arc, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use super::{IdleAgent, PoolView, UnusedKey};
+use crate::cluster::agents::steps::Step;
 use crate::cluster::agents::NewAgent;
 use crate::cluster::base::identity::new_agent_id;
 use crate::cluster::base::locks::MutexGuard;
 use crate::cluster::capacity::warm;
 use crate::cluster::job::create::AgentRequest;
 use crate::cluster::job::snapshot::RequestSnapshot;
-use crate::cluster::reconcile::plan::Step;
 use crate::cluster::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;

@@ -4,13 +4,13 @@
 
 use super::parse::QueueEvent;
 use crate::aws::ecs::InstanceStatus;
+use crate::cluster::agents::steps::Step;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::agents::{AgentRecord, Phase};
 use crate::cluster::base::error::EngineError;
 use crate::cluster::base::gocd::console_line;
 use crate::cluster::base::identity::cluster_arn_suffix;
 use crate::cluster::capacity::ec2::{api, ContainerInstanceStatus};
-use crate::cluster::reconcile::Step;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 

@@ -23,13 +23,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::Serialize;
 use tokio::task::JoinHandle;
 
 pub use handle::Handled;
 
 use crate::aws::sqs::BATCH;
 use crate::cluster::base::locks::{Mutex, MutexGuard};
+pub use crate::cluster::base::recent::{QueueStatus, MISSED_AFTER};
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 
@@ -39,84 +39,27 @@ const WAIT_SECONDS: i32 = 20;
 const AFTER_ERROR: Duration = Duration::from_secs(15);
 /// An answer faster than this with no message (not a long poll after all): pause this long.
 const TOO_FAST: Duration = Duration::from_secs(1);
-/// A failing queue's warning is repeated this often (server health shows events for 15 minutes).
-const WARN_AGAIN_AFTER: Duration = Duration::from_secs(10 * 60);
-
-/// What one cluster profile knows of its event queue, for reports and server health.
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct QueueStatus {
-    /// The queue read for this profile, while a poller reads it.
-    pub url: Option<String>,
-    /// When a read last succeeded.
-    pub last_read: Option<SystemTime>,
-    /// Why the last read failed, while it fails.
-    pub error: Option<String>,
-    /// Events that changed one of this profile's tasks.
-    pub events: u64,
-    /// Stopped tasks whose agents were removed on an event.
-    pub stops: u64,
-    /// Tasks server-ping found stopped that no event had told of.
-    pub missed: u64,
-    #[serde(skip)]
-    warned: Option<(String, SystemTime)>,
-    /// Agents whose stop an event told of (not "missed" when server-ping reports them).
-    #[serde(skip)]
-    told: std::collections::BTreeSet<String>,
-    /// Agents whose stop server-ping found first, and when: missed unless their event comes
-    /// within [`MISSED_AFTER`] (a ping may simply have been quicker than EventBridge).
-    #[serde(skip)]
-    suspects: std::collections::BTreeMap<String, SystemTime>,
-}
-
-/// How long after server-ping found a stop its event may still come before the queue is said to
-/// have missed it.
-pub const MISSED_AFTER: Duration = Duration::from_secs(30);
-
-impl QueueStatus {
-    /// Whether the queue has been read successfully and reads still succeed.
-    pub fn healthy(&self) -> bool {
-        self.last_read.is_some() && self.error.is_none()
-    }
-}
-
 impl Cluster {
     /// The profile's event queue status, locked.
     pub fn queue_status(&self) -> MutexGuard<'_, QueueStatus> {
         self.state.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Server-ping reports the agent's task stopped: unless an event told of it, or the queue
-    /// cannot be read (server health says so already), its event is awaited for
-    /// [`MISSED_AFTER`] ([`Cluster::queue_settle`]).
+    /// Server-ping reports the agent's task stopped: unless an event told of it, its event is
+    /// awaited ([`QueueStatus::found_by_ping`], [`Cluster::queue_settle`]).
     pub(crate) fn queue_missed(&self, agent_id: &str) {
         if self.profile().event_queue_url.is_none() {
             return;
         }
-        let mut st = self.queue_status();
-        if st.told.remove(agent_id) || st.error.is_some() {
-            return;
-        }
-        st.suspects.insert(agent_id.to_string(), self.now());
+        let now = self.now();
+        self.queue_status().found_by_ping(agent_id, now);
     }
 
     /// Stops server-ping found whose events have not come within [`MISSED_AFTER`] of `now`:
     /// the queue missed them (late, lost, or no rule feeds it), and server health says so.
     pub fn queue_settle(&self, now: SystemTime) {
         let Some(url) = self.profile().event_queue_url.clone() else { return };
-        let missed: Vec<String> = {
-            let mut st = self.queue_status();
-            let due: Vec<String> = st
-                .suspects
-                .iter()
-                .filter(|(_, at)| now.duration_since(**at).unwrap_or_default() >= MISSED_AFTER)
-                .map(|(agent, _)| agent.clone())
-                .collect();
-            due.iter().for_each(|a| {
-                st.suspects.remove(a);
-            });
-            st.missed += due.len() as u64;
-            due
-        };
+        let missed = self.queue_status().settle(now);
         if missed.is_empty() {
             return;
         }
@@ -134,29 +77,19 @@ impl Cluster {
 
     /// An event told of a stop server-ping had found first: the queue did not miss it.
     fn queue_late(&self, agent_id: &str) {
-        if self.queue_status().suspects.remove(agent_id).is_some() {
+        if self.queue_status().late(agent_id) {
             tracing::debug!(agent_id, "the event of a stop came after server-ping found it");
         }
     }
 
     fn queue_told(&self, agent_id: &str) {
-        let mut st = self.queue_status();
-        if st.told.len() >= 1000 {
-            st.told.clear(); // agents whose ping never came (the plugin stopped them itself)
-        }
-        st.told.insert(agent_id.to_string());
+        self.queue_status().told(agent_id);
     }
 
     /// A read succeeded: after failed ones, server health says the queue is read again (the
     /// warning that it could not be read stays listed with the other recent events).
     fn queue_read(&self, url: &str, now: SystemTime) {
-        let recovered = {
-            let mut st = self.queue_status();
-            st.url = Some(url.to_string());
-            st.last_read = Some(now);
-            st.warned = None;
-            st.error.take().is_some()
-        };
+        let recovered = self.queue_status().read(url, now);
         if recovered {
             self.event(
                 HealthKind::Warning,
@@ -169,18 +102,7 @@ impl Cluster {
     }
 
     fn queue_failed(&self, url: &str, error: &str, now: SystemTime) {
-        let warn = {
-            let mut st = self.queue_status();
-            st.url = Some(url.to_string());
-            st.error = Some(error.to_string());
-            let due = st.warned.as_ref().is_none_or(|(said, at)| {
-                said != error || now.duration_since(*at).unwrap_or_default() >= WARN_AGAIN_AFTER
-            });
-            if due {
-                st.warned = Some((error.to_string(), now));
-            }
-            due
-        };
+        let warn = self.queue_status().failed(url, error, now);
         if warn {
             self.event(
                 HealthKind::Warning,
