@@ -16,10 +16,11 @@
 //!                warm agents (warm/)
 //!   accounting/  what a job's life measured and cost: its wait, its start's phases, image
 //!                pulls, its cost and the prices read while the plugin runs
-//!   events/      what happens without a request: the event queue, and what happened lately
+//!   events/      what happens without a request: the event queue
 //!   reconcile/   server-ping's pass: observe, plan, apply
 //!   cleanup/     what the engine removes beyond a job's own agent, and a retired profile
-//!   base/        identity, clock, locks, background work, errors, the port to GoCD
+//!   base/        identity, the profiles served, clock, locks, background work, errors, what
+//!                happened lately (recent events, the event queue's status), the port to GoCD
 //!   tests/       the engine's tests against in-memory AWS and GoCD
 //! ```
 //!
@@ -31,7 +32,7 @@
 //! `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at job-completion,
 //! [`Cluster::complete`] (`job/complete.rs`) says its cost (`accounting/job_cost/`) and stops
 //! and deletes the agent. Between requests, [`Cluster::ping`] (`reconcile/`) and the event queue
-//! (`events/queue/`) fold what ECS and GoCD say into the registry, and [`cleanup`] removes what
+//! (`events/queue/`) fold what ECS and GoCD say into the registry, and `cleanup/` removes what
 //! nothing explains.
 //!
 //! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
@@ -60,10 +61,10 @@ pub mod reconcile;
 #[cfg(test)]
 mod tests;
 
+pub use base::error::Retirement;
 pub use base::error::{EngineError, Refusal};
 pub use base::gocd::{Gocd, HostCallError};
 pub use base::identity::Identity;
-pub use cleanup::retirement::Retirement;
 pub use job::create::{AgentRequest, Created};
 pub use job::snapshot::{LaunchSpec, Work};
 
@@ -110,7 +111,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { task_definition_sweep_after: cleanup::task_definitions::SEEN_FOR }
+        EngineOptions { task_definition_sweep_after: job::task_definition::SEEN_FOR }
     }
 }
 
@@ -482,7 +483,7 @@ struct State {
     /// Task definitions by family, each registered (or looked up) once.
     task_definitions: job::task_definition::TaskDefinitions,
     /// Which families are in use, for the task-definition cleanup.
-    task_definition_sweep: cleanup::task_definitions::SweepState,
+    task_definition_sweep: job::task_definition::SweepState,
     /// Subnets and groups, each resolved once.
     networks: job::launch::Networks,
     /// The kinds of the strategy's capacity providers (Fargate, Auto Scaling group, ECS Managed
@@ -498,7 +499,7 @@ struct State {
     events: Mutex<Events>,
     /// Orphan tasks stopped by the sweep so far.
     swept_orphans: AtomicU64,
-    /// Task ARNs the last orphan sweep marked (see `cleanup::plan::orphans`).
+    /// Task ARNs the last orphan sweep marked (see `cleanup/plan/orphans.rs`).
     orphan_marks: Mutex<HashSet<TaskArn>>,
     /// What this profile knows of its event queue (`EventQueueUrl`).
     queue: Mutex<base::recent::QueueStatus>,
@@ -506,8 +507,8 @@ struct State {
     // The engine's own life.
     /// Set once the running tasks were adopted from AWS.
     adopted: OnceCell<()>,
-    /// Whether the profile was deleted or moved, and which teams' profiles were deleted.
-    retirement: cleanup::retirement::RetirementState,
+    /// The profiles the engine serves, those deleted, and whether it retired (`base/served.rs`).
+    served: base::served::Served,
     /// Held while server-ping reconciles this profile: never twice at once.
     ping_lock: tokio::sync::Mutex<()>,
     /// Held for one warm-pool pass: passes never overlap.
@@ -526,7 +527,7 @@ impl State {
             warm: Mutex::new(capacity::warm::pools::WarmPools::default()),
             cost: Mutex::new(accounting::job_cost::CostState::default()),
             task_definitions: job::task_definition::TaskDefinitions::default(),
-            task_definition_sweep: cleanup::task_definitions::SweepState::new(now, options.task_definition_sweep_after),
+            task_definition_sweep: job::task_definition::SweepState::new(now, options.task_definition_sweep_after),
             networks: job::launch::Networks::default(),
             providers: capacity::providers::ProviderCache::default(),
             provider_launches: job::launch::ProviderLaunches::default(),
@@ -536,7 +537,7 @@ impl State {
             orphan_marks: Mutex::new(HashSet::new()),
             queue: Mutex::new(base::recent::QueueStatus::default()),
             adopted: OnceCell::new(),
-            retirement: cleanup::retirement::RetirementState::default(),
+            served: base::served::Served::default(),
             ping_lock: tokio::sync::Mutex::new(()),
             warm_pass: tokio::sync::Mutex::new(()),
         }

@@ -9,3 +9,4 @@ pub mod gocd;
 pub mod identity;
 pub mod locks;
 pub mod recent;
+pub mod served;

@@ -11,9 +11,8 @@
 //! job's price table) are its own profile's ([`Cluster::profile_of`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
-use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::Cluster;
 use crate::ids::SettingsFingerprint;
 use crate::protocol::host_calls::HealthKind;
@@ -21,40 +20,10 @@ use crate::settings::ClusterProfile;
 
 pub use crate::cluster::base::error::Retirement;
 
-/// An engine's retirement and its teams, behind one lock.
-#[derive(Debug, Default)]
-pub struct RetirementState(Mutex<Teams>);
-
-#[derive(Debug, Default)]
-struct Teams {
-    retired: Option<Retirement>,
-    /// The profiles GoCD sent for this engine since the process started, as last sent, by
-    /// settings fingerprint, less the deleted ones and those edited into others.
-    served: BTreeMap<SettingsFingerprint, Arc<ClusterProfile>>,
-    /// Whether a server-ping has handed the engine every cluster profile GoCD has: only then is
-    /// a settings fingerprint (or EC2 pool) no served profile has known to be gone, not just
-    /// not heard yet since a restart.
-    heard_all: bool,
-    /// Settings fingerprints whose profile GoCD deleted: their agents are stopped.
-    deleted: BTreeSet<SettingsFingerprint>,
-}
-
-impl RetirementState {
-    fn lock(&self) -> MutexGuard<'_, Teams> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 impl Cluster {
     /// The profile was deleted or moved: drain (see [`Retirement`]).
     pub fn retire(&self, why: Retirement) {
-        {
-            let mut teams = self.state.retirement.lock();
-            // Deleted outranks moved.
-            if teams.retired != Some(Retirement::Deleted) {
-                teams.retired = Some(why);
-            }
-        }
+        self.state.served.retire(why);
         let what = match why {
             Retirement::Deleted => "its cluster profile was deleted: its agents are stopped and its instances retired",
             Retirement::Replaced => "its cluster profile moved or is gone: its agents stop as their jobs complete",
@@ -65,49 +34,39 @@ impl Cluster {
 
     /// GoCD sent `profile`, whose settings fingerprint is `settings`: the engine serves it.
     pub fn serve_again(&self, settings: &SettingsFingerprint, profile: &ClusterProfile) {
-        let mut teams = self.state.retirement.lock();
-        teams.retired = None;
-        teams.deleted.remove(settings);
-        teams.served.insert(settings.clone(), Arc::new(profile.clone()));
+        self.state.served.serve(settings, profile);
     }
 
     /// A server-ping handed the engine every cluster profile GoCD has (it resolves them all
     /// before it reconciles any engine).
     pub fn heard_every_profile(&self) {
-        self.state.retirement.lock().heard_all = true;
+        self.state.served.heard_all();
     }
 
     /// The profiles the engine serves, in the order of their settings fingerprints, and whether
     /// they are all GoCD has ([`Cluster::heard_every_profile`]).
     pub fn served_profiles(&self) -> (Vec<Arc<ClusterProfile>>, bool) {
-        let teams = self.state.retirement.lock();
-        (teams.served.values().cloned().collect(), teams.heard_all)
+        self.state.served.profiles()
     }
 
     /// The profiles the engine serves, by settings fingerprint: each agent's settings come from
     /// the one of its own fingerprint.
     pub fn served_by_settings(&self) -> BTreeMap<SettingsFingerprint, Arc<ClusterProfile>> {
-        self.state.retirement.lock().served.clone()
+        self.state.served.by_settings()
     }
 
     /// The profile of settings fingerprint `settings` as GoCD last sent it, or the profile GoCD
     /// sent last when the engine does not serve that one (not heard since the process started,
     /// or deleted): what decides a per-profile setting for an agent of that fingerprint.
     pub fn profile_of(&self, settings: &SettingsFingerprint) -> Arc<ClusterProfile> {
-        let served = self.state.retirement.lock().served.get(settings).cloned();
-        served.unwrap_or_else(|| self.profile())
+        self.state.served.profile_of(settings).unwrap_or_else(|| self.profile())
     }
 
     /// GoCD deleted the cluster profile whose settings fingerprint is `settings`. When no other
     /// team's profile is served by this engine, the engine retires ([`Retirement::Deleted`]);
     /// otherwise only that team's agents are stopped, at the next server-ping.
     pub fn profile_deleted(&self, settings: &SettingsFingerprint) {
-        let others_left = {
-            let mut teams = self.state.retirement.lock();
-            teams.served.remove(settings);
-            teams.deleted.insert(settings.clone());
-            !teams.served.is_empty()
-        };
+        let others_left = self.state.served.deleted(settings);
         if others_left {
             let what =
                 "one team's cluster profile on this cluster was deleted: its agents are stopped, the others' run on";
@@ -120,20 +79,18 @@ impl Cluster {
     /// A team's profile was edited in place: its agents count under the new settings (GoCD sent
     /// the edited profile, and the engine serves it, before this).
     pub fn settings_edited(&self, old: &SettingsFingerprint, new: &SettingsFingerprint) {
-        if old != new {
-            self.state.retirement.lock().served.remove(old);
-        }
+        self.state.served.edited(old, new);
         self.registry().settings_changed(old, new);
     }
 
     /// The settings fingerprints of deleted profiles: agents started under them are stopped.
     pub fn deleted_settings(&self) -> BTreeSet<SettingsFingerprint> {
-        self.state.retirement.lock().deleted.clone()
+        self.state.served.deleted_settings()
     }
 
     /// Why the engine drains, if it does.
     pub fn retired(&self) -> Option<Retirement> {
-        self.state.retirement.lock().retired
+        self.state.served.retired()
     }
 
     /// A retired engine with no agent that may still run and no instance left.

@@ -6,78 +6,17 @@
 //! `plan/task_definitions.rs`; in use are the families of agents of this process that may still
 //! run and those of elastic profiles seen in the last hour (create-agent, or a launch).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::PoisonError;
-use std::time::{Duration, SystemTime};
+use std::collections::BTreeSet;
+use std::time::SystemTime;
 
 use super::plan::{self, family_of, Budget, Revision};
 use crate::aws::AwsError;
 use crate::cluster::base::identity::is_ours;
-use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::job::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 
 pub use super::plan::MAX_DEREGISTER_PER_PASS;
-
-/// How often a cluster profile's families are looked at.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
-/// How long an elastic profile seen keeps its family.
-pub const SEEN_FOR: Duration = Duration::from_secs(3600);
-
-/// What one cluster profile remembers between passes.
-#[derive(Debug, Default)]
-pub struct SweepState {
-    inner: Mutex<Inner>,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// No pass before this (start plus the grace).
-    not_before: Option<SystemTime>,
-    last_pass: Option<SystemTime>,
-    seen: HashMap<String, SystemTime>,
-}
-
-impl SweepState {
-    /// The state of an engine started at `started`, whose first pass waits `grace`.
-    pub fn new(started: SystemTime, grace: Duration) -> Self {
-        let inner = Inner { not_before: Some(started + grace), ..Inner::default() };
-        SweepState { inner: Mutex::new(inner) }
-    }
-
-    /// `family` is in use now (a launch, or an elastic profile GoCD sent).
-    pub fn saw(&self, family: &str, now: SystemTime) {
-        self.lock().seen.insert(family.to_string(), now);
-    }
-
-    /// Families seen within [`SEEN_FOR`] of `now` (older ones are forgotten).
-    pub(crate) fn recent(&self, now: SystemTime) -> BTreeSet<String> {
-        let mut inner = self.lock();
-        inner.seen.retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
-        inner.seen.keys().cloned().collect()
-    }
-
-    /// Claims the pass if one is due: once an hour, and the first not before the grace after
-    /// start (`serve --task-definition-sweep-after`, an hour by default) — a process that just
-    /// started has seen no elastic profile yet, and a family is never deregistered only because
-    /// of that (its next job would register it again, and RegisterTaskDefinition allows one call
-    /// a second per account).
-    fn claim(&self, now: SystemTime) -> bool {
-        let mut inner = self.lock();
-        if inner.not_before.is_some_and(|t| now < t) {
-            return false;
-        }
-        let due = inner.last_pass.is_none_or(|t| now.duration_since(t).unwrap_or_default() >= SWEEP_EVERY);
-        if due {
-            inner.last_pass = Some(now);
-        }
-        due
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+pub use crate::cluster::job::task_definition::{SweepState, SEEN_FOR, SWEEP_EVERY};
 
 impl Cluster {
     /// GoCD asked for an agent of this elastic profile: the family of the request's own
@@ -167,23 +106,4 @@ async fn read(cluster: &Cluster) -> Result<Read, AwsError> {
         }
     }
     Ok(Read { revisions, in_use, kept })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_pass_is_due_once_an_hour_and_seen_families_expire() {
-        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-        let state = SweepState::new(t0 - SEEN_FOR, SEEN_FOR);
-        assert!(!state.claim(t0 - Duration::from_secs(1)), "not in the first hour after a start");
-        assert!(state.claim(t0));
-        assert!(!state.claim(t0 + Duration::from_secs(60)));
-        assert!(state.claim(t0 + SWEEP_EVERY));
-        state.saw("gocd-k-a", t0);
-        state.saw("gocd-k-b", t0 + Duration::from_secs(1800));
-        let recent = state.recent(t0 + SEEN_FOR + Duration::from_secs(1));
-        assert_eq!(recent.into_iter().collect::<Vec<_>>(), vec!["gocd-k-b".to_string()]);
-    }
 }

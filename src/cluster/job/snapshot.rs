@@ -147,7 +147,7 @@ impl LaunchSpec {
 
     /// The launch of `work` under `identity` (a cluster's, or `try`'s own, which no engine runs).
     pub fn for_identity(
-        identity: &crate::cluster::Identity,
+        identity: &crate::cluster::base::identity::Identity,
         profile: Arc<ClusterProfile>,
         work: Work,
         network: Option<Network>,

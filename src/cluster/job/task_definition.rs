@@ -3,8 +3,9 @@
 //! per agent goes here: per-agent data travels as RunTask overrides (`docs/design.md`, "What the
 //! plugin is").
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::OnceCell;
 
@@ -12,7 +13,7 @@ pub use crate::aws::task_definitions::NetworkMode;
 use crate::aws::task_definitions::RegisterRequest;
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::base::identity::{short_hash, Identity, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
-use crate::cluster::base::locks::Mutex;
+use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::capacity::providers::{Compatibility, ProviderKinds};
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
@@ -75,6 +76,67 @@ impl TaskDefinitions {
     /// Forgets a family whose revision was deregistered: its next launch looks it up again.
     pub fn forget(&self, family: &str) {
         self.by_family.lock().unwrap_or_else(PoisonError::into_inner).remove(family);
+    }
+}
+
+/// How often a cluster profile's families are looked at.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(3600);
+/// How long an elastic profile seen keeps its family.
+pub const SEEN_FOR: Duration = Duration::from_secs(3600);
+
+/// What the task-definition sweep (`cleanup/task_definitions.rs`) remembers between passes:
+/// the families in use lately, and when it may run next.
+#[derive(Debug, Default)]
+pub struct SweepState {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// No pass before this (start plus the grace).
+    not_before: Option<SystemTime>,
+    last_pass: Option<SystemTime>,
+    seen: HashMap<String, SystemTime>,
+}
+
+impl SweepState {
+    /// The state of an engine started at `started`, whose first pass waits `grace`.
+    pub fn new(started: SystemTime, grace: Duration) -> Self {
+        let inner = Inner { not_before: Some(started + grace), ..Inner::default() };
+        SweepState { inner: Mutex::new(inner) }
+    }
+
+    /// `family` is in use now (a launch, or an elastic profile GoCD sent).
+    pub fn saw(&self, family: &str, now: SystemTime) {
+        self.lock().seen.insert(family.to_string(), now);
+    }
+
+    /// Families seen within [`SEEN_FOR`] of `now` (older ones are forgotten).
+    pub(crate) fn recent(&self, now: SystemTime) -> BTreeSet<String> {
+        let mut inner = self.lock();
+        inner.seen.retain(|_, t| now.duration_since(*t).unwrap_or_default() < SEEN_FOR);
+        inner.seen.keys().cloned().collect()
+    }
+
+    /// Claims the pass if one is due: once an hour, and the first not before the grace after
+    /// start (`serve --task-definition-sweep-after`, an hour by default) — a process that just
+    /// started has seen no elastic profile yet, and a family is never deregistered only because
+    /// of that (its next job would register it again, and RegisterTaskDefinition allows one call
+    /// a second per account).
+    pub fn claim(&self, now: SystemTime) -> bool {
+        let mut inner = self.lock();
+        if inner.not_before.is_some_and(|t| now < t) {
+            return false;
+        }
+        let due = inner.last_pass.is_none_or(|t| now.duration_since(t).unwrap_or_default() >= SWEEP_EVERY);
+        if due {
+            inner.last_pass = Some(now);
+        }
+        due
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -342,5 +404,24 @@ mod compat_tests {
         let family = |kinds| family("k", &profile, &elastic, "us-east-1", kinds);
         assert_ne!(family(Some(&mi)), family(Some(&asg)), "other compatibilities, another family");
         assert_eq!(family(Some(&asg)), family(None), "an ASG's family is the one used before kinds were learned");
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_is_due_once_an_hour_and_seen_families_expire() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let state = SweepState::new(t0 - SEEN_FOR, SEEN_FOR);
+        assert!(!state.claim(t0 - Duration::from_secs(1)), "not in the first hour after a start");
+        assert!(state.claim(t0));
+        assert!(!state.claim(t0 + Duration::from_secs(60)));
+        assert!(state.claim(t0 + SWEEP_EVERY));
+        state.saw("gocd-k-a", t0);
+        state.saw("gocd-k-b", t0 + Duration::from_secs(1800));
+        let recent = state.recent(t0 + SEEN_FOR + Duration::from_secs(1));
+        assert_eq!(recent.into_iter().collect::<Vec<_>>(), vec!["gocd-k-b".to_string()]);
     }
 }
