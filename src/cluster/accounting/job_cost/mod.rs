@@ -452,7 +452,7 @@ impl Cluster {
         cpu: Option<u32>,
         memory: Option<u32>,
     ) -> Result<Rate, Unpriced> {
-        if self.provider_kind(provider) == Some(ProviderKind::ManagedInstances) {
+        if self.provider_kind(record, provider) == Some(ProviderKind::ManagedInstances) {
             return Err(Unpriced::from(format!(
                 "it ran on ECS Managed Instances ({provider}), whose management fee the price table does not hold"
             )));
@@ -489,10 +489,12 @@ impl Cluster {
         self.cost().basis.get(&record.elastic_profile).map_or(OsClass::Linux, |b| b.os)
     }
 
-    /// What the strategy's `provider` (a name, or ECS's ARN of it) is, when known.
-    fn provider_kind(&self, provider: &str) -> Option<ProviderKind> {
+    /// What `provider` (a name, or ECS's ARN of it) of the strategy of `record`'s own cluster
+    /// profile is, when known.
+    pub(in crate::cluster) fn provider_kind(&self, record: &AgentRecord, provider: &str) -> Option<ProviderKind> {
         let name = provider.rsplit('/').next().unwrap_or(provider);
-        self.kinds(&self.profile())?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
+        let profile = self.profile_of(&record.settings);
+        self.kinds(&profile)?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
     }
 
     /// What the other live agents on `record`'s instance have run up by reservation, not yet

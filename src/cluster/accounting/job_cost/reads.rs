@@ -158,7 +158,7 @@ impl Cluster {
         let Some(record) = self.registry().get(agent_id).cloned() else { return };
         let Some(task) = record.task.as_ref().filter(|_| record.capacity == Some(Capacity::Provider)) else { return };
         let Some(arn) = task.container_instance_arn.clone() else { return };
-        let kind = self.provider_kind(&task.capacity);
+        let kind = self.provider_kind(&record, &task.capacity);
         if matches!(kind, Some(ProviderKind::Fargate | ProviderKind::ManagedInstances)) {
             return;
         }
