@@ -4,8 +4,10 @@
 
 use std::sync::atomic::Ordering;
 
-use super::plan::{family_of, CleanupPlan, Kind};
+use super::plan::{family_of, leftover_container_instances, CleanupPlan, Kind};
+use crate::aws::status::Ec2State;
 use crate::aws::{ec2, AwsError};
+use crate::cluster::capacity::ec2::pool::Observed;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 
@@ -23,6 +25,27 @@ pub struct Removed {
 }
 
 impl Cluster {
+    /// Deregisters the container instances the EC2 pass found left behind (`observed`: those
+    /// of our instances that went, and those of instances it did not know, `ours` being EC2's
+    /// answer for those), and tells the pool which of the unknown instances are gone and which
+    /// are not ours. Deregistering only: a failure is logged and the next pass tries again.
+    pub(in crate::cluster) async fn clean_up_container_instances(
+        &self,
+        observed: Observed,
+        ours: &[(String, Ec2State)],
+    ) {
+        let (leftovers, learned) = leftover_container_instances(observed.deregister, observed.unknown, ours);
+        {
+            let now = self.now();
+            let mut st = self.ec2().state();
+            for id in learned.gone {
+                st.gone.insert(id, now);
+            }
+            st.foreign.extend(learned.foreign);
+        }
+        let _deregistered = self.clean_up(leftovers).await;
+    }
+
     /// Applies `plan`: stops its tasks (one that fails is left for the next pass; `stop_task`
     /// says so in server health), terminates its instances in one call, deregisters its container
     /// instances (a failure is logged and left) and its task definitions (the first failure

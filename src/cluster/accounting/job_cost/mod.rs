@@ -30,7 +30,6 @@ use crate::cluster::agents::AgentRecord;
 use crate::cluster::base::locks::MutexGuard;
 use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::capacity::providers::ProviderKind;
-use crate::cluster::job::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
@@ -41,6 +40,7 @@ use crate::ids::AgentId;
 use crate::platform::{Arch, OsClass};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::ClusterProfile;
+use crate::settings::ElasticProfile;
 
 /// What an elastic profile says of its tasks' size, kept by its hash.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -190,8 +190,7 @@ pub type CostByProfile = Vec<(String, f64)>;
 
 impl Cluster {
     /// Remembers the size of a request's elastic profile (for its agents' cost).
-    pub(in crate::cluster) fn remember_size(&self, snapshot: &RequestSnapshot) {
-        let e = &snapshot.elastic;
+    pub(in crate::cluster) fn remember_size(&self, e: &ElasticProfile) {
         let basis = Basis {
             cpu: e.cpu,
             memory: e.memory,

@@ -24,7 +24,6 @@ use super::{api, apply, Arch, ContainerInstanceStatus, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::agents::Phase;
 use crate::cluster::base::error::EngineError;
-use crate::cluster::cleanup;
 use crate::cluster::job::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
@@ -228,17 +227,7 @@ async fn observe(cluster: &Cluster) -> Result<(), AwsError> {
         let ids: Vec<String> = observed.unknown.iter().map(|(id, _)| id.clone()).collect();
         api::states_of_ours(&cluster.aws(), &ids, cluster.server_id(), cluster.key()).await?
     };
-    let (leftovers, learned) =
-        cleanup::plan::leftover_container_instances(observed.deregister, observed.unknown, &ours);
-    {
-        let mut st = cluster.ec2().state();
-        for id in learned.gone {
-            st.gone.insert(id, cluster.now());
-        }
-        st.foreign.extend(learned.foreign);
-    }
-    // Deregistering only: a failure is logged and the next pass tries again.
-    let _deregistered = cluster.clean_up(leftovers).await;
+    cluster.clean_up_container_instances(observed, &ours).await;
     Ok(())
 }
 
