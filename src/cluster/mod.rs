@@ -82,8 +82,9 @@ use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
+use agents::reuse::{Assignment, Offer};
 use agents::tasks::TaskView;
-use agents::{Assignment, Offer, Registry};
+use agents::Registry;
 use base::clock::{Clock, SystemClock};
 use base::locks::{Mutex, MutexGuard, RwLock};
 use base::recent::Events;

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::cluster::agents::Offer;
+use crate::cluster::agents::reuse::Offer;
 use crate::cluster::base::identity::{cluster_key_of_agent, settings_fingerprint};
 use crate::error::Result;
 use crate::ids::AgentId;

@@ -46,9 +46,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
-use super::{AgentRecord, NewAgent, Registry, Reservation};
+use super::record::{AgentRecord, JobDone, NewAgent, Phase, Registry, Reservation};
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::tasks::TaskView;
 use crate::ids::{AgentId, TaskArn};
@@ -60,50 +58,6 @@ pub const KEEP_STOPPED: Duration = Duration::from_secs(3600);
 /// How long after a launch whose outcome is unknown a refresh must have started before a task
 /// it does not list is taken as never started (ECS lists new tasks within seconds).
 pub const LAUNCH_SETTLE: Duration = Duration::from_secs(5);
-
-/// Where an agent is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Phase {
-    /// Reserved; RunTask not answered yet.
-    Launching,
-    /// Its task exists and is not stopping.
-    Running,
-    /// We asked ECS to stop it.
-    Stopping,
-    /// Its task is stopped (or never started).
-    Stopped,
-}
-
-impl Phase {
-    /// Serves its job: dedupes create-agent.
-    pub fn is_live(self) -> bool {
-        matches!(self, Phase::Launching | Phase::Running)
-    }
-
-    /// Has (or may have) a task that is not stopped yet: counts against `MaxAgents`.
-    pub fn occupies_capacity(self) -> bool {
-        matches!(self, Phase::Launching | Phase::Running | Phase::Stopping)
-    }
-}
-
-/// What job-completion does with the agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobDone {
-    /// Kept for the next job (warm starts): it has run `jobs` of at most `max_jobs`.
-    Keep {
-        /// Jobs run so far.
-        jobs: usize,
-        /// `ReuseMaxJobs`.
-        max_jobs: u32,
-    },
-    /// A job the agent ran before its current one (a late or repeated job-completion): nothing
-    /// to do.
-    Earlier,
-    /// Stop it (one job per agent, its jobs used up, or its task is going anyway).
-    Stop,
-    /// Not an agent of ours.
-    NotOurs,
-}
 
 impl AgentRecord {
     /// A new agent, reserved at `now` for `job`'s create-agent: launching, its first attempt.
@@ -329,7 +283,7 @@ impl Registry {
             return JobDone::Earlier;
         }
         let Some(reuse) = a.reuse else { return JobDone::Stop };
-        let task_going = a.task.as_ref().is_some_and(super::TaskView::is_stopping);
+        let task_going = a.task.as_ref().is_some_and(super::tasks::TaskView::is_stopping);
         let jobs = a.served_jobs.len();
         // GoCD asks should-assign-work of registered agents only: an assigned agent registered,
         // even if no server-ping saw it listed yet (short jobs).
@@ -435,8 +389,8 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::agents::reuse::Offer;
     use crate::cluster::agents::tasks::TaskStatus;
-    use crate::cluster::agents::Offer;
     use crate::cluster::tests::fixtures::{job, tags, task};
     use crate::settings::Reuse;
 
@@ -479,7 +433,7 @@ mod tests {
         assert!(!r.assigned("ea-w", 1, now), "nor assigned to it");
         // A new job takes it, through should-assign-work.
         let taken = r.assign("ea-w", &job(2), offer, now);
-        assert_eq!(taken, crate::cluster::agents::Assignment::Reused { jobs: 1, max_jobs: 10 });
+        assert_eq!(taken, crate::cluster::agents::reuse::Assignment::Reused { jobs: 1, max_jobs: 10 });
         assert_eq!(r.live_for_job(2).map(|a| a.agent_id.as_str()), Some("ea-w"));
         assert_eq!(r.get("ea-w").and_then(|a| a.job_requested_at), Some(now));
         assert_eq!(r.retire_waiting("ea-w"), None, "busy: not retired");

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
-use super::{AgentRecord, Phase, Registry};
+use super::record::{AgentRecord, Phase, Registry};
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::base::identity::job_from_tags;

@@ -10,7 +10,7 @@
 
 use std::time::SystemTime;
 
-use super::{NewAgent, Phase, Registry};
+use super::record::{NewAgent, Phase, Registry};
 use crate::ids::SettingsFingerprint;
 use crate::protocol::types::JobIdentifier;
 
@@ -116,7 +116,7 @@ fn takes(a: &super::AgentRecord, offer: &Offer, now: SystemTime) -> bool {
     let fresh = a.reuse.is_some_and(|r| now.duration_since(since).unwrap_or_default() <= r.idle);
     fresh
         && a.phase == Phase::Running
-        && !a.task.as_ref().is_some_and(super::TaskView::is_stopping)
+        && !a.task.as_ref().is_some_and(super::tasks::TaskView::is_stopping)
         && a.elastic_profile == offer.elastic_profile
         && a.settings == offer.settings
         && a.environment == offer.environment

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::Registry;
+use super::record::Registry;
 use crate::cluster::agents::tasks::TaskView;
 use crate::ids::{AgentId, JobKey};
 use crate::protocol::types::JobIdentifier;

@@ -71,7 +71,7 @@ impl World {
 }
 
 /// should-assign-work's offer, for agents that never wait for a next job.
-fn no_offer() -> super::agents::Offer {
+fn no_offer() -> super::agents::reuse::Offer {
     panic!("asked for an offer: no agent here waits for a next job")
 }
 
@@ -456,8 +456,8 @@ fn reusing(w: &World, job_id: i64) -> AgentRequest {
 }
 
 /// What should-assign-work offers for a job of `request`'s profiles.
-fn offer_of(request: &AgentRequest) -> impl FnOnce() -> super::agents::Offer {
-    let offer = super::agents::Offer {
+fn offer_of(request: &AgentRequest) -> impl FnOnce() -> super::agents::reuse::Offer {
+    let offer = super::agents::reuse::Offer {
         environment: request.environment.clone(),
         elastic_profile: crate::settings::profile_hash(&request.elastic_profile),
         settings: request.settings.clone(),
