@@ -244,7 +244,7 @@ impl Cluster {
     }
 
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
-    pub fn ec2(&self) -> &capacity::ec2::Pool {
+    pub fn ec2(&self) -> &capacity::ec2::pool::Pool {
         &self.state.ec2
     }
 
@@ -493,7 +493,7 @@ struct State {
     /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
     provider_launches: job::launch::ProviderLaunches,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
-    ec2: capacity::ec2::Pool,
+    ec2: capacity::ec2::pool::Pool,
 
     // What happened lately.
     /// Recent events, for reports and server health.
@@ -532,7 +532,7 @@ impl State {
             networks: job::launch::Networks::default(),
             providers: capacity::providers::ProviderCache::default(),
             provider_launches: job::launch::ProviderLaunches::default(),
-            ec2: capacity::ec2::Pool::default(),
+            ec2: capacity::ec2::pool::Pool::default(),
             events: Mutex::new(Events::default()),
             swept_orphans: AtomicU64::new(0),
             orphan_marks: Mutex::new(HashSet::new()),

@@ -60,4 +60,3 @@ pub use crate::aws::ec2 as api;
 pub use crate::aws::ec2_types::sizes as capacity;
 pub use crate::aws::ec2_types::{Arch, OsClass, Resources};
 pub use crate::aws::status::{ContainerInstanceStatus, Ec2State};
-pub use pool::Pool;
