@@ -15,8 +15,6 @@
 
 mod reads;
 
-use reads::{provider_spot_key, spot_key};
-
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
@@ -28,6 +26,7 @@ use crate::aws::ec2_types::ContainerInstance;
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::AgentRecord;
 use crate::cluster::base::locks::MutexGuard;
+use crate::cluster::capacity::ec2::pool::InstanceRecord;
 use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::capacity::providers::ProviderKind;
 use crate::cluster::Cluster;
@@ -639,4 +638,18 @@ fn price_hint(missing: &str) -> String {
     format!(
         "{missing}, and the AWS Price List did not give it (the profile's role needs pricing:GetProducts; it is asked again after an hour); or name a price file in the cluster profile's PriceTable (`ecs-elastic-agent prices --refresh --out prices.json` writes one)"
     )
+}
+
+/// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
+/// or its zone is not known.
+fn spot_key(instance: &InstanceRecord) -> Option<SpotKey> {
+    let zone = instance.container.as_ref()?.zone.clone()?;
+    instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
+}
+
+/// The Spot price's key of a capacity provider's instance running `os`: (type, zone, OS);
+/// `None` unless EC2 said it is Spot and its type and zone are known.
+fn provider_spot_key(instance: &ProviderInstance, os: OsClass) -> Option<SpotKey> {
+    let c = &instance.container;
+    (instance.spot == Some(true)).then(|| Some((c.instance_type.clone()?, c.zone.clone()?, os))).flatten()
 }

@@ -14,11 +14,9 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 use super::super::price_fill::{self, Gap};
-use super::{ProviderInstance, Rate, SpotKey, Unpriced};
-use crate::aws::ec2_types::OsClass;
+use super::{provider_spot_key, spot_key, ProviderInstance, Rate, Unpriced};
 use crate::aws::AwsError;
 use crate::cluster::agents::tasks::Capacity;
-use crate::cluster::capacity::ec2::pool::InstanceRecord;
 use crate::cluster::capacity::providers::ProviderKind;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
@@ -196,18 +194,4 @@ impl Cluster {
             tracing::info!(agent_id = agent_id.as_str(), error = %e, "the instance a job ran on is not described; its cost is not known");
         }
     }
-}
-
-/// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
-/// or its zone is not known.
-pub(super) fn spot_key(instance: &InstanceRecord) -> Option<SpotKey> {
-    let zone = instance.container.as_ref()?.zone.clone()?;
-    instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
-}
-
-/// The Spot price's key of a capacity provider's instance running `os`: (type, zone, OS);
-/// `None` unless EC2 said it is Spot and its type and zone are known.
-pub(super) fn provider_spot_key(instance: &ProviderInstance, os: OsClass) -> Option<SpotKey> {
-    let c = &instance.container;
-    (instance.spot == Some(true)).then(|| Some((c.instance_type.clone()?, c.zone.clone()?, os))).flatten()
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::{CleanupPlan, Kind};
+use super::removals::{CleanupPlan, Kind};
 use crate::aws::status::Ec2State;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::base::identity::{is_ours, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use super::{CleanupPlan, Kind};
+use super::removals::{CleanupPlan, Kind};
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::agents::{Phase, Registry};
 use crate::cluster::base::identity::job_from_tags;

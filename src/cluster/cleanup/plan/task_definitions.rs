@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::{CleanupPlan, Kind};
+use super::removals::{CleanupPlan, Kind};
 use crate::cluster::base::identity::is_ours;
 
 /// Most DeregisterTaskDefinition calls per pass.
