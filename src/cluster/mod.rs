@@ -438,6 +438,50 @@ impl Cluster {
         self.state.task_definitions.get(&self.aws(), wanted, self.identity()).await
     }
 
+    /// What pricing a job reads of the engine, lent to the cost ledger for one pricing.
+    fn pricing_sources(&self) -> accounting::job_cost::Sources<'_> {
+        accounting::job_cost::Sources {
+            aws: self.aws(),
+            registry: &self.state.registry,
+            ec2: &self.state.ec2,
+            providers: &self.state.providers,
+            served: &self.state.served,
+            profile: self.profile(),
+        }
+    }
+
+    /// The image pulls, locked, after counting those the agents' records show since the last
+    /// look. Never hold it across an `.await`.
+    pub fn image_pulls(&self) -> MutexGuard<'_, accounting::image_pulls::ImagePulls> {
+        self.state.image_pulls.look(&self.state.registry)
+    }
+
+    /// Counts the pulls the agents' records now show, without looking.
+    pub fn count_image_pulls(&self) {
+        drop(self.image_pulls());
+    }
+
+    /// Reads from ECR the size of each pulled image whose size is due.
+    pub async fn refresh_image_sizes(&self) {
+        self.state.image_pulls.refresh_sizes(&self.state.registry, &self.aws(), self.now()).await;
+    }
+
+    /// Cost today and over the last seven days, for the report.
+    pub fn cost_summary(&self, now: SystemTime) -> crate::cost::ledger::Summary {
+        self.state.cost.summary(now)
+    }
+
+    /// Jobs' and pools' cost by elastic profile since the process started, for the metrics.
+    pub fn cost_totals(&self) -> (accounting::job_cost::CostByProfile, accounting::job_cost::CostByProfile) {
+        self.state.cost.totals()
+    }
+
+    /// A warm or kept agent was stopped at `now` while it waited for a job: its idle time is
+    /// its pool's cost.
+    pub(crate) fn idle_agent_stopped(&self, agent_id: &AgentId, now: SystemTime) {
+        self.state.cost.idle_agent_stopped(&self.pricing_sources(), agent_id, now);
+    }
+
     /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
     pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<capacity::providers::ProviderKinds>> {
         self.state.providers.current(profile)
@@ -472,13 +516,11 @@ struct State {
     /// How long jobs waited for their agents, by elastic profile and phase.
     job_waits: Mutex<accounting::job_wait::WaitHistograms>,
     /// Image pulls by elastic profile and image, and the images' sizes (`accounting/image_pulls.rs`).
-    image_pulls: Mutex<accounting::image_pulls::ImagePulls>,
-    /// Looks at the image pulls so far, each numbered under the registry's lock.
-    pull_looks: AtomicU64,
+    image_pulls: accounting::image_pulls::Pulls,
     /// Warm pools: unused keys and arrivals (`capacity/warm/pools.rs`).
     warm: Mutex<capacity::warm::pools::WarmPools>,
     /// What jobs and warm pools cost lately (`accounting/job_cost/`).
-    cost: Mutex<accounting::job_cost::CostState>,
+    cost: accounting::job_cost::Costs,
 
     // What it resolved in AWS, or launched there.
     /// Task definitions by family, each registered (or looked up) once.
@@ -523,10 +565,9 @@ impl State {
             registry: Mutex::new(Registry::default()),
             took: Mutex::new(Vec::new()),
             job_waits: Mutex::new(accounting::job_wait::WaitHistograms::default()),
-            image_pulls: Mutex::new(accounting::image_pulls::ImagePulls::default()),
-            pull_looks: AtomicU64::new(0),
+            image_pulls: accounting::image_pulls::Pulls::default(),
             warm: Mutex::new(capacity::warm::pools::WarmPools::default()),
-            cost: Mutex::new(accounting::job_cost::CostState::default()),
+            cost: accounting::job_cost::Costs::default(),
             task_definitions: job::task_definition::TaskDefinitions::default(),
             task_definition_sweep: job::task_definition::SweepState::new(now, options.task_definition_sweep_after),
             networks: job::launch::Networks::default(),

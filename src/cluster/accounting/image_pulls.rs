@@ -11,15 +11,17 @@
 //! at most once per image reference per [`SIZE_EVERY`]. Pure: the caller gives records and times.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::PoisonError;
 use std::time::{Duration, SystemTime};
 
 use super::job_wait::Histogram;
 use crate::aws::ecr::EcrImage;
+use crate::aws::AwsClients;
 use crate::cluster::agents::tasks::TaskView;
 use crate::cluster::agents::AgentRecord;
-use crate::cluster::base::locks::MutexGuard;
+use crate::cluster::agents::Registry;
+use crate::cluster::base::locks::{Mutex, MutexGuard};
 
 /// Pulls kept per image for its p50 and p95.
 pub const WINDOW: usize = 200;
@@ -218,38 +220,38 @@ impl ImagePulls {
     }
 }
 
-impl crate::cluster::Cluster {
-    /// The image pulls, locked, after counting those the agents' records show since the last
+/// One engine's image pulls behind their lock, counted from the agents' records at each look.
+#[derive(Debug, Default)]
+pub struct Pulls {
+    /// Looks so far, each numbered under the registry's lock.
+    looks: AtomicU64,
+    pulls: Mutex<ImagePulls>,
+}
+
+impl Pulls {
+    /// The image pulls, locked, after counting those `registry`'s records show since the last
     /// look. Never hold it across an `.await`.
-    pub fn image_pulls(&self) -> MutexGuard<'_, ImagePulls> {
+    pub fn look(&self, registry: &Mutex<Registry>) -> MutexGuard<'_, ImagePulls> {
         // Copied out of the registry's lock, released before the pulls' is taken; the look is
         // numbered under the registry's lock, so looks are noted in the order they copied it.
         let (look, seen) = {
-            let registry = self.registry();
-            let look = self.state.pull_looks.fetch_add(1, Ordering::Relaxed);
+            let registry = registry.lock().unwrap_or_else(PoisonError::into_inner);
+            let look = self.looks.fetch_add(1, Ordering::Relaxed);
             (look, registry.all().filter_map(Seen::of).collect::<Vec<_>>())
         };
-        let mut pulls = self.state.image_pulls.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pulls = self.pulls.lock().unwrap_or_else(PoisonError::into_inner);
         pulls.note_look(look, seen);
         pulls
     }
 
-    /// Counts the pulls the registry's records now show (what [`Cluster::image_pulls`] does
-    /// before every look), without looking.
-    pub fn count_image_pulls(&self) {
-        drop(self.image_pulls());
-    }
-
-    /// Reads from ECR the size of each pulled image whose size is due ([`SIZE_EVERY`]): one
-    /// DescribeImages per image (waited for up to [`SIZE_READ_LIMIT`]), and only for an image
-    /// in the ECR registry of the profile's account and region; other images have no size.
-    pub async fn refresh_image_sizes(&self) {
-        let now = self.now();
-        let due = self.image_pulls().sizes_due(now);
+    /// Reads from ECR the size of each pulled image whose size is due at `now` ([`SIZE_EVERY`]):
+    /// one DescribeImages per image (waited for up to [`SIZE_READ_LIMIT`]), and only for an
+    /// image in the ECR registry of the profile's account and region; other images have no size.
+    pub async fn refresh_sizes(&self, registry: &Mutex<Registry>, aws: &AwsClients, now: SystemTime) {
+        let due = self.look(registry).sizes_due(now);
         if due.is_empty() {
             return;
         }
-        let aws = self.aws();
         for image in due {
             let size = match EcrImage::parse(&image) {
                 Some(ecr) if ecr.is_in(aws.account_id.as_deref(), &aws.region) => {
@@ -267,7 +269,7 @@ impl crate::cluster::Cluster {
                 }
                 _ => None,
             };
-            self.image_pulls().set_size(&image, size, now);
+            self.look(registry).set_size(&image, size, now);
         }
     }
 }

@@ -4,8 +4,11 @@
 
 use std::sync::Arc;
 
+use tracing::Instrument;
+
 use crate::aws::ecs::Stopped;
 use crate::aws::AwsError;
+use crate::cluster::accounting::job_cost::READS_AT_MOST;
 use crate::cluster::agents::JobDone;
 use crate::cluster::base::error::EngineError;
 use crate::cluster::base::gocd::console_line;
@@ -109,8 +112,35 @@ impl Cluster {
     /// The job's cost ([`crate::cluster::accounting::job_cost`]), in its console.
     async fn say_cost(self: &Arc<Self>, agent_id: &AgentId, job: &JobIdentifier, stops: bool) {
         self.read_what_pricing_needs(agent_id).await;
-        if let Some(line) = self.job_cost(agent_id, job, self.now(), stops) {
+        let line = self.state.cost.job_cost(&self.pricing_sources(), agent_id, job, self.now(), stops);
+        if let Some(line) = line {
             let _ = self.gocd.console_log(job, console_line(line)).await;
+        }
+    }
+
+    /// Reads from AWS what pricing `agent_id`'s job needs and no table holds (a capacity
+    /// provider's instance, a Spot price, a price the table lacks: `accounting/job_cost/reads.rs`)
+    /// before its cost is said: waits at most [`READS_AT_MOST`], as the agent's task is stopped
+    /// after it (a slow read leaves the job's cost not known, never its task running). The
+    /// reads run as the engine's background work, so one that outlasts the wait is not
+    /// cancelled: it ends, and keeps what it read, behind the completion.
+    async fn read_what_pricing_needs(self: &Arc<Self>, agent_id: &AgentId) {
+        let (done, read) = tokio::sync::oneshot::channel();
+        let (cluster, agent) = (self.clone(), agent_id.clone());
+        let reads = async move {
+            let (costs, src) = (&cluster.state.cost, cluster.pricing_sources());
+            costs.learn_provider_instance(&src, &agent).await;
+            costs.learn_spot_price(&src, &agent, cluster.now()).await;
+            costs.fill_price_gaps(&src, &agent, cluster.now()).await;
+            let _ = done.send(());
+        };
+        self.spawn_background(reads.in_current_span());
+        // An error: the reads ended without finishing (the runtime is shutting down).
+        if !matches!(tokio::time::timeout(READS_AT_MOST, read).await, Ok(Ok(()))) {
+            tracing::info!(
+                agent_id = agent_id.as_str(),
+                "reading what the job's price needs took too long; its cost may be not known"
+            );
         }
     }
 

@@ -113,7 +113,7 @@ impl Cluster {
             kinds,
         ));
         self.saw_elastic_profile(&snapshot);
-        self.remember_size(&snapshot.elastic);
+        self.state.cost.remember_size(&snapshot.elastic);
         if let Err(e) = self.ensure_adopted().await {
             return Err(self.could_not_start(&request.job, e.into()).await);
         }

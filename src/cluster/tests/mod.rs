@@ -831,7 +831,7 @@ fn the_engines_own_locks_are_checked() {
     use std::sync::PoisonError;
     let state = super::State::new(&super::EngineOptions::default(), std::time::SystemTime::UNIX_EPOCH);
     {
-        let _cost = state.cost.lock().unwrap_or_else(PoisonError::into_inner);
+        let _cost = state.cost.lock();
         let _registry = state.registry.lock().unwrap_or_else(PoisonError::into_inner);
         let _pool = state.ec2.state();
     }

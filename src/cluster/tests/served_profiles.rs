@@ -161,8 +161,18 @@ async fn a_job_on_ec2_pays_the_root_volume_of_its_instances_own_pool() {
     let on_big = agent_on_instance(&w, &big, "team-big", "ea-big", 8);
 
     let now = w.cluster.now();
-    let line = w.cluster.job_cost(&on_small, &job(7), now, true).expect("a known agent");
+    let line = w
+        .cluster
+        .state
+        .cost
+        .job_cost(&w.cluster.pricing_sources(), &on_small, &job(7), now, true)
+        .expect("a known agent");
     assert!(line.contains("(c5.xlarge, 40 GiB gp3, us-east-1)"), "{line}");
-    let line = w.cluster.job_cost(&on_big, &job(8), now, true).expect("a known agent");
+    let line = w
+        .cluster
+        .state
+        .cost
+        .job_cost(&w.cluster.pricing_sources(), &on_big, &job(8), now, true)
+        .expect("a known agent");
     assert!(line.contains("(c5.xlarge, 200 GiB gp3, us-east-1)"), "{line}");
 }

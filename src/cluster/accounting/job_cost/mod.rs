@@ -1,6 +1,6 @@
 //! Cost per job at run time: when a job completes, what it cost by the rules of
 //! [`crate::cost::job`] and the price table of its agent's own cluster profile (the embedded
-//! one, with that profile's `PriceTable` file laid over it: [`Cluster::profile_of`]), from what
+//! one, with that profile's `PriceTable` file laid over it), from what
 //! the plugin already knows of its agent's task (the times and size of its last description)
 //! and what [`reads`] learns once from AWS for it (a capacity provider instance's type, a Spot
 //! price, a price the table lacks). The result goes to the job's console (one line), the log
@@ -8,12 +8,14 @@
 //! cost per pipeline and stage, the metrics' counters).
 //!
 //! The idle time of warm and kept agents is their pool's cost: taken when such an agent is given
-//! a job (the wait before it) and when it is stopped while it waits ([`Cluster::idle_agent_stopped`]).
+//! a job (the wait before it) and when it is stopped while it waits ([`Costs::idle_agent_stopped`]).
 //!
 //! When ECS has not said `stoppedAt` by the job's completion (the usual case: StopTask is sent at
 //! that moment), the completion is the end of the agent's billed time.
 
 mod reads;
+
+pub use reads::READS_AT_MOST;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
@@ -23,19 +25,21 @@ use tokio::sync::OnceCell;
 
 use super::price_fill::{Filled, Gap};
 use crate::aws::ec2_types::ContainerInstance;
+use crate::aws::AwsClients;
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::AgentRecord;
-use crate::cluster::base::locks::MutexGuard;
-use crate::cluster::capacity::ec2::pool::InstanceRecord;
-use crate::cluster::capacity::ec2::pools::pool_profile;
-use crate::cluster::capacity::providers::ProviderKind;
-use crate::cluster::Cluster;
+use crate::cluster::agents::Registry;
+use crate::cluster::base::locks::{Mutex, MutexGuard};
+use crate::cluster::base::served::Served;
+use crate::cluster::capacity::ec2::pool::{InstanceRecord, Pool};
+use crate::cluster::capacity::ec2::pools::pool_key;
+use crate::cluster::capacity::providers::{ProviderCache, ProviderKind};
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
 use crate::cost::ledger::{Ledger, Summary};
 use crate::cost::{fargate_billing_start, fargate_hourly, gp3_hourly, CostError, Market, PriceTable, TaskSize};
-use crate::ids::AgentId;
+use crate::ids::{AgentId, SettingsFingerprint};
 use crate::platform::{Arch, OsClass};
 use crate::protocol::types::JobIdentifier;
 use crate::settings::ClusterProfile;
@@ -187,9 +191,45 @@ enum Rate {
 /// USD by elastic profile hash.
 pub type CostByProfile = Vec<(String, f64)>;
 
-impl Cluster {
+/// What pricing reads of the rest of the engine, lent for one pricing: the account's clients,
+/// the agents, the EC2 instances, the capacity providers' kinds and the profiles served.
+#[derive(Debug)]
+pub struct Sources<'a> {
+    /// The account's clients (their region is the prices').
+    pub aws: Arc<AwsClients>,
+    /// The agents.
+    pub registry: &'a Mutex<Registry>,
+    /// The plugin's own EC2 instances.
+    pub ec2: &'a Pool,
+    /// The capacity providers' kinds, as learned.
+    pub providers: &'a ProviderCache,
+    /// The profiles served, by settings fingerprint.
+    pub served: &'a Served,
+    /// The profile GoCD sent last: for an agent whose own profile is not served (not heard
+    /// since the process started, or deleted).
+    pub profile: Arc<ClusterProfile>,
+}
+
+impl Sources<'_> {
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The cluster profile of settings fingerprint `settings`, as GoCD last sent it.
+    fn profile_of(&self, settings: &SettingsFingerprint) -> Arc<ClusterProfile> {
+        self.served.profile_of(settings).unwrap_or_else(|| self.profile.clone())
+    }
+}
+
+/// What jobs and warm pools cost an engine: its ledger and what pricing learned, behind one
+/// lock. Taken before the registry's and the EC2 pool's, never after (docs/architecture.md,
+/// "Locks").
+#[derive(Debug, Default)]
+pub struct Costs(Mutex<CostState>);
+
+impl Costs {
     /// Remembers the size of a request's elastic profile (for its agents' cost).
-    pub(in crate::cluster) fn remember_size(&self, e: &ElasticProfile) {
+    pub fn remember_size(&self, e: &ElasticProfile) {
         let basis = Basis {
             cpu: e.cpu,
             memory: e.memory,
@@ -197,20 +237,20 @@ impl Cluster {
             os: OsClass::of_family(&e.operating_system_family),
             ephemeral_gb: e.ephemeral_storage_gib.map_or(crate::cost::bill::FREE_EPHEMERAL_GB, f64::from),
         };
-        let mut cost = self.cost();
+        let mut cost = self.lock();
         if cost.basis.len() < 1000 || cost.basis.contains_key(&e.hash) {
             cost.basis.insert(e.hash.clone(), basis);
         }
     }
 
     /// Cost today and over the last seven days, for the report.
-    pub fn cost_summary(&self, now: SystemTime) -> Summary {
-        self.cost().ledger.summary(now, 10)
+    pub fn summary(&self, now: SystemTime) -> Summary {
+        self.lock().ledger.summary(now, 10)
     }
 
     /// Jobs' and pools' cost by elastic profile since the process started, for the metrics.
-    pub fn cost_totals(&self) -> (CostByProfile, CostByProfile) {
-        let cost = self.cost();
+    pub fn totals(&self) -> (CostByProfile, CostByProfile) {
+        let cost = self.lock();
         let list = |m: &std::collections::BTreeMap<String, f64>| m.iter().map(|(k, v)| (k.clone(), *v)).collect();
         (list(cost.ledger.jobs_total()), list(cost.ledger.pools_total()))
     }
@@ -218,16 +258,17 @@ impl Cluster {
     /// A job completed on `agent_id` at `now`; `stops` when its agent stops with it. Works out
     /// and records its cost (and its pool's, for the idle time before it), logs it, and returns
     /// the console line; `None` when the agent is not known.
-    pub(in crate::cluster) fn job_cost(
+    pub fn job_cost(
         &self,
+        src: &Sources<'_>,
         agent_id: &AgentId,
         job: &JobIdentifier,
         now: SystemTime,
         stops: bool,
     ) -> Option<String> {
-        let region = self.aws().region.clone();
-        let record = self.registry().get(agent_id).cloned()?;
-        let charged = self.cost().charged_until.get(agent_id).copied();
+        let region = src.aws.region.clone();
+        let record = src.registry().get(agent_id).cloned()?;
+        let charged = self.lock().charged_until.get(agent_id).copied();
         let task = record.task.as_ref();
         let end = if stops { task.and_then(|t| t.stopped_at).unwrap_or(now).min(now) } else { now };
         let given_at = (record.warm || record.served_jobs.len() > 1)
@@ -235,20 +276,20 @@ impl Cluster {
             .flatten();
         let parts = split(AgentTimes { billing_start: billing_start(&record), charged_until: charged, given_at, end });
         let ran = duration_words(parts.job.length());
-        let priced = self.rate(&record, &region);
-        let mut cost = self.cost();
+        let priced = self.rate(src, &record, &region);
+        let mut cost = self.lock();
         if stops {
             cost.charged_until.remove(agent_id);
         } else {
             cost.charged_until.insert(agent_id.clone(), end);
-            self.forget_gone_agents(&mut cost);
+            self.forget_gone_agents(src, &mut cost);
         }
         let (usd_total, line) = match priced {
             Err(unpriced) => {
                 (None, format!("{}: cost not known: {}", ran_on(&record, &ran, given_at.is_some()), unpriced.why))
             }
             Ok(rate) => {
-                let (job_usd, detail, after) = self.price_job(&rate, &parts, &record, &region, now, &mut cost);
+                let (job_usd, detail, after) = self.price_job(src, &rate, &parts, &record, &region, now, &mut cost);
                 if let Some(idle) = parts.pool_idle {
                     let idle_usd = idle_usd(&rate, idle);
                     cost.ledger.pool_idle(now, &record.elastic_profile, idle_usd);
@@ -271,8 +312,10 @@ impl Cluster {
 
     /// A job's cost at `rate`, with the line's words for where it ran and what follows the
     /// amount; an EC2 job's payment is added to its instance's.
+    #[allow(clippy::too_many_arguments)]
     fn price_job(
         &self,
+        src: &Sources<'_>,
         rate: &Rate,
         parts: &Split,
         record: &AgentRecord,
@@ -297,10 +340,10 @@ impl Cluster {
             Rate::Ec2 { hourly, fraction, instance, instance_type, volume_gib, volume_priced, market, launched_at } => {
                 let so_far = per_second(*hourly, Span::new(*launched_at, now), 60);
                 let paid = cost.ec2_paid.get(instance).copied().unwrap_or(0.0);
-                let others = self.others_on_instance(record, *hourly, now, cost);
+                let others = self.others_on_instance(src, record, *hourly, now, cost);
                 let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
                 if cost.ec2_paid.len() > 256 {
-                    let st = self.ec2().state();
+                    let st = src.ec2.state();
                     cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
                 }
                 *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
@@ -349,14 +392,14 @@ impl Cluster {
 
     /// A warm or kept agent was stopped while it waited for a job: its idle time since its last
     /// charge is its pool's cost.
-    pub(crate) fn idle_agent_stopped(&self, agent_id: &AgentId, now: SystemTime) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+    pub fn idle_agent_stopped(&self, src: &Sources<'_>, agent_id: &AgentId, now: SystemTime) {
+        let Some(record) = src.registry().get(agent_id).cloned() else { return };
         if record.waiting_since.is_none() {
             return;
         }
-        let region = self.aws().region.clone();
-        let rate = self.rate(&record, &region);
-        let mut cost = self.cost();
+        let region = src.aws.region.clone();
+        let rate = self.rate(src, &record, &region);
+        let mut cost = self.lock();
         let from = cost.charged_until.remove(agent_id).unwrap_or_else(|| billing_start(&record));
         match rate {
             Ok(rate) => {
@@ -370,9 +413,9 @@ impl Cluster {
     }
 
     /// How `record`'s agent is priced, or why it cannot be.
-    fn rate(&self, record: &AgentRecord, region: &str) -> Result<Rate, Unpriced> {
-        let table = self.price_table(&self.profile_of(&record.settings))?;
-        let basis = self.cost().basis.get(&record.elastic_profile).copied();
+    fn rate(&self, src: &Sources<'_>, record: &AgentRecord, region: &str) -> Result<Rate, Unpriced> {
+        let table = self.price_table(&src.profile_of(&record.settings))?;
+        let basis = self.lock().basis.get(&record.elastic_profile).copied();
         let task = record.task.as_ref();
         let units = |s: Option<&String>| s.and_then(|v| v.parse::<u32>().ok());
         let cpu = units(task.and_then(|t| t.cpu.as_ref())).or(basis.map(|b| b.cpu));
@@ -380,9 +423,9 @@ impl Cluster {
         let market = match (record.capacity, task.map(|t| t.capacity.as_str())) {
             (Some(Capacity::Fargate), _) | (Some(Capacity::Provider), Some("FARGATE")) => Market::Fargate,
             (Some(Capacity::FargateSpot), _) | (Some(Capacity::Provider), Some("FARGATE_SPOT")) => Market::FargateSpot,
-            (Some(Capacity::Ec2), _) => return self.ec2_rate(record, &table, region, cpu, memory),
+            (Some(Capacity::Ec2), _) => return self.ec2_rate(src, record, &table, region, cpu, memory),
             (Some(Capacity::Provider), Some(provider)) if !provider.is_empty() => {
-                return self.provider_rate(record, provider, &table, region, cpu, memory)
+                return self.provider_rate(src, record, provider, &table, region, cpu, memory)
             }
             _ => return Err("the capacity it ran on is not known".into()),
         };
@@ -401,6 +444,7 @@ impl Cluster {
 
     fn ec2_rate(
         &self,
+        src: &Sources<'_>,
         record: &AgentRecord,
         table: &PriceTable,
         region: &str,
@@ -412,19 +456,22 @@ impl Cluster {
         // Copied out of the pool's lock, which is never held while the cost's is taken (the
         // cost's is held while the pool's is taken, in `price_job`: docs/architecture.md, "Locks").
         let instance = {
-            let st = self.ec2().state();
+            let st = src.ec2.state();
             st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).cloned()
         };
         let instance = instance.ok_or("its EC2 instance is no longer known")?;
         let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
-        let market = Ec2Price::of(spot_key(&instance), &self.cost());
+        let market = Ec2Price::of(spot_key(&instance), &self.lock());
         let compute = market.hourly(table, region, &instance.instance_type)?;
         // Its gp3 root volume is part of the instance's price: `Ec2RootVolumeGiB` of its pool's
         // cluster profile (the profile GoCD sent last only when no served profile has its pool:
         // left over, untagged, or not heard since the process started). A region the table has
         // no gp3 price for is said, not guessed.
-        let pool = instance.pool.as_ref().and_then(|key| pool_profile(self, key));
-        let volume_gib = pool.unwrap_or_else(|| self.profile()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
+        let pool = instance.pool.as_ref().and_then(|key| {
+            let (profiles, _) = src.served.profiles();
+            profiles.into_iter().find(|p| pool_key(p).as_ref() == Some(key))
+        });
+        let volume_gib = pool.unwrap_or_else(|| src.profile.clone()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
         let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {
@@ -440,9 +487,11 @@ impl Cluster {
     }
 
     /// The rate of an agent that ran on `provider`'s instances: its reservation of the instance
-    /// it ran on (described by [`Cluster::learn_provider_instance`]).
+    /// it ran on (described by [`Costs::learn_provider_instance`]).
+    #[allow(clippy::too_many_arguments)]
     fn provider_rate(
         &self,
+        src: &Sources<'_>,
         record: &AgentRecord,
         provider: &str,
         table: &PriceTable,
@@ -450,7 +499,7 @@ impl Cluster {
         cpu: Option<u32>,
         memory: Option<u32>,
     ) -> Result<Rate, Unpriced> {
-        if self.provider_kind(record, provider) == Some(ProviderKind::ManagedInstances) {
+        if provider_kind(src, record, provider) == Some(ProviderKind::ManagedInstances) {
             return Err(Unpriced::from(format!(
                 "it ran on ECS Managed Instances ({provider}), whose management fee the price table does not hold"
             )));
@@ -458,7 +507,7 @@ impl Cluster {
         let arn = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref());
         let arn = arn.ok_or_else(|| format!("the instance of {provider} it ran on is not known"))?;
         let os = self.os_of(record);
-        let cost = self.cost();
+        let cost = self.lock();
         let instance = cost
             .provider_instances
             .get(arn)
@@ -484,29 +533,28 @@ impl Cluster {
 
     /// The OS `record`'s agent runs, as its elastic profile says (Linux when not known).
     fn os_of(&self, record: &AgentRecord) -> OsClass {
-        self.cost().basis.get(&record.elastic_profile).map_or(OsClass::Linux, |b| b.os)
-    }
-
-    /// What `provider` (a name, or ECS's ARN of it) of the strategy of `record`'s own cluster
-    /// profile is, when known.
-    pub(in crate::cluster) fn provider_kind(&self, record: &AgentRecord, provider: &str) -> Option<ProviderKind> {
-        let name = provider.rsplit('/').next().unwrap_or(provider);
-        let profile = self.profile_of(&record.settings);
-        self.kinds(&profile)?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
+        self.lock().basis.get(&record.elastic_profile).map_or(OsClass::Linux, |b| b.os)
     }
 
     /// What the other live agents on `record`'s instance have run up by reservation, not yet
     /// paid.
-    fn others_on_instance(&self, record: &AgentRecord, hourly: f64, now: SystemTime, cost: &CostState) -> f64 {
+    fn others_on_instance(
+        &self,
+        src: &Sources<'_>,
+        record: &AgentRecord,
+        hourly: f64,
+        now: SystemTime,
+        cost: &CostState,
+    ) -> f64 {
         let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.as_deref()) else { return 0.0 };
-        let others: Vec<AgentRecord> = self
+        let others: Vec<AgentRecord> = src
             .registry()
             .all()
             .filter(|a| a.agent_id != record.agent_id && a.phase.is_live())
             .filter(|a| a.task.as_ref().and_then(|t| t.container_instance_arn.as_deref()) == Some(arn))
             .cloned()
             .collect();
-        let st = self.ec2().state();
+        let st = src.ec2.state();
         let total = st.instances.values().find_map(|i| i.container.as_ref().filter(|c| c.arn == arn).map(|c| c.total));
         let total = total.unwrap_or_default();
         others
@@ -528,9 +576,9 @@ impl Cluster {
 
     /// Keeps the charge marks of live agents only, once they are many (an agent that stopped
     /// another way than job-completion or retirement leaves its mark behind).
-    fn forget_gone_agents(&self, cost: &mut CostState) {
+    fn forget_gone_agents(&self, src: &Sources<'_>, cost: &mut CostState) {
         if cost.charged_until.len() > 256 {
-            let registry = self.registry();
+            let registry = src.registry();
             cost.charged_until.retain(|id, _| registry.get(id).is_some_and(|a| a.phase.is_live()));
         }
     }
@@ -540,7 +588,7 @@ impl Cluster {
     /// profiles sharing the engine name other paths, again at each change of path.
     fn price_table(&self, profile: &ClusterProfile) -> Result<Arc<PriceTable>, String> {
         let path = profile.price_table.clone();
-        if let Some((p, table)) = &self.cost().table {
+        if let Some((p, table)) = &self.lock().table {
             if *p == path {
                 return Ok(table.clone());
             }
@@ -549,14 +597,15 @@ impl Cluster {
             None => PriceTable::embedded(),
             Some(p) => PriceTable::embedded_with(std::path::Path::new(p)).map_err(|e| e.to_string())?,
         };
-        let mut cost = self.cost();
+        let mut cost = self.lock();
         let table = Arc::new(cost.filled.under(table));
         cost.table = Some((path, table.clone()));
         Ok(table)
     }
 
-    fn cost(&self) -> MutexGuard<'_, CostState> {
-        self.state.cost.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The cost state, locked. Never held across an `.await`.
+    pub(in crate::cluster) fn lock(&self) -> MutexGuard<'_, CostState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -638,6 +687,14 @@ fn price_hint(missing: &str) -> String {
     format!(
         "{missing}, and the AWS Price List did not give it (the profile's role needs pricing:GetProducts; it is asked again after an hour); or name a price file in the cluster profile's PriceTable (`ecs-elastic-agent prices --refresh --out prices.json` writes one)"
     )
+}
+
+/// What `provider` (a name, or ECS's ARN of it) of the strategy of `record`'s own cluster
+/// profile is, when known.
+fn provider_kind(src: &Sources<'_>, record: &AgentRecord, provider: &str) -> Option<ProviderKind> {
+    let name = provider.rsplit('/').next().unwrap_or(provider);
+    let profile = src.profile_of(&record.settings);
+    src.providers.current(&profile)?.providers.iter().find(|p| p.name == name).map(|p| p.kind)
 }
 
 /// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand

@@ -9,68 +9,40 @@
 //! for the next completions, which use it instead of asking AWS again (AWS counts every call
 //! against the account's budget).
 
-use std::sync::Arc;
-
-use tracing::Instrument;
+use std::time::SystemTime;
 
 use super::super::price_fill::{self, Gap};
-use super::{provider_spot_key, spot_key, ProviderInstance, Rate, Unpriced};
+use super::{provider_kind, provider_spot_key, spot_key, Costs, ProviderInstance, Rate, Sources, Unpriced};
 use crate::aws::AwsError;
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::capacity::providers::ProviderKind;
-use crate::cluster::Cluster;
 use crate::ids::AgentId;
 
 /// The longest a job's completion waits for what its price needs.
-const READS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
+pub const READS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a Spot price read from EC2 is used before it is read again.
 const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);
 
-impl Cluster {
-    /// Reads from AWS what pricing `agent_id`'s job needs and no table holds (the module doc),
-    /// before [`Cluster::job_cost`] prices it: waits at most [`READS_AT_MOST`], as the agent's
-    /// task is stopped after it (a slow read leaves the job's cost not known, never its task
-    /// running). The reads run as the engine's background work, so one that outlasts the wait is
-    /// not cancelled: it ends, and keeps what it read, behind the completion.
-    pub(in crate::cluster) async fn read_what_pricing_needs(self: &Arc<Self>, agent_id: &AgentId) {
-        let (done, read) = tokio::sync::oneshot::channel();
-        let (cluster, agent) = (self.clone(), agent_id.clone());
-        let reads = async move {
-            cluster.learn_provider_instance(&agent).await;
-            cluster.learn_spot_price(&agent).await;
-            cluster.fill_price_gaps(&agent).await;
-            let _ = done.send(());
-        };
-        self.spawn_background(reads.in_current_span());
-        // An error: the reads ended without finishing (the runtime is shutting down).
-        if !matches!(tokio::time::timeout(READS_AT_MOST, read).await, Ok(Ok(()))) {
-            tracing::info!(
-                agent_id = agent_id.as_str(),
-                "reading what the job's price needs took too long; its cost may be not known"
-            );
-        }
-    }
-
+impl Costs {
     /// Reads the Spot price of the plugin's own Spot instance that `agent_id`'s task ran on, once
     /// an hour per instance type and zone; a failed read leaves the job priced at on-demand,
     /// said in its line (a refused one for the hour, a transient one until the next completion).
-    async fn learn_spot_price(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+    pub async fn learn_spot_price(&self, src: &Sources<'_>, agent_id: &AgentId, now: SystemTime) {
+        let Some(record) = src.registry().get(agent_id).cloned() else { return };
         let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
         let ours = {
-            let st = self.ec2().state();
+            let st = src.ec2.state();
             st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).and_then(spot_key)
         };
         let os = self.os_of(&record);
         let a_providers = || {
-            let cost = self.cost();
+            let cost = self.lock();
             cost.provider_instances.get(&arn).and_then(|cell| cell.get()).and_then(|i| provider_spot_key(i, os))
         };
         let Some(key) = ours.or_else(a_providers) else { return };
-        let now = self.now();
         let fresh = || {
-            let cost = self.cost();
+            let cost = self.lock();
             cost.spot_prices
                 .get(&key)
                 .is_some_and(|(_, at)| now.duration_since(*at).unwrap_or_default() < SPOT_PRICE_KEPT)
@@ -79,13 +51,13 @@ impl Cluster {
         if fresh() {
             return;
         }
-        let reading = self.cost().reads.clone();
+        let reading = self.lock().reads.clone();
         let _one_at_a_time = reading.lock().await;
         if fresh() {
             return;
         }
         let (instance_type, zone, os) = &key;
-        let price = match crate::aws::ec2::spot_price(&self.aws(), instance_type, zone, *os).await {
+        let price = match crate::aws::ec2::spot_price(&src.aws, instance_type, zone, *os).await {
             Ok(Some(price)) => Some(price),
             Ok(None) => {
                 tracing::info!(instance_type, zone, "EC2 gave no Spot price; jobs are priced at on-demand for an hour");
@@ -100,7 +72,7 @@ impl Cluster {
                 None
             }
         };
-        let mut cost = self.cost();
+        let mut cost = self.lock();
         if cost.spot_prices.len() >= 256 {
             cost.spot_prices.clear();
         }
@@ -109,11 +81,11 @@ impl Cluster {
 
     /// Reads from the Price List what the table lacks to price `agent_id`'s job (see
     /// [`super::price_fill`]): each gap once an hour at most, with the profile's credentials.
-    async fn fill_price_gaps(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
-        let region = self.aws().region.clone();
+    pub async fn fill_price_gaps(&self, src: &Sources<'_>, agent_id: &AgentId, now: SystemTime) {
+        let Some(record) = src.registry().get(agent_id).cloned() else { return };
+        let region = src.aws.region.clone();
         let mut wanted = Vec::new();
-        match self.rate(&record, &region) {
+        match self.rate(src, &record, &region) {
             Err(Unpriced { gap: Some(gap), .. }) => wanted.push(gap),
             Ok(Rate::Ec2 { volume_priced: false, volume_gib, .. }) if volume_gib > 0 => wanted.push(Gap::Gp3),
             _ => {}
@@ -121,18 +93,19 @@ impl Cluster {
         if wanted.is_empty() {
             return;
         }
-        let reading = self.cost().reads.clone();
+        let reading = self.lock().reads.clone();
         let _one_at_a_time = reading.lock().await;
-        let gaps = self.cost().filled.to_ask(&region, wanted, self.now());
-        let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+        let gaps = self.lock().filled.to_ask(&region, wanted, now);
+        let today =
+            jiff::Timestamp::try_from(now).map_or_else(|_| String::new(), |t| t.strftime("%Y-%m-%d").to_string());
         for gap in gaps {
-            match price_fill::read(&self.aws(), &region, &gap, &today).await {
+            match price_fill::read(&src.aws, &region, &gap, &today).await {
                 Ok(read) if read.fargate.is_empty() && read.ec2.is_empty() && read.gp3_gb_month.is_empty() => {
                     tracing::info!(?gap, region, "the AWS Price List lists no price for this; it stays unknown");
                 }
                 Ok(read) => {
                     tracing::info!(?gap, region, "a price the table lacked was read from the AWS Price List");
-                    let mut cost = self.cost();
+                    let mut cost = self.lock();
                     cost.filled.add(read);
                     cost.table = None;
                 }
@@ -152,26 +125,26 @@ impl Cluster {
     /// Fargate task, or an instance described already, needs no call; a failed
     /// DescribeContainerInstances leaves the job's cost "not known", a failed DescribeInstances
     /// the instance priced at on-demand, each said in its line.
-    async fn learn_provider_instance(&self, agent_id: &AgentId) {
-        let Some(record) = self.registry().get(agent_id).cloned() else { return };
+    pub async fn learn_provider_instance(&self, src: &Sources<'_>, agent_id: &AgentId) {
+        let Some(record) = src.registry().get(agent_id).cloned() else { return };
         let Some(task) = record.task.as_ref().filter(|_| record.capacity == Some(Capacity::Provider)) else { return };
         let Some(arn) = task.container_instance_arn.clone() else { return };
-        let kind = self.provider_kind(&record, &task.capacity);
+        let kind = provider_kind(src, &record, &task.capacity);
         if matches!(kind, Some(ProviderKind::Fargate | ProviderKind::ManagedInstances)) {
             return;
         }
         let cell = {
-            let mut cost = self.cost();
+            let mut cost = self.lock();
             if cost.provider_instances.len() >= 1000 {
                 cost.provider_instances.clear();
             }
             cost.provider_instances.entry(arn.clone()).or_default().clone()
         };
-        let cluster = self.profile().cluster_name.clone();
+        let cluster = src.profile_of(&record.settings).cluster_name.clone();
         let described = cell
             .get_or_try_init(|| async {
                 let found =
-                    crate::aws::ec2::describe_container_instances(&self.aws(), &cluster, std::slice::from_ref(&arn))
+                    crate::aws::ec2::describe_container_instances(&src.aws, &cluster, std::slice::from_ref(&arn))
                         .await?;
                 let found = found.into_iter().find(|c| c.arn == arn);
                 let container = found.ok_or_else(|| {
@@ -179,7 +152,7 @@ impl Cluster {
                 })?;
                 let spot = match &container.ec2_id {
                     None => None,
-                    Some(id) => match crate::aws::ec2::spot_or_not(&self.aws(), std::slice::from_ref(id)).await {
+                    Some(id) => match crate::aws::ec2::spot_or_not(&src.aws, std::slice::from_ref(id)).await {
                         Ok(found) => found.into_iter().find(|(i, _)| i == id).map(|(_, spot)| spot),
                         Err(e) => {
                             tracing::info!(instance = id.as_str(), error = %e, "whether a capacity provider's instance is Spot is not known; it is priced at on-demand");
