@@ -52,7 +52,7 @@ pub struct Plugin {
     metrics: Arc<crate::metrics::Metrics>,
     engine: EngineOptions,
     /// The event queues read for the serving profiles (`EventQueueUrl`).
-    event_queues: crate::cluster::events::queue::EventQueues,
+    event_queues: crate::cluster::reconcile::queue::EventQueues,
     /// The last server-ping's problems of profiles that cannot be served (sent again with
     /// every health update between pings).
     profile_problems: Mutex<Vec<crate::protocol::host_calls::HealthMessage>>,

@@ -32,7 +32,7 @@
 //! `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at job-completion,
 //! [`Cluster::complete`] (`job/complete.rs`) says its cost (`accounting/job_cost/`) and stops
 //! and deletes the agent. Between requests, [`Cluster::ping`] (`reconcile/`) and the event queue
-//! (`events/queue/`) fold what ECS and GoCD say into the registry, and `cleanup/` removes what
+//! (`reconcile/queue/`) fold what ECS and GoCD say into the registry, and `cleanup/` removes what
 //! nothing explains.
 //!
 //! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
@@ -55,7 +55,6 @@ pub mod agents;
 pub mod base;
 pub mod capacity;
 pub mod cleanup;
-pub mod events;
 pub mod job;
 pub mod reconcile;
 #[cfg(test)]

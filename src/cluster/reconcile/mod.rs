@@ -1,11 +1,17 @@
-//! The reconciler: one pass over a cluster profile, run by server-ping, never twice at once for
-//! one profile. Observe (refresh our tasks from ECS, fold them and GoCD's agents into the
-//! registry), plan ([`plan::plan`], pure), apply ([`apply`]: stop tasks, remove agents, tell
-//! jobs), then the orphan sweep and the task-definition sweep (both cleanup: `cleanup/`). Plan
-//! and apply live here together; the registry's side of observing is `agents/observe.rs`.
+//! What the engine does without a request: it reconciles what it holds with what ECS and GoCD
+//! say.
+//!
+//! - Server-ping's pass over a cluster profile (this file), never twice at once for one profile:
+//!   observe (refresh our tasks from ECS, fold them and GoCD's agents into the registry), plan
+//!   ([`plan::plan`], pure), apply ([`apply`]: stop tasks, remove agents, tell jobs), then the
+//!   orphan sweep and the task-definition sweep (both cleanup: `cleanup/`). The registry's side
+//!   of observing is `agents/observe.rs`.
+//! - The event queue ([`queue`]): the events ECS and EC2 send, folded in as they come, between
+//!   passes.
 
 mod apply;
 pub mod plan;
+pub mod queue;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;
