@@ -11,8 +11,8 @@ use tracing::Instrument;
 
 use super::Plugin;
 use crate::cluster::base::identity::cluster_key_of_agent;
-use crate::cluster::capacity::ec2::driver::ensure_running;
 use crate::cluster::capacity::ec2::pools::serves_ec2;
+use crate::cluster::reconcile::ec2::driver::ensure_running;
 use crate::cluster::{Cluster, Retirement};
 use crate::error::Result;
 use crate::ids::{AgentId, ClusterKey};
@@ -88,7 +88,7 @@ impl Plugin {
         gocd: HashMap<AgentId, AgentMetadata>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let metrics = self.metrics().clone();
-        if serves_ec2(&cluster) {
+        if serves_ec2(&cluster.profile(), &cluster.served_profiles().0) {
             // Adopts the profiles' instances after a restart, retires idle ones, places waiting work.
             ensure_running(&cluster);
         }

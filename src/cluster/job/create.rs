@@ -14,7 +14,7 @@
 //!    them and the request's [`RequestSnapshot`] (profiles parsed, fingerprint and family
 //!    computed once),
 //! 5. Fargate: RunTask ([`super::launch`]); EC2: the work waits in the pool
-//!    ([`crate::cluster::capacity::ec2::driver::enqueue`]). The reservation becomes the agent's record, or is
+//!    (`Cluster::enqueue_on_ec2`, `reconcile/ec2/driver.rs`). The reservation becomes the agent's record, or is
 //!    released on failure.
 
 use std::sync::Arc;
@@ -212,7 +212,7 @@ impl Cluster {
         spec.fits_aws()?;
         if on_ec2 {
             // EC2: the work waits for room on an instance of ours; this call never waits for it.
-            let line = crate::cluster::capacity::ec2::driver::enqueue(self, spec)?;
+            let line = self.enqueue_on_ec2(spec)?;
             return Ok((line, Created::Queued));
         }
         let work = &spec.work;

@@ -10,8 +10,10 @@
 //!   passes.
 
 mod apply;
+pub mod ec2;
 pub mod plan;
 pub mod queue;
+mod warm;
 
 use std::collections::HashMap;
 use std::sync::PoisonError;

@@ -32,7 +32,7 @@ use crate::cluster::agents::Registry;
 use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::base::served::Served;
 use crate::cluster::capacity::ec2::pool::{InstanceRecord, Pool};
-use crate::cluster::capacity::ec2::pools::pool_key;
+use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::capacity::providers::{ProviderCache, ProviderKind};
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
@@ -467,10 +467,7 @@ impl Costs {
         // cluster profile (the profile GoCD sent last only when no served profile has its pool:
         // left over, untagged, or not heard since the process started). A region the table has
         // no gp3 price for is said, not guessed.
-        let pool = instance.pool.as_ref().and_then(|key| {
-            let (profiles, _) = src.served.profiles();
-            profiles.into_iter().find(|p| pool_key(p).as_ref() == Some(key))
-        });
+        let pool = instance.pool.as_ref().and_then(|key| pool_profile(src.served.profiles().0, key));
         let volume_gib = pool.unwrap_or_else(|| src.profile.clone()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
         let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);

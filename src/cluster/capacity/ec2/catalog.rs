@@ -88,7 +88,7 @@ impl Catalog {
 }
 
 /// Why work of this architecture cannot run on the profile's instances.
-pub(super) fn no_type_message(cfg: &Ec2Capacity, arch: Arch) -> String {
+pub(in crate::cluster) fn no_type_message(cfg: &Ec2Capacity, arch: Arch) -> String {
     format!(
         "the elastic profile's CpuArchitecture is {}, but the cluster profile's Ec2InstanceType ({}) lists no {} type that can be launched: \
          add one (with an {} AMI in Ec2AmiId), or change the elastic profile's CpuArchitecture",

@@ -41,17 +41,11 @@
 //! - create-agent never waits for capacity: the work waits here, in memory, with its
 //!   auto-register key in a [`crate::secret::Secret`].
 
-mod apply;
 pub mod catalog;
-pub mod driver;
-mod launch;
 pub mod plan;
 pub mod pool;
-mod pool_pass;
 pub mod pools;
 pub mod report;
-#[cfg(test)]
-mod tests;
 pub mod user_data;
 
 /// The port's EC2 and ECS container instance calls.

@@ -25,7 +25,6 @@ use serde::Serialize;
 use super::catalog::Catalog;
 use super::Resources;
 use crate::cluster::base::identity::short_hash;
-use crate::cluster::Cluster;
 use crate::ids::Ec2PoolKey;
 use crate::settings::{ClusterProfile, Ec2Capacity};
 
@@ -100,10 +99,10 @@ pub struct Pools {
 }
 
 impl Pools {
-    /// The pools of the cluster profiles `cluster` serves now.
-    pub fn of(cluster: &Cluster) -> Pools {
-        let (profiles, heard_all) = cluster.served_profiles();
-        if cluster.retired().is_some() {
+    /// The pools of the cluster profiles an engine serves now (`profiles`, all GoCD has when
+    /// `heard_all`); none when the engine `retired`.
+    pub fn of(profiles: Vec<Arc<ClusterProfile>>, heard_all: bool, retired: bool) -> Pools {
+        if retired {
             return Pools { settled: true, ..Pools::default() };
         }
         let mut pools = Pools { settled: heard_all, ..Pools::default() };
@@ -126,16 +125,14 @@ impl Pools {
 /// fingerprint, when several share it), retired engine or not; `None` when no served profile
 /// has that pool (the instance is left over, untagged, or its profile not heard since the
 /// process started).
-pub fn pool_profile(cluster: &Cluster, key: &Ec2PoolKey) -> Option<Arc<ClusterProfile>> {
-    let (profiles, _) = cluster.served_profiles();
+pub fn pool_profile(profiles: Vec<Arc<ClusterProfile>>, key: &Ec2PoolKey) -> Option<Arc<ClusterProfile>> {
     profiles.into_iter().find(|p| pool_key(p).as_ref() == Some(key))
 }
 
-/// Whether the engine has EC2 capacity to manage: the profile GoCD sent last is EC2, or another
-/// profile it serves on the same ECS cluster is.
-pub fn serves_ec2(cluster: &Cluster) -> bool {
-    let (profiles, _) = cluster.served_profiles();
-    cluster.profile().ec2.is_some() || profiles.iter().any(|p| p.ec2.is_some())
+/// Whether an engine has EC2 capacity to manage: the profile GoCD sent `last` is EC2, or
+/// another of the `profiles` it serves on the same ECS cluster is.
+pub fn serves_ec2(last: &ClusterProfile, profiles: &[Arc<ClusterProfile>]) -> bool {
+    last.ec2.is_some() || profiles.iter().any(|p| p.ec2.is_some())
 }
 
 /// Which instances and waiting work one plan covers.

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::driver;
-use super::pool::PoolState;
-use super::pools::Counters;
-use super::pools::{pool_key, Group};
 use crate::aws::verifier::{ec2_answer, Verifier};
 use crate::cluster::base::clock::ManualClock;
+use crate::cluster::capacity::ec2::pool::PoolState;
+use crate::cluster::capacity::ec2::pools::Counters;
+use crate::cluster::capacity::ec2::pools::{pool_key, Group};
 use crate::cluster::tests::engine::{self, TestEngine};
 use crate::cluster::tests::fake_gocd::FakeGocd;
 use crate::cluster::{AgentRequest, Cluster, Created};
@@ -360,13 +360,13 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
 fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time::Duration) {
     let now = w.cluster.now();
     let mut st = w.cluster.ec2().state();
-    let instance = super::pool::Ec2Instance {
+    let instance = crate::cluster::capacity::ec2::pool::Ec2Instance {
         id: id.into(),
         instance_type: "m5.large".into(),
-        state: super::Ec2State::Running,
+        state: crate::cluster::capacity::ec2::Ec2State::Running,
         launched_at: Some(now - idle_for),
         spot: false,
-        os: super::OsClass::Linux,
+        os: crate::cluster::capacity::ec2::OsClass::Linux,
         spot_warned_at: None,
         launch_spec: None,
         pool: None,
@@ -379,10 +379,10 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         ec2_id: Some(id.into()),
         instance_type: Some("c5.xlarge".into()),
         zone: Some("us-east-1a".into()),
-        status: super::ContainerInstanceStatus::Active,
+        status: crate::cluster::capacity::ec2::ContainerInstanceStatus::Active,
         connected: true,
-        total: super::Resources::new(2048, 7680),
-        remaining: super::Resources::new(2048, 7680),
+        total: crate::cluster::capacity::ec2::Resources::new(2048, 7680),
+        remaining: crate::cluster::capacity::ec2::Resources::new(2048, 7680),
         tasks: 0,
     });
     record.registered_at = Some(now - idle_for);
@@ -441,8 +441,10 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
         .expect("UpdateContainerInstancesState")
         .with(|call| assert_eq!(call.json["status"], "ACTIVE", "back in service"))
         .answers(json!({ "containerInstances": [], "failures": [] }).to_string());
-    let retire =
-        super::plan::Retirement { instance: "i-0000000000000005".into(), reason: super::plan::RetireReason::Idle };
+    let retire = crate::cluster::capacity::ec2::plan::Retirement {
+        instance: "i-0000000000000005".into(),
+        reason: crate::cluster::capacity::ec2::plan::RetireReason::Idle,
+    };
     super::apply::retire(&w.cluster, &profile, &retire).await;
     w.aws.done();
     let st = w.cluster.ec2().state();
@@ -544,18 +546,18 @@ fn expect_described_by_id(aws: &Verifier, instances: &[String]) {
 /// The catalog the first pass would read (m5.large, the AMI), set without its calls; returns the
 /// fingerprint of the launch settings a new Linux instance gets now (`gocd:launch-spec`).
 fn catalog_read(w: &World) -> String {
-    use super::catalog::{AmiInfo, Catalog, TypeInfo};
+    use crate::cluster::capacity::ec2::catalog::{AmiInfo, Catalog, TypeInfo};
     let cfg = w.cluster.profile().ec2.clone().expect("EC2 settings");
     let catalog = Catalog {
         types: vec![TypeInfo {
             name: "m5.large".into(),
-            arch: super::Arch::X86_64,
-            capacity: Some(super::Resources::new(2048, 7680)),
+            arch: crate::cluster::capacity::ec2::Arch::X86_64,
+            capacity: Some(crate::cluster::capacity::ec2::Resources::new(2048, 7680)),
         }],
         amis: vec![AmiInfo {
             id: "ami-0abcdef1234567890".into(),
-            arch: Some(super::Arch::X86_64),
-            os: super::OsClass::Linux,
+            arch: Some(crate::cluster::capacity::ec2::Arch::X86_64),
+            os: crate::cluster::capacity::ec2::OsClass::Linux,
             root_gib: 30,
         }],
         estimated: None,
@@ -569,8 +571,8 @@ fn catalog_read(w: &World) -> String {
         &profile,
         &cfg,
         &catalog,
-        super::OsClass::Linux,
-        super::Arch::X86_64,
+        crate::cluster::capacity::ec2::OsClass::Linux,
+        crate::cluster::capacity::ec2::Arch::X86_64,
     )
     .expect("an AMI of the architecture");
     w.cluster.ec2().state().memory_mut(&w.pool()).catalog = Some(Arc::new(catalog));
@@ -1056,7 +1058,11 @@ async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_wa
     driver::pass(&w.cluster).await.expect("pass 3");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!(st.instances[left].retiring, Some(super::plan::RetireReason::LeftOver), "terminated as left over");
+    assert_eq!(
+        st.instances[left].retiring,
+        Some(crate::cluster::capacity::ec2::plan::RetireReason::LeftOver),
+        "terminated as left over"
+    );
     assert!(st.gone.contains_key(left));
     assert!(st.instances[untagged].retiring.is_none() && st.instances[ours].retiring.is_none());
     assert_eq!(totals(&st, &w).stopped, 0);

@@ -2,15 +2,15 @@
 //! stop an idle instance into the stopped pool and start one again, start a waiting task on its
 //! instance (StartTask), refuse work no instance can hold.
 
-use super::api;
-use super::plan::{Placement, RetireReason, Retirement};
-use super::pool::WaitingTask;
-use super::pools::PoolConfig;
-use super::{ContainerInstanceStatus, Ec2State};
 use crate::aws::ecs::InstanceStatus;
 use crate::aws::Failure;
 use crate::cluster::agents::Phase;
 use crate::cluster::base::gocd::console_line;
+use crate::cluster::capacity::ec2::api;
+use crate::cluster::capacity::ec2::plan::{Placement, RetireReason, Retirement};
+use crate::cluster::capacity::ec2::pool::WaitingTask;
+use crate::cluster::capacity::ec2::pools::PoolConfig;
+use crate::cluster::capacity::ec2::{ContainerInstanceStatus, Ec2State};
 use crate::cluster::job::launch::start_task;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
@@ -270,7 +270,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, pool: &PoolConfig, ids: &[
         let message = format!(
             "no agent started for job {}: {}",
             waiting.spec.work.job.locator(),
-            super::catalog::no_type_message(&pool.cfg, waiting.arch)
+            crate::cluster::capacity::ec2::catalog::no_type_message(&pool.cfg, waiting.arch)
         );
         refuse(cluster, &waiting, message).await;
     }

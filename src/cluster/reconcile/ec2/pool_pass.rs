@@ -1,5 +1,5 @@
 //! One share of an EC2 pass, after the cluster was observed: a pool's instances and waiting work
-//! planned with its own cluster profile ([`super::plan`], then [`super::plan::parked`] for its
+//! planned with its own cluster profile ([`super::plan`], then [`crate::cluster::capacity::ec2::plan::parked`] for its
 //! stopped instances) and the plan applied (retire, stop, refuse, start, start a stopped
 //! instance again or launch), or the instances left over from pools no profile has, retired as
 //! they empty ([`wind_down`]).
@@ -8,10 +8,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::plan::parked::Reuse;
-use super::plan::{self, Plan, RetireReason};
-use super::pools::{Group, PoolConfig};
 use super::{apply, launch};
+use crate::cluster::capacity::ec2::plan::parked::Reuse;
+use crate::cluster::capacity::ec2::plan::{self, Plan, RetireReason};
+use crate::cluster::capacity::ec2::pools::{Group, PoolConfig};
 use crate::cluster::Cluster;
 use crate::ids::Ec2PoolKey;
 use crate::settings::{ClusterProfile, Ec2Capacity};

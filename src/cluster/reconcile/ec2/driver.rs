@@ -15,15 +15,16 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::Notify;
 
-use super::catalog::{self, Catalog};
-use super::plan::TypeOffer;
-use super::pool::WaitingTask;
+use super::apply;
 use super::pool_pass::{self, Share};
-use super::pools::{pool_key, PoolConfig, Pools};
-use super::{api, apply, Arch, ContainerInstanceStatus, OsClass, Resources};
 use crate::aws::AwsError;
 use crate::cluster::agents::Phase;
 use crate::cluster::base::error::EngineError;
+use crate::cluster::capacity::ec2::catalog::{self, Catalog};
+use crate::cluster::capacity::ec2::plan::TypeOffer;
+use crate::cluster::capacity::ec2::pool::WaitingTask;
+use crate::cluster::capacity::ec2::pools::{pool_key, PoolConfig, Pools};
+use crate::cluster::capacity::ec2::{api, Arch, ContainerInstanceStatus, OsClass, Resources};
 use crate::cluster::job::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
@@ -46,13 +47,20 @@ const WAITING_EXPIRES_AFTER: Duration = Duration::from_secs(5 * 60);
 /// it is placed with five minutes of the key's 30 left for the agent to register, or dropped.
 const WARM_WAITS_AT_MOST: Duration = Duration::from_secs(5 * 60);
 
-/// Queues an agent of an EC2 cluster profile and wakes its loop; never waits for capacity.
-/// Returns the line for the job's console.
-///
-/// # Errors
-/// No listed instance type has the task's CPU architecture, or the task is larger than every
-/// listed type of it.
-pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineError> {
+impl Cluster {
+    /// Queues an agent of an EC2 cluster profile and wakes its loop; never waits for capacity.
+    /// Returns the line for the job's console.
+    ///
+    /// # Errors
+    /// No listed instance type has the task's CPU architecture, or the task is larger than every
+    /// listed type of it.
+    pub(in crate::cluster) fn enqueue_on_ec2(self: &Arc<Self>, spec: LaunchSpec) -> Result<String, EngineError> {
+        enqueue(self, spec)
+    }
+}
+
+/// [`Cluster::enqueue_on_ec2`].
+fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineError> {
     // The pool of the profile this very request sent: its types, AMIs and limits.
     let (Some(cfg), Some(pool)) = (spec.profile.ec2.clone(), pool_key(&spec.profile)) else {
         let why = "an EC2 launch for a cluster profile without EC2 settings: set Ec2InstanceType";
@@ -89,7 +97,9 @@ pub fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, Engin
         let mut st = cluster.ec2().state();
         // Pulled at boot by the instances launched from now on (user_data.rs): only what
         // Docker pulls without the task's credentials.
-        if work.elastic.repository_credentials_arn.is_none() && super::user_data::prepullable(&work.elastic.image) {
+        if work.elastic.repository_credentials_arn.is_none()
+            && crate::cluster::capacity::ec2::user_data::prepullable(&work.elastic.image)
+        {
             st.saw_image(&pool, &work.elastic.image);
         }
         st.waiting.retain(|w| w.spec.work.agent_id != agent_id);
@@ -179,7 +189,8 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
 /// profile, then what is left over. Returns the pause before the next.
 pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let _one_at_a_time = cluster.ec2().pass_lock.lock().await;
-    let pools = Pools::of(cluster);
+    let (profiles, heard_all) = cluster.served_profiles();
+    let pools = Pools::of(profiles, heard_all, cluster.retired().is_some());
     drop_waiting_of_no_pool(cluster, &pools);
     expire_waiting(cluster, cluster.now());
     if pools.current.is_empty() && cluster.ec2().state().instances.is_empty() {

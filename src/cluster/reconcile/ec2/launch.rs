@@ -10,16 +10,16 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::api::{self, LaunchRequest, Refusal, TAG_EC2_POOL, TAG_LAUNCH_SPEC, TAG_OS};
-use super::catalog::Catalog;
-use super::plan::Launch;
-use super::pool::Ec2Instance;
-use super::pools::PoolConfig;
-use super::user_data::{self, Join};
-use super::{Arch, OsClass};
 use crate::aws::network::{self, Network};
 use crate::aws::AwsError;
 use crate::cluster::base::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
+use crate::cluster::capacity::ec2::api::{self, LaunchRequest, Refusal, TAG_EC2_POOL, TAG_LAUNCH_SPEC, TAG_OS};
+use crate::cluster::capacity::ec2::catalog::Catalog;
+use crate::cluster::capacity::ec2::plan::Launch;
+use crate::cluster::capacity::ec2::pool::Ec2Instance;
+use crate::cluster::capacity::ec2::pools::PoolConfig;
+use crate::cluster::capacity::ec2::user_data::{self, Join};
+use crate::cluster::capacity::ec2::{Arch, OsClass};
 use crate::cluster::Cluster;
 use crate::ids::Ec2PoolKey;
 use crate::protocol::host_calls::HealthKind;
