@@ -563,7 +563,7 @@ fn pass_task_roles(cluster: &ClusterProfile, elastic: &[ElasticProfile], notes: 
 /// Whether `CapacityProviderStrategy` may place tasks on container instances (any provider that
 /// is not Fargate's, or the cluster's default strategy).
 fn may_use_instances(cluster: &ClusterProfile) -> bool {
-    cluster.capacity_providers.as_ref().is_some_and(|s| crate::cluster::capacity::providers::known_by_name(s).is_none())
+    cluster.capacity_providers.as_ref().is_some_and(|s| crate::cluster::launch::providers::known_by_name(s).is_none())
 }
 
 /// The EC2 capacity the plugin launches and retires (LaunchType EC2).

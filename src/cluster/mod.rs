@@ -25,9 +25,9 @@
 //! ```
 //!
 //! One job's way through it: [`Cluster::create_agent`] (`job/create.rs`) takes the request's
-//! snapshot (`job/snapshot.rs`), checks the profiles (`job/guardrails.rs`), reserves the agent in
-//! the registry (`agents/`), registers the task definition (`job/task_definition.rs`) and either
-//! launches the task (`job/launch.rs`, Fargate) or queues it for an instance (`capacity/ec2/`).
+//! snapshot (`launch/snapshot.rs`), checks the profiles (`launch/guardrails.rs`), reserves the agent in
+//! the registry (`agents/`), registers the task definition (`launch/task_definition.rs`) and either
+//! launches the task (`launch/run_task.rs`, Fargate) or queues it for an instance (`capacity/ec2/`).
 //! When GoCD gives the agent its job, [`Cluster::should_assign`] answers from memory and
 //! `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at job-completion,
 //! [`Cluster::complete`] (`job/complete.rs`) says its cost (`accounting/job_cost/`) and stops
@@ -56,6 +56,7 @@ pub mod base;
 pub mod capacity;
 pub mod cleanup;
 pub mod job;
+pub mod launch;
 pub mod reconcile;
 #[cfg(test)]
 mod tests;
@@ -64,8 +65,8 @@ pub use base::error::Retirement;
 pub use base::error::{EngineError, Refusal};
 pub use base::gocd::{Gocd, HostCallError};
 pub use base::identity::Identity;
-pub use job::create::{AgentRequest, Created};
-pub use job::snapshot::{LaunchSpec, Work};
+pub use launch::snapshot::AgentRequest;
+pub use launch::snapshot::{LaunchSpec, Work};
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
@@ -87,8 +88,8 @@ use agents::Registry;
 use base::clock::{Clock, SystemClock};
 use base::locks::{Mutex, MutexGuard, RwLock};
 use base::recent::Events;
-use job::snapshot::RequestSnapshot;
-use job::task_definition::TaskDefinitionRef;
+use launch::snapshot::RequestSnapshot;
+use launch::task_definition::TaskDefinitionRef;
 
 /// What one refresh saw.
 #[derive(Debug, Default)]
@@ -111,7 +112,7 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { task_definition_sweep_after: job::task_definition::SEEN_FOR }
+        EngineOptions { task_definition_sweep_after: launch::task_definition::SEEN_FOR }
     }
 }
 
@@ -292,7 +293,7 @@ impl Cluster {
             }
             Assignment::Reused { jobs, max_jobs } => {
                 tracing::info!(agent_id = agent_id.as_str(), job = %job.locator(), jobs, "reused a kept agent");
-                let line = job::create::reused_line(agent_id, jobs, max_jobs);
+                let line = agents::reuse::reused_line(agent_id, jobs, max_jobs);
                 let (gocd, owned) = (self.gocd.clone(), job.clone());
                 self.spawn_background(async move {
                     let _ = gocd.console_log(&owned, base::gocd::console_line(line)).await;
@@ -428,7 +429,7 @@ impl Cluster {
     /// The failed lookup or registration; the next launch tries again.
     pub async fn task_definition(&self, snapshot: &RequestSnapshot) -> Result<TaskDefinitionRef, AwsError> {
         self.state.task_definition_sweep.saw(&snapshot.family, self.now());
-        let wanted = job::task_definition::Wanted {
+        let wanted = launch::task_definition::Wanted {
             family: &snapshot.family,
             profile: &snapshot.profile,
             kinds: snapshot.kinds.as_deref(),
@@ -482,7 +483,7 @@ impl Cluster {
     }
 
     /// The kinds of `profile`'s capacity providers when known (learned at create-agent).
-    pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<capacity::providers::ProviderKinds>> {
+    pub fn kinds(&self, profile: &ClusterProfile) -> Option<Arc<launch::providers::ProviderKinds>> {
         self.state.providers.current(profile)
     }
 
@@ -511,7 +512,7 @@ struct State {
     /// Every agent, changed only through the registry's transitions (`agents/lifecycle.rs`).
     registry: Mutex<Registry>,
     /// Agents that took their jobs, to be announced (`job/assigned.rs`).
-    took: Mutex<Vec<job::assigned::Took>>,
+    took: Mutex<Vec<accounting::job_wait::Took>>,
     /// How long jobs waited for their agents, by elastic profile and phase.
     job_waits: Mutex<accounting::job_wait::WaitHistograms>,
     /// Image pulls by elastic profile and image, and the images' sizes (`accounting/image_pulls.rs`).
@@ -523,16 +524,16 @@ struct State {
 
     // What it resolved in AWS, or launched there.
     /// Task definitions by family, each registered (or looked up) once.
-    task_definitions: job::task_definition::TaskDefinitions,
+    task_definitions: launch::task_definition::TaskDefinitions,
     /// Which families are in use, for the task-definition cleanup.
-    task_definition_sweep: job::task_definition::SweepState,
+    task_definition_sweep: launch::task_definition::SweepState,
     /// Subnets and groups, each resolved once.
-    networks: job::launch::Networks,
+    networks: launch::run_task::Networks,
     /// The kinds of the strategy's capacity providers (Fargate, Auto Scaling group, ECS Managed
     /// Instances), learned once.
-    providers: capacity::providers::ProviderCache,
+    providers: launch::providers::ProviderCache,
     /// Tasks launched through each capacity provider of `CapacityProviderStrategy`.
-    provider_launches: job::launch::ProviderLaunches,
+    provider_launches: launch::run_task::ProviderLaunches,
     /// EC2 capacity (instances, waiting work, its loop); empty unless `LaunchType` is EC2.
     ec2: capacity::ec2::pool::Pool,
 
@@ -567,11 +568,11 @@ impl State {
             image_pulls: accounting::image_pulls::Pulls::default(),
             warm: Mutex::new(capacity::warm::pools::WarmPools::default()),
             cost: accounting::job_cost::Costs::default(),
-            task_definitions: job::task_definition::TaskDefinitions::default(),
-            task_definition_sweep: job::task_definition::SweepState::new(now, options.task_definition_sweep_after),
-            networks: job::launch::Networks::default(),
-            providers: capacity::providers::ProviderCache::default(),
-            provider_launches: job::launch::ProviderLaunches::default(),
+            task_definitions: launch::task_definition::TaskDefinitions::default(),
+            task_definition_sweep: launch::task_definition::SweepState::new(now, options.task_definition_sweep_after),
+            networks: launch::run_task::Networks::default(),
+            providers: launch::providers::ProviderCache::default(),
+            provider_launches: launch::run_task::ProviderLaunches::default(),
             ec2: capacity::ec2::pool::Pool::default(),
             events: Mutex::new(Events::default()),
             swept_orphans: AtomicU64::new(0),

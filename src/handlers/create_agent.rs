@@ -5,7 +5,8 @@
 
 use std::sync::Arc;
 
-use crate::cluster::{AgentRequest, Created, EngineError};
+use crate::cluster::job::create::Created;
+use crate::cluster::{AgentRequest, EngineError};
 use crate::error::Result;
 use crate::metrics::LaunchResult;
 use crate::plugin::Plugin;

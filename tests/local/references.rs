@@ -111,8 +111,9 @@ fn pointers_are_found_and_checked() {
     // The missing names are built here, so this file names no document the repository lacks.
     let missing = format!("{}.md", "NOT-HERE");
     let outside = format!("{MACHINE_ROOT}shared/{missing}");
-    let words = pointers(&format!("see {missing} §7, `docs/aws-rules.md` and src/cluster/job/launch.rs; {outside}."));
-    assert_eq!(words, [missing.as_str(), "docs/aws-rules.md", "src/cluster/job/launch.rs", outside.as_str()]);
+    let words =
+        pointers(&format!("see {missing} §7, `docs/aws-rules.md` and src/cluster/launch/run_task.rs; {outside}."));
+    assert_eq!(words, [missing.as_str(), "docs/aws-rules.md", "src/cluster/launch/run_task.rs", outside.as_str()]);
     let root = repo();
     let here = root.join("README.md");
     let md: BTreeSet<String> = ["README.md".to_string()].into();

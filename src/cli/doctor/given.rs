@@ -9,8 +9,8 @@ use std::io;
 use super::fix::fix_for;
 use super::{Aws, Report};
 use crate::aws::AwsClients;
-use crate::cluster::capacity::providers::{self, ProviderKinds};
-use crate::cluster::job::{guardrails, task_definition};
+use crate::cluster::launch::providers::{self, ProviderKinds};
+use crate::cluster::launch::{guardrails, task_definition};
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// Each elastic profile that names a task definition.

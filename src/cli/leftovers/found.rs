@@ -255,7 +255,7 @@ mod tests {
         let cluster = crate::settings::ClusterProfile::parse(&props(&[("ClusterName", "ci")])).expect("valid");
         let elastic = crate::settings::ElasticProfile::parse(&props(&[("Image", "gocd/agent:v1")])).expect("valid");
         let family =
-            crate::cluster::job::task_definition::family("0123456789ab", &cluster, &elastic, "eu-west-1", None);
+            crate::cluster::launch::task_definition::family("0123456789ab", &cluster, &elastic, "eu-west-1", None);
         assert!(family.starts_with(FAMILY_PREFIX), "{family}");
     }
 

@@ -11,7 +11,7 @@ use crate::aws::stop_cause::StopCause;
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::accounting::job_wait::WaitPhase;
 use crate::cluster::agents::tasks::{TaskStatus, TaskView};
-use crate::cluster::job::task_definition::TaskDefinitionRef;
+use crate::cluster::launch::task_definition::TaskDefinitionRef;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// How often the task is described.

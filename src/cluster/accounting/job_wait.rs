@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cluster::agents::tasks::TaskView;
 use crate::ids::AgentId;
+use crate::protocol::types::JobIdentifier;
 
 /// One phase of a job's wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -219,6 +220,17 @@ impl WaitHistograms {
     pub fn all(&self) -> impl Iterator<Item = (&str, WaitPhase, &Histogram)> {
         self.by.iter().map(|((e, p), h)| (e.as_str(), *p, h))
     }
+}
+
+/// One agent that took its job, to be announced.
+#[derive(Debug, Clone)]
+pub struct Took {
+    pub(in crate::cluster) agent_id: AgentId,
+    pub(in crate::cluster) job: JobIdentifier,
+    pub(in crate::cluster) at: SystemTime,
+    pub(in crate::cluster) reused: bool,
+    /// Whether the job's console gets the line (not when another line said it already).
+    pub(in crate::cluster) console: bool,
 }
 
 #[cfg(test)]

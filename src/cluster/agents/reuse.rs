@@ -121,3 +121,10 @@ fn takes(a: &super::AgentRecord, offer: &Offer, now: SystemTime) -> bool {
         && a.settings == offer.settings
         && a.environment == offer.environment
 }
+
+/// The job console's line when a job is given a kept agent (create-agent or should-assign-work).
+pub fn reused_line(agent_id: &str, jobs: usize, max_jobs: u32) -> String {
+    format!(
+        "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
+    )
+}

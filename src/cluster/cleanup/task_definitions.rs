@@ -12,11 +12,11 @@ use std::time::SystemTime;
 use super::plan::{self, family_of, Budget, Revision};
 use crate::aws::AwsError;
 use crate::cluster::base::identity::is_ours;
-use crate::cluster::job::snapshot::RequestSnapshot;
+use crate::cluster::launch::snapshot::RequestSnapshot;
 use crate::cluster::Cluster;
 
 pub use super::plan::MAX_DEREGISTER_PER_PASS;
-pub use crate::cluster::job::task_definition::{SweepState, SEEN_FOR, SWEEP_EVERY};
+pub use crate::cluster::launch::task_definition::{SweepState, SEEN_FOR, SWEEP_EVERY};
 
 impl Cluster {
     /// GoCD asked for an agent of this elastic profile: the family of the request's own

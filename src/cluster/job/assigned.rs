@@ -11,23 +11,12 @@
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use crate::cluster::accounting::job_wait::{measure, StartPoints};
+use crate::cluster::accounting::job_wait::{measure, StartPoints, Took};
 use crate::cluster::accounting::start_phases::{phase_spans, TracePoints};
 use crate::cluster::base::gocd::console_line;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
 use crate::protocol::types::JobIdentifier;
-
-/// One agent that took its job, to be announced.
-#[derive(Debug, Clone)]
-pub struct Took {
-    agent_id: AgentId,
-    job: JobIdentifier,
-    at: SystemTime,
-    reused: bool,
-    /// Whether the job's console gets the line (not when another line said it already).
-    console: bool,
-}
 
 impl Cluster {
     /// Queues the announcement of an agent taking `job` at `at` (the caller decided it is one,

@@ -13,7 +13,7 @@
 //!    every provider of the strategy (`guardrails`); the [`LaunchSpec`] is built once from
 //!    them and the request's [`RequestSnapshot`] (profiles parsed, fingerprint and family
 //!    computed once),
-//! 5. Fargate: RunTask ([`super::launch`]); EC2: the work waits in the pool
+//! 5. Fargate: RunTask ([`crate::cluster::launch::run_task`]); EC2: the work waits in the pool
 //!    (`Cluster::enqueue_on_ec2`, `reconcile/ec2/driver.rs`). The reservation becomes the agent's record, or is
 //!    released on failure.
 
@@ -21,40 +21,20 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use super::launch::{route, run_task_routed, Route};
-use super::snapshot::{LaunchSpec, RequestSnapshot, Work};
+use crate::cluster::agents::reuse::reused_line;
 use crate::cluster::agents::tasks::Capacity;
 use crate::cluster::agents::{NewAgent, Reservation};
 use crate::cluster::base::error::{EngineError, Misfit, Refusal};
 use crate::cluster::base::gocd::console_line;
 use crate::cluster::base::identity::new_agent_id;
+use crate::cluster::launch::run_task::{route, run_task_routed, Route};
+pub use crate::cluster::launch::snapshot::AgentRequest;
+use crate::cluster::launch::snapshot::{LaunchSpec, RequestSnapshot, Work};
 use crate::cluster::Cluster;
-use crate::ids::{AgentId, SettingsFingerprint};
+use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;
 use crate::protocol::types::JobIdentifier;
-use crate::secret::Secret;
 use crate::settings::{check_compatible, managed_instances, ClusterProfile, ElasticProfile, LaunchType, Properties};
-
-/// One create-agent, as the engine needs it.
-#[derive(Debug, Clone)]
-pub struct AgentRequest {
-    /// The cluster profile GoCD sent with this request: the whole request works on this one
-    /// snapshot (its MaxAgents, tags, allow-lists), whatever another team's profile on the same
-    /// cluster says meanwhile.
-    pub profile: Arc<ClusterProfile>,
-    /// Its settings fingerprint (`identity::settings_fingerprint`).
-    pub settings: SettingsFingerprint,
-    /// The job that needs an agent.
-    pub job: JobIdentifier,
-    /// The pipeline's environment.
-    pub environment: Option<String>,
-    /// The agent's ephemeral registration key.
-    pub auto_register_key: Secret<String>,
-    /// The elastic profile as GoCD sent it.
-    pub elastic_profile: Properties,
-    /// GoCD's own URL for agents (from server-info), used when the profile sets no `GoServerUrl`.
-    pub site_url: Option<String>,
-}
 
 /// What create-agent did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,12 +165,12 @@ impl Cluster {
         let (task_definition, network) = tokio::try_join!(self.task_definition(snapshot), network)?;
         // A TaskDefinitionArn runs what someone else registered: its images, roles and secrets
         // meet the same allow-lists as a profile's own.
-        super::guardrails::check(profile, &task_definition)?;
-        super::guardrails::check_exec(elastic, &task_definition)?;
+        crate::cluster::launch::guardrails::check(profile, &task_definition)?;
+        crate::cluster::launch::guardrails::check_exec(elastic, &task_definition)?;
         // It must also suit every provider the strategy may send it to (MANAGED_INSTANCES, EC2,
         // FARGATE by kind), or RunTask refuses it on that provider's turn.
         if let Some(kinds) = &snapshot.kinds {
-            super::guardrails::check_providers(kinds, &task_definition)?;
+            crate::cluster::launch::guardrails::check_providers(kinds, &task_definition)?;
         }
         // The job's trace goes to an agent started for the job, not to a warm one borrowing its key.
         let warm = self.registry().get(&agent_id).is_some_and(|a| a.warm);
@@ -208,7 +188,7 @@ impl Cluster {
             traceparent,
         };
         // The launch, built once: RunTask sends it now, or StartTask once an instance has room.
-        let spec = LaunchSpec::new(self, profile.clone(), work, network);
+        let spec = LaunchSpec::for_identity(self.identity(), profile.clone(), work, network);
         spec.fits_aws()?;
         if on_ec2 {
             // EC2: the work waits for room on an instance of ours; this call never waits for it.
@@ -311,11 +291,4 @@ fn checked_elastic_profile(profile: &ClusterProfile, props: &Properties) -> Resu
         Err(problems) => problems,
     };
     Err(Misfit(problems))
-}
-
-/// The job console's line when a job is given a kept agent (create-agent or should-assign-work).
-pub(in crate::cluster) fn reused_line(agent_id: &str, jobs: usize, max_jobs: u32) -> String {
-    format!(
-        "reuses agent {agent_id}, kept after its previous job (job {jobs} of at most {max_jobs} on it): no new task"
-    )
 }

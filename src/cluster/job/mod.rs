@@ -1,12 +1,8 @@
-//! One job's way through the engine, in order: create-agent (`create`) takes a snapshot of the
-//! profiles (`snapshot`), checks them against the cluster profile's guardrails (`guardrails`),
-//! registers the task definition (`task_definition`) and launches the task (`launch`); the agent
-//! takes its job (`assigned`) and its work is done (`complete`).
+//! The verbs of one job's life: create-agent (`create`) takes a snapshot of the profiles,
+//! checks them and launches the agent's task or queues it for an EC2 instance (`launch/`); the
+//! agent takes its job (`assigned`, should-assign-work) and its work is done (`complete`,
+//! job-completion).
 
-pub(super) mod assigned;
+pub mod assigned;
 pub mod complete;
-pub(super) mod create;
-pub mod guardrails;
-pub mod launch;
-pub(super) mod snapshot;
-pub mod task_definition;
+pub mod create;

@@ -12,8 +12,7 @@ use crate::cluster::base::identity::new_agent_id;
 use crate::cluster::base::locks::MutexGuard;
 use crate::cluster::capacity::warm::pools::{HeldKey, PoolId, PoolStatus, WarmPools};
 use crate::cluster::capacity::warm::{self, IdleAgent, PoolView};
-use crate::cluster::job::create::AgentRequest;
-use crate::cluster::job::snapshot::RequestSnapshot;
+use crate::cluster::launch::snapshot::{AgentRequest, RequestSnapshot};
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 

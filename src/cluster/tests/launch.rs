@@ -11,7 +11,8 @@ use super::engine::{self, cluster_profile, TestEngine};
 use super::fake_gocd::FakeGocd;
 use crate::aws::verifier::{Call, Verifier};
 use crate::cluster::agents::tasks::Capacity;
-use crate::cluster::{AgentRequest, Cluster, Created};
+use crate::cluster::job::create::Created;
+use crate::cluster::{AgentRequest, Cluster};
 
 const TASK: &str = "arn:aws:ecs:us-east-1:123456789012:task/ci/0123456789abcdef";
 

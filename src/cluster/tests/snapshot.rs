@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::{props, World};
 use crate::aws::fake_aws::{FakeAws, REGION};
 use crate::cluster::cleanup::plan::family_of;
-use crate::cluster::job::snapshot::{override_environment, RequestSnapshot};
-use crate::cluster::job::task_definition::family;
-use crate::cluster::Created;
+use crate::cluster::job::create::Created;
+use crate::cluster::launch::snapshot::{override_environment, RequestSnapshot};
+use crate::cluster::launch::task_definition::family;
 use crate::settings::{ClusterProfile, ElasticProfile};
 
 /// The Fargate profile of the tests with these properties added (another team's edit).

@@ -3,8 +3,9 @@
 //! a replacement, and a closed schedule retires the pool.
 
 use super::{props, World};
+use crate::cluster::job::create::Created;
 use crate::cluster::tests::fixtures::job;
-use crate::cluster::{AgentRequest, Created};
+use crate::cluster::AgentRequest;
 
 /// A request of an elastic profile keeping `warm` agents, `schedule` saying when.
 fn warm_request(w: &World, job_id: i64, warm: &str, schedule: &str) -> AgentRequest {

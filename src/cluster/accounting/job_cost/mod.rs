@@ -15,8 +15,6 @@
 
 mod reads;
 
-pub use reads::READS_AT_MOST;
-
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
@@ -33,7 +31,7 @@ use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::base::served::Served;
 use crate::cluster::capacity::ec2::pool::{InstanceRecord, Pool};
 use crate::cluster::capacity::ec2::pools::pool_profile;
-use crate::cluster::capacity::providers::{ProviderCache, ProviderKind};
+use crate::cluster::launch::providers::{ProviderCache, ProviderKind};
 use crate::cost::job::{
     duration_words, ec2_job_share, per_second, reservation_fraction, split, usd, AgentTimes, Span, Split,
 };
@@ -187,6 +185,9 @@ enum Rate {
         market: Ec2Price,
     },
 }
+
+/// The longest a job's completion waits for what its price needs.
+pub const READS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// USD by elastic profile hash.
 pub type CostByProfile = Vec<(String, f64)>;

@@ -5,7 +5,7 @@
 //! lacks ([`super::super::price_fill`], the Price List, once an hour per gap). Each read is
 //! shared by the completions that need it at once; a failed one leaves the job's cost "not
 //! known" (or a Spot instance at on-demand), said in its line. A completion waits for them at
-//! most [`READS_AT_MOST`]; a read still going then goes on behind it, and what it learns is kept
+//! most [`super::READS_AT_MOST`]; a read still going then goes on behind it, and what it learns is kept
 //! for the next completions, which use it instead of asking AWS again (AWS counts every call
 //! against the account's budget).
 
@@ -15,11 +15,8 @@ use super::super::price_fill::{self, Gap};
 use super::{provider_kind, provider_spot_key, spot_key, Costs, ProviderInstance, Rate, Sources, Unpriced};
 use crate::aws::AwsError;
 use crate::cluster::agents::tasks::Capacity;
-use crate::cluster::capacity::providers::ProviderKind;
+use crate::cluster::launch::providers::ProviderKind;
 use crate::ids::AgentId;
-
-/// The longest a job's completion waits for what its price needs.
-pub const READS_AT_MOST: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a Spot price read from EC2 is used before it is read again.
 const SPOT_PRICE_KEPT: std::time::Duration = std::time::Duration::from_secs(3600);

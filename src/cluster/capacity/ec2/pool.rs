@@ -19,7 +19,7 @@ use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resource
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
 use crate::cluster::base::locks::{Mutex, MutexGuard};
-use crate::cluster::job::snapshot::LaunchSpec;
+use crate::cluster::launch::snapshot::LaunchSpec;
 use crate::ids::{AgentId, Ec2PoolKey};
 use crate::secret::Secret;
 use crate::settings::Ec2Capacity;

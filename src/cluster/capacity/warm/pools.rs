@@ -21,8 +21,7 @@ use std::time::{Duration, SystemTime};
 use super::UnusedKey;
 use crate::cluster::agents::AgentRecord;
 use crate::cluster::capacity::warm;
-use crate::cluster::job::create::AgentRequest;
-use crate::cluster::job::snapshot::RequestSnapshot;
+use crate::cluster::launch::snapshot::{AgentRequest, RequestSnapshot};
 use crate::ids::SettingsFingerprint;
 
 /// The cold start `auto` sizes a pool for.

@@ -11,7 +11,7 @@ use crate::cluster::capacity::ec2::plan::{Placement, RetireReason, Retirement};
 use crate::cluster::capacity::ec2::pool::WaitingTask;
 use crate::cluster::capacity::ec2::pools::PoolConfig;
 use crate::cluster::capacity::ec2::{ContainerInstanceStatus, Ec2State};
-use crate::cluster::job::launch::start_task;
+use crate::cluster::launch::run_task::start_task;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::ClusterProfile;

@@ -25,7 +25,7 @@ use crate::cluster::capacity::ec2::plan::TypeOffer;
 use crate::cluster::capacity::ec2::pool::WaitingTask;
 use crate::cluster::capacity::ec2::pools::{pool_key, PoolConfig, Pools};
 use crate::cluster::capacity::ec2::{api, Arch, ContainerInstanceStatus, OsClass, Resources};
-use crate::cluster::job::snapshot::LaunchSpec;
+use crate::cluster::launch::snapshot::LaunchSpec;
 use crate::cluster::Cluster;
 use crate::ids::AgentId;
 use crate::protocol::host_calls::HealthKind;

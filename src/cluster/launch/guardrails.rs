@@ -17,7 +17,7 @@
 //! role ([`check_exec`]).
 
 use super::task_definition::TaskDefinitionRef;
-use crate::cluster::capacity::providers::ProviderKinds;
+use crate::cluster::launch::providers::ProviderKinds;
 use crate::settings::{allowed, patterns, ClusterProfile, ElasticProfile};
 
 pub use crate::cluster::base::error::GuardrailError;
@@ -134,7 +134,7 @@ mod tests {
 
     use super::check;
     use crate::aws::fake_aws::FakeAws;
-    use crate::cluster::job::task_definition::{describe_given, Contents, TaskDefinitionRef};
+    use crate::cluster::launch::task_definition::{describe_given, Contents, TaskDefinitionRef};
     use crate::settings::{ClusterProfile, Properties};
 
     fn profile(pairs: &[(&str, &str)]) -> ClusterProfile {

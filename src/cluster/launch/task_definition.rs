@@ -14,7 +14,7 @@ use crate::aws::task_definitions::RegisterRequest;
 use crate::aws::{AwsClients, AwsError};
 use crate::cluster::base::identity::{short_hash, Identity, TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::cluster::base::locks::{Mutex, MutexGuard};
-use crate::cluster::capacity::providers::{Compatibility, ProviderKinds};
+use crate::cluster::launch::providers::{Compatibility, ProviderKinds};
 use crate::settings::{ClusterProfile, ElasticProfile, LaunchType};
 
 /// The name of the agent container in task definitions we register.
@@ -390,7 +390,7 @@ mod compat_tests {
 
     #[test]
     fn managed_instances_get_their_compatibility_and_their_own_family() {
-        use crate::cluster::capacity::providers::{KnownProvider, ProviderKind, ResourceStatus};
+        use crate::cluster::launch::providers::{KnownProvider, ProviderKind, ResourceStatus};
         let profile = cluster(&[("CapacityProviderStrategy", "ci-mi")]);
         let kind = |kind| ProviderKinds {
             providers: vec![KnownProvider { name: "ci-mi".into(), kind, status: ResourceStatus::Active }],

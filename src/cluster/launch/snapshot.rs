@@ -13,12 +13,12 @@ use std::time::Duration;
 use super::task_definition::{self, TaskDefinitionRef};
 use crate::aws::network::Network;
 use crate::cluster::base::identity::{client_token, task_tags, TaskLabels};
-use crate::cluster::capacity::providers::ProviderKinds;
+use crate::cluster::launch::providers::ProviderKinds;
 use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
 use crate::protocol::types::JobIdentifier;
 use crate::protocol::PLUGIN_ID;
 use crate::secret::Secret;
-use crate::settings::{ClusterProfile, ElasticProfile, Reuse};
+use crate::settings::{ClusterProfile, ElasticProfile, Properties, Reuse};
 
 pub use crate::cluster::base::error::{OverLimit, MAX_OVERRIDES_CHARS, MAX_TAGS};
 
@@ -27,6 +27,27 @@ pub use crate::cluster::base::error::{OverLimit, MAX_OVERRIDES_CHARS, MAX_TAGS};
 pub const WARM_IDLE: Duration = Duration::from_secs(12 * 3600);
 /// Jobs one agent of a warm profile runs when the profile sets no `ReuseMaxJobs`.
 pub const WARM_MAX_JOBS: u32 = 10;
+
+/// One create-agent, as the engine needs it.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    /// The cluster profile GoCD sent with this request: the whole request works on this one
+    /// snapshot (its MaxAgents, tags, allow-lists), whatever another team's profile on the same
+    /// cluster says meanwhile.
+    pub profile: Arc<ClusterProfile>,
+    /// Its settings fingerprint (`identity::settings_fingerprint`).
+    pub settings: SettingsFingerprint,
+    /// The job that needs an agent.
+    pub job: JobIdentifier,
+    /// The pipeline's environment.
+    pub environment: Option<String>,
+    /// The agent's ephemeral registration key.
+    pub auto_register_key: Secret<String>,
+    /// The elastic profile as GoCD sent it.
+    pub elastic_profile: Properties,
+    /// GoCD's own URL for agents (from server-info), used when the profile sets no `GoServerUrl`.
+    pub site_url: Option<String>,
+}
 
 /// What one create-agent works on, computed once.
 #[derive(Debug, Clone)]
@@ -135,17 +156,8 @@ pub struct LaunchSpec {
 }
 
 impl LaunchSpec {
-    /// The launch of `work` in `cluster`, for the request whose cluster profile is `profile`.
-    pub fn new(
-        cluster: &crate::cluster::Cluster,
-        profile: Arc<ClusterProfile>,
-        work: Work,
-        network: Option<Network>,
-    ) -> Self {
-        Self::for_identity(cluster.identity(), profile, work, network)
-    }
-
-    /// The launch of `work` under `identity` (a cluster's, or `try`'s own, which no engine runs).
+    /// The launch of `work` under `identity` (an engine's, or `try`'s own, which no engine runs),
+    /// for the request whose cluster profile is `profile`.
     pub fn for_identity(
         identity: &crate::cluster::base::identity::Identity,
         profile: Arc<ClusterProfile>,
