@@ -64,12 +64,15 @@ impl ProviderLaunches {
     }
 }
 
+/// (subnets, security groups) as configured: what a resolved network is kept under.
+type NetworkKey = (Vec<String>, Vec<String>);
+
 /// The subnets and security groups an engine's launches use, each configured set resolved
 /// once (a failed lookup is not kept: the next launch tries again).
 #[derive(Debug, Default)]
 pub struct Networks {
     /// By (subnets, security groups) as configured.
-    resolved: Mutex<HashMap<(Vec<String>, Vec<String>), Arc<tokio::sync::OnceCell<Network>>>>,
+    resolved: Mutex<HashMap<NetworkKey, Arc<tokio::sync::OnceCell<Network>>>>,
 }
 
 impl Networks {
