@@ -283,7 +283,7 @@ impl Plugin {
     }
 
     /// Reads the event queue of every serving profile that names one, and no other
-    /// (`cluster/events/queue`).
+    /// (`cluster/reconcile/queue`).
     pub fn sync_event_queues(&self) {
         self.event_queues.sync(&self.known_clusters());
     }

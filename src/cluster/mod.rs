@@ -3,43 +3,48 @@
 //! Everything here can be rebuilt from AWS (`ensure_adopted`), which a new process does before
 //! its first decision.
 //!
-//! The folders follow a job's life:
+//! The folders follow a job's life, from the ground up; each imports only folders below it, and
+//! only `job/`, `cleanup/` and `reconcile/`, above this file, name [`Cluster`]:
 //!
 //! ```text
 //! cluster/
-//!   mod.rs       Cluster: the verbs the request handlers call, delegating to the folders below
-//!   job/         create-agent to a task: snapshot, guardrails, task definition, launch;
-//!                the agent takes its job (assigned), the job completes (complete)
-//!   agents/      the registry: every agent's record and lifecycle (lifecycle.rs, one page),
-//!                which waiting agent a job takes, what ECS and GoCD say of them, their tasks
-//!   capacity/    where tasks run besides Fargate: capacity providers, EC2 instances (ec2/),
-//!                warm agents (warm/)
+//!   reconcile/   what happens without a request: server-ping's pass (observe, plan, apply),
+//!                the event queue (queue/), the EC2 loop (ec2/), the warm pools' pass (warm.rs)
+//!   cleanup/     what the engine removes beyond a job's own agent, and a retired profile
+//!   job/         the verbs of a job's life: create-agent (create), should-assign-work
+//!                (assigned), job-completion (complete)
+//!   mod.rs       Cluster: the engine composed of the owners below, its verbs' entry points
 //!   accounting/  what a job's life measured and cost: its wait, its start's phases, image
 //!                pulls, its cost and the prices read while the plugin runs
-//!   events/      what happens without a request: the event queue
-//!   reconcile/   server-ping's pass: observe, plan, apply
-//!   cleanup/     what the engine removes beyond a job's own agent, and a retired profile
+//!   capacity/    where tasks run besides Fargate: the EC2 instances and their work (ec2/), the
+//!                warm agents' pools (warm/)
+//!   launch/      what a job's task is and how it starts: the request's snapshot, guardrails,
+//!                task definitions, the capacity providers' kinds, RunTask
+//!   agents/      the registry: every agent's record and lifecycle (lifecycle.rs, one page),
+//!                which waiting agent a job takes, what ECS and GoCD say of them, their tasks
 //!   base/        identity, the profiles served, clock, locks, background work, errors, what
 //!                happened lately (recent events, the event queue's status), the port to GoCD
 //!   tests/       the engine's tests against in-memory AWS and GoCD
 //! ```
 //!
 //! One job's way through it: [`Cluster::create_agent`] (`job/create.rs`) takes the request's
-//! snapshot (`launch/snapshot.rs`), checks the profiles (`launch/guardrails.rs`), reserves the agent in
-//! the registry (`agents/`), registers the task definition (`launch/task_definition.rs`) and either
-//! launches the task (`launch/run_task.rs`, Fargate) or queues it for an instance (`capacity/ec2/`).
-//! When GoCD gives the agent its job, [`Cluster::should_assign`] answers from memory and
-//! `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at job-completion,
-//! [`Cluster::complete`] (`job/complete.rs`) says its cost (`accounting/job_cost/`) and stops
-//! and deletes the agent. Between requests, [`Cluster::ping`] (`reconcile/`) and the event queue
-//! (`reconcile/queue/`) fold what ECS and GoCD say into the registry, and `cleanup/` removes what
-//! nothing explains.
+//! snapshot (`launch/snapshot.rs`), checks the profiles (`launch/guardrails.rs`), reserves the
+//! agent in the registry (`agents/`), registers the task definition
+//! (`launch/task_definition.rs`) and either launches the task (`launch/run_task.rs`, Fargate) or
+//! queues it for an instance (`capacity/ec2/pool.rs`), which the EC2 loop places
+//! (`reconcile/ec2/`). When GoCD gives the agent its job, [`Cluster::should_assign`] answers
+//! from memory and `job/assigned.rs` says the job's wait (`accounting/job_wait.rs`); at
+//! job-completion, [`Cluster::complete`] (`job/complete.rs`) says its cost
+//! (`accounting/job_cost/`) and stops and deletes the agent. Between requests, [`Cluster::ping`]
+//! and the event queue (`reconcile/`) fold what ECS and GoCD say into the registry, and
+//! `cleanup/` removes what nothing explains.
 //!
 //! A [`Cluster`] is three parts: its [`Identity`] (key, server id, `startedBy`: fixed for its
 //! life), its configuration (the account's clients and the cluster profile, replaced together
-//! when GoCD sends an edit, and the port to GoCD), and its changing state ([`State`]:
-//! agents, task definitions, networks, EC2 capacity, events, warm pools, queue status, the pass
-//! locks). The engine reads the time from the [`base::clock::Clock`] it was built with
+//! when GoCD sends an edit, and the port to GoCD), and its changing state ([`State`]: one owner
+//! per part, each of its own folder: the registry, the cost ledger, the image pulls, the warm
+//! pools, the EC2 pool, the task definitions, networks and providers resolved, the profiles
+//! served, recent events, the pass locks). The engine reads the time from the [`base::clock::Clock`] it was built with
 //! ([`Cluster::now`]), never from the wall. Its locks are [`base::locks`]' (`std::sync`'s in
 //! release builds, their order checked in debug and test builds); which there are, what each
 //! guards, and the few taken while another is held, in which order: docs/architecture.md,
@@ -511,7 +516,7 @@ struct State {
     // The agents.
     /// Every agent, changed only through the registry's transitions (`agents/lifecycle.rs`).
     registry: Mutex<Registry>,
-    /// Agents that took their jobs, to be announced (`job/assigned.rs`).
+    /// Agents that took their jobs, to be announced (`job/assigned.rs`; `accounting/job_wait.rs`).
     took: Mutex<Vec<accounting::job_wait::Took>>,
     /// How long jobs waited for their agents, by elastic profile and phase.
     job_waits: Mutex<accounting::job_wait::WaitHistograms>,

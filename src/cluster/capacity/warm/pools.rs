@@ -11,7 +11,7 @@
 //! Warm agents start on every launch type; on Fargate, `WarmLaunchType` says whether they run on
 //! `FARGATE` or `FARGATE_SPOT` (`launch::route`). On EC2 a warm agent's work waits for room like any
 //! other (an instance with room, a stopped one started, or a launch), but no job renews its key,
-//! so it is dropped if not placed within five minutes (`ec2::driver`), while its key still has
+//! so it is dropped if not placed within five minutes (`reconcile/ec2/driver.rs`), while its key still has
 //! time left for the agent to register.
 
 use std::collections::{BTreeMap, VecDeque};
