@@ -25,7 +25,7 @@
 //! - Only `server::connection` writes stdout; logs go to stderr through `tracing`.
 //! - Layers import downwards only (docs/architecture.md): `protocol` imports nothing of ours but
 //!   `secret` and does no I/O; nothing under `cluster`, `aws` or `settings` imports `server`,
-//!   `handlers` or `plugin` — the engine reaches GoCD through [`cluster::gocd::Gocd`].
+//!   `handlers` or `plugin` — the engine reaches GoCD through [`cluster::Gocd`].
 //! - A secret lives in [`secret::Secret`] and is exposed only where it is handed to AWS or a task.
 //! - Bad input is answered and skipped; nothing a host sends stops the server.
 

@@ -45,10 +45,10 @@ mod days;
 
 use std::time::{Duration, SystemTime};
 
+use ecs_elastic_agent::cluster::capacity::ec2::instance::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::capacity::ec2::plan::{
     idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer,
 };
-use ecs_elastic_agent::cluster::capacity::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::capacity::ec2::{capacity, Arch, OsClass, Resources};
 
 /// Time from RunInstances to the container instance registering (boot, ECS agent start).

@@ -23,11 +23,11 @@
 
 use std::time::{Duration, SystemTime};
 
+use ecs_elastic_agent::cluster::capacity::ec2::instance::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::capacity::ec2::plan::parked::{reuse, Parked};
 use ecs_elastic_agent::cluster::capacity::ec2::plan::{
     idle_since, plan, Demand, Policy, Registered, Rules, Slot, TypeOffer,
 };
-use ecs_elastic_agent::cluster::capacity::ec2::pool::PLACEMENT_GRACE;
 use ecs_elastic_agent::cluster::capacity::ec2::{capacity, Arch, OsClass, Resources};
 use ecs_elastic_agent::cluster::capacity::warm::{self, IdleAgent, PoolView, UnusedKey, WarmAgents};
 

@@ -113,10 +113,10 @@ fn agent_on_instance(w: &World, profile: &ClusterProfile, settings: &str, agent:
             launch_spec: None,
             pool: Some(pool.clone()),
         };
-        st.launched(&pool, &[instance], now);
+        st.launched(&pool, std::slice::from_ref(&instance), now);
         let record = st.instances.get_mut(&id).expect("recorded");
-        record.seen = true;
-        record.container = Some(ContainerInstance {
+        record.described(instance);
+        let container = ContainerInstance {
             arn: container.clone(),
             ec2_id: Some(id.clone()),
             instance_type: Some("c5.xlarge".into()),
@@ -126,7 +126,8 @@ fn agent_on_instance(w: &World, profile: &ClusterProfile, settings: &str, agent:
             total: Resources::new(4096, 7680),
             remaining: Resources::new(2048, 5632),
             tasks: 1,
-        });
+        };
+        record.refold(Some(container), now, now);
     }
     let mut registry = w.cluster.registry();
     let new = NewAgent {

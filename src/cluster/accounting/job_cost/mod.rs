@@ -29,7 +29,8 @@ use crate::cluster::agents::AgentRecord;
 use crate::cluster::agents::Registry;
 use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::base::served::Served;
-use crate::cluster::capacity::ec2::pool::{InstanceRecord, Pool};
+use crate::cluster::capacity::ec2::instance::InstanceRecord;
+use crate::cluster::capacity::ec2::pool::Pool;
 use crate::cluster::capacity::ec2::pools::pool_profile;
 use crate::cluster::launch::providers::{ProviderCache, ProviderKind};
 use crate::cost::job::{
@@ -458,29 +459,29 @@ impl Costs {
         // cost's is held while the pool's is taken, in `price_job`: docs/architecture.md, "Locks").
         let instance = {
             let st = src.ec2.state();
-            st.instances.values().find(|i| i.container.as_ref().is_some_and(|c| c.arn == arn)).cloned()
+            st.instances.values().find(|i| i.container().is_some_and(|c| c.arn == arn)).cloned()
         };
         let instance = instance.ok_or("its EC2 instance is no longer known")?;
-        let total = instance.container.as_ref().map(|c| c.total).unwrap_or_default();
+        let total = instance.container().map(|c| c.total).unwrap_or_default();
         let market = Ec2Price::of(spot_key(&instance), &self.lock());
-        let compute = market.hourly(table, region, &instance.instance_type)?;
+        let compute = market.hourly(table, region, instance.instance_type())?;
         // Its gp3 root volume is part of the instance's price: `Ec2RootVolumeGiB` of its pool's
         // cluster profile (the profile GoCD sent last only when no served profile has its pool:
         // left over, untagged, or not heard since the process started). A region the table has
         // no gp3 price for is said, not guessed.
-        let pool = instance.pool.as_ref().and_then(|key| pool_profile(src.served.profiles().0, key));
+        let pool = instance.pool().and_then(|key| pool_profile(src.served.profiles().0, key));
         let volume_gib = pool.unwrap_or_else(|| src.profile.clone()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
         let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {
             hourly: compute + volume.unwrap_or(0.0),
             fraction,
-            instance: instance.id.clone(),
-            instance_type: instance.instance_type.clone(),
+            instance: instance.id().to_string(),
+            instance_type: instance.instance_type().to_string(),
             volume_gib,
             volume_priced: volume.is_some(),
             market,
-            launched_at: instance.launched_at,
+            launched_at: instance.launched_at(),
         })
     }
 
@@ -553,7 +554,7 @@ impl Costs {
             .cloned()
             .collect();
         let st = src.ec2.state();
-        let total = st.instances.values().find_map(|i| i.container.as_ref().filter(|c| c.arn == arn).map(|c| c.total));
+        let total = st.instances.values().find_map(|i| i.container().filter(|c| c.arn == arn).map(|c| c.total));
         let total = total.unwrap_or_default();
         others
             .iter()
@@ -698,8 +699,8 @@ fn provider_kind(src: &Sources<'_>, record: &AgentRecord, provider: &str) -> Opt
 /// The Spot price's key of one of our instances: (type, zone, OS); `None` when it is on demand
 /// or its zone is not known.
 fn spot_key(instance: &InstanceRecord) -> Option<SpotKey> {
-    let zone = instance.container.as_ref()?.zone.clone()?;
-    instance.spot.then(|| (instance.instance_type.clone(), zone, instance.os))
+    let zone = instance.container()?.zone.clone()?;
+    instance.spot().then(|| (instance.instance_type().to_string(), zone, instance.os()))
 }
 
 /// The Spot price's key of a capacity provider's instance running `os`: (type, zone, OS);

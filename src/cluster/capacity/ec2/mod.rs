@@ -16,16 +16,16 @@
 //! - [`catalog`]: the listed instance types (vCPUs, memory, architectures) and AMIs
 //!   (architecture, platform, root size) as AWS describes them, once per pool.
 //! - [`user_data`]: the script that joins an instance to the cluster (Linux or Windows).
+//! - [`instance`]: one instance's record, its states and transitions on one page.
 //! - [`pool`]: the engine's instances and waiting work, each of its pool, in memory (rebuilt
 //!   from AWS after a restart: instances from their tags, waiting work from GoCD's re-sent
 //!   create-agent).
 //! - [`report`]: the status report's instance table and counts, of one profile's pool.
 //! - [`api`]: the port's EC2 and ECS calls (`aws::ec2`: RunInstances, DescribeInstances by our
 //!   tags, container instances, deregister, terminate), with plain data (`aws::ec2_types`).
-//! - [`driver`]: create-agent's entry ([`driver::enqueue`]) and the background loop per engine
-//!   that observes the cluster once, then plans and applies each pool (`pool_pass`) every few
-//!   seconds while there is work; `apply` (retire, start, refuse) and `launch` (RunInstances,
-//!   spot fallback) carry out a plan's steps.
+//!
+//! The EC2 loop that acts on all this (observe the cluster, then plan and apply each pool every
+//! few seconds while there is work: retire, stop, start, place, launch) is `reconcile/ec2/`.
 //!
 //! # Invariants
 //! - Only instances carrying both our `gocd:server-id` and `gocd:cluster-profile` tags are
@@ -42,6 +42,7 @@
 //!   auto-register key in a [`crate::secret::Secret`].
 
 pub mod catalog;
+pub mod instance;
 pub mod plan;
 pub mod pool;
 pub mod pools;

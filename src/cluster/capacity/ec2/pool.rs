@@ -13,7 +13,8 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use super::plan::{self, Demand, Policy, Registered, RetireReason, Slot, TypeOffer};
+use super::instance::InstanceRecord;
+use super::plan::{self, Demand, Policy, Registered, Slot, TypeOffer};
 use super::pools::{Counters, Group, PoolMemory};
 use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
@@ -24,73 +25,11 @@ use crate::ids::{AgentId, Ec2PoolKey};
 use crate::secret::Secret;
 use crate::settings::Ec2Capacity;
 
-/// How long a task we placed keeps its instance from counting as idle, whatever ECS says (ECS
-/// may not count a task in the first description after StartTask).
-pub const PLACEMENT_GRACE: Duration = Duration::from_secs(15);
-/// How long an instance we launched may be missing from DescribeInstances (eventual
-/// consistency) before it counts as gone.
-const JUST_LAUNCHED: Duration = Duration::from_secs(120);
 /// How long a gone instance is remembered, to deregister a container instance it left behind.
 const REMEMBER_GONE: Duration = Duration::from_secs(3600);
 
 /// (subnets, security groups) as configured; the resolved network is cached under it.
 pub type NetworkKey = (Vec<String>, Vec<String>);
-
-/// One instance of ours.
-#[derive(Debug, Clone)]
-pub struct InstanceRecord {
-    /// Instance id.
-    pub id: String,
-    /// Instance type.
-    pub instance_type: String,
-    /// Spot (else on-demand).
-    pub spot: bool,
-    /// Its OS.
-    pub os: OsClass,
-    /// EC2's state name.
-    pub ec2_state: Ec2State,
-    /// When EC2 launched it.
-    pub launched_at: SystemTime,
-    /// Seen in a DescribeInstances since we launched it.
-    pub seen: bool,
-    /// Its container instance, once registered.
-    pub container: Option<ContainerInstance>,
-    /// When we first saw it registered.
-    pub registered_at: Option<SystemTime>,
-    /// Since when it has had no task.
-    pub idle_since: Option<SystemTime>,
-    /// When we last started a task on it.
-    pub last_placed_at: Option<SystemTime>,
-    /// What we placed on it after the last description began.
-    pub placed: Vec<(Resources, SystemTime)>,
-    /// Being retired, and why.
-    pub retiring: Option<RetireReason>,
-    /// When EC2 warned that Spot will interrupt it (two minutes' notice).
-    pub spot_warned_at: Option<SystemTime>,
-    /// The fingerprint of the launch settings it was launched with (`gocd:launch-spec`).
-    pub launch_spec: Option<String>,
-    /// When we started it again from the stopped pool; until its ECS agent is back (its
-    /// container instance ACTIVE and connected) it counts as starting, held to
-    /// `Ec2RegisterTimeoutMinutes` from then.
-    pub restarted_at: Option<SystemTime>,
-    /// When we stopped it (the most recently stopped is started first: its cache is newest).
-    pub stopped_at: Option<SystemTime>,
-    /// The pool it was launched into (`gocd:ec2-pool`); `None` when launched without one.
-    pub pool: Option<Ec2PoolKey>,
-}
-
-impl InstanceRecord {
-    /// Stopped or stopping in EC2: in the stopped pool, neither placed on nor counted against
-    /// `Ec2MaxInstances`.
-    pub fn parked(&self) -> bool {
-        matches!(self.ec2_state, Ec2State::Stopping | Ec2State::Stopped)
-    }
-
-    /// Started again from the stopped pool, its ECS agent not back yet.
-    pub fn restarting(&self) -> bool {
-        self.restarted_at.is_some() && !self.parked()
-    }
-}
 
 /// A task waiting for room, with everything needed to start it later.
 #[derive(Debug, Clone)]
@@ -212,40 +151,27 @@ impl PoolState {
         described_at: SystemTime,
         now: SystemTime,
     ) -> Observed {
-        let age = |t: SystemTime| now.duration_since(t).unwrap_or_default();
         let mut out = Observed::default();
         let live: BTreeSet<String> = ec2.iter().map(|i| i.id.clone()).collect();
         for i in ec2 {
             let record = self.instances.entry(i.id.clone()).or_insert_with(|| {
                 tracing::info!(instance = %i.id, state = %i.state, pool = ?i.pool, "adopted an EC2 instance of this cluster");
-                new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now))
+                InstanceRecord::launched(&i, None, now)
             });
-            // A description never takes the pool a launch recorded away.
-            record.pool = i.pool.or(record.pool.take());
-            record.instance_type = i.instance_type;
-            record.spot = i.spot;
-            record.os = i.os;
-            record.ec2_state = i.state;
-            // A warning before a restart: the tag remembers it.
-            record.spot_warned_at = record.spot_warned_at.or(i.spot_warned_at);
-            record.launch_spec = i.launch_spec;
-            if let Some(t) = i.launched_at {
-                record.launched_at = t;
-            }
-            record.seen = true;
+            record.described(i);
         }
         let vanished: Vec<String> = self
             .instances
             .values()
-            .filter(|r| !live.contains(&r.id) && (r.seen || age(r.launched_at) >= JUST_LAUNCHED))
-            .map(|r| r.id.clone())
+            .filter(|r| r.vanished(live.contains(r.id()), now))
+            .map(|r| r.id().to_string())
             .collect();
         for id in vanished {
             if let Some(r) = self.instances.remove(&id) {
-                if r.retiring.is_none() {
+                if r.retiring().is_none() {
                     tracing::warn!(instance = %id, "an EC2 instance of ours is no longer pending or running (terminated outside the plugin?)");
                 }
-                out.deregister.extend(r.container.map(|c| c.arn));
+                out.deregister.extend(r.container().map(|c| c.arn.clone()));
                 self.gone.insert(id, now);
             }
         }
@@ -265,43 +191,12 @@ impl PoolState {
             }
         }
         for record in self.instances.values_mut() {
-            record.placed.retain(|(_, t)| *t >= described_at);
-            record.container = by_instance.remove(&record.id).map(|mut c| {
-                let placed = record.placed.iter().fold(Resources::default(), |sum, (r, _)| sum.plus(*r));
-                c.remaining = c.remaining.minus(placed);
-                c.tasks += u32::try_from(record.placed.len()).unwrap_or(u32::MAX);
-                c
-            });
-            if record.parked() {
-                // A stopped instance's container instance stays registered (DRAINING, its agent
-                // disconnected) so that the agent comes back as the same one on start.
-                record.idle_since = None;
-                continue;
-            }
-            if record.restarted_at.is_some()
-                && record.ec2_state == Ec2State::Running
-                && record.container.as_ref().is_some_and(ContainerInstance::usable)
-            {
-                // Its ECS agent is back: from now on it is registered like any other.
-                record.restarted_at = None;
-                record.registered_at = Some(now);
-                record.idle_since = None;
-            }
-            if record.restarting() {
-                record.idle_since = None;
-                continue;
-            }
-            match &record.container {
-                Some(c) => {
-                    record.registered_at.get_or_insert(now);
-                    if let Some(key) = &record.pool {
-                        let memory = self.pools.entry(key.clone()).or_default();
-                        memory.registered_capacity.insert(record.instance_type.clone(), c.total);
-                    }
-                    record.idle_since =
-                        plan::idle_since(record.idle_since, c.tasks, record.last_placed_at, PLACEMENT_GRACE, now);
+            record.refold(by_instance.remove(record.id()), described_at, now);
+            if let (Some(c), Some(key)) = (record.container(), record.pool()) {
+                if !record.parked() && !record.restarting() {
+                    let memory = self.pools.entry(key.clone()).or_default();
+                    memory.registered_capacity.insert(record.instance_type().to_string(), c.total);
                 }
-                None => record.idle_since = None,
             }
         }
         self.gone.retain(|_, t| now.duration_since(*t).unwrap_or_default() < REMEMBER_GONE);
@@ -312,12 +207,7 @@ impl PoolState {
     /// them).
     pub fn launched(&mut self, pool: &Ec2PoolKey, instances: &[Ec2Instance], now: SystemTime) {
         for i in instances {
-            self.instances.entry(i.id.clone()).or_insert_with(|| {
-                let mut r = new_record(&i.id, &i.instance_type, i.spot, i.os, i.launched_at.unwrap_or(now));
-                r.ec2_state = i.state.clone();
-                r.pool = Some(pool.clone());
-                r
-            });
+            self.instances.entry(i.id.clone()).or_insert_with(|| InstanceRecord::launched(i, Some(pool.clone()), now));
         }
     }
 
@@ -333,7 +223,7 @@ impl PoolState {
 
     /// Counts in the totals of an instance's pool (none for one launched without a pool).
     pub fn count(&mut self, instance: &str, add: impl FnOnce(&mut Counters)) {
-        if let Some(key) = self.instances.get(instance).and_then(|r| r.pool.clone()) {
+        if let Some(key) = self.instances.get(instance).and_then(|r| r.pool().cloned()) {
             add(&mut self.memory_mut(&key).counters);
         }
     }
@@ -341,13 +231,7 @@ impl PoolState {
     /// Records a task we started on an instance.
     pub fn placed(&mut self, instance: &str, agent_id: &str, need: Resources, now: SystemTime) {
         if let Some(r) = self.instances.get_mut(instance) {
-            r.placed.push((need, now));
-            r.last_placed_at = Some(now);
-            r.idle_since = None;
-            if let Some(c) = &mut r.container {
-                c.remaining = c.remaining.minus(need);
-                c.tasks += 1;
-            }
+            r.placed(need, now);
         }
         self.waiting.retain(|w| w.spec.work.agent_id != agent_id);
         self.count(instance, |c| c.placed += 1);
@@ -401,8 +285,8 @@ impl PoolState {
     /// An instance's architecture: as EC2 describes its type in its pool's catalog, else guessed
     /// from the type's name.
     pub fn arch_of(&self, record: &InstanceRecord) -> Arch {
-        let catalog = self.memory(record.pool.as_ref()).and_then(|m| m.catalog.as_ref());
-        catalog.map_or_else(|| Arch::guess(&record.instance_type), |c| c.arch_of(&record.instance_type))
+        let catalog = self.memory(record.pool()).and_then(|m| m.catalog.as_ref());
+        catalog.map_or_else(|| Arch::guess(record.instance_type()), |c| c.arch_of(record.instance_type()))
     }
 
     /// The planner's view of a group's instances (not the stopped ones: [`PoolState::parked`]).
@@ -411,24 +295,24 @@ impl PoolState {
     pub fn slots(&self, group: &Group<'_>) -> Vec<Slot> {
         self.instances
             .values()
-            .filter(|r| group.holds(r.pool.as_ref()) && !r.parked())
+            .filter(|r| group.holds(r.pool()) && !r.parked())
             .map(|r| Slot {
-                id: r.id.clone(),
-                os: r.os,
-                instance_type: r.instance_type.clone(),
+                id: r.id().to_string(),
+                os: r.os(),
+                instance_type: r.instance_type().to_string(),
                 arch: self.arch_of(r),
-                launched_at: r.restarted_at.unwrap_or(r.launched_at),
-                running: r.ec2_state == Ec2State::Running,
-                registered: r.container.as_ref().filter(|_| !r.restarting()).map(|c| Registered {
+                launched_at: r.restarted_at().unwrap_or(r.launched_at()),
+                running: r.ec2_state() == Ec2State::Running,
+                registered: r.container().filter(|_| !r.restarting()).map(|c| Registered {
                     usable: c.usable(),
                     total: c.total,
                     remaining: c.remaining,
                     tasks: c.tasks,
                 }),
-                idle_since: r.idle_since,
-                retiring: r.retiring.is_some(),
-                spot: r.spot,
-                spot_warned: r.spot_warned_at.is_some(),
+                idle_since: r.idle_since(),
+                retiring: r.retiring().is_some(),
+                spot: r.spot(),
+                spot_warned: r.spot_warned_at().is_some(),
             })
             .collect()
     }
@@ -439,24 +323,24 @@ impl PoolState {
     pub fn parked(&self, group: &Group<'_>, current: impl Fn(OsClass, Arch) -> Option<String>) -> Vec<Parked> {
         self.instances
             .values()
-            .filter(|r| group.holds(r.pool.as_ref()) && r.parked() && r.retiring.is_none())
+            .filter(|r| group.holds(r.pool()) && r.parked() && r.retiring().is_none())
             .map(|r| {
                 let arch = self.arch_of(r);
-                let fresh = match (current(r.os, arch), &r.launch_spec) {
+                let fresh = match (current(r.os(), arch), &r.launch_spec()) {
                     (Some(now), Some(then)) => Some(now == *then),
                     // Launched before fingerprints, or by hand: not ours to start.
                     (Some(_), None) => Some(false),
                     (None, _) => None,
                 };
                 Parked {
-                    id: r.id.clone(),
-                    os: r.os,
+                    id: r.id().to_string(),
+                    os: r.os(),
                     arch,
-                    instance_type: r.instance_type.clone(),
-                    stopped: r.ec2_state == Ec2State::Stopped,
+                    instance_type: r.instance_type().to_string(),
+                    stopped: r.ec2_state() == Ec2State::Stopped,
                     fresh,
-                    spot: r.spot,
-                    since: r.stopped_at.unwrap_or(r.launched_at),
+                    spot: r.spot(),
+                    since: r.stopped_at().unwrap_or(r.launched_at()),
                 }
             })
             .collect()
@@ -491,12 +375,12 @@ impl PoolState {
     pub fn next_deadline(&self, group: &Group<'_>, policy: &Policy, now: SystemTime) -> Option<Duration> {
         self.instances
             .values()
-            .filter(|r| group.holds(r.pool.as_ref()) && r.retiring.is_none() && !r.parked())
-            .filter_map(|r| match (&r.container, r.idle_since) {
-                _ if r.restarting() => r.restarted_at.map(|t| t + policy.register_timeout),
+            .filter(|r| group.holds(r.pool()) && r.retiring().is_none() && !r.parked())
+            .filter_map(|r| match (&r.container(), r.idle_since()) {
+                _ if r.restarting() => r.restarted_at().map(|t| t + policy.register_timeout),
                 // A surplus idle instance goes sooner than the warm spare: wake for the earlier.
                 (Some(_), Some(idle)) => Some(idle + plan::surplus_idle(policy.idle)),
-                (None, _) => Some(r.launched_at + policy.register_timeout),
+                (None, _) => Some(r.launched_at() + policy.register_timeout),
                 (Some(_), None) => None,
             })
             .map(|deadline| deadline.duration_since(now).unwrap_or_default())
@@ -507,32 +391,9 @@ impl PoolState {
     pub fn busy(&self) -> bool {
         !self.waiting.is_empty()
             || self.instances.values().any(|r| {
-                r.ec2_state == Ec2State::Stopping
-                    || (!r.parked() && (r.container.is_none() || r.restarting() || r.retiring.is_some()))
+                r.ec2_state() == Ec2State::Stopping
+                    || (!r.parked() && (r.container().is_none() || r.restarting() || r.retiring().is_some()))
             })
-    }
-}
-
-fn new_record(id: &str, instance_type: &str, spot: bool, os: OsClass, launched_at: SystemTime) -> InstanceRecord {
-    InstanceRecord {
-        id: id.to_string(),
-        instance_type: instance_type.to_string(),
-        spot,
-        os,
-        ec2_state: Ec2State::Pending,
-        launched_at,
-        seen: false,
-        container: None,
-        registered_at: None,
-        idle_since: None,
-        last_placed_at: None,
-        placed: Vec::new(),
-        retiring: None,
-        spot_warned_at: None,
-        launch_spec: None,
-        restarted_at: None,
-        stopped_at: None,
-        pool: None,
     }
 }
 
@@ -585,14 +446,14 @@ mod tests {
         let mut st = PoolState::default();
         let seen = st.observe(vec![ec2("i-a", Ec2State::Pending)], vec![], at(1), at(1));
         assert_eq!(seen, Observed::default());
-        assert!(st.instances["i-a"].container.is_none());
+        assert!(st.instances["i-a"].container().is_none());
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(5), at(5));
         let a = &st.instances["i-a"];
-        assert_eq!((a.registered_at, a.idle_since), (Some(at(5)), Some(at(5))));
+        assert_eq!((a.registered_at(), a.idle_since()), (Some(at(5)), Some(at(5))));
         assert_eq!(st.capacity(Some(&pool()), "c5.xlarge"), Some(Resources::new(4096, 7482)), "the truth, learned");
         assert_eq!(st.capacity(Some(&"another12345".into()), "c5.xlarge"), capacity::estimate("c5.xlarge"));
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 1)], at(9), at(9));
-        assert_eq!(st.instances["i-a"].idle_since, None);
+        assert_eq!(st.instances["i-a"].idle_since(), None);
     }
 
     #[test]
@@ -600,15 +461,15 @@ mod tests {
         let mut st = PoolState::default();
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(1), at(1));
         st.placed("i-a", "agent-1", Resources::new(1024, 1800), at(2));
-        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+        assert_eq!(st.instances["i-a"].container().unwrap().remaining, Resources::new(3072, 5682));
         // A description that began before the placement does not show it yet.
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 0)], at(1), at(3));
-        let c = st.instances["i-a"].container.clone().unwrap();
+        let c = st.instances["i-a"].container().unwrap();
         assert_eq!((c.remaining, c.tasks), (Resources::new(3072, 5682), 1));
-        assert_eq!(st.instances["i-a"].idle_since, None);
+        assert_eq!(st.instances["i-a"].idle_since(), None);
         // One that began after it does.
         st.observe(vec![ec2("i-a", Ec2State::Running)], vec![ci("i-a", 1)], at(4), at(4));
-        assert_eq!(st.instances["i-a"].container.as_ref().unwrap().remaining, Resources::new(3072, 5682));
+        assert_eq!(st.instances["i-a"].container().unwrap().remaining, Resources::new(3072, 5682));
     }
 
     #[test]
@@ -632,7 +493,7 @@ mod tests {
         // A description taken before the tag landed does not forget the warning.
         let untagged = Ec2Instance { spot: true, ..ec2("i-w", Ec2State::Running) };
         st.observe(vec![untagged], vec![ci("i-w", 2)], at(6), at(6));
-        assert_eq!(st.instances["i-w"].spot_warned_at, Some(at(3)));
+        assert_eq!(st.instances["i-w"].spot_warned_at(), Some(at(3)));
     }
 
     #[test]

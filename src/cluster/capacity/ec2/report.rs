@@ -7,7 +7,8 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::pool::{InstanceRecord, Pool};
+use super::instance::InstanceRecord;
+use super::pool::Pool;
 use super::pools::pool_key;
 use super::pools::Counters;
 use super::Ec2State;
@@ -24,38 +25,39 @@ impl Pool {
     ) -> PoolSnapshot<T> {
         let key = pool_key(profile);
         let st = self.state();
-        let ours: Vec<&InstanceRecord> = st.instances.values().filter(|r| r.pool.is_some() && r.pool == key).collect();
+        let ours: Vec<&InstanceRecord> =
+            st.instances.values().filter(|r| r.pool().is_some() && r.pool() == key.as_ref()).collect();
         let alive: Vec<&InstanceRecord> =
-            ours.iter().copied().filter(|r| r.retiring.is_none() && !r.parked()).collect();
-        let stopped = ours.iter().filter(|r| r.retiring.is_none() && r.parked()).count();
+            ours.iter().copied().filter(|r| r.retiring().is_none() && !r.parked()).collect();
+        let stopped = ours.iter().filter(|r| r.retiring().is_none() && r.parked()).count();
         let instances = ours
             .iter()
             .map(|r| {
-                let c = r.container.as_ref();
+                let c = r.container();
                 InstanceRow {
-                    id: r.id.clone(),
-                    instance_type: r.instance_type.clone(),
+                    id: r.id().to_string(),
+                    instance_type: r.instance_type().to_string(),
                     arch: st.arch_of(r).as_str(),
-                    market: if r.spot { "spot" } else { "on-demand" },
+                    market: if r.spot() { "spot" } else { "on-demand" },
                     state: instance_state(r),
-                    ec2_state: r.ec2_state.clone(),
-                    launched: when(r.launched_at),
+                    ec2_state: r.ec2_state().clone(),
+                    launched: when(r.launched_at()),
                     registered: c.is_some(),
                     registered_cpu: c.map(|c| c.total.cpu),
                     registered_memory: c.map(|c| c.total.memory),
                     remaining_cpu: c.map(|c| c.remaining.cpu),
                     remaining_memory: c.map(|c| c.remaining.memory),
                     tasks: c.map_or(0, |c| c.tasks),
-                    idle_since: r.idle_since.map(&when),
+                    idle_since: r.idle_since().map(&when),
                 }
             })
             .collect();
         let mut by_type: Vec<TypeCount> = Vec::new();
         for r in &alive {
             let arch = st.arch_of(r).as_str();
-            match by_type.iter_mut().find(|t| t.instance_type == r.instance_type) {
+            match by_type.iter_mut().find(|t| t.instance_type == r.instance_type()) {
                 Some(t) => t.count += 1,
-                None => by_type.push(TypeCount { instance_type: r.instance_type.clone(), arch, count: 1 }),
+                None => by_type.push(TypeCount { instance_type: r.instance_type().to_string(), arch, count: 1 }),
             }
         }
         by_type.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
@@ -71,8 +73,8 @@ impl Pool {
             idle_minutes: cfg.idle_minutes,
             register_timeout_minutes: cfg.register_timeout_minutes,
             counted: alive.len(),
-            starting: alive.iter().filter(|r| r.container.is_none() || r.restarting()).count(),
-            registered: alive.iter().filter(|r| r.container.is_some() && !r.restarting()).count(),
+            starting: alive.iter().filter(|r| r.container().is_none() || r.restarting()).count(),
+            registered: alive.iter().filter(|r| r.container().is_some() && !r.restarting()).count(),
             stopped,
             stopped_instances: cfg.stopped_instances,
             stopped_ebs_month: format!("{:.2} USD a month", stopped_ebs_usd_month(stopped, cfg.root_volume_gib)),
@@ -95,9 +97,9 @@ pub fn stopped_ebs_usd_month(stopped: usize, gib: u32) -> f64 {
 }
 
 fn instance_state(r: &InstanceRecord) -> String {
-    match (&r.retiring, &r.container) {
+    match (&r.retiring(), &r.container()) {
         (Some(reason), _) => format!("retiring: {}", reason.describe()),
-        (None, _) if r.ec2_state == Ec2State::Stopping => "stopping into the stopped pool".into(),
+        (None, _) if r.ec2_state() == Ec2State::Stopping => "stopping into the stopped pool".into(),
         (None, _) if r.parked() => "stopped (Ec2StoppedInstances): started again before a new launch".into(),
         (None, _) if r.restarting() => "started again, ECS agent reconnecting".into(),
         (None, None) => "starting (not registered yet)".into(),

@@ -10,7 +10,7 @@ use crate::cluster::capacity::ec2::api;
 use crate::cluster::capacity::ec2::plan::{Placement, RetireReason, Retirement};
 use crate::cluster::capacity::ec2::pool::WaitingTask;
 use crate::cluster::capacity::ec2::pools::PoolConfig;
-use crate::cluster::capacity::ec2::{ContainerInstanceStatus, Ec2State};
+use crate::cluster::capacity::ec2::ContainerInstanceStatus;
 use crate::cluster::launch::run_task::start_task;
 use crate::cluster::Cluster;
 use crate::protocol::host_calls::HealthKind;
@@ -24,8 +24,8 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         let Some(record) = st.instances.get_mut(&r.instance) else {
             return;
         };
-        record.retiring = Some(r.reason);
-        (record.container.as_ref().map(|c| c.arn.clone()), record.parked())
+        record.retire(r.reason);
+        (record.container().map(|c| c.arn.clone()), record.parked())
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
@@ -38,7 +38,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
             if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
-                record.retiring = None;
+                record.kept();
             }
             return;
         }
@@ -49,8 +49,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             st.count(&r.instance, |c| c.terminated += 1);
             st.gone.insert(r.instance.clone(), cluster.now());
             if let Some(record) = st.instances.get_mut(&r.instance) {
-                record.container = None;
-                record.ec2_state = Ec2State::ShuttingDown;
+                record.terminating();
             }
             drop(st);
             let message = format!("terminated EC2 instance {}: {}", r.instance, r.reason.describe());
@@ -67,8 +66,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             cluster.event(HealthKind::Warning, format!("could not terminate EC2 instance {}: {e}", r.instance));
             // Deregistered already: the next passes see it unregistered and retry.
             if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
-                record.retiring = None;
-                record.container = None;
+                record.deregistered();
             }
         }
     }
@@ -85,8 +83,8 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
         let Some(record) = st.instances.get_mut(id) else {
             return;
         };
-        record.retiring = Some(RetireReason::Idle);
-        record.container.as_ref().map(|c| c.arn.clone())
+        record.retire(RetireReason::Idle);
+        record.container().map(|c| c.arn.clone())
     };
     let cluster_name = profile.cluster_name.as_str();
     if let Some(arn) = &container {
@@ -101,14 +99,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
             let mut st = cluster.ec2().state();
             st.count(id, |c| c.stopped += 1);
             if let Some(record) = st.instances.get_mut(id) {
-                record.retiring = None;
-                record.ec2_state = Ec2State::Stopping;
-                record.stopped_at = Some(now);
-                record.restarted_at = None;
-                record.idle_since = None;
-                if let Some(c) = &mut record.container {
-                    c.status = ContainerInstanceStatus::Draining;
-                }
+                record.stopping(now);
             }
             drop(st);
             tracing::info!(instance = %id, "stopped EC2 instance into the stopped pool (Ec2StoppedInstances): it ran no task for Ec2IdleMinutes");
@@ -122,7 +113,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
             if let Some(record) = cluster.ec2().state().instances.get_mut(id) {
-                record.retiring = None;
+                record.kept();
             }
         }
     }
@@ -140,11 +131,8 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
                 let Some(record) = st.instances.get_mut(id) else {
                     return true;
                 };
-                record.ec2_state = Ec2State::Pending;
-                record.restarted_at = Some(cluster.now());
-                record.stopped_at = None;
-                record.idle_since = None;
-                record.container.as_ref().map(|c| c.arn.clone())
+                record.restarted(cluster.now());
+                record.container().map(|c| c.arn.clone())
             };
             tracing::info!(instance = %id, "started a stopped EC2 instance again instead of launching a new one");
             if let Some(arn) = container {
@@ -175,8 +163,8 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
 pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: &str, arn: &str) {
     match cluster.aws().set_instance_status(&profile.cluster_name, arn, InstanceStatus::Active).await {
         Ok(()) => {
-            if let Some(c) = cluster.ec2().state().instances.get_mut(id).and_then(|r| r.container.as_mut()) {
-                c.status = ContainerInstanceStatus::Active;
+            if let Some(record) = cluster.ec2().state().instances.get_mut(id) {
+                record.container_status(ContainerInstanceStatus::Active);
             }
         }
         Err(e) => {
@@ -190,7 +178,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     let (waiting, container) = {
         let st = cluster.ec2().state();
         let work = st.waiting.iter().find(|w| w.spec.work.agent_id == p.demand).cloned();
-        let container = st.instances.get(&p.instance).and_then(|r| r.container.as_ref()).map(|c| c.arn.clone());
+        let container = st.instances.get(&p.instance).and_then(|r| r.container()).map(|c| c.arn.clone());
         match (work, container) {
             (Some(w), Some(c)) => (w, c),
             _ => return,

@@ -251,10 +251,10 @@ async fn reactivate_restarted(cluster: &Cluster) {
         .state()
         .instances
         .values()
-        .filter(|r| r.restarting() && r.retiring.is_none())
+        .filter(|r| r.restarting() && r.retiring().is_none())
         .filter_map(|r| {
-            let draining = r.container.as_ref().filter(|c| c.status == ContainerInstanceStatus::Draining);
-            draining.map(|c| (r.id.clone(), c.arn.clone()))
+            let draining = r.container().filter(|c| c.status == ContainerInstanceStatus::Draining);
+            draining.map(|c| (r.id().to_string(), c.arn.clone()))
         })
         .collect();
     for (id, arn) in due {

@@ -372,10 +372,10 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         launch_spec: None,
         pool: None,
     };
-    st.launched(&w.pool(), &[instance], now - idle_for);
+    st.launched(&w.pool(), std::slice::from_ref(&instance), now - idle_for);
     let record = st.instances.get_mut(id).expect("recorded");
-    record.seen = true;
-    record.container = Some(crate::aws::ec2_types::ContainerInstance {
+    record.described(instance);
+    let container = crate::aws::ec2_types::ContainerInstance {
         arn: container.into(),
         ec2_id: Some(id.into()),
         instance_type: Some("c5.xlarge".into()),
@@ -385,9 +385,9 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         total: crate::cluster::capacity::ec2::Resources::new(2048, 7680),
         remaining: crate::cluster::capacity::ec2::Resources::new(2048, 7680),
         tasks: 0,
-    });
-    record.registered_at = Some(now - idle_for);
-    record.idle_since = Some(now - idle_for);
+    };
+    // Registered, and idle, since `idle_for` ago.
+    record.refold(Some(container), now - idle_for, now - idle_for);
 }
 
 #[tokio::test]
@@ -450,7 +450,7 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
     w.aws.done();
     let st = w.cluster.ec2().state();
     let record = &st.instances["i-0000000000000005"];
-    assert_eq!((record.retiring, totals(&st, &w).terminated), (None, 0), "kept, not terminated");
+    assert_eq!((record.retiring(), totals(&st, &w).terminated), (None, 0), "kept, not terminated");
 }
 
 /// Job 7 queued, an empty registered instance `i-…{n}` of ours beside it, and the next pass's
@@ -622,7 +622,7 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
     let st = w.cluster.ec2().state();
     assert_eq!((totals(&st, &w).stopped, totals(&st, &w).terminated), (1, 0));
     let record = &st.instances["i-0000000000000010"];
-    assert!(record.parked() && record.retiring.is_none(), "{record:?}");
+    assert!(record.parked() && record.retiring().is_none(), "{record:?}");
     assert!(st.slots(&Group::Pool(&w.pool())).is_empty(), "a stopped instance is neither placed on nor counted");
 }
 
@@ -944,7 +944,7 @@ async fn two_profiles_each_plan_and_launch_their_own(windows_first: bool) {
     driver::pass(&w.cluster).await.expect("pass 1");
     {
         let st = w.cluster.ec2().state();
-        let pool_of = |id: &str| st.instances[id].pool.clone();
+        let pool_of = |id: &str| st.instances[id].pool().cloned();
         assert_eq!(
             (pool_of("i-0000000000000031"), pool_of("i-0000000000000032")),
             (Some(linux.clone()), Some(windows.clone()))
@@ -1036,7 +1036,7 @@ async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_wa
     w.clock.advance(std::time::Duration::from_secs(120));
     describe(&w, 1);
     driver::pass(&w.cluster).await.expect("pass 2");
-    assert!(w.cluster.ec2().state().instances.values().all(|r| r.retiring.is_none()), "left alone");
+    assert!(w.cluster.ec2().state().instances.values().all(|r| r.retiring().is_none()), "left alone");
 
     // The first server-ping: every profile heard. The empty left-over instance goes (never
     // stopped into a pool), the busy one stays until it empties.
@@ -1060,12 +1060,12 @@ async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_wa
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!(
-        st.instances[left].retiring,
+        st.instances[left].retiring(),
         Some(crate::cluster::capacity::ec2::plan::RetireReason::LeftOver),
         "terminated as left over"
     );
     assert!(st.gone.contains_key(left));
-    assert!(st.instances[untagged].retiring.is_none() && st.instances[ours].retiring.is_none());
+    assert!(st.instances[untagged].retiring().is_none() && st.instances[ours].retiring().is_none());
     assert_eq!(totals(&st, &w).stopped, 0);
 }
 

@@ -62,9 +62,9 @@ impl Cluster {
         let (container, newly_warned) = {
             let mut st = self.ec2().state();
             let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
-            let newly_warned = record.spot_warned_at.is_none().then(|| self.now());
-            record.spot_warned_at = record.spot_warned_at.or(newly_warned);
-            (record.container.as_ref().map(|c| c.arn.clone()), newly_warned)
+            let now = self.now();
+            let newly_warned = record.spot_warned(now).then_some(now);
+            (record.container().map(|c| c.arn.clone()), newly_warned)
         };
         self.event(
             HealthKind::Warning,
@@ -76,10 +76,8 @@ impl Cluster {
             let cluster = self.profile().cluster_name.clone();
             match self.aws().set_instance_status(&cluster, arn, InstanceStatus::Draining).await {
                 Ok(()) => {
-                    if let Some(c) =
-                        self.ec2().state().instances.get_mut(instance_id).and_then(|r| r.container.as_mut())
-                    {
-                        c.status = ContainerInstanceStatus::Draining;
+                    if let Some(record) = self.ec2().state().instances.get_mut(instance_id) {
+                        record.container_status(ContainerInstanceStatus::Draining);
                     }
                 }
                 Err(e) => {
