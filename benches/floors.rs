@@ -14,8 +14,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-#[path = "../tests/world/mod.rs"]
-mod world;
+use test_world as world;
 
 #[path = "support/mod.rs"]
 mod support;

@@ -16,6 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)]
+use crate::scenario_ext::*;
 use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use crate::world::host::{HostState, JobHandle, Props};
 use crate::world::moto::{self, REGION, TEST_ACCESS_KEY_ID};
@@ -62,15 +64,27 @@ pub(crate) fn quarter_props() -> Props {
     props(&[("Image", IMAGE), ("Cpu", "1024"), ("Memory", "1800")])
 }
 
-impl Scenario {
+/// What these tests do with a scenario, beside what the test world gives.
+pub(crate) trait Ec2Scenario {
     /// Creates an ECS cluster and the instance profile in the account of `cfg` (whose access key
     /// is `access_key_id`) and watches it.
-    pub(crate) async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
+    async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str);
+    fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator;
+    /// Container instances still ACTIVE or DRAINING in each fleet's cluster.
+    async fn registered_container_instances(&self) -> Vec<String>;
+    /// Waits for every instance to be terminated, then checks nothing is left.
+    async fn finish_ec2(self, host: GoCdHost, sim: AgentSimulator, ec2: InstanceSimulator, extra: &str);
+}
+
+impl Ec2Scenario for Scenario {
+    /// Creates an ECS cluster and the instance profile in the account of `cfg` (whose access key
+    /// is `access_key_id`) and watches it.
+    async fn ec2_cluster(&mut self, label: &str, cfg: &SdkConfig, access_key_id: &str, cluster: &str) {
         self.cluster(label, cfg, cluster).await;
         create_instance_profile(self.moto.addr(), access_key_id, INSTANCE_PROFILE).await;
     }
 
-    pub(crate) fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator {
+    fn instances(&self, host: &GoCdHost, policy: Ec2Policy) -> InstanceSimulator {
         InstanceSimulator::start(self.fleets.clone(), host.server_id(), policy)
     }
 

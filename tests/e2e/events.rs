@@ -18,6 +18,8 @@
 use crate::world;
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)]
+use crate::scenario_ext::*;
 use crate::world::eventbridge::{self, EventBridge};
 use crate::world::moto;
 use crate::world::profiles::{cluster_props, elastic_props};
@@ -27,7 +29,12 @@ const CLUSTER: &str = "gocd-a";
 /// Longer than any of these tests waits for an event: a ping never does the events' work.
 const SLOW_PING: Duration = Duration::from_secs(30);
 
-impl Scenario {
+/// What these tests do with a scenario, beside what the test world gives.
+pub(crate) trait EventsScenario {
+    async fn finish_events(self, host: GoCdHost, sim: AgentSimulator, extra: &str);
+}
+
+impl EventsScenario for Scenario {
     async fn finish_events(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(60)).await;
         self.dump_calls();

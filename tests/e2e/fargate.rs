@@ -14,6 +14,8 @@ use crate::world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+#[allow(unused_imports)]
+use crate::scenario_ext::*;
 use crate::world::host::HostState;
 use crate::world::moto;
 use crate::world::profiles::{cluster_props, elastic_props};
@@ -23,7 +25,14 @@ use crate::world::*;
 const ROLE_ARN: &str = "arn:aws:iam::111111111111:role/gocd-agents";
 const DENIED_ROLE_ARN: &str = "arn:aws:iam::222222222222:role/gocd-forbidden";
 
-impl Scenario {
+/// What these tests do with a scenario, beside what the test world gives.
+pub(crate) trait FargateScenario {
+    /// The common end: no live task, quiet-ping figures, status reports and secret scan, clean
+    /// shutdown, the `FIGURES:` line.
+    async fn finish_fargate(self, host: GoCdHost, sim: AgentSimulator, extra: &str);
+}
+
+impl FargateScenario for Scenario {
     /// The common end: no live task, quiet-ping figures, status reports and secret scan, clean
     /// shutdown, the `FIGURES:` line.
     async fn finish_fargate(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {

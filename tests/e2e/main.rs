@@ -6,8 +6,15 @@
 
 #![allow(clippy::print_stderr, clippy::tests_outside_test_module)]
 
-#[path = "../world/mod.rs"]
-mod world;
+use test_world as world;
+
+/// What the end-to-end files add to a scenario, in scope wherever they use it.
+mod scenario_ext {
+    #[allow(unused_imports)]
+    pub(crate) use crate::{
+        ec2::Ec2Scenario, events::EventsScenario, fargate::FargateScenario, reliability::ReliabilityScenario,
+    };
+}
 
 #[path = "../../benches/support/mod.rs"]
 mod support;

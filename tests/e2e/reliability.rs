@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+#[allow(unused_imports)]
+use crate::scenario_ext::*;
 use crate::world::host::{HostState, JobState};
 use crate::world::*;
 
@@ -21,10 +23,22 @@ pub fn seed(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-impl Scenario {
+/// What these tests do with a scenario, beside what the test world gives.
+pub(crate) trait ReliabilityScenario {
     /// The plugin's own counters of AWS calls, summed by API budget category:
     /// category → (calls, throttled, retries, failed). Empty when the endpoint is not up.
-    pub async fn plugin_calls_by_category(&self) -> BTreeMap<String, [u64; 4]> {
+    async fn plugin_calls_by_category(&self) -> BTreeMap<String, [u64; 4]>;
+    /// The common end of a test with one host: no live task, status reports rendered and every
+    /// text operators read scanned for secrets, a clean shutdown, the `FIGURES:` line.
+    async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str);
+    /// [`Scenario::finish`] for several hosts (GoCD servers) on the same moto.
+    async fn finish_hosts(self, hosts: &[GoCdHost], sims: Vec<AgentSimulator>, extra: &str);
+}
+
+impl ReliabilityScenario for Scenario {
+    /// The plugin's own counters of AWS calls, summed by API budget category:
+    /// category → (calls, throttled, retries, failed). Empty when the endpoint is not up.
+    async fn plugin_calls_by_category(&self) -> BTreeMap<String, [u64; 4]> {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
         let Ok(r) = crate::world::http::simple(addr, "GET", "/metrics", None).await else {
             return BTreeMap::new();
@@ -34,12 +48,12 @@ impl Scenario {
 
     /// The common end of a test with one host: no live task, status reports rendered and every
     /// text operators read scanned for secrets, a clean shutdown, the `FIGURES:` line.
-    pub async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
+    async fn finish(self, host: GoCdHost, sim: AgentSimulator, extra: &str) {
         self.finish_hosts(&[host], vec![sim], extra).await;
     }
 
     /// [`Scenario::finish`] for several hosts (GoCD servers) on the same moto.
-    pub async fn finish_hosts(self, hosts: &[GoCdHost], sims: Vec<AgentSimulator>, extra: &str) {
+    async fn finish_hosts(self, hosts: &[GoCdHost], sims: Vec<AgentSimulator>, extra: &str) {
         self.assert_no_live_tasks(Duration::from_secs(120)).await;
         self.dump_calls();
         let mut scanned = 0;

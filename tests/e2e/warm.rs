@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+#[allow(unused_imports)]
+use crate::scenario_ext::*;
 use crate::world::eventbridge::{self, EventBridge};
 use crate::world::host::{JobHandle, JobState, Props};
 use crate::world::profiles::{cluster_props, elastic_props};

@@ -1,6 +1,7 @@
 //! The end-to-end test world (`docs/design.md`, "The test world"): moto as AWS, a proxy in front of it, a GoCD host
 //! simulator driving the real plugin binary over stdio, and an agent simulator playing the
-//! containers. Compiled once, into the `tests/e2e` binary (and the `floors` bench).
+//! containers. A crate of the workspace (`Cargo.toml` beside this file), compiled once for the
+//! end-to-end tests, the `soak` and `floors` benches and the `demo` and `screenshots` examples.
 //!
 //! - [`moto`]: moto's server per test, SDK configs for the test's own clients, account set-up.
 //! - [`proxy`]: HTTP proxy between plugin and moto; counts calls, rules answer or drop them.

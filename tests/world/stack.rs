@@ -9,7 +9,7 @@ use aws_config::SdkConfig;
 
 /// The cluster stack's template, as the release archive ships it.
 pub fn template() -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/cloudformation/cluster.yaml");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/cloudformation/cluster.yaml");
     std::fs::read_to_string(path).expect("read cluster.yaml")
 }
 

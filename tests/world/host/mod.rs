@@ -526,8 +526,6 @@ impl std::fmt::Display for HostError {
     }
 }
 
-/// The plugin binary: cargo names it for integration tests; examples and benches (which cargo
-/// does not tell) find it through `ECS_EA_PLUGIN_BIN` or the target directory.
 /// Whether a stdout line is the answer to migrate-config: the profiles GoCD sent, handed back
 /// with their secure values (GoCD stores them encrypted again), the one place the protocol
 /// itself carries them. The secret scan of stdout leaves these lines out.
@@ -538,12 +536,19 @@ pub fn is_migrate_config_answer(line: &[u8]) -> bool {
     })
 }
 
+/// The plugin binary: `ECS_EA_PLUGIN_BIN`, else the one cargo built beside the running test,
+/// bench or example, else the target directory's debug build.
 pub fn plugin_binary() -> PathBuf {
-    if let Some(path) = option_env!("CARGO_BIN_EXE_ecs-elastic-agent") {
-        return PathBuf::from(path);
-    }
     if let Some(path) = std::env::var_os("ECS_EA_PLUGIN_BIN") {
         return PathBuf::from(path);
+    }
+    // Cargo builds the plugin's binary beside the test, bench or example that runs: a test or
+    // bench in `<profile>/deps/`, an example in `<profile>/examples/`, the binary in `<profile>/`.
+    let beside = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors().skip(1).take(2).map(|dir| dir.join("ecs-elastic-agent")).find(|bin| bin.is_file())
+    });
+    if let Some(bin) = beside {
+        return bin;
     }
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target"));
     target.join("debug").join("ecs-elastic-agent")
