@@ -9,8 +9,6 @@
 use crate::world;
 use std::time::{Duration, Instant, SystemTime};
 
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::aws_rules;
 use crate::world::moto::{self, aws_error_text, DefaultNetwork, StaticCredentials};
 use crate::world::*;

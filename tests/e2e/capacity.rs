@@ -29,8 +29,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::JobHandle;
 use crate::world::http::HttpResponse;
 use crate::world::proxy::{rules, Outcome, Verdict};

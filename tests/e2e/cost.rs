@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::metrics::{http_get, value};
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::host::{JobHandle, JobState};
 use crate::world::profiles::{cluster_props, elastic_props};

@@ -19,8 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::proxy::faults::splitmix64;
 use crate::world::*;
 

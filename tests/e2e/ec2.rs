@@ -16,8 +16,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use crate::world::host::{HostState, JobHandle, Props};
 use crate::world::moto::{self, REGION, TEST_ACCESS_KEY_ID};

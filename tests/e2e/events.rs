@@ -18,8 +18,6 @@
 use crate::world;
 use std::time::{Duration, Instant};
 
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::eventbridge::{self, EventBridge};
 use crate::world::moto;
 use crate::world::profiles::{cluster_props, elastic_props};

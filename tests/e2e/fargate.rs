@@ -14,8 +14,6 @@ use crate::world;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::HostState;
 use crate::world::moto;
 use crate::world::profiles::{cluster_props, elastic_props};

@@ -17,8 +17,6 @@ use crate::world;
 use std::time::{Duration, Instant};
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::proxy::faults::{FaultRates, Faults};
 use crate::world::proxy::rules;
 use crate::world::*;

@@ -14,7 +14,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::metrics::{http_get, value};
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::moto::REGION;
 use crate::world::profiles::cluster_props;

@@ -16,7 +16,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::ec2::{al2023_ami, create_instance_profile, windows_ami, Ec2Policy};
 use crate::world::host::{HostState, Props};

@@ -16,8 +16,6 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::{HostState, JobState};
 use crate::world::moto::{self, aws_error_text, REGION};
 use crate::world::profiles::IMAGE;

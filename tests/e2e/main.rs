@@ -10,7 +10,6 @@ use test_world as world;
 
 /// What the end-to-end files add to a scenario, in scope wherever they use it.
 mod scenario_ext {
-    #[allow(unused_imports)]
     pub(crate) use crate::{
         ec2::Ec2Scenario, events::EventsScenario, fargate::FargateScenario, reliability::ReliabilityScenario,
     };

@@ -11,8 +11,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::{HostState, JobState};
 use crate::world::*;
 

@@ -15,8 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::{JobHandle, JobState, Props};
 use crate::world::*;
 

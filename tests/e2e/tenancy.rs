@@ -16,8 +16,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::reliability::*;
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::host::Props;
 use crate::world::moto::{self, aws_error_text, StaticCredentials, REGION};
 use crate::world::proxy::Verdict;

@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::process::{Child, Command};
 
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::moto::{self, free_port};
 use crate::world::profiles::{cluster_props, elastic_props};

@@ -29,7 +29,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::ec2::{create_instance_profile, Ec2Policy};
 use crate::world::host::{HostConfig, HostState, JobState};

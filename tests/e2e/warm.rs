@@ -17,7 +17,6 @@
 
 use std::time::Duration;
 
-#[allow(unused_imports)]
 use crate::scenario_ext::*;
 use crate::world::eventbridge::{self, EventBridge};
 use crate::world::host::{JobHandle, JobState, Props};

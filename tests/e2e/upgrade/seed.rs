@@ -28,8 +28,6 @@ use aws_sdk_ecs::types::{
 use base64::Engine;
 
 use super::schema::{Example, Kind, Schema};
-#[allow(unused_imports)]
-use crate::scenario_ext::*;
 use crate::world::ec2::InstanceSimulator;
 use crate::world::host::{JobHandle, JobState, PLUGIN_ID};
 use crate::world::moto::{self, aws_error_text};
