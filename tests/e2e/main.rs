@@ -8,11 +8,9 @@
 
 use test_world as world;
 
-/// What the end-to-end files add to a scenario, in scope wherever they use it.
+/// What the end-to-end files add to a scenario that other files use too.
 mod scenario_ext {
-    pub(crate) use crate::{
-        ec2::Ec2Scenario, events::EventsScenario, fargate::FargateScenario, reliability::ReliabilityScenario,
-    };
+    pub(crate) use crate::{ec2::Ec2Scenario, reliability::ReliabilityScenario};
 }
 
 #[path = "../../benches/support/mod.rs"]
