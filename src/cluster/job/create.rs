@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::cluster::agents::reuse::reused_line;
 use crate::cluster::agents::tasks::Capacity;
-use crate::cluster::agents::{NewAgent, Reservation};
+use crate::cluster::agents::Reservation;
 use crate::cluster::base::error::{EngineError, Misfit, Refusal};
 use crate::cluster::base::gocd::console_line;
 use crate::cluster::base::identity::new_agent_id;
@@ -102,13 +102,7 @@ impl Cluster {
                 "GoCD's server-info has no site URL and the cluster profile sets no GoServerUrl: set GoServerUrl";
             return Err(self.could_not_start(&request.job, EngineError::Config(message.into())).await);
         };
-        let new = NewAgent {
-            environment: request.environment.clone(),
-            elastic_profile: snapshot.elastic.hash.clone(),
-            settings: snapshot.settings.clone(),
-            image: snapshot.elastic.image.clone(),
-            reuse: snapshot.reuse(),
-        };
+        let new = snapshot.new_agent(request.environment.clone());
         let agent_id = new_agent_id(self.key(), &request.job);
         let reserved = self.registry().reserve(&request.job, agent_id, profile.max_agents as usize, new, self.now());
         // A warm profile's pool: a new job counts as an arrival; a job that needed no new agent

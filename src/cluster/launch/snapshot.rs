@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::task_definition::{self, TaskDefinitionRef};
 use crate::aws::network::Network;
+use crate::cluster::agents::NewAgent;
 use crate::cluster::base::identity::{client_token, task_tags, TaskLabels};
 use crate::cluster::launch::providers::ProviderKinds;
 use crate::ids::{AgentId, ClusterKey, SettingsFingerprint};
@@ -95,6 +96,18 @@ impl RequestSnapshot {
             (Some(reuse), _) => Some(reuse),
             (None, true) => Some(Reuse { idle: WARM_IDLE, max_jobs: WARM_MAX_JOBS }),
             (None, false) => None,
+        }
+    }
+
+    /// What the record of a new agent for this request starts with, in the pipelines'
+    /// `environment`.
+    pub fn new_agent(&self, environment: Option<String>) -> NewAgent {
+        NewAgent {
+            environment,
+            elastic_profile: self.elastic.hash.clone(),
+            settings: self.settings.clone(),
+            image: self.elastic.image.clone(),
+            reuse: self.reuse(),
         }
     }
 }

@@ -7,7 +7,6 @@ use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
 use crate::cluster::agents::steps::Step;
-use crate::cluster::agents::NewAgent;
 use crate::cluster::base::identity::new_agent_id;
 use crate::cluster::base::locks::MutexGuard;
 use crate::cluster::capacity::warm::pools::{HeldKey, PoolId, PoolStatus, WarmPools};
@@ -145,13 +144,7 @@ impl Cluster {
     async fn start_warm(self: &Arc<Self>, snapshot: &Arc<RequestSnapshot>, key: HeldKey) {
         let request = key.request;
         let agent_id = new_agent_id(self.key(), &request.job);
-        let new = NewAgent {
-            environment: request.environment.clone(),
-            elastic_profile: snapshot.elastic.hash.clone(),
-            settings: snapshot.settings.clone(),
-            image: snapshot.elastic.image.clone(),
-            reuse: snapshot.reuse(),
-        };
+        let new = snapshot.new_agent(request.environment.clone());
         let max_agents = snapshot.profile.max_agents as usize;
         if !self.registry().reserve_warm(&request.job, agent_id.clone(), max_agents, new, self.now()) {
             return;
