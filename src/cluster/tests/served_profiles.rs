@@ -177,3 +177,36 @@ async fn a_job_on_ec2_pays_the_root_volume_of_its_instances_own_pool() {
         .expect("a known agent");
     assert!(line.contains("(c5.xlarge, 200 GiB gp3, us-east-1)"), "{line}");
 }
+
+#[tokio::test]
+async fn a_job_on_ec2_pays_its_amis_root_when_it_is_larger_than_the_setting() {
+    use crate::cluster::capacity::ec2::catalog::{AmiInfo, Catalog, TypeInfo};
+    use crate::cluster::capacity::ec2::Arch;
+    let profile = ec2_with_volume(30);
+    let w = World::with_profile(FakeAws::default(), profile.clone());
+    w.cluster.ec2().hold_loop_for_test();
+    sent(&w, &"team".into(), &profile);
+    let agent = agent_on_instance(&w, &profile, "team", "ea-team", 9);
+    // The pool's catalog: its AMI's root is 100 GiB, so the launch made a 100 GiB volume.
+    let cfg = profile.ec2.clone().expect("EC2 settings");
+    let catalog = Catalog {
+        types: vec![TypeInfo { name: "c5.xlarge".into(), arch: Arch::X86_64, capacity: None }],
+        amis: vec![AmiInfo {
+            id: "ami-0abcdef1234567890".into(),
+            arch: Some(Arch::X86_64),
+            os: OsClass::Linux,
+            root_gib: 100,
+        }],
+        estimated: None,
+        problems: vec![],
+        read_at: w.cluster.now(),
+        key: Catalog::key_of(&cfg),
+    };
+    let key = pool_key(&profile).expect("an EC2 profile");
+    w.cluster.ec2().state().memory_mut(&key).catalog = Some(Arc::new(catalog));
+
+    let now = w.cluster.now();
+    let line =
+        w.cluster.state.cost.job_cost(&w.cluster.pricing_sources(), &agent, &job(9), now, true).expect("a known agent");
+    assert!(line.contains("(c5.xlarge, 100 GiB gp3, us-east-1)"), "{line}");
+}
