@@ -18,6 +18,8 @@ use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use serde_json::{json, Value};
 
+use super::status::TaskStatus;
+use super::verifier::json_error as error;
 use super::{AwsClients, CallStats, RoleStats};
 
 /// The account and region of the fake.
@@ -33,7 +35,7 @@ pub struct FakeTask {
     /// `startedBy`.
     pub started_by: String,
     /// `RUNNING` or `STOPPED`.
-    pub status: String,
+    pub status: TaskStatus,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
     /// The agent container's environment overrides.
@@ -118,7 +120,7 @@ impl FakeAws {
 
     /// The running tasks.
     pub fn running(&self) -> Vec<FakeTask> {
-        self.tasks().into_iter().filter(|t| t.status == "RUNNING").collect()
+        self.tasks().into_iter().filter(|t| t.status == TaskStatus::Running).collect()
     }
 
     /// Puts a running task in the cluster, as an earlier process (or another tool) started it.
@@ -128,7 +130,7 @@ impl FakeAws {
         st.tasks.push(FakeTask {
             arn: arn.clone(),
             started_by: started_by.to_string(),
-            status: "RUNNING".into(),
+            status: TaskStatus::Running,
             tags: tags.iter().cloned().collect(),
             environment: BTreeMap::new(),
             created_at,
@@ -155,7 +157,7 @@ impl FakeAws {
     /// Stops a task as ECS would on its own (Spot reclaim, OOM).
     pub fn stop_by_ecs(&self, arn: &str, reason: &str) {
         if let Some(t) = self.lock().tasks.iter_mut().find(|t| t.arn == arn) {
-            t.status = "STOPPED".into();
+            t.status = TaskStatus::Stopped;
             t.stopped_reason = Some(reason.into());
         }
     }
@@ -326,10 +328,6 @@ impl HttpConnector for FakeAws {
     }
 }
 
-fn error(code: &str, message: &str) -> Value {
-    json!({ "__type": code, "message": message })
-}
-
 fn new_task_arn(st: &mut State) -> String {
     st.next_task += 1;
     format!("arn:aws:ecs:{REGION}:{ACCOUNT}:task/ci/{:032x}", st.next_task)
@@ -353,7 +351,7 @@ fn run_task(st: &mut State, body: &Value) -> (u16, Value) {
     let task = FakeTask {
         arn,
         started_by: str_of(body, "startedBy").into(),
-        status: "RUNNING".into(),
+        status: TaskStatus::Running,
         tags: tags.collect(),
         environment,
         created_at: SystemTime::now(),
@@ -371,7 +369,7 @@ fn list_tasks(st: &State, body: &Value) -> (u16, Value) {
     let arns: Vec<&str> = st
         .tasks
         .iter()
-        .filter(|t| t.status == "RUNNING" && (started_by.is_empty() || t.started_by == started_by))
+        .filter(|t| t.status == TaskStatus::Running && (started_by.is_empty() || t.started_by == started_by))
         .map(|t| t.arn.as_str())
         .collect();
     (200, json!({ "taskArns": arns }))
@@ -392,7 +390,7 @@ fn stop_task(st: &mut State, body: &Value) -> (u16, Value) {
     let Some(task) = st.tasks.iter_mut().find(|t| t.arn == arn) else {
         return (400, error("InvalidParameterException", "The referenced task was not found."));
     };
-    task.status = "STOPPED".into();
+    task.status = TaskStatus::Stopped;
     task.stopped_reason = Some(str_of(body, "reason").into());
     (200, json!({ "task": task_json(task, "FARGATE") }))
 }
@@ -433,13 +431,13 @@ fn task_json(task: &FakeTask, launch_type: &str) -> Value {
     let mut value = json!({
         "taskArn": task.arn,
         "clusterArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/ci"),
-        "lastStatus": task.status,
-        "desiredStatus": task.status,
+        "lastStatus": task.status.as_str(),
+        "desiredStatus": task.status.as_str(),
         "launchType": launch_type,
         "startedBy": task.started_by,
         "createdAt": created,
         "tags": tags,
-        "containers": [{ "name": "gocd-agent", "lastStatus": task.status }],
+        "containers": [{ "name": "gocd-agent", "lastStatus": task.status.as_str() }],
     });
     if let Some(reason) = &task.stopped_reason {
         value["stoppedReason"] = json!(reason);

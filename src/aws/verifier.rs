@@ -203,9 +203,7 @@ impl HttpConnector for Verifier {
             Answer::Ok(body) => (200, body),
             Answer::Computed(body) => (200, body(&call)),
             Answer::Error(status, code, message) if ec2 => (status, ec2_error(&code, &message)),
-            Answer::Error(status, code, message) => {
-                (status, serde_json::json!({ "__type": code, "message": message }).to_string())
-            }
+            Answer::Error(status, code, message) => (status, json_error(&code, &message).to_string()),
             Answer::Lost => {
                 let lost = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
                 return HttpConnectorFuture::ready(Err(ConnectorError::io(lost.into())));
@@ -230,6 +228,13 @@ fn read(request: &HttpRequest) -> Call {
     let form: BTreeMap<String, String> = form_urlencoded::parse(bytes).into_owned().collect();
     let operation = form.get("Action").cloned().unwrap_or_else(|| format!("unknown request to {}", request.uri()));
     Call { operation, json: Value::Null, form }
+}
+
+/// The JSON protocols' error body (ECS, SQS), as AWS writes it:
+/// `{"__type":"ThrottlingException","message":"Rate exceeded"}`. The in-process fakes' one
+/// writer of it.
+pub fn json_error(code: &str, message: &str) -> Value {
+    serde_json::json!({ "__type": code, "message": message })
 }
 
 /// EC2's error body.

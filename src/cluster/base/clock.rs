@@ -2,8 +2,9 @@
 //! what an event or a record was stamped with) reads it from one [`Clock`] that the engine is
 //! given at construction, never from the wall directly: production passes [`SystemClock`], and
 //! tests and benches pass a [`ManualClock`] they advance, so time passes in them without
-//! sleeping. [`SystemClock::now`] is the only read of the wall clock in the engine's non-test
-//! code (`tests/local/clock_reads.rs` checks it).
+//! sleeping. This module is the only reader of the wall clock in the engine: [`SystemClock::now`],
+//! and [`ManualClock::from_the_wall`] for a test's start (`tests/local/clock_reads.rs` checks
+//! the engine's other non-test code).
 //!
 //! Time waited rather than read stays with tokio: the pauses between background passes
 //! (`tokio::time::sleep`), the limits on how long a pass or an AWS read may take
@@ -43,6 +44,12 @@ impl ManualClock {
     /// A clock that reads `start` until moved.
     pub fn new(start: SystemTime) -> Self {
         ManualClock { now: Mutex::new(start) }
+    }
+
+    /// A clock that reads the wall's time of its making until moved: for a test world whose
+    /// other parts (a fake AWS stamping its tasks) read the wall.
+    pub fn from_the_wall() -> Self {
+        Self::new(SystemTime::now())
     }
 
     /// Moves the clock `by` forward.

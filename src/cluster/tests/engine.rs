@@ -5,7 +5,6 @@
 //! profile, which helpers.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::fake_gocd::FakeGocd;
 use super::fixtures::{job, props};
@@ -33,7 +32,7 @@ impl TestEngine {
     /// The engine of `profile` (ECS cluster `ci` in the fake account, `us-east-1`) over `aws`.
     pub(crate) fn start(aws: Arc<AwsClients>, profile: ClusterProfile) -> TestEngine {
         let gocd = Arc::new(FakeGocd::default());
-        let clock = Arc::new(ManualClock::new(SystemTime::now()));
+        let clock = Arc::new(ManualClock::from_the_wall());
         let key = cluster_key(crate::aws::fake_aws::ACCOUNT, "us-east-1", "ci", None);
         let cluster = Arc::new(Cluster::with_clock(
             key,

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::{poll_once, Handled, AFTER_ERROR};
 use crate::aws::fake_aws::{FakeAws, ACCOUNT, REGION};
+use crate::aws::status::TaskStatus;
 use crate::cluster::agents::Phase;
 use crate::cluster::base::clock::ManualClock;
 use crate::cluster::base::identity::cluster_key;
@@ -60,15 +61,16 @@ impl World {
 }
 
 /// An "ECS Task State Change" event as EventBridge delivers it to SQS.
-fn task_event(arn: &str, started_by: &str, cluster: &str, status: &str, stop: Option<(&str, &str)>) -> String {
+fn task_event(arn: &str, started_by: &str, cluster: &str, status: TaskStatus, stop: Option<(&str, &str)>) -> String {
+    let desired = if status.is_stopping() { TaskStatus::Stopped } else { TaskStatus::Running };
     let mut detail = json!({
         "clusterArn": format!("arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/{cluster}"),
         "taskArn": arn,
         "startedBy": started_by,
-        "lastStatus": status,
-        "desiredStatus": if status == "STOPPED" { "STOPPED" } else { "RUNNING" },
+        "lastStatus": status.as_str(),
+        "desiredStatus": desired.as_str(),
         "launchType": "FARGATE",
-        "containers": [{ "name": "gocd-agent", "lastStatus": status, "exitCode": 137 }],
+        "containers": [{ "name": "gocd-agent", "lastStatus": status.as_str(), "exitCode": 137 }],
         "version": 3,
     });
     if let Some((code, reason)) = stop {
@@ -94,7 +96,7 @@ async fn a_stopped_task_has_its_agent_removed_on_the_event_with_its_stop_code_an
         &arn,
         started_by,
         "ci",
-        "STOPPED",
+        TaskStatus::Stopped,
         Some(("EssentialContainerExited", "OutOfMemoryError: container killed")),
     ));
 
@@ -129,9 +131,9 @@ async fn events_of_tasks_that_are_not_ours_change_nothing() {
     let (agent, arn) = w.running_agent(7).await;
     let ours = w.cluster.started_by();
     let foreign = [
-        task_event(&arn, "gocd-another-server-000000", "ci", "STOPPED", None), // another server's startedBy
-        task_event(&arn, ours, "other-cluster", "STOPPED", None),            // another cluster
-        task_event("arn:aws:ecs:us-east-1:123456789012:task/ci/unknown", ours, "ci", "STOPPED", None),
+        task_event(&arn, "gocd-another-server-000000", "ci", TaskStatus::Stopped, None), // another server's startedBy
+        task_event(&arn, ours, "other-cluster", TaskStatus::Stopped, None),            // another cluster
+        task_event("arn:aws:ecs:us-east-1:123456789012:task/ci/unknown", ours, "ci", TaskStatus::Stopped, None),
         r#"{"detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","detail":{"instance-id":"i-0123456789abcdef0","instance-action":"terminate"}}"#.to_string(),
         r#"{"detail-type":"ECS Deployment State Change","source":"aws.ecs","detail":{}}"#.to_string(),
         "not an event".to_string(),
@@ -159,7 +161,7 @@ async fn a_fargate_spot_interruption_is_reported_and_the_rescheduled_job_runs_on
     assert!(w.aws.run_requests()[0]["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE_SPOT");
     let started_by = w.cluster.started_by();
     let interrupted = Some(("SpotInterruption", "Your Spot Task was interrupted."));
-    w.aws.send_event(&task_event(&arn, started_by, "ci", "STOPPED", interrupted));
+    w.aws.send_event(&task_event(&arn, started_by, "ci", TaskStatus::Stopped, interrupted));
     w.poll().await;
     assert_eq!(w.gocd.deleted(), vec![agent]);
     let console = w.gocd.console_of(7).join("\n");
@@ -237,7 +239,7 @@ async fn a_silent_queue_is_told_in_health_when_server_ping_finds_a_stop_it_misse
     assert!(w.gocd.deleted().contains(&agent), "server-ping removed it");
     // The second stop's event comes, late: that one was not missed.
     let started_by = w.cluster.started_by();
-    w.aws.send_event(&task_event(&late_arn, started_by, "ci", "STOPPED", None));
+    w.aws.send_event(&task_event(&late_arn, started_by, "ci", TaskStatus::Stopped, None));
     w.poll().await;
     w.cluster.queue_settle(w.cluster.now());
     assert_eq!(w.cluster.queue_status().missed, 0, "a ping may be quicker than EventBridge");
@@ -262,7 +264,7 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
         &arn,
         started_by,
         "ci",
-        "STOPPED",
+        TaskStatus::Stopped,
         Some(("TaskFailedToStart", "CannotPullContainerError")),
     ));
     // The poller says when an event changed what server health says: wait for that, not for time.
@@ -278,7 +280,7 @@ async fn a_poller_reads_for_serving_profiles_and_stops_when_none_names_its_queue
     w.cluster.retire(crate::cluster::Retirement::Replaced);
     queues.sync(std::slice::from_ref(&w.cluster));
     assert!(queues.urls().is_empty());
-    w.aws.send_event(&task_event(&arn, started_by, "ci", "STOPPED", None));
+    w.aws.send_event(&task_event(&arn, started_by, "ci", TaskStatus::Stopped, None));
     // On this single-threaded runtime a live poller would read at the next turns of the
     // scheduler; the aborted one never runs again.
     for _ in 0..20 {
@@ -321,13 +323,13 @@ async fn two_profiles_sharing_a_queue_each_act_on_their_own_tasks_only() {
     let (agent_a, arn_a) = a.running_agent(7).await;
     let (agent_b, arn_b) = b.running_agent(8).await;
     let both = [a.cluster.clone(), b.cluster.clone()];
-    a.aws.send_event(&task_event(&arn_b, b.cluster.started_by(), "ci", "STOPPED", None));
+    a.aws.send_event(&task_event(&arn_b, b.cluster.started_by(), "ci", TaskStatus::Stopped, None));
     poll_once(QUEUE, &a.cluster, &both).await;
     assert_eq!(b.gocd.deleted(), vec![agent_b], "B's agent removed by B's engine");
     assert!(a.gocd.deleted().is_empty(), "A's engine acted on nothing");
     assert_eq!(a.cluster.registry().get(&agent_a).map(|r| r.phase), Some(Phase::Running));
     // And A's own stop, read through the same poller.
-    a.aws.send_event(&task_event(&arn_a, a.cluster.started_by(), "ci", "STOPPED", None));
+    a.aws.send_event(&task_event(&arn_a, a.cluster.started_by(), "ci", TaskStatus::Stopped, None));
     poll_once(QUEUE, &a.cluster, &both).await;
     assert_eq!(a.gocd.deleted(), vec![agent_a]);
     assert_eq!(b.gocd.deleted().len(), 1);
