@@ -81,6 +81,14 @@ pub struct AmiInfo {
     pub root_gib: u32,
 }
 
+impl AmiInfo {
+    /// The root volume, in GiB, an instance launched from this AMI gets when `asked` is set
+    /// (`Ec2RootVolumeGiB`): never smaller than the AMI's own root, which RunInstances refuses.
+    pub fn root_volume_gib(&self, asked: u32) -> u32 {
+        asked.max(self.root_gib)
+    }
+}
+
 /// One instance as DescribeInstances shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ec2Instance {

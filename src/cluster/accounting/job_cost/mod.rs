@@ -457,15 +457,15 @@ impl Costs {
         let arn = arn.ok_or("its EC2 instance is not known")?;
         // Copied out of the pool's lock, which is never held while the cost's is taken (the
         // cost's is held while the pool's is taken, in `price_job`: docs/architecture.md, "Locks").
-        // With the root size of the AMI it was launched from, as its pool's catalog describes it.
-        let (instance, ami_root_gib) = {
+        // With the AMI it was launched from, as its pool's catalog describes it.
+        let (instance, ami) = {
             let st = src.ec2.state();
             let instance = st.instances.values().find(|i| i.container().is_some_and(|c| c.arn == arn)).cloned();
-            let ami_root_gib = instance.as_ref().and_then(|i| {
+            let ami = instance.as_ref().and_then(|i| {
                 let catalog = st.memory(i.pool())?.catalog.as_ref()?;
-                catalog.ami_for(catalog.arch_of(i.instance_type()), i.os()).map(|ami| ami.root_gib)
+                catalog.ami_for(catalog.arch_of(i.instance_type()), i.os()).cloned()
             });
-            (instance, ami_root_gib)
+            (instance, ami)
         };
         let instance = instance.ok_or("its EC2 instance is no longer known")?;
         let total = instance.container().map(|c| c.total).unwrap_or_default();
@@ -477,8 +477,8 @@ impl Costs {
         // that is larger, as the launch made it. A region the table has no gp3 price for is
         // said, not guessed.
         let pool = instance.pool().and_then(|key| pool_profile(src.served.profiles().0, key));
-        let setting = pool.unwrap_or_else(|| src.profile.clone()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
-        let volume_gib = setting.max(ami_root_gib.unwrap_or(0));
+        let asked = pool.unwrap_or_else(|| src.profile.clone()).ec2.as_ref().map_or(0, |e| e.root_volume_gib);
+        let volume_gib = ami.map_or(asked, |ami| ami.root_volume_gib(asked));
         let volume = gp3_hourly(table, region, volume_gib).ok();
         let fraction = reservation_fraction(cpu.unwrap_or(0), memory.unwrap_or(0), total.cpu, total.memory);
         Ok(Rate::Ec2 {

@@ -68,7 +68,7 @@ pub(super) async fn launch(cluster: &Cluster, pool: &PoolConfig, cfg: &Ec2Capaci
                 ),
             );
         };
-        let root_volume_gib = cfg.root_volume_gib.max(ami.root_gib);
+        let root_volume_gib = ami.root_volume_gib(cfg.root_volume_gib);
         let cfg = &Ec2Capacity { root_volume_gib, ..cfg.clone() };
         let spec = fingerprint(cluster, profile, cfg, &ami.id, group.os);
         match launch_some(cluster, pool, cfg, &network, group, (&ami.id, &spec), count).await {
@@ -224,7 +224,7 @@ pub(super) fn current_fingerprint(
     arch: Arch,
 ) -> Option<String> {
     let ami = catalog.ami_for(arch, os)?;
-    let cfg = Ec2Capacity { root_volume_gib: cfg.root_volume_gib.max(ami.root_gib), ..cfg.clone() };
+    let cfg = Ec2Capacity { root_volume_gib: ami.root_volume_gib(cfg.root_volume_gib), ..cfg.clone() };
     Some(fingerprint(cluster, profile, &cfg, &ami.id, os))
 }
 
