@@ -161,15 +161,16 @@ final class BinaryProcess implements WireConnection.Listener {
                     // It exited right after its hello, before it was ours (onEnd left it to us).
                     throw new IOException("it exited right after its hello (" + exitOf(process) + ")");
                 }
+                // Told before it serves, so that the log reads in order: started, then its answers.
+                String version = string(hello, "version");
+                if (!locator.version().equals(version)) {
+                    LOG.warn("ecs-elastic-agent " + binary + " is version " + version + ", this jar " + locator.version());
+                }
+                LOG.info("ecs-elastic-agent " + version + " started: pid " + process.pid() + ", " + binary
+                        + (restarts > 0 ? " (restart " + restarts + ")" : ""));
                 current = new Run(process, conn);
                 lock.notifyAll();
             }
-            String version = string(hello, "version");
-            if (!locator.version().equals(version)) {
-                LOG.warn("ecs-elastic-agent " + binary + " is version " + version + ", this jar " + locator.version());
-            }
-            LOG.info("ecs-elastic-agent " + version + " started: pid " + process.pid() + ", " + binary
-                    + (restartCount() > 0 ? " (restart " + restartCount() + ")" : ""));
         } catch (IOException e) {
             down = "it could not be started: " + e.getMessage();
             LOG.error("ecs-elastic-agent could not be started: " + e.getMessage());
