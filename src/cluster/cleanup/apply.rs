@@ -39,9 +39,9 @@ impl Cluster {
             let now = self.now();
             let mut st = self.ec2().state();
             for id in learned.gone {
-                st.gone.insert(id, now);
+                st.went(id, now);
             }
-            st.foreign.extend(learned.foreign);
+            st.not_ours(learned.foreign);
         }
         let _deregistered = self.clean_up(leftovers).await;
     }

@@ -97,6 +97,6 @@ impl Cluster {
     pub fn is_drained(&self) -> bool {
         self.retired().is_some()
             && !self.registry().all().any(|a| a.phase.occupies_capacity())
-            && self.ec2().state().instances.is_empty()
+            && self.ec2().state().has_no_instance()
     }
 }

@@ -114,7 +114,7 @@ fn agent_on_instance(w: &World, profile: &ClusterProfile, settings: &str, agent:
             pool: Some(pool.clone()),
         };
         st.launched(&pool, std::slice::from_ref(&instance), now);
-        let record = st.instances.get_mut(&id).expect("recorded");
+        let record = st.instance_mut(&id).expect("recorded");
         record.described(instance);
         let container = ContainerInstance {
             arn: container.clone(),

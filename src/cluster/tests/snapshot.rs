@@ -95,8 +95,8 @@ async fn queued_ec2_work_keeps_the_launch_its_request_built() {
     assert_eq!(created, Created::Queued);
     let spec = {
         let st = w.cluster.ec2().state();
-        assert_eq!(st.waiting.len(), 1);
-        st.waiting[0].spec.clone()
+        assert_eq!(st.waiting().len(), 1);
+        st.waiting()[0].spec.clone()
     };
     assert!(Arc::ptr_eq(&spec.profile, &profile), "StartTask will send the request's profile");
     assert!(spec.tags.contains(&("team".to_string(), "a".to_string())), "{:?}", spec.tags);
@@ -107,7 +107,7 @@ async fn queued_ec2_work_keeps_the_launch_its_request_built() {
     // GoCD asks again with a new key: the waiting launch is the same, with the newest key.
     let again = w.request(7, "key-2");
     assert_eq!(w.cluster.create_agent(again).await.expect("answered"), Created::Existing);
-    let renewed = w.cluster.ec2().state().waiting[0].spec.clone();
+    let renewed = w.cluster.ec2().state().waiting()[0].spec.clone();
     assert_eq!((&renewed.tags, &renewed.client_token), (&spec.tags, &spec.client_token));
     let env = override_environment(&renewed);
     assert!(env.contains(&("GO_EA_AUTO_REGISTER_KEY".to_string(), "key-2".to_string())), "{env:?}");

@@ -346,7 +346,7 @@ impl Costs {
                 let share = ec2_job_share(*hourly, *fraction, parts.job, so_far, paid, others);
                 if cost.ec2_paid.len() > 256 {
                     let st = src.ec2.state();
-                    cost.ec2_paid.retain(|id, _| st.instances.contains_key(id));
+                    cost.ec2_paid.retain(|id, _| st.instance(id).is_some());
                 }
                 *cost.ec2_paid.entry(instance.clone()).or_default() += share.total();
                 let volume = if *volume_priced { format!(", {volume_gib} GiB gp3") } else { String::new() };
@@ -460,7 +460,7 @@ impl Costs {
         // With the AMI it was launched from, as its pool's catalog describes it.
         let (instance, ami) = {
             let st = src.ec2.state();
-            let instance = st.instances.values().find(|i| i.container().is_some_and(|c| c.arn == arn)).cloned();
+            let instance = st.instance_of_container(&arn).cloned();
             let ami = instance.as_ref().and_then(|i| {
                 let catalog = st.memory(i.pool())?.catalog.as_ref()?;
                 catalog.ami_for(catalog.arch_of(i.instance_type()), i.os()).cloned()
@@ -562,7 +562,7 @@ impl Costs {
             .cloned()
             .collect();
         let st = src.ec2.state();
-        let total = st.instances.values().find_map(|i| i.container().filter(|c| c.arn == arn).map(|c| c.total));
+        let total = st.instance_of_container(arn).and_then(|i| i.container()).map(|c| c.total);
         let total = total.unwrap_or_default();
         others
             .iter()

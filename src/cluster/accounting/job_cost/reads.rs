@@ -30,7 +30,7 @@ impl Costs {
         let Some(arn) = record.task.as_ref().and_then(|t| t.container_instance_arn.clone()) else { return };
         let ours = {
             let st = src.ec2.state();
-            st.instances.values().find(|i| i.container().is_some_and(|c| c.arn == arn)).and_then(spot_key)
+            st.instance_of_container(&arn).and_then(spot_key)
         };
         let os = self.os_of(&record);
         let a_providers = || {

@@ -66,17 +66,17 @@ pub struct Observed {
 #[derive(Debug, Default)]
 pub struct PoolState {
     /// Our instances by id, of every pool.
-    pub instances: BTreeMap<String, InstanceRecord>,
+    instances: BTreeMap<String, InstanceRecord>,
     /// Work waiting for room, oldest first, of every pool.
-    pub waiting: Vec<WaitingTask>,
+    waiting: Vec<WaitingTask>,
     /// Instances that went (retired by us or vanished), and when.
-    pub gone: BTreeMap<String, SystemTime>,
+    gone: BTreeMap<String, SystemTime>,
     /// EC2 ids of container instances in the cluster that are not ours.
-    pub foreign: BTreeSet<String>,
+    foreign: BTreeSet<String>,
     /// What was learned for each pool (its catalog, launch backoff, images, totals...).
-    pub pools: BTreeMap<Ec2PoolKey, PoolMemory>,
+    pools: BTreeMap<Ec2PoolKey, PoolMemory>,
     /// When the last pass finished, and its error if it failed.
-    pub last_pass: Option<(SystemTime, Option<String>)>,
+    last_pass: Option<(SystemTime, Option<String>)>,
 }
 
 /// How many images [`PoolMemory::images`] keeps for the pre-pull at boot.
@@ -142,6 +142,91 @@ impl Pool {
 }
 
 impl PoolState {
+    /// Our instance `id`, if we know it.
+    pub fn instance(&self, id: &str) -> Option<&InstanceRecord> {
+        self.instances.get(id)
+    }
+
+    /// Our instance `id`, to move along its lifecycle (`instance.rs`).
+    pub fn instance_mut(&mut self, id: &str) -> Option<&mut InstanceRecord> {
+        self.instances.get_mut(id)
+    }
+
+    /// Every instance of ours, of every pool, by id.
+    pub fn instances(&self) -> impl Iterator<Item = &InstanceRecord> {
+        self.instances.values()
+    }
+
+    /// Whether no instance of ours is known.
+    pub fn has_no_instance(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Our instance whose container instance is `arn`.
+    pub fn instance_of_container(&self, arn: &str) -> Option<&InstanceRecord> {
+        self.instances.values().find(|i| i.container().is_some_and(|c| c.arn == arn))
+    }
+
+    /// Work waiting for room, oldest first, of every pool.
+    pub fn waiting(&self) -> &[WaitingTask] {
+        &self.waiting
+    }
+
+    /// The waiting work of agent `agent_id`, if it waits.
+    pub fn waiting_for(&self, agent_id: &str) -> Option<&WaitingTask> {
+        self.waiting.iter().find(|w| w.spec.work.agent_id == agent_id)
+    }
+
+    /// Queues work for room, newest last, in place of what its agent waited with before.
+    pub fn queue(&mut self, task: WaitingTask) {
+        self.waiting.retain(|w| w.spec.work.agent_id != task.spec.work.agent_id);
+        self.waiting.push(task);
+    }
+
+    /// Takes agent `agent_id`'s work off the queue.
+    pub fn take_waiting(&mut self, agent_id: &str) -> Option<WaitingTask> {
+        let at = self.waiting.iter().position(|w| w.spec.work.agent_id == agent_id)?;
+        Some(self.waiting.remove(at))
+    }
+
+    /// Takes off the queue, in order, the work `drop` picks.
+    pub fn drop_waiting(&mut self, mut drop: impl FnMut(&WaitingTask) -> bool) -> Vec<WaitingTask> {
+        let (dropped, kept) = std::mem::take(&mut self.waiting).into_iter().partition(|w| drop(w));
+        self.waiting = kept;
+        dropped
+    }
+
+    /// Instance `id` went (terminated by us, or found gone): the container instance it may
+    /// leave behind is deregistered when seen.
+    pub fn went(&mut self, id: String, now: SystemTime) {
+        self.gone.insert(id, now);
+    }
+
+    /// Whether instance `id` went within the last hour.
+    pub fn is_gone(&self, id: &str) -> bool {
+        self.gone.contains_key(id)
+    }
+
+    /// EC2 instances found to be someone else's: their container instances are left alone.
+    pub fn not_ours(&mut self, ids: impl IntoIterator<Item = String>) {
+        self.foreign.extend(ids);
+    }
+
+    /// Whether EC2 instance `id` was found to be someone else's.
+    pub fn is_foreign(&self, id: &str) -> bool {
+        self.foreign.contains(id)
+    }
+
+    /// A pass finished at `now`, with its error if it failed.
+    pub fn pass_finished(&mut self, now: SystemTime, error: Option<String>) {
+        self.last_pass = Some((now, error));
+    }
+
+    /// When the last pass finished, and its error if it failed.
+    pub fn last_pass(&self) -> Option<(SystemTime, Option<&str>)> {
+        self.last_pass.as_ref().map(|(t, e)| (*t, e.as_deref()))
+    }
+
     /// Folds a description in: EC2's instances of ours (pending or running), the cluster's
     /// container instances; `described_at` is when the description began.
     pub fn observe(
@@ -233,7 +318,7 @@ impl PoolState {
         if let Some(r) = self.instances.get_mut(instance) {
             r.placed(need, now);
         }
-        self.waiting.retain(|w| w.spec.work.agent_id != agent_id);
+        self.take_waiting(agent_id);
         self.count(instance, |c| c.placed += 1);
     }
 

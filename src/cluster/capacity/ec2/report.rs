@@ -26,7 +26,7 @@ impl Pool {
         let key = pool_key(profile);
         let st = self.state();
         let ours: Vec<&InstanceRecord> =
-            st.instances.values().filter(|r| r.pool().is_some() && r.pool() == key.as_ref()).collect();
+            st.instances().filter(|r| r.pool().is_some() && r.pool() == key.as_ref()).collect();
         let alive: Vec<&InstanceRecord> =
             ours.iter().copied().filter(|r| r.retiring().is_none() && !r.parked()).collect();
         let stopped = ours.iter().filter(|r| r.retiring().is_none() && r.parked()).count();
@@ -78,11 +78,11 @@ impl Pool {
             stopped,
             stopped_instances: cfg.stopped_instances,
             stopped_ebs_month: format!("{:.2} USD a month", stopped_ebs_usd_month(stopped, cfg.root_volume_gib)),
-            waiting: st.waiting.iter().filter(|w| Some(&w.pool) == key.as_ref()).count(),
+            waiting: st.waiting().iter().filter(|w| Some(&w.pool) == key.as_ref()).count(),
             instances,
             counters: st.memory(key.as_ref()).map(|m| m.counters).unwrap_or_default(),
-            last_pass: st.last_pass.as_ref().map(|(t, _)| when(*t)),
-            last_error: st.last_pass.as_ref().and_then(|(_, e)| e.clone()),
+            last_pass: st.last_pass().map(|(t, _)| when(t)),
+            last_error: st.last_pass().and_then(|(_, e)| e.map(str::to_string)),
         }
     }
 }

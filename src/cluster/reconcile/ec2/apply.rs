@@ -21,7 +21,7 @@ use crate::settings::ClusterProfile;
 pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Retirement) {
     let (container, parked) = {
         let mut st = cluster.ec2().state();
-        let Some(record) = st.instances.get_mut(&r.instance) else {
+        let Some(record) = st.instance_mut(&r.instance) else {
             return;
         };
         record.retire(r.reason);
@@ -37,7 +37,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
             if !parked {
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
-            if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
+            if let Some(record) = cluster.ec2().state().instance_mut(&r.instance) {
                 record.kept();
             }
             return;
@@ -47,8 +47,8 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         Ok(()) => {
             let mut st = cluster.ec2().state();
             st.count(&r.instance, |c| c.terminated += 1);
-            st.gone.insert(r.instance.clone(), cluster.now());
-            if let Some(record) = st.instances.get_mut(&r.instance) {
+            st.went(r.instance.clone(), cluster.now());
+            if let Some(record) = st.instance_mut(&r.instance) {
                 record.terminating();
             }
             drop(st);
@@ -65,7 +65,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
         Err(e) => {
             cluster.event(HealthKind::Warning, format!("could not terminate EC2 instance {}: {e}", r.instance));
             // Deregistered already: the next passes see it unregistered and retry.
-            if let Some(record) = cluster.ec2().state().instances.get_mut(&r.instance) {
+            if let Some(record) = cluster.ec2().state().instance_mut(&r.instance) {
                 record.deregistered();
             }
         }
@@ -80,7 +80,7 @@ pub(super) async fn retire(cluster: &Cluster, profile: &ClusterProfile, r: &Reti
 pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) {
     let container = {
         let mut st = cluster.ec2().state();
-        let Some(record) = st.instances.get_mut(id) else {
+        let Some(record) = st.instance_mut(id) else {
             return;
         };
         record.retire(RetireReason::Idle);
@@ -98,7 +98,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
         Ok(()) => {
             let mut st = cluster.ec2().state();
             st.count(id, |c| c.stopped += 1);
-            if let Some(record) = st.instances.get_mut(id) {
+            if let Some(record) = st.instance_mut(id) {
                 record.stopping(now);
             }
             drop(st);
@@ -112,7 +112,7 @@ pub(super) async fn stop(cluster: &Cluster, profile: &ClusterProfile, id: &str) 
             if let Some(arn) = &container {
                 let _ = cluster.aws().set_instance_status(cluster_name, arn, InstanceStatus::Active).await;
             }
-            if let Some(record) = cluster.ec2().state().instances.get_mut(id) {
+            if let Some(record) = cluster.ec2().state().instance_mut(id) {
                 record.kept();
             }
         }
@@ -128,7 +128,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
             let container = {
                 let mut st = cluster.ec2().state();
                 st.count(id, |c| c.restarted += 1);
-                let Some(record) = st.instances.get_mut(id) else {
+                let Some(record) = st.instance_mut(id) else {
                     return true;
                 };
                 record.restarted(cluster.now());
@@ -163,7 +163,7 @@ pub(super) async fn restart(cluster: &Cluster, profile: &ClusterProfile, id: &st
 pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: &str, arn: &str) {
     match cluster.aws().set_instance_status(&profile.cluster_name, arn, InstanceStatus::Active).await {
         Ok(()) => {
-            if let Some(record) = cluster.ec2().state().instances.get_mut(id) {
+            if let Some(record) = cluster.ec2().state().instance_mut(id) {
                 record.container_status(ContainerInstanceStatus::Active);
             }
         }
@@ -177,8 +177,8 @@ pub(super) async fn reactivate(cluster: &Cluster, profile: &ClusterProfile, id: 
 pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     let (waiting, container) = {
         let st = cluster.ec2().state();
-        let work = st.waiting.iter().find(|w| w.spec.work.agent_id == p.demand).cloned();
-        let container = st.instances.get(&p.instance).and_then(|r| r.container()).map(|c| c.arn.clone());
+        let work = st.waiting_for(&p.demand).cloned();
+        let container = st.instance(&p.instance).and_then(|r| r.container()).map(|c| c.arn.clone());
         match (work, container) {
             (Some(w), Some(c)) => (w, c),
             _ => return,
@@ -186,7 +186,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
     };
     let work = &waiting.spec.work;
     if !cluster.registry().get(&work.agent_id).is_some_and(|a| a.phase == Phase::Launching) {
-        cluster.ec2().state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
+        cluster.ec2().state().take_waiting(&work.agent_id);
         return;
     }
     // The launch its create-agent built, with that request's profile.
@@ -213,7 +213,7 @@ pub(super) async fn start(cluster: &Cluster, p: &Placement) {
             tracing::info!(agent_id, instance, error = %e, "StartTask failed for now; the task waits")
         }
         Err(e) => {
-            cluster.ec2().state().waiting.retain(|w| w.spec.work.agent_id != work.agent_id);
+            cluster.ec2().state().take_waiting(&work.agent_id);
             cluster.registry().stopped(&work.agent_id, format!("launch failed: {e}"), now);
             let message = format!("could not start an agent for job {}: {e}", work.job.locator());
             cluster.event(HealthKind::Error, message.clone());
@@ -266,10 +266,7 @@ pub(super) async fn refuse_no_type(cluster: &Cluster, pool: &PoolConfig, ids: &[
 
 /// Takes a waiting task off the queue.
 fn take(cluster: &Cluster, id: &str) -> Option<WaitingTask> {
-    let mut st = cluster.ec2().state();
-    let work = st.waiting.iter().find(|w| w.spec.work.agent_id == id).cloned();
-    st.waiting.retain(|w| w.spec.work.agent_id != id);
-    work
+    cluster.ec2().state().take_waiting(id)
 }
 
 /// Releases a refused task's agent and says why (health, the job's console).

@@ -102,8 +102,7 @@ fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineErr
         {
             st.saw_image(&pool, &work.elastic.image);
         }
-        st.waiting.retain(|w| w.spec.work.agent_id != agent_id);
-        st.waiting.push(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand, pool });
+        st.queue(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand, pool });
     }
     cluster.registry().queued_on_ec2(&agent_id);
     ensure_running(cluster);
@@ -175,7 +174,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
             if let Some(e) = &error {
                 cluster.event(HealthKind::Error, format!("EC2 capacity could not be managed: {e}"));
             }
-            cluster.ec2().state().last_pass = Some((now, error));
+            cluster.ec2().state().pass_finished(now, error);
             pause
         };
         tokio::select! {
@@ -193,7 +192,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let pools = Pools::of(profiles, heard_all, cluster.retired().is_some());
     drop_waiting_of_no_pool(cluster, &pools);
     expire_waiting(cluster, cluster.now());
-    if pools.current.is_empty() && cluster.ec2().state().instances.is_empty() {
+    if pools.current.is_empty() && cluster.ec2().state().has_no_instance() {
         // No EC2 profile is served and nothing of ours is left: new work wakes the loop.
         return Ok(QUIET);
     }
@@ -213,7 +212,7 @@ pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
     let st = cluster.ec2().state();
     let beat = if st.busy() {
         BUSY
-    } else if st.instances.values().all(|r| r.parked()) {
+    } else if st.instances().all(|r| r.parked()) {
         // Nothing, or only stopped pools: new work wakes the loop.
         QUIET
     } else {
@@ -249,8 +248,7 @@ async fn reactivate_restarted(cluster: &Cluster) {
     let due: Vec<(String, String)> = cluster
         .ec2()
         .state()
-        .instances
-        .values()
+        .instances()
         .filter(|r| r.restarting() && r.retiring().is_none())
         .filter_map(|r| {
             let draining = r.container().filter(|c| c.status == ContainerInstanceStatus::Draining);
@@ -275,9 +273,9 @@ fn expire_waiting(cluster: &Cluster, now: SystemTime) {
         let registry = cluster.registry();
         let mut st = cluster.ec2().state();
         let mut expired = Vec::new();
-        st.waiting.retain(|w| {
+        st.drop_waiting(|w| {
             let record = registry.get(&w.spec.work.agent_id).filter(|a| a.phase == Phase::Launching);
-            let Some(record) = record else { return false };
+            let Some(record) = record else { return true };
             // A warm agent not yet given a job: nobody renews its key.
             let (since, most, why) = if record.warm && record.waiting_since.is_some() {
                 (w.since, WARM_WAITS_AT_MOST, "this warm agent found no room in time: its key would expire")
@@ -289,7 +287,7 @@ fn expire_waiting(cluster: &Cluster, now: SystemTime) {
                 let why = format!("{why} (waited {} minutes)", most.as_secs() / 60);
                 expired.push((w.spec.work.agent_id.clone(), why));
             }
-            in_time
+            !in_time
         });
         expired
     };
@@ -312,9 +310,8 @@ fn drop_waiting_of_no_pool(cluster: &Cluster, pools: &Pools) {
     };
     let dropped: Vec<AgentId> = {
         let mut st = cluster.ec2().state();
-        let (gone, kept) = std::mem::take(&mut st.waiting).into_iter().partition(|w| !pools.keys.contains(&w.pool));
-        st.waiting = kept;
-        gone.into_iter().map(|w: WaitingTask| w.spec.work.agent_id).collect()
+        let gone = st.drop_waiting(|w| !pools.keys.contains(&w.pool));
+        gone.into_iter().map(|w| w.spec.work.agent_id).collect()
     };
     let now = cluster.now();
     let mut registry = cluster.registry();

@@ -214,8 +214,12 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
     {
         let st = w.cluster.ec2().state();
         assert_eq!(totals(&st, &w).launched, 1);
-        assert!(st.instances.contains_key("i-0000000000000001"), "{:?}", st.instances.keys());
-        assert_eq!(st.waiting.len(), 1, "the work waits for the instance to register");
+        assert!(
+            st.instance("i-0000000000000001").is_some(),
+            "{:?}",
+            st.instances().map(|r| r.id()).collect::<Vec<_>>()
+        );
+        assert_eq!(st.waiting().len(), 1, "the work waits for the instance to register");
     }
 
     // Pass 2: the instance registered with room; the task starts on it.
@@ -237,7 +241,7 @@ async fn a_queued_agent_gets_an_instance_launched_then_starts_on_it() {
         );
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    assert!(w.cluster.ec2().state().waiting.is_empty(), "started");
+    assert!(w.cluster.ec2().state().waiting().is_empty(), "started");
     let console = w.gocd.console_of(7);
     assert!(console.iter().any(|l| l.contains("task/ci/t1") && l.contains("i-0000000000000001")), "{console:?}");
 }
@@ -274,7 +278,7 @@ async fn a_re_sent_create_agent_gives_its_key_to_the_waiting_agent_not_to_the_wa
     // The warm pool's pass runs in the background after each request: let it run.
     w.cluster.tend_warm_pools().await;
     let st = w.cluster.ec2().state();
-    let keys: Vec<&str> = st.waiting.iter().map(|t| t.spec.work.auto_register_key.expose().as_str()).collect();
+    let keys: Vec<&str> = st.waiting().iter().map(|t| t.spec.work.auto_register_key.expose().as_str()).collect();
     assert_eq!(keys, ["key-7-again"], "one waiting agent, with the newest key; no warm agent on it");
 }
 
@@ -352,7 +356,7 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert_eq!(st.waiting.len(), 1, "the work still waits");
+    assert_eq!(st.waiting().len(), 1, "the work still waits");
     let backoff = st.memory(Some(&w.pool())).and_then(|m| m.launch_backoff);
     assert_eq!(backoff.map(|(_, b)| b.as_secs()), Some(10));
 }
@@ -373,7 +377,7 @@ fn registered_instance(w: &World, id: &str, container: &str, idle_for: std::time
         pool: None,
     };
     st.launched(&w.pool(), std::slice::from_ref(&instance), now - idle_for);
-    let record = st.instances.get_mut(id).expect("recorded");
+    let record = st.instance_mut(id).expect("recorded");
     record.described(instance);
     let container = crate::aws::ec2_types::ContainerInstance {
         arn: container.into(),
@@ -421,7 +425,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!(totals(&st, &w).terminated, 1);
-    assert!(st.gone.contains_key("i-0000000000000004"));
+    assert!(st.is_gone("i-0000000000000004"));
 }
 
 #[tokio::test]
@@ -449,7 +453,7 @@ async fn an_instance_that_cannot_be_deregistered_is_set_active_again_and_kept() 
     super::apply::retire(&w.cluster, &profile, &retire).await;
     w.aws.done();
     let st = w.cluster.ec2().state();
-    let record = &st.instances["i-0000000000000005"];
+    let record = &st.instance("i-0000000000000005").expect("recorded");
     assert_eq!((record.retiring(), totals(&st, &w).terminated), (None, 0), "kept, not terminated");
 }
 
@@ -479,7 +483,7 @@ async fn start_task_refused_releases_the_agent_and_tells_the_job() {
     );
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert!(w.cluster.ec2().state().waiting.is_empty(), "no longer waits");
+    assert!(w.cluster.ec2().state().waiting().is_empty(), "no longer waits");
     let console = w.gocd.console_of(7).join("\n");
     assert!(console.contains("could not start an agent for job") && console.contains("ecs:StartTask"), "{console}");
     assert!(health(&w).contains("could not start an agent for job"), "{}", health(&w));
@@ -494,7 +498,7 @@ async fn start_task_that_places_nothing_leaves_the_work_waiting() {
         .answers(json!({ "tasks": [], "failures": [{ "arn": container, "reason": "RESOURCE:MEMORY" }] }).to_string());
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert_eq!(w.cluster.ec2().state().waiting.len(), 1, "the work waits for room");
+    assert_eq!(w.cluster.ec2().state().waiting().len(), 1, "the work waits for room");
     assert!(w.gocd.console_of(7).iter().all(|l| !l.contains("could not start")));
 }
 
@@ -518,7 +522,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
         .answers(json!({ "containerInstance": { "containerInstanceArn": ours } }).to_string());
     expect_catalog(&w.aws);
     driver::pass(&w.cluster).await.expect("pass 1");
-    assert!(w.cluster.ec2().state().foreign.contains("i-0000000000000009"), "remembered as not ours");
+    assert!(w.cluster.ec2().state().is_foreign("i-0000000000000009"), "remembered as not ours");
     // The next pass asks nothing about the foreign instance again.
     expect_described(&w.aws, &[]);
     expect_containers(&w.aws, &[(foreign, "i-0000000000000009", 2048, 7680, 1)]);
@@ -621,7 +625,7 @@ async fn an_idle_instance_is_stopped_while_the_stopped_pool_has_room() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!((totals(&st, &w).stopped, totals(&st, &w).terminated), (1, 0));
-    let record = &st.instances["i-0000000000000010"];
+    let record = &st.instance("i-0000000000000010").expect("recorded");
     assert!(record.parked() && record.retiring().is_none(), "{record:?}");
     assert!(st.slots(&Group::Pool(&w.pool())).is_empty(), "a stopped instance is neither placed on nor counted");
 }
@@ -655,7 +659,7 @@ async fn an_idle_instance_is_terminated_when_the_stopped_pool_is_full() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!((totals(&st, &w).stopped, totals(&st, &w).terminated), (0, 1));
-    assert!(st.instances["i-0000000000000012"].parked(), "the one stopped already is kept");
+    assert!(st.instance("i-0000000000000012").expect("recorded").parked(), "the one stopped already is kept");
 }
 
 #[tokio::test]
@@ -685,7 +689,7 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
         assert_eq!((totals(&st, &w).restarted, totals(&st, &w).launched), (1, 0));
         let slots = st.slots(&Group::Pool(&w.pool()));
         assert!(slots.len() == 1 && slots[0].registered.is_none(), "starting until its agent is back: {slots:?}");
-        assert_eq!(st.waiting.len(), 1);
+        assert_eq!(st.waiting().len(), 1);
     }
     // Its agent reconnects as the same container instance: the task starts on it.
     expect_described(&w.aws, &[w.instance_with_spec("i-0000000000000013", "running", &spec)]);
@@ -702,8 +706,8 @@ async fn a_stopped_instance_is_started_for_waiting_work_instead_of_a_launch() {
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
     let st = w.cluster.ec2().state();
-    assert!(st.waiting.is_empty(), "started");
-    assert!(!st.instances["i-0000000000000013"].restarting(), "registered like any other now");
+    assert!(st.waiting().is_empty(), "started");
+    assert!(!st.instance("i-0000000000000013").expect("recorded").restarting(), "registered like any other now");
 }
 
 #[tokio::test]
@@ -752,7 +756,7 @@ async fn a_start_refused_for_capacity_launches_a_new_instance_instead() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!((totals(&st, &w).restarted, totals(&st, &w).launched), (0, 1));
-    assert!(st.instances["i-0000000000000015"].parked(), "still stopped, started another time");
+    assert!(st.instance("i-0000000000000015").expect("recorded").parked(), "still stopped, started another time");
 }
 
 #[tokio::test]
@@ -944,12 +948,12 @@ async fn two_profiles_each_plan_and_launch_their_own(windows_first: bool) {
     driver::pass(&w.cluster).await.expect("pass 1");
     {
         let st = w.cluster.ec2().state();
-        let pool_of = |id: &str| st.instances[id].pool().cloned();
+        let pool_of = |id: &str| st.instance(id).expect("recorded").pool().cloned();
         assert_eq!(
             (pool_of("i-0000000000000031"), pool_of("i-0000000000000032")),
             (Some(linux.clone()), Some(windows.clone()))
         );
-        assert_eq!(st.waiting.len(), 2, "both wait for their instances to register");
+        assert_eq!(st.waiting().len(), 2, "both wait for their instances to register");
         let launched = |key: &Ec2PoolKey| st.memory(Some(key)).map(|m| m.counters.launched);
         assert_eq!((launched(&linux), launched(&windows)), (Some(1), Some(1)), "each pool counts its own");
     }
@@ -977,7 +981,7 @@ async fn two_profiles_each_plan_and_launch_their_own(windows_first: bool) {
     expect_started_on(&w.aws, 8, windows_ci);
     driver::pass(&w.cluster).await.expect("pass 2");
     w.aws.done();
-    assert!(w.cluster.ec2().state().waiting.is_empty(), "both started");
+    assert!(w.cluster.ec2().state().waiting().is_empty(), "both started");
     assert!(w.gocd.console_of(8).iter().any(|l| l.contains("i-0000000000000032")), "{:?}", w.gocd.console_of(8));
     // Each profile's status report shows its own pool.
     let report = |profile: &ClusterProfile| {
@@ -1036,7 +1040,7 @@ async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_wa
     w.clock.advance(std::time::Duration::from_secs(120));
     describe(&w, 1);
     driver::pass(&w.cluster).await.expect("pass 2");
-    assert!(w.cluster.ec2().state().instances.values().all(|r| r.retiring().is_none()), "left alone");
+    assert!(w.cluster.ec2().state().instances().all(|r| r.retiring().is_none()), "left alone");
 
     // The first server-ping: every profile heard. The empty left-over instance goes (never
     // stopped into a pool), the busy one stays until it empties.
@@ -1060,12 +1064,15 @@ async fn an_instance_of_settings_no_profile_has_is_retired_once_every_profile_wa
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!(
-        st.instances[left].retiring(),
+        st.instance(left).expect("recorded").retiring(),
         Some(crate::cluster::capacity::ec2::plan::RetireReason::LeftOver),
         "terminated as left over"
     );
-    assert!(st.gone.contains_key(left));
-    assert!(st.instances[untagged].retiring().is_none() && st.instances[ours].retiring().is_none());
+    assert!(st.is_gone(left));
+    assert!(
+        st.instance(untagged).expect("recorded").retiring().is_none()
+            && st.instance(ours).expect("recorded").retiring().is_none()
+    );
     assert_eq!(totals(&st, &w).stopped, 0);
 }
 
@@ -1086,7 +1093,7 @@ async fn work_waiting_under_edited_ec2_settings_is_dropped_not_launched() {
     expect_catalog_of(&w.aws, "m5.xlarge", (4, 16384), "ami-0abcdef1234567890", "");
     driver::pass(&w.cluster).await.expect("pass");
     w.aws.done();
-    assert!(w.cluster.ec2().state().waiting.is_empty(), "dropped");
+    assert!(w.cluster.ec2().state().waiting().is_empty(), "dropped");
     let agent = w.cluster.registry().all().next().cloned().expect("the agent's record");
     assert!(agent.phase != crate::cluster::agents::Phase::Launching, "released: {:?}", agent.phase);
 }

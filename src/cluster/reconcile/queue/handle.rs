@@ -43,7 +43,7 @@ impl Cluster {
             }
             QueueEvent::SpotWarning { instance_id, .. } => Ok(self.on_spot_warning(instance_id).await),
             QueueEvent::InstanceState { instance_id, state } => {
-                if !self.ec2().state().instances.contains_key(instance_id) {
+                if self.ec2().state().instance(instance_id).is_none() {
                     return Ok(Handled::NotOurs);
                 }
                 tracing::info!(instance = %instance_id, %state, "an instance of ours changed state");
@@ -61,7 +61,7 @@ impl Cluster {
     async fn on_spot_warning(&self, instance_id: &str) -> Handled {
         let (container, newly_warned) = {
             let mut st = self.ec2().state();
-            let Some(record) = st.instances.get_mut(instance_id) else { return Handled::NotOurs };
+            let Some(record) = st.instance_mut(instance_id) else { return Handled::NotOurs };
             let now = self.now();
             let newly_warned = record.spot_warned(now).then_some(now);
             (record.container().map(|c| c.arn.clone()), newly_warned)
@@ -76,7 +76,7 @@ impl Cluster {
             let cluster = self.profile().cluster_name.clone();
             match self.aws().set_instance_status(&cluster, arn, InstanceStatus::Draining).await {
                 Ok(()) => {
-                    if let Some(record) = self.ec2().state().instances.get_mut(instance_id) {
+                    if let Some(record) = self.ec2().state().instance_mut(instance_id) {
                         record.container_status(ContainerInstanceStatus::Draining);
                     }
                 }
