@@ -203,7 +203,7 @@ async fn a_job_on_ec2_pays_its_amis_root_when_it_is_larger_than_the_setting() {
         key: Catalog::key_of(&cfg),
     };
     let key = pool_key(&profile).expect("an EC2 profile");
-    w.cluster.ec2().state().memory_mut(&key).catalog = Some(Arc::new(catalog));
+    w.cluster.ec2().state().memory_mut(&key).set_catalog(Some(catalog));
 
     let now = w.cluster.now();
     let line =

@@ -462,7 +462,7 @@ impl Costs {
             let st = src.ec2.state();
             let instance = st.instance_of_container(&arn).cloned();
             let ami = instance.as_ref().and_then(|i| {
-                let catalog = st.memory(i.pool())?.catalog.as_ref()?;
+                let catalog = st.memory(i.pool())?.catalog()?;
                 catalog.ami_for(catalog.arch_of(i.instance_type()), i.os()).cloned()
             });
             (instance, ami)

@@ -79,9 +79,6 @@ pub struct PoolState {
     last_pass: Option<(SystemTime, Option<String>)>,
 }
 
-/// How many images [`PoolMemory::images`] keeps for the pre-pull at boot.
-pub const IMAGES_KEPT: usize = 20;
-
 /// A stopped instance as the planner sees it (`plan::parked`).
 pub use super::plan::parked::Parked;
 
@@ -280,7 +277,7 @@ impl PoolState {
             if let (Some(c), Some(key)) = (record.container(), record.pool()) {
                 if !record.parked() && !record.restarting() {
                     let memory = self.pools.entry(key.clone()).or_default();
-                    memory.registered_capacity.insert(record.instance_type().to_string(), c.total);
+                    memory.registered(record.instance_type(), c.total);
                 }
             }
         }
@@ -309,7 +306,7 @@ impl PoolState {
     /// Counts in the totals of an instance's pool (none for one launched without a pool).
     pub fn count(&mut self, instance: &str, add: impl FnOnce(&mut Counters)) {
         if let Some(key) = self.instances.get(instance).and_then(|r| r.pool().cloned()) {
-            add(&mut self.memory_mut(&key).counters);
+            self.memory_mut(&key).count(add);
         }
     }
 
@@ -333,7 +330,7 @@ impl PoolState {
             launch_patience: Duration::from_secs(u64::from(cfg.scale_out_wait_seconds)),
             types: self.offers(group.key(), cfg),
             spot: cfg.spot,
-            spot_turn: self.memory(group.key()).map_or(0, |m| m.spot_turn),
+            spot_turn: self.memory(group.key()).map_or(0, PoolMemory::spot_turn),
             rules: plan::Rules::default(),
         }
     }
@@ -351,7 +348,7 @@ impl PoolState {
             };
             TypeOffer { name: name.to_string(), capacity, arch, known }
         };
-        match self.memory(key).and_then(|m| m.catalog.as_ref()) {
+        match self.memory(key).and_then(PoolMemory::catalog) {
             Some(catalog) => catalog.launchable().map(|t| offer(&t.name, t.arch)).collect(),
             None => cfg.instance_types.iter().map(|t| offer(t, Arch::guess(t))).collect(),
         }
@@ -360,9 +357,9 @@ impl PoolState {
     /// What an instance of this type registers in pool `key` (its AMI decides too), if known.
     pub fn capacity(&self, key: Option<&Ec2PoolKey>, instance_type: &str) -> Option<Resources> {
         let memory = self.memory(key);
-        let described = || memory?.catalog.as_ref()?.type_info(instance_type)?.capacity;
+        let described = || memory?.catalog()?.type_info(instance_type)?.capacity;
         memory
-            .and_then(|m| m.registered_capacity.get(instance_type).copied())
+            .and_then(|m| m.registered_capacity(instance_type))
             .or_else(described)
             .or_else(|| capacity::estimate(instance_type))
     }
@@ -370,7 +367,7 @@ impl PoolState {
     /// An instance's architecture: as EC2 describes its type in its pool's catalog, else guessed
     /// from the type's name.
     pub fn arch_of(&self, record: &InstanceRecord) -> Arch {
-        let catalog = self.memory(record.pool()).and_then(|m| m.catalog.as_ref());
+        let catalog = self.memory(record.pool()).and_then(PoolMemory::catalog);
         catalog.map_or_else(|| Arch::guess(record.instance_type()), |c| c.arch_of(record.instance_type()))
     }
 
@@ -429,14 +426,6 @@ impl PoolState {
                 }
             })
             .collect()
-    }
-
-    /// Records an image of work queued in pool `key`, most recent first.
-    pub fn saw_image(&mut self, key: &Ec2PoolKey, image: &str) {
-        let images = &mut self.memory_mut(key).images;
-        images.retain(|i| i != image);
-        images.insert(0, image.to_string());
-        images.truncate(IMAGES_KEPT);
     }
 
     /// The planner's view of a group's waiting work.
@@ -632,7 +621,7 @@ mod tests {
             ..Ec2Capacity::for_tests()
         };
         let ami = |id: &str, a| AmiInfo { id: id.into(), arch: Some(a), os: OsClass::Linux, root_gib: 30 };
-        st.memory_mut(&pool()).catalog = Some(Arc::new(Catalog {
+        st.memory_mut(&pool()).set_catalog(Some(Catalog {
             types: vec![
                 TypeInfo { name: "c5.xlarge".into(), arch: Arch::X86_64, capacity: Some(Resources::new(4096, 7482)) },
                 // As EC2 says, whatever the name suggests.

@@ -185,21 +185,119 @@ pub struct Counters {
 #[derive(Debug, Default)]
 pub struct PoolMemory {
     /// The listed types and AMIs as AWS described them (read at the pool's first pass).
-    pub catalog: Option<Arc<Catalog>>,
+    catalog: Option<Arc<Catalog>>,
     /// What instances of each type registered (the truth beats the estimate).
-    pub registered_capacity: BTreeMap<String, Resources>,
+    registered_capacity: BTreeMap<String, Resources>,
     /// No launch before this time (after a failed RunInstances), and the current backoff.
-    pub launch_backoff: Option<(SystemTime, Duration)>,
+    launch_backoff: Option<(SystemTime, Duration)>,
     /// The subnet (index into the profile's) the next launch tries first: past the last one
     /// that refused or launched, so a zone that refused is not the first asked again.
-    pub next_subnet: usize,
+    next_subnet: usize,
     /// Spot launches so far: the round-robin over fitting types continues from here.
-    pub spot_turn: usize,
+    spot_turn: usize,
     /// The images of the elastic profiles this pool's work ran, the most recent first (at most
-    /// `IMAGES_KEPT` in `pool.rs`): new instances pull them at boot.
-    pub images: Vec<String>,
+    /// [`IMAGES_KEPT`]): new instances pull them at boot.
+    images: Vec<String>,
     /// Its totals, for the status report.
-    pub counters: Counters,
+    counters: Counters,
+}
+
+/// How many images [`PoolMemory::images`] keeps for the pre-pull at boot.
+pub const IMAGES_KEPT: usize = 20;
+
+/// First and longest pause of a pool's launches after RunInstances failed.
+pub const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
+
+impl PoolMemory {
+    /// The pool's types and AMIs as AWS last described them, if read.
+    pub fn catalog(&self) -> Option<&Arc<Catalog>> {
+        self.catalog.as_ref()
+    }
+
+    /// Keeps a new description of the pool's types and AMIs (`None`: forget it, read again).
+    pub fn set_catalog(&mut self, catalog: Option<Catalog>) {
+        self.catalog = catalog.map(Arc::new);
+    }
+
+    /// What an instance of this type registered in the pool, if one did.
+    pub fn registered_capacity(&self, instance_type: &str) -> Option<Resources> {
+        self.registered_capacity.get(instance_type).copied()
+    }
+
+    /// An instance of this type registered with this much.
+    pub fn registered(&mut self, instance_type: &str, total: Resources) {
+        self.registered_capacity.insert(instance_type.to_string(), total);
+    }
+
+    /// Whether the pool's launches pause at `now` after a failed RunInstances.
+    pub fn backing_off(&self, now: SystemTime) -> bool {
+        self.launch_backoff.is_some_and(|(until, _)| now < until)
+    }
+
+    /// The current pause of launches after a failure, if any.
+    pub fn launch_backoff(&self) -> Option<Duration> {
+        self.launch_backoff.map(|(_, pause)| pause)
+    }
+
+    /// A launch failed at `now`: the next waits [`LAUNCH_BACKOFF`]'s first pause, doubled at
+    /// each failure in a row up to its longest. Returns the pause.
+    pub fn launch_failed(&mut self, now: SystemTime) -> Duration {
+        let next = self.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
+        self.launch_backoff = Some((now + next, next));
+        next
+    }
+
+    /// `n` instances launched (`fell_back`: on-demand after spot was refused); launches no
+    /// longer pause.
+    pub fn launched(&mut self, n: usize, fell_back: bool) {
+        self.counters.launched += n as u64;
+        if fell_back {
+            self.counters.spot_fallbacks += n as u64;
+        }
+        self.launch_backoff = None;
+    }
+
+    /// The subnet (index into the profile's `n`) the next launch tries first.
+    pub fn next_subnet(&self, n: usize) -> usize {
+        self.next_subnet % n.max(1)
+    }
+
+    /// A launch is tried in subnet `index` of `n`: the next starts past it.
+    pub fn tried_subnet(&mut self, index: usize, n: usize) {
+        self.next_subnet = (index + 1) % n.max(1);
+    }
+
+    /// Spot launches so far: the round-robin over fitting types continues from here.
+    pub fn spot_turn(&self) -> usize {
+        self.spot_turn
+    }
+
+    /// `n` spot launches were asked for.
+    pub fn turned_spot(&mut self, n: usize) {
+        self.spot_turn += n;
+    }
+
+    /// The images the pool's work ran, the most recent first.
+    pub fn images(&self) -> &[String] {
+        &self.images
+    }
+
+    /// Records an image of work queued in the pool, most recent first.
+    pub fn saw_image(&mut self, image: &str) {
+        self.images.retain(|i| i != image);
+        self.images.insert(0, image.to_string());
+        self.images.truncate(IMAGES_KEPT);
+    }
+
+    /// Its totals, for the status report.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Counts in its totals.
+    pub fn count(&mut self, add: impl FnOnce(&mut Counters)) {
+        add(&mut self.counters);
+    }
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ impl Pool {
             }
         }
         by_type.sort_by(|a, b| a.instance_type.cmp(&b.instance_type));
-        let catalog = st.memory(key.as_ref()).and_then(|m| m.catalog.as_ref());
+        let catalog = st.memory(key.as_ref()).and_then(|m| m.catalog());
         PoolSnapshot {
             instance_type: cfg.instance_types.join(", "),
             by_type,
@@ -80,7 +80,7 @@ impl Pool {
             stopped_ebs_month: format!("{:.2} USD a month", stopped_ebs_usd_month(stopped, cfg.root_volume_gib)),
             waiting: st.waiting().iter().filter(|w| Some(&w.pool) == key.as_ref()).count(),
             instances,
-            counters: st.memory(key.as_ref()).map(|m| m.counters).unwrap_or_default(),
+            counters: st.memory(key.as_ref()).map(|m| m.counters()).unwrap_or_default(),
             last_pass: st.last_pass().map(|(t, _)| when(t)),
             last_error: st.last_pass().and_then(|(_, e)| e.map(str::to_string)),
         }

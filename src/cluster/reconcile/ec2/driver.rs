@@ -100,7 +100,7 @@ fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineErr
         if work.elastic.repository_credentials_arn.is_none()
             && crate::cluster::capacity::ec2::user_data::prepullable(&work.elastic.image)
         {
-            st.saw_image(&pool, &work.elastic.image);
+            st.memory_mut(&pool).saw_image(&work.elastic.image);
         }
         st.queue(WaitingTask { spec, need, os, arch, since: now, last_asked: now, on_demand, pool });
     }
@@ -132,7 +132,7 @@ fn enqueue(cluster: &Arc<Cluster>, spec: LaunchSpec) -> Result<String, EngineErr
 /// after a fallback to estimates); what is wrong with them goes to server health once per read.
 async fn ensure_catalog(cluster: &Cluster, pool: &PoolConfig) {
     let (now, cfg) = (cluster.now(), &pool.cfg);
-    let current = cluster.ec2().state().memory(Some(&pool.key)).and_then(|m| m.catalog.clone());
+    let current = cluster.ec2().state().memory(Some(&pool.key)).and_then(|m| m.catalog().cloned());
     if current.as_ref().is_some_and(|c| c.types_key() == Catalog::key_of(cfg) && !c.stale(now)) {
         return;
     }
@@ -144,7 +144,7 @@ async fn ensure_catalog(cluster: &Cluster, pool: &PoolConfig) {
         cluster.event(HealthKind::Error, problem.clone());
     }
     tracing::info!(pool = %pool.key, types = ?catalog.types, amis = ?catalog.amis, "described the EC2 instance types and AMIs");
-    cluster.ec2().state().memory_mut(&pool.key).catalog = Some(Arc::new(catalog));
+    cluster.ec2().state().memory_mut(&pool.key).set_catalog(Some(catalog));
 }
 
 /// Starts the cluster's background loop unless it runs.

@@ -6,8 +6,6 @@
 //! next subnet (another zone) when on-demand capacity is refused too; a growing pause of the
 //! pool's launches after a failure.
 
-use std::time::Duration;
-
 use sha2::{Digest, Sha256};
 
 use crate::aws::network::{self, Network};
@@ -25,21 +23,18 @@ use crate::ids::Ec2PoolKey;
 use crate::protocol::host_calls::HealthKind;
 use crate::settings::{ClusterProfile, Ec2Capacity};
 
-/// First and longest pause of launches after RunInstances failed.
-const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
-
 /// Launches a pool's instances (`cfg`: its settings, perhaps turned on-demand), grouped by (OS,
 /// architecture, types): for each, the types in the plan's order, spot first when asked,
 /// on-demand when every type's spot capacity is refused, then the next subnet (another zone)
 /// when on-demand capacity is refused too.
 pub(super) async fn launch(cluster: &Cluster, pool: &PoolConfig, cfg: &Ec2Capacity, launches: &[Launch]) {
     let (now, profile, key) = (cluster.now(), &*pool.profile, &pool.key);
-    let (backoff, catalog) = {
+    let (backing_off, catalog) = {
         let st = cluster.ec2().state();
         let memory = st.memory(Some(key));
-        (memory.and_then(|m| m.launch_backoff), memory.and_then(|m| m.catalog.clone()))
+        (memory.is_some_and(|m| m.backing_off(now)), memory.and_then(|m| m.catalog().cloned()))
     };
-    if backoff.is_some_and(|(until, _)| now < until) {
+    if backing_off {
         return;
     }
     let Some(catalog) = catalog else {
@@ -78,12 +73,7 @@ pub(super) async fn launch(cluster: &Cluster, pool: &PoolConfig, cfg: &Ec2Capaci
                 tracing::info!(?ids, pool = %key, os = group.os.as_str(), instance_type, ami = %ami.id, spot = cfg.spot && !fell_back, "launched EC2 instances");
                 let mut st = cluster.ec2().state();
                 st.launched(key, &instances, cluster.now());
-                let memory = st.memory_mut(key);
-                memory.counters.launched += instances.len() as u64;
-                if fell_back {
-                    memory.counters.spot_fallbacks += instances.len() as u64;
-                }
-                memory.launch_backoff = None;
+                st.memory_mut(key).launched(instances.len(), fell_back);
             }
             Err(message) => return launch_failed(cluster, key, message),
         }
@@ -104,7 +94,7 @@ async fn launch_some(
     let (first, images) = {
         let st = cluster.ec2().state();
         let memory = st.memory(Some(key));
-        (memory.map_or(0, |m| m.next_subnet) % n, memory.map(|m| m.images.clone()).unwrap_or_default())
+        (memory.map_or(0, |m| m.next_subnet(n)), memory.map(|m| m.images().to_vec()).unwrap_or_default())
     };
     let subnets: Vec<(usize, &String)> =
         network.subnets.iter().enumerate().cycle().skip(first).take(network.subnets.len()).collect();
@@ -120,7 +110,7 @@ async fn launch_some(
     let mut refusals: Vec<(String, Refusal)> = Vec::new();
     let markets: &[bool] = if cfg.spot { &[true, false] } else { &[false] };
     for (index, subnet) in subnets {
-        cluster.ec2().state().memory_mut(key).next_subnet = (index + 1) % n;
+        cluster.ec2().state().memory_mut(key).tried_subnet(index, n);
         // Each type in the plan's order, spot first; on-demand only once every type's spot
         // capacity was refused.
         for &spot in markets {
@@ -250,13 +240,7 @@ pub(super) enum LaunchFailed {
 /// Backs the pool's launches off (the pool's alone: another pool's AMI or types may launch).
 fn launch_failed(cluster: &Cluster, pool: &Ec2PoolKey, message: impl std::fmt::Display) {
     let now = cluster.now();
-    let backoff = {
-        let mut st = cluster.ec2().state();
-        let memory = st.memory_mut(pool);
-        let next = memory.launch_backoff.map_or(LAUNCH_BACKOFF.0, |(_, b)| (b * 2).min(LAUNCH_BACKOFF.1));
-        memory.launch_backoff = Some((now + next, next));
-        next
-    };
+    let backoff = cluster.ec2().state().memory_mut(pool).launch_failed(now);
     cluster.event(
         HealthKind::Error,
         format!("could not launch EC2 instances (next try in {} s): {message}", backoff.as_secs()),

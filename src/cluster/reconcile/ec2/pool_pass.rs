@@ -80,7 +80,7 @@ fn decide(cluster: &Cluster, share: Share<'_>, cfg: &Ec2Capacity) -> (Plan, Reus
     let st = cluster.ec2().state();
     let (slots, policy) = (st.slots(&group), st.policy(&group, cfg));
     let mut decided = plan::plan(&slots, &st.demands(&group), &policy, cluster.now());
-    let catalog = st.memory(group.key()).and_then(|m| m.catalog.clone());
+    let catalog = st.memory(group.key()).and_then(|m| m.catalog().cloned());
     let current = |os, arch| match share {
         Share::Pool(pool) => {
             launch::current_fingerprint(cluster, &pool.profile, &pool.cfg, catalog.as_ref()?, os, arch)
@@ -107,7 +107,7 @@ async fn start_or_launch(cluster: &Cluster, pool: &PoolConfig, decided: &mut Pla
     let now = cluster.now();
     let backing_off = {
         let st = cluster.ec2().state();
-        st.memory(Some(&pool.key)).and_then(|m| m.launch_backoff).is_some_and(|(until, _)| now < until)
+        st.memory(Some(&pool.key)).is_some_and(|m| m.backing_off(now))
     };
     if !backing_off {
         for r in reuse.start {
@@ -123,7 +123,7 @@ async fn start_or_launch(cluster: &Cluster, pool: &PoolConfig, decided: &mut Pla
     }
     if !decided.launch.is_empty() {
         if pool.cfg.spot {
-            cluster.ec2().state().memory_mut(&pool.key).spot_turn += decided.launch.len();
+            cluster.ec2().state().memory_mut(&pool.key).turned_spot(decided.launch.len());
         }
         launch::launch(cluster, pool, &pool.cfg, &decided.launch).await;
     }

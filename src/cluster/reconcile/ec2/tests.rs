@@ -88,7 +88,7 @@ fn ec2_profile(extra: &[(&str, &str)]) -> ClusterProfile {
 
 /// The totals of the world's own pool.
 fn totals(st: &PoolState, w: &World) -> Counters {
-    st.memory(Some(&w.pool)).map(|m| m.counters).unwrap_or_default()
+    st.memory(Some(&w.pool)).map(|m| m.counters()).unwrap_or_default()
 }
 
 /// The calls of a first create-agent: adopt what runs (nothing), look for the family (none
@@ -333,8 +333,8 @@ async fn capacity_refused_in_one_zone_launches_in_the_next_subnet() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     let memory = st.memory(Some(&w.pool())).expect("the pool's");
-    assert_eq!((totals(&st, &w).launched, memory.launch_backoff), (1, None));
-    assert_eq!(memory.next_subnet, 0, "the next launch starts past the subnet that launched");
+    assert_eq!((totals(&st, &w).launched, memory.launch_backoff()), (1, None));
+    assert_eq!(memory.next_subnet(2), 0, "the next launch starts past the subnet that launched");
 }
 
 #[tokio::test]
@@ -357,8 +357,8 @@ async fn a_refused_launch_backs_off_and_the_next_pass_launches_nothing() {
     w.aws.done();
     let st = w.cluster.ec2().state();
     assert_eq!(st.waiting().len(), 1, "the work still waits");
-    let backoff = st.memory(Some(&w.pool())).and_then(|m| m.launch_backoff);
-    assert_eq!(backoff.map(|(_, b)| b.as_secs()), Some(10));
+    let backoff = st.memory(Some(&w.pool())).and_then(|m| m.launch_backoff());
+    assert_eq!(backoff.map(|b| b.as_secs()), Some(10));
 }
 
 /// An instance of ours, registered with a container instance, empty, idle since `idle_for` ago.
@@ -402,7 +402,7 @@ async fn an_instance_idle_past_its_minutes_is_drained_deregistered_and_terminate
     // Idle since it registered, 11 minutes ago (Ec2IdleMinutes 10).
     registered_instance(&w, "i-0000000000000004", container, std::time::Duration::ZERO);
     w.clock.advance(std::time::Duration::from_secs(11 * 60));
-    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
+    w.cluster.ec2().state().memory_mut(&w.pool()).set_catalog(None);
     expect_described(&w.aws, &[w.instance_xml("i-0000000000000004", "running")]);
     expect_containers(&w.aws, &[(container, "i-0000000000000004", 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -465,7 +465,7 @@ async fn queued_beside_an_empty_instance(w: &World, n: &str) -> String {
     let container = format!("arn:aws:ecs:us-east-1:123456789012:container-instance/ci/000{n}");
     let id = format!("i-000000000000000{n}");
     registered_instance(w, &id, &container, std::time::Duration::ZERO);
-    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
+    w.cluster.ec2().state().memory_mut(&w.pool()).set_catalog(None);
     expect_described(&w.aws, &[w.instance_xml(&id, "running")]);
     expect_containers(&w.aws, &[(&container, &id, 2048, 7680, 0)]);
     expect_catalog(&w.aws);
@@ -507,7 +507,7 @@ async fn a_container_instance_of_our_terminated_instance_is_deregistered_and_a_f
     let w = World::new(&[]);
     let ours = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0008";
     let foreign = "arn:aws:ecs:us-east-1:123456789012:container-instance/ci/0009";
-    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = None;
+    w.cluster.ec2().state().memory_mut(&w.pool()).set_catalog(None);
     expect_described(&w.aws, &[]);
     expect_containers(
         &w.aws,
@@ -580,7 +580,7 @@ fn catalog_read(w: &World) -> String {
         crate::cluster::capacity::ec2::Arch::X86_64,
     )
     .expect("an AMI of the architecture");
-    w.cluster.ec2().state().memory_mut(&w.pool()).catalog = Some(Arc::new(catalog));
+    w.cluster.ec2().state().memory_mut(&w.pool()).set_catalog(Some(catalog));
     spec
 }
 
@@ -954,7 +954,7 @@ async fn two_profiles_each_plan_and_launch_their_own(windows_first: bool) {
             (Some(linux.clone()), Some(windows.clone()))
         );
         assert_eq!(st.waiting().len(), 2, "both wait for their instances to register");
-        let launched = |key: &Ec2PoolKey| st.memory(Some(key)).map(|m| m.counters.launched);
+        let launched = |key: &Ec2PoolKey| st.memory(Some(key)).map(|m| m.counters().launched);
         assert_eq!((launched(&linux), launched(&windows)), (Some(1), Some(1)), "each pool counts its own");
     }
 
