@@ -19,6 +19,7 @@ use super::pools::{Counters, Group, PoolMemory};
 use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
 use crate::aws::network::Network;
+use crate::aws::AwsError;
 use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::launch::snapshot::LaunchSpec;
 use crate::ids::{AgentId, Ec2PoolKey};
@@ -88,12 +89,13 @@ pub struct Pool {
     state: Mutex<PoolState>,
     /// Wakes the loop (new work). Shared with the loop, which holds no strong cluster reference
     /// while it sleeps.
-    pub(crate) wake: Arc<Notify>,
+    wake: Arc<Notify>,
     /// Held for one pass: passes never overlap, so placements never overcommit an instance.
-    pub(crate) pass_lock: tokio::sync::Mutex<()>,
-    pub(crate) task: Mutex<Option<JoinHandle<()>>>,
+    pass_lock: tokio::sync::Mutex<()>,
+    /// The background loop, while it runs.
+    task: Mutex<Option<JoinHandle<()>>>,
     /// The instances' networks, each resolved once (pools may launch into different ones).
-    pub(crate) networks: tokio::sync::Mutex<BTreeMap<NetworkKey, Network>>,
+    networks: tokio::sync::Mutex<BTreeMap<NetworkKey, Network>>,
 }
 
 impl Drop for Pool {
@@ -125,6 +127,36 @@ impl Pool {
     /// Wakes the loop for a pass now.
     pub fn wake(&self) {
         self.wake.notify_one();
+    }
+
+    /// Starts the background loop with `start`, handed the loop's wake-up, unless it runs.
+    pub fn ensure_loop(&self, start: impl FnOnce(Arc<Notify>) -> JoinHandle<()>) {
+        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+        if task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        *task = Some(start(self.wake.clone()));
+    }
+
+    /// Held for one pass: passes never overlap, so placements never overcommit an instance.
+    pub async fn one_pass(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.pass_lock.lock().await
+    }
+
+    /// The network of `key`, resolved by `resolve` the first time it is asked for (a failure is
+    /// not kept: the next launch resolves again).
+    pub async fn network<F, Fut>(&self, key: NetworkKey, resolve: F) -> Result<Network, AwsError>
+    where
+        F: FnOnce(NetworkKey) -> Fut,
+        Fut: std::future::Future<Output = Result<Network, AwsError>>,
+    {
+        let mut cached = self.networks.lock().await;
+        if let Some(n) = cached.get(&key) {
+            return Ok(n.clone());
+        }
+        let resolved = resolve(key.clone()).await?;
+        cached.insert(key, resolved.clone());
+        Ok(resolved)
     }
 
     /// GoCD asked again for a waiting job's agent, with a fresh key: keep the newest. Whether

@@ -149,13 +149,8 @@ async fn ensure_catalog(cluster: &Cluster, pool: &PoolConfig) {
 
 /// Starts the cluster's background loop unless it runs.
 pub fn ensure_running(cluster: &Arc<Cluster>) {
-    let mut task = cluster.ec2().task.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if task.as_ref().is_some_and(|t| !t.is_finished()) {
-        return;
-    }
     let weak = Arc::downgrade(cluster);
-    let wake = cluster.ec2().wake.clone();
-    *task = Some(tokio::spawn(run(weak, wake)));
+    cluster.ec2().ensure_loop(|wake| tokio::spawn(run(weak, wake)));
 }
 
 async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
@@ -187,7 +182,7 @@ async fn run(cluster: Weak<Cluster>, wake: Arc<Notify>) {
 /// One pass: observe the whole cluster once, then plan and apply each pool with its own
 /// profile, then what is left over. Returns the pause before the next.
 pub(super) async fn pass(cluster: &Cluster) -> Result<Duration, AwsError> {
-    let _one_at_a_time = cluster.ec2().pass_lock.lock().await;
+    let _one_at_a_time = cluster.ec2().one_pass().await;
     let (profiles, heard_all) = cluster.served_profiles();
     let pools = Pools::of(profiles, heard_all, cluster.retired().is_some());
     drop_waiting_of_no_pool(cluster, &pools);

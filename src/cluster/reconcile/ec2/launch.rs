@@ -250,13 +250,8 @@ fn launch_failed(cluster: &Cluster, pool: &Ec2PoolKey, message: impl std::fmt::D
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.
 async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result<Network, AwsError> {
     let key = (profile.subnet_ids.clone(), profile.security_group_ids.clone());
-    let mut cached = cluster.ec2().networks.lock().await;
-    if let Some(n) = cached.get(&key) {
-        return Ok(n.clone());
-    }
-    let resolved = network::resolve(&cluster.aws(), &key.0, &key.1).await?;
-    cached.insert(key, resolved.clone());
-    Ok(resolved)
+    let aws = cluster.aws();
+    cluster.ec2().network(key, |(subnets, groups)| async move { network::resolve(&aws, &subnets, &groups).await }).await
 }
 
 #[cfg(test)]
