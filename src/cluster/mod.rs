@@ -133,9 +133,9 @@ pub struct Cluster {
     config: RwLock<Arc<Config>>,
     /// The port to GoCD (console lines, agent deletes).
     gocd: Arc<dyn Gocd>,
-    /// Where it reads the time ([`clock`]): the wall clock in production.
+    /// Where it reads the time ([`base::clock`]): the wall clock in production.
     clock: Arc<dyn Clock>,
-    /// The work it runs behind its requests' backs ([`background`]).
+    /// The work it runs behind its requests' backs ([`base::background`]).
     background: base::background::Background,
     /// What changes: agents, what it resolved and launched in AWS, what happened lately.
     state: State,

@@ -40,6 +40,7 @@ pub struct ImportArgs {
     #[arg(long, requires = "server")]
     pub apply: bool,
     /// The GoCD server for --apply, ending in /go (https://gocd.example.com/go).
+    #[allow(rustdoc::bare_urls)] // clap prints this line as the option's help, as written
     #[arg(long, value_name = "URL", requires = "apply")]
     pub server: Option<String>,
 }

@@ -140,7 +140,7 @@ pub struct Work {
 }
 
 /// Everything one RunTask or StartTask sends, built once per create-agent by
-/// [`LaunchSpec::new`] only, so both launch paths send the same tags, `startedBy`, overrides and
+/// [`LaunchSpec::for_identity`] only, so both launch paths send the same tags, `startedBy`, overrides and
 /// client token. The overrides are written from [`LaunchSpec::work`] when the call is made: a
 /// re-sent create-agent may renew the registration key of work that still waits.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The warm pools' pass and create-agent's part in it: after a create-agent of a warm profile,
 //! after a job-completion and at each server-ping, every pool (`capacity/warm/pools.rs`) is
-//! planned ([`crate::cluster::capacity::warm::plan`], pure) and applied: warm agents started on
+//! planned ([`mod@crate::cluster::capacity::warm::plan`], pure) and applied: warm agents started on
 //! the oldest usable held keys, surplus idle ones retired, keys too old to use dropped.
 
 use std::sync::{Arc, PoisonError};
@@ -78,7 +78,7 @@ impl Cluster {
         self.spawn_background(async move { cluster.tend_warm_pools().await });
     }
 
-    /// One pass over every warm pool: start, retire, forget keys ([`warm::plan`]).
+    /// One pass over every warm pool: start, retire, forget keys ([`mod@warm::plan`]).
     pub async fn tend_warm_pools(self: &Arc<Self>) {
         let _one_at_a_time = self.state.warm_pass.lock().await;
         let ids = self.warm_pools().ids();

@@ -77,7 +77,7 @@ impl Costs {
     }
 
     /// Reads from the Price List what the table lacks to price `agent_id`'s job (see
-    /// [`super::price_fill`]): each gap once an hour at most, with the profile's credentials.
+    /// [`crate::cluster::accounting::price_fill`]): each gap once an hour at most, with the profile's credentials.
     pub async fn fill_price_gaps(&self, src: &Sources<'_>, agent_id: &AgentId, now: SystemTime) {
         let Some(record) = src.registry().get(agent_id).cloned() else { return };
         let region = src.aws.region.clone();

@@ -6,9 +6,9 @@
 //!
 //! - [`schedule`]: `WarmSchedule`, when warm agents are kept (weekday and time windows in an
 //!   IANA time zone; empty means always);
-//! - [`target`]: `WarmAgents`, how many are kept (a number, or `auto` sized from the arrivals of
+//! - [`mod@target`]: `WarmAgents`, how many are kept (a number, or `auto` sized from the arrivals of
 //!   the last hour and of the coming hour on the last three days);
-//! - [`plan`]: one pass over a pool — which unused keys start warm agents, which idle agents
+//! - [`mod@plan`]: one pass over a pool — which unused keys start warm agents, which idle agents
 //!   retire, which keys are dropped;
 //! - [`pools`]: the pools of one cluster profile at run time, and the pass that applies the plan
 //!   (the one part here that acts).

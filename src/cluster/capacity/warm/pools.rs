@@ -162,7 +162,7 @@ impl WarmPools {
     }
 
     /// Pool `id` at `now`: its newest request's snapshot, the number of warm agents it aims at
-    /// ([`warm::target`]) and its unused keys.
+    /// ([`mod@warm::target`]) and its unused keys.
     pub fn target(&self, id: &PoolId, now: SystemTime) -> Option<(Arc<RequestSnapshot>, u32, Vec<UnusedKey>)> {
         let pool = self.pools.get(id)?;
         let snapshot = pool.latest.clone()?;

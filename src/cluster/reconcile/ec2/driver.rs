@@ -2,13 +2,14 @@
 //! cluster profile it sent, and returns at once), and one background loop per engine
 //! ([`ensure_running`]) does passes: observe the whole cluster once (our instances by tag, the
 //! cluster's container instances; the container instances our gone instances left go through
-//! cleanup, `cluster/cleanup/`), then for each pool of a served cluster profile ([`super::pools`])
-//! plan with that profile's settings ([`super::plan`]) and apply (retire, start waiting tasks
+//! cleanup, `cluster/cleanup/`), then for each pool of a served cluster profile
+//! ([`crate::cluster::capacity::ec2::pools`]) plan with that profile's settings
+//! ([`crate::cluster::capacity::ec2::plan`]) and apply (retire, start waiting tasks
 //! with StartTask, launch instances: `pool_pass.rs`), then retire what is left over of
 //! pools no profile has. It comes back every 2 s while work waits or instances start or go,
 //! every 10 s while instances run (sooner when an idle or register deadline falls due), else
 //! when woken. The loop holds only a `Weak` reference to its cluster between passes and is
-//! aborted when the cluster is dropped or at plugin shutdown ([`super::Pool::stop`]).
+//! aborted when the cluster is dropped or at plugin shutdown ([`crate::cluster::capacity::ec2::pool::Pool::stop`]).
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};

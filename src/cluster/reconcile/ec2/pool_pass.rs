@@ -1,5 +1,5 @@
 //! One share of an EC2 pass, after the cluster was observed: a pool's instances and waiting work
-//! planned with its own cluster profile ([`super::plan`], then [`crate::cluster::capacity::ec2::plan::parked`] for its
+//! planned with its own cluster profile ([`crate::cluster::capacity::ec2::plan`], then [`crate::cluster::capacity::ec2::plan::parked`] for its
 //! stopped instances) and the plan applied (retire, stop, refuse, start, start a stopped
 //! instance again or launch), or the instances left over from pools no profile has, retired as
 //! they empty ([`wind_down`]).
