@@ -14,10 +14,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use test_world as world;
-
-#[path = "support/mod.rs"]
-mod support;
+use bench_kit::support;
 
 use std::process::ExitCode;
 use std::time::Instant;
