@@ -10,22 +10,16 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use aws_credential_types::Credentials;
-use aws_sdk_ecs::config::{BehaviorVersion, Region};
-use aws_smithy_runtime_api::client::http::{http_client_fn, HttpConnector, HttpConnectorFuture, SharedHttpConnector};
+use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorFuture};
 use aws_smithy_runtime_api::client::orchestrator::{HttpRequest, HttpResponse};
 use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use serde_json::{json, Value};
 
+use super::in_process::json_error as error;
+pub use super::in_process::{clients_over, ACCOUNT, REGION};
 use super::status::TaskStatus;
-use super::verifier::json_error as error;
-use super::{AwsClients, CallStats, RoleStats};
-
-/// The account and region of the fake.
-pub const ACCOUNT: &str = "123456789012";
-/// Its region.
-pub const REGION: &str = "us-east-1";
+use super::AwsClients;
 
 /// One task the fake keeps.
 #[derive(Debug, Clone)]
@@ -260,62 +254,6 @@ impl FakeAws {
             other => (400, error("InvalidAction", &format!("the fake does not answer {other}"))),
         }
     }
-}
-
-/// SDK clients of one account (the fake's account and region, retries off) whose every call
-/// `connector` answers: the fake's, or the scripted verifier's (`super::verifier`).
-pub fn clients_over(connector: impl HttpConnector + Clone + 'static) -> Arc<AwsClients> {
-    let http = http_client_fn(move |_, _| SharedHttpConnector::new(connector.clone()));
-    let creds = Credentials::new("AKIDFAKE", "fake-secret", None, None, "engine-tests");
-    let ecs = aws_sdk_ecs::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new(REGION))
-        .credentials_provider(creds.clone())
-        .http_client(http.clone())
-        .retry_config(aws_sdk_ecs::config::retry::RetryConfig::disabled())
-        .build();
-    let ec2 = aws_sdk_ec2::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(aws_sdk_ec2::config::Region::new(REGION))
-        .credentials_provider(creds.clone())
-        .http_client(http.clone())
-        .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
-        .build();
-    let sqs = aws_sdk_sqs::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(aws_sdk_sqs::config::Region::new(REGION))
-        .credentials_provider(creds.clone())
-        .http_client(http.clone())
-        .retry_config(aws_sdk_sqs::config::retry::RetryConfig::disabled())
-        .build();
-    Arc::new(AwsClients {
-        ecs: aws_sdk_ecs::Client::from_conf(ecs),
-        ec2: aws_sdk_ec2::Client::from_conf(ec2),
-        sqs: aws_sdk_sqs::Client::from_conf(sqs),
-        ecr: aws_sdk_ecr::Client::from_conf(
-            aws_sdk_ecr::Config::builder()
-                .behavior_version(BehaviorVersion::latest())
-                .region(aws_sdk_ecr::config::Region::new(REGION))
-                .credentials_provider(creds.clone())
-                .http_client(http.clone())
-                .retry_config(aws_sdk_ecr::config::retry::RetryConfig::disabled())
-                .build(),
-        ),
-        pricing: aws_sdk_pricing::Client::from_conf(
-            aws_sdk_pricing::Config::builder()
-                .behavior_version(BehaviorVersion::latest())
-                .region(aws_sdk_pricing::config::Region::new(super::pricing::PRICE_LIST_REGION))
-                .credentials_provider(creds.clone())
-                .http_client(http.clone())
-                .retry_config(aws_sdk_pricing::config::retry::RetryConfig::disabled())
-                .build(),
-        ),
-        region: REGION.into(),
-        role_arn: None,
-        role: Arc::new(RoleStats::default()),
-        calls: Arc::new(CallStats::default()),
-        account_id: Some(ACCOUNT.into()),
-    })
 }
 
 impl HttpConnector for FakeAws {

@@ -18,6 +18,8 @@ pub mod ecr;
 pub mod ecs;
 #[cfg(test)]
 pub mod fake_aws;
+#[cfg(test)]
+pub mod in_process;
 pub mod leftovers;
 pub mod network;
 pub mod outcome;

@@ -22,6 +22,7 @@ use aws_smithy_runtime_api::http::StatusCode;
 use aws_smithy_types::body::SdkBody;
 use serde_json::Value;
 
+use super::in_process::json_error;
 use super::AwsClients;
 
 /// One request the engine sent, as the verifier read it.
@@ -132,7 +133,7 @@ impl Verifier {
 
     /// SDK clients of one account whose every call goes through this script.
     pub fn clients(&self) -> Arc<AwsClients> {
-        super::fake_aws::clients_over(self.clone())
+        super::in_process::clients_over(self.clone())
     }
 
     /// Every call made so far, by operation, in order.
@@ -228,13 +229,6 @@ fn read(request: &HttpRequest) -> Call {
     let form: BTreeMap<String, String> = form_urlencoded::parse(bytes).into_owned().collect();
     let operation = form.get("Action").cloned().unwrap_or_else(|| format!("unknown request to {}", request.uri()));
     Call { operation, json: Value::Null, form }
-}
-
-/// The JSON protocols' error body (ECS, SQS), as AWS writes it:
-/// `{"__type":"ThrottlingException","message":"Rate exceeded"}`. The in-process fakes' one
-/// writer of it.
-pub fn json_error(code: &str, message: &str) -> Value {
-    serde_json::json!({ "__type": code, "message": message })
 }
 
 /// EC2's error body.
