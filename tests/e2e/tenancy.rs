@@ -17,34 +17,10 @@ use std::time::{Duration, Instant};
 
 use crate::reliability::*;
 use crate::world::host::Props;
-use crate::world::moto::{self, aws_error_text, StaticCredentials, REGION};
+use crate::world::moto::{self, REGION};
 use crate::world::proxy::Verdict;
 use crate::world::*;
 use aws_config::SdkConfig;
-
-/// Long-term keys of an IAM user in `account`, made through a role of that account (moto ties
-/// an access key to the account whose IAM created it), and an SDK config acting with them.
-async fn static_keys_in(w: &Scenario, account: &str) -> (StaticCredentials, SdkConfig) {
-    let assumed = w.moto.assume_role_config(&format!("arn:aws:iam::{account}:role/gocd-admin")).await;
-    let iam = aws_sdk_iam::Client::new(&assumed.config);
-    iam.create_user().user_name("gocd").send().await.unwrap_or_else(|e| panic!("CreateUser: {}", aws_error_text(&e)));
-    let out = iam
-        .create_access_key()
-        .user_name("gocd")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("CreateAccessKey: {}", aws_error_text(&e)));
-    let key = out.access_key().expect("an access key");
-    let credentials = StaticCredentials {
-        access_key_id: key.access_key_id().to_string(),
-        secret_access_key: key.secret_access_key().to_string(),
-        session_token: None,
-    };
-    let config = moto::sdk_config_for(&w.moto.endpoint(), &credentials, REGION).await;
-    let me = aws_sdk_sts::Client::new(&config).get_caller_identity().send().await.expect("GetCallerIdentity");
-    assert_eq!(me.account(), Some(account), "moto puts the user's keys in {account}");
-    (credentials, config)
-}
 
 /// Waits for every job to complete, then checks each ran on exactly one task and every agent
 /// was deleted.
@@ -77,7 +53,7 @@ async fn tasks_per_job(config: &SdkConfig, cluster: &str) -> BTreeMap<String, us
 async fn two_static_key_accounts_with_one_cluster_name_each_launch_in_their_own_account() {
     let mut w = Scenario::new("two_static_key_accounts").await;
     let base = w.base.clone();
-    let (keys, other) = static_keys_in(&w, "222222222222").await;
+    let (keys, other) = w.moto.static_keys_in("222222222222").await;
     w.cluster("base", &base, "gocd").await;
     w.cluster("other", &other, "gocd").await;
     let (id, secret) = (keys.access_key_id.as_str(), keys.secret_access_key.as_str());

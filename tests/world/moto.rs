@@ -188,6 +188,35 @@ impl Moto {
         let account = role_arn.split(':').nth(4).unwrap_or_default().to_string();
         AssumedRole { config, credentials, account, role_arn: role_arn.to_string() }
     }
+
+    /// Long-term keys of an IAM user `gocd` in `account`, made through the account's
+    /// `gocd-admin` role (moto ties an access key to the account whose IAM created it), and an
+    /// SDK config acting with them. Once per account and moto.
+    pub async fn static_keys_in(&self, account: &str) -> (StaticCredentials, SdkConfig) {
+        let assumed = self.assume_role_config(&format!("arn:aws:iam::{account}:role/gocd-admin")).await;
+        let iam = aws_sdk_iam::Client::new(&assumed.config);
+        iam.create_user()
+            .user_name("gocd")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("CreateUser: {}", aws_error_text(&e)));
+        let out = iam
+            .create_access_key()
+            .user_name("gocd")
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("CreateAccessKey: {}", aws_error_text(&e)));
+        let key = out.access_key().expect("an access key");
+        let credentials = StaticCredentials {
+            access_key_id: key.access_key_id().to_string(),
+            secret_access_key: key.secret_access_key().to_string(),
+            session_token: None,
+        };
+        let config = sdk_config_for(&self.endpoint(), &credentials, REGION).await;
+        let me = aws_sdk_sts::Client::new(&config).get_caller_identity().send().await.expect("GetCallerIdentity");
+        assert_eq!(me.account(), Some(account), "moto puts the user's keys in {account}");
+        (credentials, config)
+    }
 }
 
 /// AssumeRole with `config` (moto's own endpoint, or a proxy's): the session's keys and when it

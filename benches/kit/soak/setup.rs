@@ -13,7 +13,7 @@ use super::SoakOptions;
 use crate::world::ec2::{create_instance_profile, Ec2Policy, InstanceSimulator};
 use crate::world::eventbridge::{self, Delivery, EventBridge};
 use crate::world::host::Props;
-use crate::world::moto::{self, aws_error_text, StaticCredentials, REGION};
+use crate::world::moto::{self, REGION};
 use crate::world::profiles::{cluster_props, elastic_props, IMAGE};
 use crate::world::proxy::faults::{FaultRates, Faults};
 use crate::world::*;
@@ -86,28 +86,6 @@ pub struct SoakWorld {
     pub fleet_of: Vec<usize>,
 }
 
-/// Long-term keys of an IAM user in `account` (made through a role of that account: moto ties a
-/// key to the account whose IAM created it) and an SDK config acting with them.
-async fn static_keys_in(w: &Scenario, account: &str) -> (StaticCredentials, SdkConfig) {
-    let assumed = w.moto.assume_role_config(&format!("arn:aws:iam::{account}:role/gocd-admin")).await;
-    let iam = aws_sdk_iam::Client::new(&assumed.config);
-    iam.create_user().user_name("gocd").send().await.unwrap_or_else(|e| panic!("CreateUser: {}", aws_error_text(&e)));
-    let out = iam
-        .create_access_key()
-        .user_name("gocd")
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("CreateAccessKey: {}", aws_error_text(&e)));
-    let key = out.access_key().expect("an access key");
-    let credentials = StaticCredentials {
-        access_key_id: key.access_key_id().to_string(),
-        secret_access_key: key.secret_access_key().to_string(),
-        session_token: None,
-    };
-    let config = moto::sdk_config_for(&w.moto.endpoint(), &credentials, REGION).await;
-    (credentials, config)
-}
-
 fn with(mut p: Props, extra: &[(&str, &str)]) -> Props {
     p.extend(props(extra));
     p
@@ -117,8 +95,8 @@ impl SoakWorld {
     pub async fn build(options: &SoakOptions) -> SoakWorld {
         let mut w = Scenario::new("soak").await;
         let a = w.base.clone();
-        let (b_keys, b) = static_keys_in(&w, "222222222222").await;
-        let (c_keys, c) = static_keys_in(&w, REFUSED_ACCOUNT).await;
+        let (b_keys, b) = w.moto.static_keys_in("222222222222").await;
+        let (c_keys, c) = w.moto.static_keys_in(REFUSED_ACCOUNT).await;
         let pairs = pairs();
         let mut fleet_of = Vec::new();
         for pair in &pairs {
