@@ -14,7 +14,10 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use bench_kit::support;
+use test_world as world;
+
+#[path = "support/mod.rs"]
+mod support;
 
 use std::process::ExitCode;
 use std::time::Instant;

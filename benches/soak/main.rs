@@ -1,6 +1,6 @@
 //! `cargo bench --bench soak`: a compressed day of 10,000 jobs through the real plugin on moto,
-//! with every fault at once, then the invariants (README "Soak"; the run itself is
-//! `benches/kit/soak/`, shared with the short soak of the end-to-end tests, `tests/e2e/soak.rs`).
+//! with every fault at once, then the invariants (README "Soak"; `driver/` is the run itself,
+//! shared with the short soak in the e2e binary, `tests/e2e/soak.rs`).
 //!
 //! `-- --jobs N` sets the jobs (default 10,000), `-- --rate R` the jobs scheduled per second
 //! (default 12), `-- --seed S` the draws. Needs `MOTO_SERVER` (`export MOTO_SERVER=$(scripts/moto.sh)`).
@@ -8,7 +8,9 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
-use bench_kit::soak as driver;
+use test_world as world;
+
+mod driver;
 
 use std::process::ExitCode;
 
@@ -38,7 +40,7 @@ fn main() -> ExitCode {
         options.jobs,
         options.jobs_per_sec,
         options.day().as_secs_f64(),
-        test_world::host::plugin_binary().display()
+        world::host::plugin_binary().display()
     );
     let summary = runtime.block_on(driver::run(&options));
     println!("{}", summary.render());

@@ -5,8 +5,8 @@
 //!
 //! Needs `MOTO_SERVER` (see `scripts/moto.sh`); without it the tests panic, never skip.
 
-use bench_kit::support::figures;
-use bench_kit::support::table::{Row, Table};
+use crate::support::figures;
+use crate::support::table::{Row, Table};
 
 fn check(rows: Vec<Row>) {
     let table = Table { rows, notes: Vec::new() };

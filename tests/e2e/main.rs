@@ -13,6 +13,14 @@ mod scenario_ext {
     pub(crate) use crate::{ec2::Ec2Scenario, reliability::ReliabilityScenario};
 }
 
+#[path = "../../benches/support/mod.rs"]
+mod support;
+
+mod reliability;
+
+#[path = "../../benches/soak/driver/mod.rs"]
+mod soak_driver;
+
 mod aws_rules;
 mod bench_counts;
 mod capacity;
@@ -32,7 +40,6 @@ mod isolation;
 mod leftovers;
 mod metrics;
 mod proxy;
-mod reliability;
 mod reuse;
 mod soak;
 mod task_contents;

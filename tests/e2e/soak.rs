@@ -1,8 +1,8 @@
 //! The short soak: the compressed day of `cargo bench --bench soak` at 500 jobs
 //! (`SOAK_JOBS` changes it), with every fault at once, and the same invariants, so a regression
-//! fails CI. The run itself is `benches/kit/soak/`. Needs `MOTO_SERVER`; never skips.
+//! fails CI. The run itself is `benches/soak/driver/`. Needs `MOTO_SERVER`; never skips.
 
-use bench_kit::soak::{self as soak_driver, SoakOptions};
+use crate::soak_driver::{self, SoakOptions};
 
 /// The short run's jobs: at the driver's 6 jobs a second, an 83 s day, about two and a half
 /// minutes with the settling at the end, run beside the jar's Maven tests by `scripts/test`.

@@ -1,7 +1,7 @@
 //! The soak: a compressed day of jobs through the real plugin, on moto behind the
 //! strict proxy, with every fault at once, then the invariants checked and printed. Shared by
-//! `cargo bench --bench soak` (the full day, `--jobs 10000`) and the short run in the end-to-end
-//! tests (`tests/e2e/soak.rs`), which is the same code at a smaller job count.
+//! `cargo bench --bench soak` (the full day, `--jobs 10000`) and the short run in the e2e binary
+//! (`soak::`), which is the same code at a smaller job count.
 //!
 //! - [`setup`]: three accounts, six profile pairs (Fargate and EC2; reuse and warm agents on
 //!   some), the event queue and its misbehaving delivery, the simulators;
@@ -9,6 +9,10 @@
 //!   throughout; SIGKILLs; the queue deleted, recreated and unreachable; one account's
 //!   credentials refused), with the plugin's memory sampled from `/proc/<pid>/status`;
 //! - [`checks`]: the invariants and the summary (README "Soak").
+//!
+//! The crate that includes this declares `mod world;` (the test world) at its root.
+
+#![allow(dead_code, clippy::print_stderr)]
 
 pub mod checks;
 pub mod day;

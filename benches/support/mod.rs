@@ -1,4 +1,4 @@
-//! The floors benchmark's machinery, shared by `benches/floors.rs` (every figure at full size, timed)
+//! The benchmark's machinery, shared by `benches/floors.rs` (every figure at full size, timed)
 //! and `tests/e2e/bench_counts.rs` (the call-count figures at smaller N, asserted in CI):
 //!
 //! - [`figures`]: one function per figure; each builds its own world (a fresh moto, the counting
@@ -7,6 +7,10 @@
 //! - [`seed`]: tasks put into moto as a previous plugin process would have left them;
 //! - [`stdio`]: a blocking stdio driver that times at the pipe boundary, and the bare NDJSON echo;
 //! - [`table`]: the one table the benchmark prints.
+//!
+//! Both crates declare `mod world;` (the test world) at their root; this module uses it.
+
+#![allow(dead_code, clippy::print_stderr)]
 
 pub mod events;
 pub mod figures;

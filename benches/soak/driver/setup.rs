@@ -64,7 +64,6 @@ pub fn pairs() -> Vec<Pair> {
 }
 
 /// Everything a soak run acts on.
-#[allow(missing_debug_implementations)] // the test world's processes and clients have none
 pub struct SoakWorld {
     pub w: Scenario,
     pub host: GoCdHost,

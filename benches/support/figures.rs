@@ -34,10 +34,12 @@ const ROLE_ACCOUNT: &str = "111111111111";
 const SERVER_PING: &str = "cd.go.elastic-agent.server-ping";
 const SHOULD_ASSIGN_WORK: &str = "cd.go.elastic-agent.should-assign-work";
 
-/// The plugin binary: `ECS_EA_PLUGIN_BIN` when set, else the one cargo built beside the running
-/// bench or test (release under `cargo bench`, debug under `cargo test`).
+/// The plugin binary: `ECS_EA_PLUGIN_BIN` when set, else the one cargo built with this crate
+/// (release under `cargo bench`, debug under `cargo test`).
 pub fn plugin_binary() -> PathBuf {
-    crate::world::host::plugin_binary()
+    std::env::var_os("ECS_EA_PLUGIN_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")))
 }
 
 /// The plugin's environment, as the host simulator sets it: AWS is `endpoint`, with test keys.
@@ -58,7 +60,6 @@ pub fn plugin_env(endpoint: &str) -> Vec<(String, String)> {
 }
 
 /// A fresh moto and the counting proxy in front of it, answering as AWS would.
-#[allow(missing_debug_implementations)] // the test world's processes and clients have none
 pub struct Aws {
     /// moto.
     pub moto: Moto,
