@@ -1042,11 +1042,11 @@ async fn a_warm_agent_on_ec2_takes_a_job_with_no_task_started_for_it() {
     // as the replacement below.
     let registered = host.with_state(|s| s.agents.len());
     let on_their_way = sim.with_state(|s| s.tasks.values().filter(|t| !t.stopped && t.registration.is_none()).count());
-    let idle_before = registered + on_their_way;
+    let pool_before = registered + on_their_way;
     let start_tasks = w.proxy.count("ecs:StartTask");
     let (third, third_wait) = run_one(&host, "warm").await;
     assert!(started_before(&host, &sim, third), "an idle agent took the third job, not a task started for it");
-    if idle_before <= 2 {
+    if pool_before <= 2 {
         // The third job left the pool under `WarmAgents`: a replacement starts on a job's key.
         let added = host.with_state(|s| s.job(third).added_at);
         let keys: Vec<String> = host.with_state(|s| s.jobs.iter().flat_map(|j| j.keys.clone()).collect());

@@ -18,8 +18,8 @@ use super::plan::{self, Demand, Policy, Registered, Slot, TypeOffer};
 use super::pools::{Counters, Group, PoolMemory};
 use super::{capacity, Arch, ContainerInstanceStatus, Ec2State, OsClass, Resources};
 pub use crate::aws::ec2_types::{ContainerInstance, Ec2Instance};
-use crate::aws::network::Network;
-use crate::aws::AwsError;
+use crate::aws::network::{self, Network};
+use crate::aws::{AwsClients, AwsError};
 use crate::cluster::base::locks::{Mutex, MutexGuard};
 use crate::cluster::launch::snapshot::LaunchSpec;
 use crate::ids::{AgentId, Ec2PoolKey};
@@ -143,18 +143,14 @@ impl Pool {
         self.pass_lock.lock().await
     }
 
-    /// The network of `key`, resolved by `resolve` the first time it is asked for (a failure is
-    /// not kept: the next launch resolves again).
-    pub async fn network<F, Fut>(&self, key: NetworkKey, resolve: F) -> Result<Network, AwsError>
-    where
-        F: FnOnce(NetworkKey) -> Fut,
-        Fut: std::future::Future<Output = Result<Network, AwsError>>,
-    {
+    /// The network of `key` (subnets, security groups), resolved with `aws` the first time it
+    /// is asked for (a failure is not kept: the next launch resolves again).
+    pub async fn network(&self, aws: &AwsClients, key: NetworkKey) -> Result<Network, AwsError> {
         let mut cached = self.networks.lock().await;
         if let Some(n) = cached.get(&key) {
             return Ok(n.clone());
         }
-        let resolved = resolve(key.clone()).await?;
+        let resolved = network::resolve(aws, &key.0, &key.1).await?;
         cached.insert(key, resolved.clone());
         Ok(resolved)
     }
@@ -218,9 +214,9 @@ impl PoolState {
         Some(self.waiting.remove(at))
     }
 
-    /// Takes off the queue, in order, the work `drop` picks.
-    pub fn drop_waiting(&mut self, mut drop: impl FnMut(&WaitingTask) -> bool) -> Vec<WaitingTask> {
-        let (dropped, kept) = std::mem::take(&mut self.waiting).into_iter().partition(|w| drop(w));
+    /// Takes off the queue, in order, the work `pick` picks.
+    pub fn drop_waiting(&mut self, mut pick: impl FnMut(&WaitingTask) -> bool) -> Vec<WaitingTask> {
+        let (dropped, kept) = std::mem::take(&mut self.waiting).into_iter().partition(|w| pick(w));
         self.waiting = kept;
         dropped
     }

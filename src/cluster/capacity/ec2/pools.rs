@@ -203,10 +203,10 @@ pub struct PoolMemory {
 }
 
 /// How many images [`PoolMemory::images`] keeps for the pre-pull at boot.
-pub const IMAGES_KEPT: usize = 20;
+const IMAGES_KEPT: usize = 20;
 
 /// First and longest pause of a pool's launches after RunInstances failed.
-pub const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
+const LAUNCH_BACKOFF: (Duration, Duration) = (Duration::from_secs(10), Duration::from_secs(300));
 
 impl PoolMemory {
     /// The pool's types and AMIs as AWS last described them, if read.

@@ -8,7 +8,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::aws::network::{self, Network};
+use crate::aws::network::Network;
 use crate::aws::AwsError;
 use crate::cluster::base::identity::{TAG_CLUSTER_PROFILE, TAG_SERVER_ID};
 use crate::cluster::capacity::ec2::api::{self, LaunchRequest, Refusal, TAG_EC2_POOL, TAG_LAUNCH_SPEC, TAG_OS};
@@ -250,8 +250,7 @@ fn launch_failed(cluster: &Cluster, pool: &Ec2PoolKey, message: impl std::fmt::D
 /// The cluster profile's subnets and groups (else the default VPC's), resolved once.
 async fn instance_network(cluster: &Cluster, profile: &ClusterProfile) -> Result<Network, AwsError> {
     let key = (profile.subnet_ids.clone(), profile.security_group_ids.clone());
-    let aws = cluster.aws();
-    cluster.ec2().network(key, |(subnets, groups)| async move { network::resolve(&aws, &subnets, &groups).await }).await
+    cluster.ec2().network(&cluster.aws(), key).await
 }
 
 #[cfg(test)]
