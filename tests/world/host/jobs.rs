@@ -32,6 +32,7 @@ impl GoCdHost {
                 create_agent_posted: 0,
                 create_agent_answered: 0,
                 create_agent_failed: 0,
+                create_agent_errors: Vec::new(),
                 last_create_posted: None,
                 keys: Vec::new(),
                 added_at: Instant::now(),
@@ -138,6 +139,7 @@ impl GoCdHost {
                 Ok(_) => {
                     job.create_agent_answered += 1;
                     job.create_agent_failed += 1;
+                    job.create_agent_errors.push(Instant::now());
                 }
                 Err(_) => job.create_agent_failed += 1,
             }

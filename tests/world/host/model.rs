@@ -197,6 +197,8 @@ pub struct Job {
     pub create_agent_posted: u32,
     pub create_agent_answered: u32,
     pub create_agent_failed: u32,
+    /// When each create-agent the plugin answered with an error (non-200) came back.
+    pub create_agent_errors: Vec<Instant>,
     pub last_create_posted: Option<Instant>,
     /// Every key issued for this job, oldest first.
     pub keys: Vec<String>,
