@@ -285,8 +285,11 @@ async fn stop_a_running_task(world: &SoakWorld, jobs: &[(JobHandle, usize)]) -> 
             .sim
             .with_state(|s| s.tasks.values().any(|t| !t.stopped && t.job_id.as_deref() == Some(&job_id.to_string())));
         if live {
+            // The stop counts from when it is asked: the job may end, and its agent go, while
+            // StopTask is on its way.
+            let at = Instant::now();
             world.sim.stop_task_by_hand(job_id, "stopped by hand mid-job (soak)").await;
-            return Some(HandStop { at: Instant::now(), agent_id, job });
+            return Some(HandStop { at, agent_id, job });
         }
     }
     None
