@@ -428,8 +428,10 @@ impl HostState {
         for v in self.violations.iter().take(5) {
             s.push_str(&format!("  VIOLATION: {v}\n"));
         }
-        let tail: Vec<&str> = self.stderr.lines().rev().take(25).collect();
-        s.push_str("  plugin stderr (last lines):\n");
+        // What the plugin decided, not the SDK's trace around it.
+        let decided = |l: &&str| !matches!(l.split_whitespace().nth(1), Some("DEBUG" | "TRACE"));
+        let tail: Vec<&str> = self.stderr.lines().rev().filter(decided).take(25).collect();
+        s.push_str("  plugin stderr (last lines, info and above):\n");
         for l in tail.iter().rev() {
             s.push_str(&format!("    {l}\n"));
         }
