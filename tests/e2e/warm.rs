@@ -177,6 +177,13 @@ fn through_spot(run: &serde_json::Value) -> bool {
     run["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE_SPOT" && run.get("launchType").is_none()
 }
 
+/// The auto-register key a RunTask hands its agent (`GO_EA_AUTO_REGISTER_KEY` in its overrides).
+fn run_key(run: &serde_json::Value) -> Option<&str> {
+    let containers = run["overrides"]["containerOverrides"].as_array()?;
+    let env = containers.iter().filter_map(|c| c["environment"].as_array()).flatten();
+    env.into_iter().find(|e| e["name"] == "GO_EA_AUTO_REGISTER_KEY").and_then(|e| e["value"].as_str())
+}
+
 /// The one live task, once it is registered (the pool's one warm agent): its ARN and agent id.
 async fn the_idle_warm_task(sim: &AgentSimulator, what: &str, after: std::time::Instant) -> (String, String) {
     sim.wait_until(what, Duration::from_secs(60), |s| {
@@ -215,11 +222,15 @@ async fn warm_agents_on_fargate_spot_serve_jobs_and_spot_interruptions_cost_no_j
     // the keys of its re-sent create-agents.
     let (first, _) = run_one(&host, "warm").await;
     let (warm_arn, warm_agent) = the_idle_warm_task(&sim, "the warm agent registered, idle", start).await;
-    let runs = w.proxy.requests("ecs", "RunTask");
-    assert_eq!(runs[0]["launchType"], "FARGATE", "the cold job runs where the profile says: {}", runs[0]);
-    assert!(runs[1..].iter().all(through_spot), "warm agents go through FARGATE_SPOT: {runs:?}");
+    // Which RunTask started which agent is told by its key, not by its place in the log: on a
+    // loaded machine a warm agent's RunTask can be answered before the cold one's.
     let (seen, first_keys) =
         (sim.with_state(|s| s.tasks[&warm_arn].clone()), host.with_state(|s| s.job(first).keys.clone()));
+    let runs = w.proxy.requests("ecs", "RunTask");
+    let (cold, warm_runs): (Vec<_>, Vec<_>) = runs.iter().partition(|r| run_key(r) == Some(first_keys[0].as_str()));
+    assert!(!cold.is_empty(), "the cold job's RunTask carries its first key: {runs:?}");
+    assert!(cold.iter().all(|r| r["launchType"] == "FARGATE"), "the cold job runs where the profile says: {cold:?}");
+    assert!(warm_runs.iter().all(|r| through_spot(r)), "warm agents go through FARGATE_SPOT: {runs:?}");
     assert_eq!(seen.capacity_provider.as_deref(), Some("FARGATE_SPOT"), "{seen:?}");
     let key = seen.auto_register_key.clone().expect("a key");
     assert!(first_keys.contains(&key) && first_keys[0] != key, "an unused key of a re-sent create-agent");
