@@ -33,7 +33,7 @@ use crate::scenario_ext::*;
 use crate::world::ec2::{create_instance_profile, Ec2Policy};
 use crate::world::host::{HostConfig, HostState, JobState};
 use crate::world::moto::TEST_ACCESS_KEY_ID;
-use crate::world::proxy::Proxy;
+use crate::world::proxy::{request_override_env, Proxy};
 use crate::world::*;
 use schema::Schema;
 
@@ -106,14 +106,6 @@ fn json_tags(body: &Value) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The agent id a launch's overrides give the container.
-fn override_agent_id(body: &Value) -> Option<String> {
-    let containers = body["overrides"]["containerOverrides"].as_array()?;
-    containers.iter().flat_map(|c| c["environment"].as_array().cloned().unwrap_or_default()).find_map(|kv| {
-        (kv["name"] == "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID").then(|| kv["value"].as_str().map(str::to_string))?
-    })
-}
-
 /// The tags of one resource type of an EC2 call's `TagSpecification.N` (or of CreateTags'
 /// `Tag.N`, with `resource` empty).
 fn form_tags(form: &[(String, String)], resource: &str) -> BTreeMap<String, String> {
@@ -144,8 +136,8 @@ fn written(proxy: &Proxy, ec2: &Ec2Writes, mark: usize, since: Instant) -> Vec<W
                 let mut names = BTreeMap::new();
                 names.insert("started_by".to_string(), str_of("startedBy"));
                 names.insert("task_definition_family".to_string(), family_of(&str_of("taskDefinition")).to_string());
-                if let Some(agent) = override_agent_id(body) {
-                    names.insert("agent_id".to_string(), agent);
+                if let Some(agent) = request_override_env(body, "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID") {
+                    names.insert("agent_id".to_string(), agent.to_string());
                 }
                 out.insert(Written {
                     kind: "task".into(),

@@ -177,13 +177,6 @@ fn through_spot(run: &serde_json::Value) -> bool {
     run["capacityProviderStrategy"][0]["capacityProvider"] == "FARGATE_SPOT" && run.get("launchType").is_none()
 }
 
-/// The auto-register key a RunTask hands its agent (`GO_EA_AUTO_REGISTER_KEY` in its overrides).
-fn run_key(run: &serde_json::Value) -> Option<&str> {
-    let containers = run["overrides"]["containerOverrides"].as_array()?;
-    let env = containers.iter().filter_map(|c| c["environment"].as_array()).flatten();
-    env.into_iter().find(|e| e["name"] == "GO_EA_AUTO_REGISTER_KEY").and_then(|e| e["value"].as_str())
-}
-
 /// The one live task, once it is registered (the pool's one warm agent): its ARN and agent id.
 async fn the_idle_warm_task(sim: &AgentSimulator, what: &str, after: std::time::Instant) -> (String, String) {
     sim.wait_until(what, Duration::from_secs(60), |s| {
@@ -227,7 +220,9 @@ async fn warm_agents_on_fargate_spot_serve_jobs_and_spot_interruptions_cost_no_j
     let (seen, first_keys) =
         (sim.with_state(|s| s.tasks[&warm_arn].clone()), host.with_state(|s| s.job(first).keys.clone()));
     let runs = w.proxy.requests("ecs", "RunTask");
-    let (cold, warm_runs): (Vec<_>, Vec<_>) = runs.iter().partition(|r| run_key(r) == Some(first_keys[0].as_str()));
+    let (cold, warm_runs): (Vec<_>, Vec<_>) = runs.iter().partition(|r| {
+        crate::world::proxy::request_override_env(r, "GO_EA_AUTO_REGISTER_KEY") == Some(first_keys[0].as_str())
+    });
     assert!(!cold.is_empty(), "the cold job's RunTask carries its first key: {runs:?}");
     assert!(cold.iter().all(|r| r["launchType"] == "FARGATE"), "the cold job runs where the profile says: {cold:?}");
     assert!(warm_runs.iter().all(|r| through_spot(r)), "warm agents go through FARGATE_SPOT: {runs:?}");

@@ -633,13 +633,7 @@ fn assigned_public_ip(run_tasks: &[Value], agent_id: &str, private_ip: Ipv4Addr)
 }
 
 fn carries_agent(body: &Value, agent_id: &str) -> bool {
-    body["overrides"]["containerOverrides"].as_array().into_iter().flatten().any(|c| {
-        c["environment"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|e| e["name"] == "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID" && e["value"].as_str() == Some(agent_id))
-    })
+    super::proxy::request_override_env(body, "GO_EA_AUTO_REGISTER_ELASTIC_AGENT_ID") == Some(agent_id)
 }
 
 /// Gives moto's default VPC what AWS's default VPC has and moto's lacks: an internet gateway
