@@ -9,7 +9,6 @@
 //! only checked when asked (`check_time`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,13 +33,9 @@ const ROLE_ACCOUNT: &str = "111111111111";
 const SERVER_PING: &str = "cd.go.elastic-agent.server-ping";
 const SHOULD_ASSIGN_WORK: &str = "cd.go.elastic-agent.should-assign-work";
 
-/// The plugin binary: `ECS_EA_PLUGIN_BIN` when set, else the one cargo built with this crate
-/// (release under `cargo bench`, debug under `cargo test`).
-pub fn plugin_binary() -> PathBuf {
-    std::env::var_os("ECS_EA_PLUGIN_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ecs-elastic-agent")))
-}
+/// The plugin binary (release under `cargo bench`, debug under `cargo test`), found as every
+/// world finds it.
+pub use crate::world::host::plugin_binary;
 
 /// The plugin's environment, as the host simulator sets it: AWS is `endpoint`, with test keys.
 pub fn plugin_env(endpoint: &str) -> Vec<(String, String)> {
