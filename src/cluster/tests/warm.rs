@@ -79,6 +79,9 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     // One minute, two days from the engine's now (UTC): closed now, whenever the test runs.
     let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
     w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
+    // The pass the request started runs now, while the agent starts, not at a moment the
+    // runtime picks.
+    w.cluster.background_settled().await;
     let kept = run_job(&w, 1).await;
     // It waits half a minute in its pool before the next pass.
     w.clock.advance(std::time::Duration::from_secs(30));
@@ -90,6 +93,33 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
     assert!(w.gocd.deleted().contains(&kept.to_string()), "and removed from GoCD");
     let (_, pools) = w.cluster.cost_totals();
     assert!(pools.iter().any(|(_, usd)| *usd > 0.0), "its idle time until retired is its pool's cost: {pools:?}");
+}
+
+#[tokio::test]
+async fn a_kept_agent_retired_before_its_jobs_cost_is_said_charges_its_pool_only_its_wait() {
+    let w = World::new(5);
+    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
+    w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
+    w.cluster.background_settled().await;
+    let agent_id = w.agent_of(1);
+    assert!(w.cluster.should_assign(&agent_id, &job(1), super::no_offer));
+    // The job runs ten minutes; its agent is kept at its end, and a warm pass retires it before
+    // job-completion has said the job's cost (no charge mark yet), thirty seconds later.
+    w.clock.advance(std::time::Duration::from_secs(600));
+    let done = w.cluster.registry().job_done(&agent_id, 1, w.cluster.now());
+    assert!(matches!(done, crate::cluster::agents::JobDone::Keep { .. }), "kept: {done:?}");
+    w.clock.advance(std::time::Duration::from_secs(30));
+    w.cluster.tend_warm_pools().await;
+    assert!(w.gocd.deleted().contains(&agent_id.to_string()), "retired");
+    let (_, pools) = w.cluster.cost_totals();
+    let idle: f64 = pools.iter().map(|(_, usd)| usd).sum();
+    // Its 0.5 vCPU and 1 GB cost about 2.5 cents an hour on Fargate: its 30 s wait costs some
+    // 0.0002 USD, and ten minutes at even one cent an hour 0.0017 USD.
+    let ten_minutes_at_a_cent_an_hour = 0.01 * 600.0 / 3600.0;
+    assert!(
+        idle > 0.0 && idle < ten_minutes_at_a_cent_an_hour,
+        "the pool pays its 30 s wait, not the job's 10 min: {idle}"
+    );
 }
 
 /// The UTC weekday two days after `now`, as `WarmSchedule` names it.

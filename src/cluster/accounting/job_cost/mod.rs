@@ -393,16 +393,16 @@ impl Costs {
     }
 
     /// A warm or kept agent was stopped while it waited for a job: its idle time since its last
-    /// charge is its pool's cost.
+    /// charge, and since it began to wait, is its pool's cost. A kept agent retired between its
+    /// job's end and that job's cost (a warm pass at that moment) has no charge mark yet: the
+    /// time it began to wait keeps its job's time out of its pool's cost.
     pub fn idle_agent_stopped(&self, src: &Sources<'_>, agent_id: &AgentId, now: SystemTime) {
         let Some(record) = src.registry().get(agent_id).cloned() else { return };
-        if record.waiting_since.is_none() {
-            return;
-        }
+        let Some(waiting_since) = record.waiting_since else { return };
         let region = src.aws.region.clone();
         let rate = self.rate(src, &record, &region);
         let mut cost = self.lock();
-        let from = cost.charged_until.remove(agent_id).unwrap_or_else(|| billing_start(&record));
+        let from = cost.charged_until.remove(agent_id).unwrap_or_else(|| billing_start(&record)).max(waiting_since);
         match rate {
             Ok(rate) => {
                 let usd = idle_usd(&rate, Span::new(from, now));
