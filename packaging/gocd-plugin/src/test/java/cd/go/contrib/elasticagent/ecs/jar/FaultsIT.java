@@ -59,13 +59,19 @@ class FaultsIT {
     @Test
     void aBinaryThatStopsAnsweringIsKilledAndRestarted() throws Exception {
         try (Harness h = new Harness(QUICK)) {
+            // It serves, with nothing in flight: no probe of a slow start can restart it below.
+            assertEquals(200, h.handle(CAPABILITIES, null).responseCode());
             long pid = h.binaryPid();
-            assertEquals(0, new ProcessBuilder("kill", "-STOP", Long.toString(pid)).start().waitFor());
+            assertTrue(pid > 0, "a binary serves: " + pid);
             int mark = CapturedLog.get().size();
+            assertEquals(0, new ProcessBuilder("kill", "-STOP", Long.toString(pid)).start().waitFor());
+            awaitStopped(pid);
             long t0 = System.nanoTime();
             GoPluginApiResponse r = h.handle(CAPABILITIES, null);
             long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
-            assertEquals(500, r.responseCode(), r.responseBody());
+            long serving = h.binaryPid();
+            assertEquals(500, r.responseCode(), () -> r.responseBody() + " (pid " + pid + " stopped, pid "
+                    + serving + " serving now)\n" + CapturedLog.get().dump(mark));
             assertTrue(r.responseBody().contains("stopped answering"), r.responseBody());
             assertTrue(ms < 10_000, "the hung binary was given up within " + ms + " ms");
             awaitServing(h, pid);
@@ -145,6 +151,22 @@ class FaultsIT {
     }
 
     /** Waits until a new binary (not {@code oldPid}) answers get-capabilities. */
+    /** Waits until the kernel shows {@code pid} stopped (state T in its stat line). */
+    static void awaitStopped(long pid) throws Exception {
+        Path stat = Path.of("/proc", Long.toString(pid), "stat");
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        String line = "";
+        while (System.nanoTime() < deadline) {
+            line = Files.readString(stat);
+            // pid (comm) state ...: comm may hold spaces and parentheses, the state follows the last ')'.
+            if (line.substring(line.lastIndexOf(')') + 2).startsWith("T")) {
+                return;
+            }
+            Thread.sleep(10);
+        }
+        throw new AssertionError("pid " + pid + " did not stop within 10 s: " + line);
+    }
+
     static void awaitServing(Harness h, long oldPid) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         GoPluginApiResponse last = null;
