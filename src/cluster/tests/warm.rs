@@ -75,13 +75,7 @@ async fn a_job_given_a_kept_agent_leaves_its_key_to_a_replacement_warm_agent() {
 
 #[tokio::test]
 async fn outside_the_warm_schedule_the_pool_is_retired() {
-    let w = World::new(5);
-    // One minute, two days from the engine's now (UTC): closed now, whenever the test runs.
-    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
-    w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
-    // The pass the request started runs now, while the agent starts, not at a moment the
-    // runtime picks.
-    w.cluster.background_settled().await;
+    let w = started_outside_its_schedule().await;
     let kept = run_job(&w, 1).await;
     // It waits half a minute in its pool before the next pass.
     w.clock.advance(std::time::Duration::from_secs(30));
@@ -97,10 +91,7 @@ async fn outside_the_warm_schedule_the_pool_is_retired() {
 
 #[tokio::test]
 async fn a_kept_agent_retired_before_its_jobs_cost_is_said_charges_its_pool_only_its_wait() {
-    let w = World::new(5);
-    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
-    w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
-    w.cluster.background_settled().await;
+    let w = started_outside_its_schedule().await;
     let agent_id = w.agent_of(1);
     assert!(w.cluster.should_assign(&agent_id, &job(1), super::no_offer));
     // The job runs ten minutes; its agent is kept at its end, and a warm pass retires it before
@@ -120,6 +111,18 @@ async fn a_kept_agent_retired_before_its_jobs_cost_is_said_charges_its_pool_only
         idle > 0.0 && idle < ten_minutes_at_a_cent_an_hour,
         "the pool pays its 30 s wait, not the job's 10 min: {idle}"
     );
+}
+
+/// A world whose job 1 started an agent of a warm profile whose schedule is closed now.
+async fn started_outside_its_schedule() -> World {
+    let w = World::new(5);
+    // One minute, two days from the engine's now (UTC): closed now, whenever the test runs.
+    let closed = format!("{} 00:00-00:01 UTC", weekday_in_two_days(w.cluster.now()));
+    w.cluster.create_agent(warm_request(&w, 1, "2", &closed)).await.expect("started");
+    // The pass the request started runs now, while the agent starts, not at a moment the
+    // runtime picks.
+    w.cluster.background_settled().await;
+    w
 }
 
 /// The UTC weekday two days after `now`, as `WarmSchedule` names it.
