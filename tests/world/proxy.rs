@@ -557,8 +557,8 @@ fn record(shared: &Shared, call: &Call, status: u16, outcome: Outcome, rule: Opt
 /// same from a task.
 pub fn request_override_env<'a>(body: &'a Value, name: &str) -> Option<&'a str> {
     let containers = body["overrides"]["containerOverrides"].as_array()?;
-    let env = containers.iter().filter_map(|c| c["environment"].as_array()).flatten();
-    env.into_iter().find(|e| e["name"] == name).and_then(|e| e["value"].as_str())
+    let mut env = containers.iter().filter_map(|c| c["environment"].as_array()).flatten();
+    env.find(|e| e["name"] == name).and_then(|e| e["value"].as_str())
 }
 
 pub(super) fn xml_field<'a>(xml: &'a str, tag: &str) -> Option<&'a str> {

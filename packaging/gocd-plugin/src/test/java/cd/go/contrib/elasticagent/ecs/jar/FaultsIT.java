@@ -150,7 +150,6 @@ class FaultsIT {
         assertNoBinaryLeft();
     }
 
-    /** Waits until a new binary (not {@code oldPid}) answers get-capabilities. */
     /** Waits until the kernel shows {@code pid} stopped (state T in its stat line). */
     static void awaitStopped(long pid) throws Exception {
         Path stat = Path.of("/proc", Long.toString(pid), "stat");
@@ -167,6 +166,7 @@ class FaultsIT {
         throw new AssertionError("pid " + pid + " did not stop within 10 s: " + line);
     }
 
+    /** Waits until a new binary (not {@code oldPid}) answers get-capabilities. */
     static void awaitServing(Harness h, long oldPid) throws Exception {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         GoPluginApiResponse last = null;
